@@ -1,0 +1,3 @@
+from mpiscope.cli import main
+
+raise SystemExit(main())

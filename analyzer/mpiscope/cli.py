@@ -1,0 +1,70 @@
+"""`mpiscope` command line: one subcommand per module under mpiscope.commands.
+
+Each command module exposes `HELP: str`, `add_arguments(parser)` and
+`run(args) -> int`; modules are imported lazily so `mpiscope lib` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from mpiscope import __version__
+from mpiscope.errors import UserError
+
+# subcommand name -> module under mpiscope.commands
+COMMANDS: dict[str, str] = {
+    "lib": "lib",
+    "run": "run",
+    "analyze": "analyze",
+    "scaling": "scaling",
+    "compare": "compare",
+    "serve": "serve",
+    "study": "study",
+    "cluster": "cluster",
+}
+
+
+def _load(name: str):
+    return importlib.import_module(f"mpiscope.commands.{COMMANDS[name]}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mpiscope", description="MPI tracing and performance analysis"
+    )
+    parser.add_argument("--version", action="version", version=f"mpiscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        if only is not None and name != only:
+            # cheap placeholder so `mpiscope --help` lists every command
+            sub.add_parser(name, add_help=False)
+            continue
+        try:
+            module = _load(name)
+        except ModuleNotFoundError:
+            continue  # command not built yet
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    first = next((a for a in argv if not a.startswith("-")), None)
+    only = first if first in COMMANDS else None
+    parser = build_parser(only)
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return int(_load(args.command).run(args) or 0)
+    except UserError as err:
+        print(err.one_line(), file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,1 @@
+"""Subcommands of the `mpiscope` CLI (see mpiscope.cli)."""

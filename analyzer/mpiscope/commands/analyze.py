@@ -1,0 +1,46 @@
+"""`mpiscope analyze DIR [--json OUT] [--top N]`: where the time goes, and what to fix."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "analyze a trace: time breakdown, wait states, findings"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", type=Path, metavar="DIR", help="trace directory (or traces.otf2)")
+    p.add_argument("--json", type=Path, metavar="OUT", help="write the analysis as JSON")
+    p.add_argument("--top", type=int, default=10, help="rows in the summary tables")
+    p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+
+
+def load_with_progress(path: Path, use_cache: bool = True):
+    """Read a trace with a progress display on stderr; warn about ranks cut short."""
+    from rich.console import Console
+
+    from mpiscope import reader
+
+    err = Console(stderr=True)
+    with err.status(f"reading {path}") as status:
+        trace = reader.load(path, use_cache=use_cache,
+                            progress=lambda step: status.update(f"reading {path}: {step}"))
+    if trace.meta.truncated_ranks:
+        ranks = ", ".join(map(str, trace.meta.truncated_ranks))
+        err.print(f"mpiscope: warning: {path}: ranks cut short (no MPI_Finalize or "
+                  f"truncated events): {ranks}; analyzing as far as the trace goes",
+                  highlight=False, soft_wrap=True)
+    return trace
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from mpiscope import report, summary
+
+    trace = load_with_progress(args.trace, not args.no_cache)
+    rep = report.analyze(trace)
+    summary.print_summary(rep, Console(), top=args.top)
+    if args.json:
+        args.json.write_text(rep.to_json())
+    return 0

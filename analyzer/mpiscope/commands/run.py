@@ -1,0 +1,83 @@
+"""`mpiscope run [--out DIR] [--cluster] -- mpirun -np N ./app`: trace a job without recompiling.
+
+With `--cluster` the Open MPI job runs on the emulated cluster (`mpiscope cluster up`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mpiscope.errors import UserError
+from mpiscope.paths import MPI_FLAVOURS, interposer_library
+
+HELP = "run an MPI job with the interposer preloaded and write an OTF2 trace"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", "-o", type=Path, default=None,
+                   help="trace directory (default: ./mpiscope-YYYYmmdd-HHMMSS)")
+    p.add_argument("--mpi", choices=MPI_FLAVOURS, default=None,
+                   help="MPI library of the job (default: guessed from the launcher)")
+    p.add_argument("--cluster", action="store_true",
+                   help="run on the emulated cluster (`mpiscope cluster up`): adds hostfile, "
+                   "launch agent and TCP/shared-memory options to the Open MPI mpirun")
+    p.add_argument("--cluster-prefix", default="mpiscope", help=argparse.SUPPRESS)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- launcher and program")
+
+
+def default_out_dir() -> Path:
+    return Path(f"mpiscope-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def guess_mpi(cmd: list[str]) -> str:
+    launcher = Path(cmd[0]).name if cmd else ""
+    return "mpich" if "mpich" in launcher or "hydra" in launcher else "openmpi"
+
+
+def traced_env(out: Path, mpi: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment that preloads the interposer and points it at `out`."""
+    env = dict(os.environ if base is None else base)
+    lib = str(interposer_library(mpi))
+    preload = env.get("LD_PRELOAD", "")
+    env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else lib
+    env["MPISCOPE_OUT"] = str(out.resolve())
+    return env
+
+
+def salvaged_ranks(out: Path) -> list[Path]:
+    """Anchors of the single-rank archives a job that aborted leaves (DIR/rank<N>/)."""
+    return sorted(out.glob("rank*/traces.otf2"),
+                  key=lambda p: int(p.parent.name[4:]) if p.parent.name[4:].isdigit() else 0)
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UserError(
+            None, "run: no command given (usage: mpiscope run --out DIR -- mpirun -np N ./app)"
+        )
+    out: Path = args.out or default_out_dir()
+    if getattr(args, "cluster", False):
+        from mpiscope.cluster import cluster_command  # lazy: only --cluster needs it
+
+        if args.mpi == "mpich":
+            raise UserError(None, "run: --cluster works with Open MPI only")
+        cmd = cluster_command(cmd, traced=True, prefix=args.cluster_prefix)
+    env = traced_env(out, args.mpi or guess_mpi(cmd))
+    try:
+        proc = subprocess.run(cmd, env=env)
+    except FileNotFoundError:
+        raise UserError(cmd[0], "command not found") from None
+    if (out / "traces.otf2").is_file():
+        print(f"mpiscope: trace written to {out}/traces.otf2", file=sys.stderr)
+    elif salvaged := salvaged_ranks(out):  # MPI_Abort or no MPI_Finalize: per-rank archives
+        print(f"mpiscope: job ended without MPI_Finalize; per-rank traces in "
+              f"{', '.join(str(p.parent) for p in salvaged)}", file=sys.stderr)
+    return proc.returncode

@@ -1,0 +1,120 @@
+"""Compare two analyzed runs (before/after a fix): what changed and did the prediction hold.
+
+Works on the contract JSON of each run (`report.analyze(trace).to_dict()`), so a
+comparison can also be built from saved `--json` files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class RunSummary:
+    label: str
+    trace_dir: Path
+    report: dict
+    figures: dict | None = None
+
+    @property
+    def wall_s(self) -> float:
+        """Elapsed time of the run: the slowest rank's measured interval."""
+        return max((r["total_s"] for r in self.report["ranks"]), default=0.0)
+
+    def share(self, part: str) -> float:
+        """Fraction of all ranks' time spent in `part` (compute/communication/synchronization)."""
+        total = sum(r["total_s"] for r in self.report["ranks"])
+        return sum(r[f"{part}_s"] for r in self.report["ranks"]) / total if total else 0.0
+
+    def function_time(self) -> dict[str, tuple[int, float]]:
+        return {f["name"]: (f["calls"], f["time_s"]) for f in self.report["functions"]}
+
+    @property
+    def rank_time_s(self) -> float:
+        return sum(r["total_s"] for r in self.report["ranks"])
+
+
+@dataclass
+class FunctionDelta:
+    name: str
+    calls_a: int
+    calls_b: int
+    time_a: float
+    time_b: float
+    share_a: float  # of all ranks' time
+    share_b: float
+
+    @property
+    def delta_s(self) -> float:
+        return self.time_b - self.time_a
+
+
+@dataclass
+class FindingOutcome:
+    """One finding of run A and what became of it in run B."""
+
+    finding: dict
+    resolved: bool
+    time_b_s: float  # time the same (kind, call site) still costs in B, 0 if gone
+
+
+@dataclass
+class Comparison:
+    a: RunSummary
+    b: RunSummary
+    functions: list[FunctionDelta] = field(default_factory=list)
+    outcomes: list[FindingOutcome] = field(default_factory=list)
+
+    @property
+    def measured_gain_s(self) -> float:
+        return self.a.wall_s - self.b.wall_s
+
+    @property
+    def predicted_gain_s(self) -> float:
+        """Savings A's findings predicted for the findings B no longer shows."""
+        return sum(o.finding["estimated_savings_s"] for o in self.outcomes if o.resolved)
+
+    def figure(self, key: str) -> tuple[float | None, float | None]:
+        fa = (self.a.figures or {}).get(key)
+        fb = (self.b.figures or {}).get(key)
+        return fa, fb
+
+    @property
+    def speedup(self) -> float | None:
+        """Figure-of-merit ratio B/A (MFLOPS), else the wall-time ratio A/B."""
+        fa, fb = self.figure("mflops")
+        if fa and fb:
+            return fb / fa
+        return self.a.wall_s / self.b.wall_s if self.b.wall_s else None
+
+
+def _finding_key(f: dict) -> tuple[str, str, str]:
+    return (f["kind"], f.get("function", ""), f.get("callsite", ""))
+
+
+OUTSIDE_INTERVAL = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize"}  # set-up and tear-down
+
+
+def build(a: RunSummary, b: RunSummary) -> Comparison:
+    fa, fb = a.function_time(), b.function_time()
+    for skip in OUTSIDE_INTERVAL:  # not part of the ranks' measured time, so no share
+        fa.pop(skip, None)
+        fb.pop(skip, None)
+    ta, tb = a.rank_time_s or 1.0, b.rank_time_s or 1.0
+    names = sorted(set(fa) | set(fb), key=lambda n: -max(fa.get(n, (0, 0))[1],
+                                                          fb.get(n, (0, 0))[1]))
+    functions = [
+        FunctionDelta(n, fa.get(n, (0, 0.0))[0], fb.get(n, (0, 0.0))[0],
+                      fa.get(n, (0, 0.0))[1], fb.get(n, (0, 0.0))[1],
+                      fa.get(n, (0, 0.0))[1] / ta, fb.get(n, (0, 0.0))[1] / tb)
+        for n in names
+    ]
+    in_b = {_finding_key(f): f for f in b.report["findings"]}
+    outcomes = []
+    for f in a.report["findings"]:
+        twin = in_b.get(_finding_key(f))
+        # still present in B but at a small fraction of its cost counts as resolved too
+        resolved = twin is None or twin["time_s"] < 0.2 * f["time_s"]
+        outcomes.append(FindingOutcome(f, resolved, twin["time_s"] if twin else 0.0))
+    return Comparison(a, b, functions, outcomes)

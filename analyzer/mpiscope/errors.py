@@ -1,0 +1,17 @@
+"""User-facing errors: printed as one line `mpiscope: <subject>: <problem>`, exit code 2."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """An error caused by the user's input (bad path, corrupt trace, missing tool)."""
+
+    def __init__(self, subject: str | None, problem: str, exit_code: int = 2) -> None:
+        self.subject = subject
+        self.problem = problem
+        self.exit_code = exit_code
+        super().__init__(f"{subject}: {problem}" if subject else problem)
+
+    def one_line(self) -> str:
+        text = f"mpiscope: {self}"
+        return " ".join(text.split())

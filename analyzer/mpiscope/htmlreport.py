@@ -1,0 +1,194 @@
+"""Self-contained HTML (and Markdown) rendering of a Comparison.
+
+The HTML inlines Plotly's JavaScript once, so the report opens offline with no
+network request at all.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import plotly.graph_objects as go
+import plotly.offline
+
+from mpiscope.compare import Comparison, RunSummary
+
+PARTS = ("compute", "communication", "synchronization")
+PART_COLOURS = {"compute": "#9bbb59", "communication": "#4f81bd", "synchronization": "#c0504d"}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
+max-width:1200px;color:#222;line-height:1.4}
+h1{font-size:1.6rem;margin-bottom:.2rem} h2{font-size:1.2rem;border-bottom:1px solid #ddd;
+padding-bottom:.2rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.25rem .6rem;text-align:right}
+th{background:#f4f4f4} td:first-child,th:first-child{text-align:left}
+.good{color:#1a7f37;font-weight:600} .bad{color:#b42318;font-weight:600}
+.muted{color:#666} .kpi{display:inline-block;margin-right:2rem}
+.kpi b{font-size:1.5rem;display:block} code{background:#f4f4f4;padding:0 .2rem}
+"""
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], cls: str = "") -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.4g} s" if seconds >= 0.01 else f"{seconds * 1e3:.3g} ms"
+
+
+def fmt_pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def signed(value: float, text: str, lower_is_better: bool = True) -> str:
+    good = value < 0 if lower_is_better else value > 0
+    cls = "good" if good else "bad" if value else "muted"
+    return f'<span class="{cls}">{"+" if value > 0 else ""}{text}</span>'
+
+
+def figure_div(fig: go.Figure) -> str:
+    return plotly.offline.plot(fig, output_type="div", include_plotlyjs=False,
+                               config={"displaylogo": False})
+
+
+def breakdown_figure(runs: Sequence[RunSummary]) -> go.Figure:
+    """Per-rank stacked compute/communication/synchronization, runs side by side."""
+    fig = go.Figure()
+    for part in PARTS:
+        runs_axis, ranks_axis, y = [], [], []
+        for run in runs:
+            for r in run.report["ranks"]:
+                runs_axis.append(run.label)
+                ranks_axis.append(f"rank {r['rank']}")
+                y.append(r[f"{part}_s"])
+        fig.add_bar(name=part, x=[runs_axis, ranks_axis], y=y, marker_color=PART_COLOURS[part])
+    fig.update_layout(barmode="stack", height=360, yaxis_title="seconds",
+                      margin=dict(l=50, r=20, t=30, b=60), legend_orientation="h")
+    return fig
+
+
+def run_meta_rows(run: RunSummary) -> list[list[object]]:
+    meta = run.report.get("meta", {})
+    hosts = sorted({r["host"] for r in run.report["ranks"]})
+    return [
+        ["program", esc(meta.get("program", "?"))],
+        ["ranks", len(run.report["ranks"])],
+        ["hosts", esc(", ".join(hosts))],
+        ["MPI library", esc(meta.get("mpi_library", "?"))],
+        ["date", esc(meta.get("start_time", "?"))],
+        ["trace", f"<code>{esc(run.trace_dir)}</code>"],
+    ]
+
+
+def render_html(cmp: Comparison, timelines: Sequence[go.Figure] = (), title: str = "") -> str:
+    a, b = cmp.a, cmp.b
+    title = title or f"mpiscope: {a.label} vs {b.label}"
+    now = datetime.now(timezone.utc)
+    parts: list[str] = [f"<h1>{esc(title)}</h1>",
+                        f'<p class="muted">generated {now:%Y-%m-%d %H:%M UTC} by mpiscope</p>']
+
+    # headline figures
+    kpis = []
+    fa, fb = cmp.figure("mflops")
+    if fa is not None and fb is not None:
+        kpis.append(f'<div class="kpi">MFLOPS<b>{fa:.1f} → {fb:.1f}</b></div>')
+    if cmp.speedup:
+        kpis.append(f'<div class="kpi">speed-up<b id="speedup">{cmp.speedup:.3f}×</b></div>')
+    kpis.append(f'<div class="kpi">wall time<b>{fmt_s(a.wall_s)} → {fmt_s(b.wall_s)}</b></div>')
+    kpis.append(f'<div class="kpi">predicted gain<b>{fmt_s(cmp.predicted_gain_s)}</b></div>')
+    kpis.append(f'<div class="kpi">measured gain<b>{fmt_s(cmp.measured_gain_s)}</b></div>')
+    parts.append("<div>" + "".join(kpis) + "</div>")
+
+    parts.append("<h2>Runs</h2>")
+    rows_a, rows_b = run_meta_rows(a), run_meta_rows(b)
+    parts.append(table(["", a.label, b.label],
+                       [[ra[0], ra[1], rb[1]] for ra, rb in zip(rows_a, rows_b, strict=True)]))
+    if a.figures or b.figures:
+        keys = sorted(set(a.figures or {}) | set(b.figures or {}))
+        parts.append("<h3>Figures of merit (program output)</h3>")
+        parts.append(table(["", a.label, b.label],
+                           [[esc(k), esc((a.figures or {}).get(k, "")),
+                             esc((b.figures or {}).get(k, ""))] for k in keys]))
+
+    parts.append("<h2>Time breakdown</h2>")
+    parts.append(table(["share of time", a.label, b.label, "change"], [
+        [p, fmt_pct(a.share(p)), fmt_pct(b.share(p)),
+         signed(b.share(p) - a.share(p), f"{100 * (b.share(p) - a.share(p)):.1f} pts")]
+        for p in PARTS]))
+    parts.append(figure_div(breakdown_figure([a, b])))
+
+    parts.append("<h2>MPI functions</h2>")
+    parts.append(table(
+        ["function", f"calls {a.label}", f"calls {b.label}", f"time {a.label}",
+         f"time {b.label}", f"share {a.label}", f"share {b.label}", "Δ time"],
+        [[esc(f.name), f.calls_a, f.calls_b, fmt_s(f.time_a), fmt_s(f.time_b),
+          fmt_pct(f.share_a), fmt_pct(f.share_b), signed(f.delta_s, fmt_s(f.delta_s))]
+         for f in cmp.functions], cls="functions"))
+
+    parts.append("<h2>Wait states</h2>")
+    wa, wb = a.report["wait_states"], b.report["wait_states"]
+    parts.append(table(["wait state", a.label, b.label, "Δ"], [
+        [esc(k.removesuffix("_s").replace("_", " ")), fmt_s(wa[k]), fmt_s(wb.get(k, 0.0)),
+         signed(wb.get(k, 0.0) - wa[k], fmt_s(wb.get(k, 0.0) - wa[k]))] for k in wa]))
+
+    parts.append(f"<h2>Findings of {esc(a.label)} and what {esc(b.label)} did to them</h2>")
+    if cmp.outcomes:
+        parts.append(table(
+            ["kind", "function", "call site", "calls", "time", "predicted saving",
+             f"in {b.label}", "message"],
+            [[esc(o.finding["kind"]), esc(o.finding["function"]),
+              f'<code>{esc(o.finding["callsite"])}</code>', o.finding["calls"],
+              fmt_s(o.finding["time_s"]), fmt_s(o.finding["estimated_savings_s"]),
+              '<span class="good">resolved</span>' if o.resolved
+              else f'<span class="bad">still {fmt_s(o.time_b_s)}</span>',
+              f'<span class="muted">{esc(o.finding["message"])}</span>']
+             for o in cmp.outcomes], cls="findings"))
+    else:
+        parts.append(f"<p>No findings in {esc(a.label)}.</p>")
+    parts.append(
+        f"<p>Predicted gain from the resolved findings: <b>{fmt_s(cmp.predicted_gain_s)}</b>; "
+        f"measured change in wall time: <b>{fmt_s(cmp.measured_gain_s)}</b>.</p>")
+
+    if timelines:
+        parts.append("<h2>Timelines (a few iterations)</h2>")
+        parts.extend(figure_div(fig) for fig in timelines)
+
+    body = "\n".join(parts)
+    plotly_js = plotly.offline.get_plotlyjs()
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
+            f"<style>{CSS}</style><script type='text/javascript'>{plotly_js}</script>"
+            f"</head><body>{body}</body></html>")
+
+
+def render_markdown(cmp: Comparison) -> str:
+    """A compact summary for a pull-request comment."""
+    a, b = cmp.a, cmp.b
+    lines = [f"### mpiscope: {a.label} vs {b.label}", ""]
+    fa, fb = cmp.figure("mflops")
+    if fa is not None and fb is not None:
+        lines.append(f"**MFLOPS** {fa:.1f} → {fb:.1f} (speed-up {fb / fa:.3f}×)  ")
+    lines.append(f"**wall time** {fmt_s(a.wall_s)} → {fmt_s(b.wall_s)}; predicted gain "
+                 f"{fmt_s(cmp.predicted_gain_s)}, measured {fmt_s(cmp.measured_gain_s)}")
+    lines += ["", f"| share | {a.label} | {b.label} |", "|---|---:|---:|"]
+    lines += [f"| {p} | {fmt_pct(a.share(p))} | {fmt_pct(b.share(p))} |" for p in PARTS]
+    lines += ["", f"| function | time {a.label} | time {b.label} | share {a.label} "
+              f"| share {b.label} |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {f.name} | {fmt_s(f.time_a)} | {fmt_s(f.time_b)} | {fmt_pct(f.share_a)} "
+              f"| {fmt_pct(f.share_b)} |" for f in cmp.functions[:10]]
+    if cmp.outcomes:
+        lines += ["", "| finding | call site | predicted saving | outcome |", "|---|---|---:|---|"]
+        lines += [f"| {o.finding['kind']} {o.finding['function']} | `{o.finding['callsite']}` "
+                  f"| {fmt_s(o.finding['estimated_savings_s'])} | "
+                  f"{'resolved' if o.resolved else 'still ' + fmt_s(o.time_b_s)} |"
+                  for o in cmp.outcomes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1046 @@
+/* mpiscope native reader: OTF2 events -> the analyzer's tables, column by column.
+ *
+ * Python (mpiscope/_native.py) reads the small global definitions and hands us lookup
+ * tables (region -> function/kind code, source location -> call-site code, comm ->
+ * world-rank members). Per location, libotf2 decodes the events into our callbacks,
+ * which append rows to growable columns: Enter/Leave pairs become "calls" (MPI regions)
+ * or "regions" (the rest), payload events are attached to the innermost open MPI call
+ * and listed in "p2p". Afterwards sends are matched to receives (FIFO per sender,
+ * receiver, comm and tag, receives in the order they were posted) and collective calls
+ * get an instance id per (comm, sequence number). Every column is a plain malloc'd array
+ * that Python wraps as a numpy array without copying and frees when it is collected.
+ * No Python code runs per event; the only global state is the error text of libotf2.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <otf2/otf2.h>
+
+#define NONE32 UINT32_MAX
+#define CHUNK_EVENTS (1u << 20) /* events per ReadLocalEvents call (progress granularity) */
+
+/* ------------------------------------------------------------------ growable columns */
+typedef struct {
+    void *p;
+    uint32_t size;
+} col_t;
+
+typedef struct {
+    uint64_t n, cap, ready; /* rows used, allocated, known to be backed by memory */
+    int ncols;
+    col_t *cols;
+} table_t;
+
+static int table_reserve(table_t *t, uint64_t need)
+{
+    if (need <= t->cap) return 0;
+    uint64_t nc = t->cap ? t->cap : 1024;
+    while (nc < need) nc *= 2;
+    for (int i = 0; i < t->ncols; i++) {
+        /* large blocks are mmap'd: realloc remaps instead of copying, and pages never
+         * written are never resident, so generous capacity costs no memory */
+        size_t bytes = nc * t->cols[i].size;
+        void *p = realloc(t->cols[i].p, bytes);
+        if (!p) return -1;
+        t->cols[i].p = p;
+    }
+    t->cap = nc;
+    t->ready = 0; /* realloc may have moved the columns */
+    return 0;
+}
+
+#define READY_ROWS 65536
+/* Fault in the pages of the next rows of every column in one system call each: taking
+ * the page faults one by one, as the columns fill, costs more than the zeroing itself. */
+static void table_prefault(table_t *t, uint64_t need)
+{
+    uint64_t upto = need + READY_ROWS < t->cap ? need + READY_ROWS : t->cap;
+    for (int i = 0; i < t->ncols; i++) {
+        uintptr_t a = (uintptr_t)t->cols[i].p + t->ready * t->cols[i].size;
+        uintptr_t b = (uintptr_t)t->cols[i].p + upto * t->cols[i].size;
+        a &= ~(uintptr_t)4095;
+        if (b > a) madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+    }
+    t->ready = upto;
+}
+
+static inline int table_room(table_t *t, uint64_t need)
+{
+    if (need > t->cap && table_reserve(t, need)) return -1;
+    if (need > t->ready) table_prefault(t, need);
+    return 0;
+}
+
+#define COLUMN(tab, idx, type) ((type *)(tab)->cols[idx].p)
+
+/* calls / regions: one layout for both */
+enum { C_RANK, C_FUNC, C_KIND, C_START, C_END, C_DEPTH, C_CALLSITE, C_COMM, C_PEER, C_TAG,
+       C_BSENT, C_BRECV, C_ROOT, C_SEQ, C_OP, C_INH, C_OUTH, C_TRUNC, C_NCOLS };
+static const uint32_t call_sizes[C_NCOLS] = {4, 4, 1, 8, 8, 1, 4, 4, 4, 4, 8, 8, 4, 8, 2, 8, 8, 1};
+
+enum { P_RANK, P_KIND, P_TIME, P_CALL, P_PEER, P_COMM, P_TAG, P_BYTES, P_REQ, P_NCOLS };
+static const uint32_t p2p_sizes[P_NCOLS] = {4, 1, 8, 8, 4, 4, 4, 8, 8};
+enum { P2P_SEND, P2P_RECV, P2P_ISEND, P2P_ISEND_COMPLETE, P2P_IRECV_REQUEST, P2P_IRECV,
+       P2P_CANCELLED, P2P_NBC_REQUEST, P2P_NBC_COMPLETE };
+
+enum { F_RANK, F_START, F_END, F_NCOLS };
+static const uint32_t flush_sizes[F_NCOLS] = {4, 8, 8};
+
+enum { M_SRANK, M_RRANK, M_COMM, M_TAG, M_BYTES, M_SCALL, M_RCALL, M_SCCALL, M_RCCALL, M_STIME,
+       M_RTIME, M_SENTER, M_RENTER, M_RLEAVE, M_NCOLS };
+static const uint32_t msg_sizes[M_NCOLS] = {4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
+
+enum { U_RANK, U_KIND, U_PEER, U_COMM, U_TAG, U_BYTES, U_CALL, U_NCOLS };
+static const uint32_t unm_sizes[U_NCOLS] = {4, 1, 4, 4, 4, 8, 8};
+
+enum { K_CALL, K_INSTANCE, K_NCOLS };
+static const uint32_t coll_sizes[K_NCOLS] = {8, 8};
+
+static void table_init(table_t *t, int ncols, const uint32_t *sizes)
+{
+    memset(t, 0, sizeof *t);
+    t->ncols = ncols;
+    t->cols = calloc((size_t)ncols, sizeof *t->cols);
+    for (int i = 0; t->cols && i < ncols; i++) t->cols[i].size = sizes[i];
+}
+
+static void table_free(table_t *t)
+{
+    for (int i = 0; t->cols && i < t->ncols; i++) free(t->cols[i].p);
+    free(t->cols);
+    memset(t, 0, sizeof *t);
+}
+
+/* ------------------------------------------------------------------ interface */
+/* Lookup tables from the definitions (owned by Python). */
+typedef struct {
+    int32_t nloc;
+    const uint64_t *locs;          /* location ref of world rank i */
+    uint32_t attr_callsite, attr_in, attr_out; /* NONE32 if absent */
+    uint64_t timer_resolution, global_offset;
+    uint32_t nregions;              /* region ref -> ... (refs >= nregions: unknown) */
+    const int32_t *region_func;     /* function (category) code */
+    const int8_t *region_kind;      /* call kind code */
+    const uint8_t *region_mpi;      /* 1 = MPI call, 0 = other region */
+    int32_t unknown_func;           /* code for refs outside the table */
+    uint32_t nsources;              /* source code location ref -> call-site code */
+    const int32_t *source_code;
+    int32_t unknown_source;
+    uint32_t ncommrefs;             /* comm ref -> dense comm index (-1: unknown) */
+    const int32_t *comm_index;
+    int32_t ncomms;                 /* per comm index: members (world ranks) */
+    const int64_t *comm_offset;     /* into comm_members; size ncomms + 1 */
+    const int32_t *comm_members;
+    const uint8_t *comm_self;       /* 1 = MPI_COMM_SELF-like: the peer is the rank itself */
+    uint64_t expected_events;       /* sum of the locations' event counts (0: unknown) */
+} mpsr_config;
+
+typedef void (*mpsr_progress)(uint64_t done, uint64_t expected);
+
+enum { T_CALLS, T_REGIONS, T_P2P, T_FLUSH, T_MSG, T_UNM, T_COLL, T_NTABLES };
+
+typedef struct {
+    table_t tables[T_NTABLES];
+    /* per location */
+    uint64_t *loc_events;
+    int64_t *loc_first, *loc_last;
+    uint8_t *loc_truncated;
+    uint64_t clock_offsets; /* ClockOffset records in local definitions: libotf2 applied them */
+    char error[512];
+} mpsr_result;
+
+/* ------------------------------------------------------------------ errors */
+static __thread char g_error[400]; /* first libotf2 error of the current read */
+
+static OTF2_ErrorCode on_error(void *u, const char *file, uint64_t line, const char *func,
+                               OTF2_ErrorCode code, const char *fmt, va_list va)
+{
+    (void)u; (void)file; (void)line; (void)func;
+    if (!g_error[0]) { /* the first error is the cause; OTF2 reports its consequences too */
+        char msg[300];
+        vsnprintf(msg, sizeof msg, fmt ? fmt : "", va);
+        snprintf(g_error, sizeof g_error, "%s%s%s", OTF2_Error_GetDescription(code),
+                 msg[0] ? ": " : "", msg);
+    }
+    return code;
+}
+
+/* ------------------------------------------------------------------ request map */
+/* request id -> value, open addressing with backward-shift deletion (ids are per rank) */
+typedef struct {
+    uint64_t *key;
+    int64_t *val;
+    uint8_t *used;
+    uint64_t mask, n;
+} reqmap_t;
+
+static uint64_t hash64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static int reqmap_init(reqmap_t *m, uint64_t cap)
+{
+    m->mask = cap - 1;
+    m->n = 0;
+    m->key = malloc(cap * sizeof *m->key);
+    m->val = malloc(cap * sizeof *m->val);
+    m->used = calloc(cap, 1);
+    return m->key && m->val && m->used ? 0 : -1;
+}
+
+static void reqmap_free(reqmap_t *m)
+{
+    free(m->key); free(m->val); free(m->used);
+    memset(m, 0, sizeof *m);
+}
+
+static void reqmap_clear(reqmap_t *m)
+{
+    if (m->n) memset(m->used, 0, m->mask + 1);
+    m->n = 0;
+}
+
+static int reqmap_put(reqmap_t *m, uint64_t k, int64_t v)
+{
+    if ((m->n + 1) * 2 > m->mask + 1) { /* grow: rehash into twice the slots */
+        reqmap_t g;
+        if (reqmap_init(&g, (m->mask + 1) * 2)) return -1;
+        for (uint64_t i = 0; i <= m->mask; i++)
+            if (m->used[i]) reqmap_put(&g, m->key[i], m->val[i]);
+        reqmap_free(m);
+        *m = g;
+    }
+    uint64_t i = hash64(k) & m->mask;
+    while (m->used[i] && m->key[i] != k) i = (i + 1) & m->mask;
+    if (!m->used[i]) m->n++;
+    m->used[i] = 1;
+    m->key[i] = k;
+    m->val[i] = v;
+    return 0;
+}
+
+/* remove k and return its value, or -1 */
+static int64_t reqmap_take(reqmap_t *m, uint64_t k)
+{
+    uint64_t i = hash64(k) & m->mask;
+    while (m->used[i] && m->key[i] != k) i = (i + 1) & m->mask;
+    if (!m->used[i]) return -1;
+    int64_t v = m->val[i];
+    m->used[i] = 0;
+    m->n--;
+    for (uint64_t j = (i + 1) & m->mask; m->used[j]; j = (j + 1) & m->mask) {
+        uint64_t home = hash64(m->key[j]) & m->mask;
+        /* move j back into the hole if its home slot is not in (i, j] */
+        if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
+            m->key[i] = m->key[j];
+            m->val[i] = m->val[j];
+            m->used[i] = 1;
+            m->used[j] = 0;
+            i = j;
+        }
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------ decoding */
+typedef struct {
+    int64_t row;
+    uint8_t mpi;
+} frame_t;
+
+typedef struct {
+    mpsr_result *res;
+    const mpsr_config *cfg;
+    int32_t rank;
+    frame_t *stack;
+    uint32_t depth, mpi_depth, stack_cap;
+    int64_t mpi_top; /* row of the innermost open MPI call, -1 if none */
+    int64_t first, last;
+    uint64_t events;
+    int64_t *coll_count; /* per comm index: collectives so far on this rank */
+    reqmap_t isends;     /* request -> p2p row of the MpiIsend */
+    reqmap_t irecvs;     /* request -> call that posted the Irecv */
+    /* per p2p row, for matching: posting call of receives, completing call of sends */
+    table_t link;
+    table_t coll_comm;   /* per collective row: comm index and sequence number */
+    int failed;
+} ctx_t;
+
+enum { L_POST, L_NCOLS };
+static const uint32_t link_sizes[L_NCOLS] = {8};
+enum { CC_COMM, CC_SEQ, CC_NCOLS };
+static const uint32_t cc_sizes[CC_NCOLS] = {4, 8};
+
+static inline int64_t ns(const ctx_t *c, uint64_t t)
+{
+    const mpsr_config *g = c->cfg;
+    if (g->timer_resolution == 1000000000u) return (int64_t)(t - g->global_offset);
+    return (int64_t)(((double)t - (double)g->global_offset) * (1e9 / (double)g->timer_resolution)
+                     + 0.5);
+}
+
+static inline int64_t stamp(ctx_t *c, uint64_t t)
+{
+    int64_t v = ns(c, t);
+    c->events++;
+    if (c->first == INT64_MIN) c->first = v;
+    c->last = v;
+    return v;
+}
+
+/* world rank of a comm-local rank; -1 if unknown */
+static inline int32_t world(const ctx_t *c, OTF2_CommRef comm, uint32_t local)
+{
+    const mpsr_config *g = c->cfg;
+    if (local == NONE32 || comm >= g->ncommrefs) return -1;
+    int32_t ci = g->comm_index[comm];
+    if (ci < 0) return -1;
+    if (g->comm_self[ci]) return c->rank;
+    int64_t off = g->comm_offset[ci], size = g->comm_offset[ci + 1] - off;
+    return (int64_t)local < size ? g->comm_members[off + local] : -1;
+}
+
+static inline int32_t signed32(uint32_t v) { return v == NONE32 ? -1 : (int32_t)v; }
+
+#define OK_OR_STOP(expr) do { if (expr) { c->failed = 1; return OTF2_CALLBACK_INTERRUPT; } } while (0)
+
+static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                  OTF2_AttributeList *al, OTF2_RegionRef region)
+{
+    (void)l; (void)pos;
+    ctx_t *c = u;
+    const mpsr_config *g = c->cfg;
+    int64_t time = stamp(c, t);
+    int known = region < g->nregions;
+    uint8_t mpi = known ? g->region_mpi[region] : 0;
+    table_t *k = &c->res->tables[mpi ? T_CALLS : T_REGIONS];
+    OK_OR_STOP(table_room(k, k->n + 1));
+    if (c->depth == c->stack_cap) {
+        uint32_t cap = c->stack_cap ? c->stack_cap * 2 : 64;
+        frame_t *s = realloc(c->stack, cap * sizeof *s);
+        OK_OR_STOP(!s);
+        c->stack = s;
+        c->stack_cap = cap;
+    }
+    int32_t cs = g->unknown_source;
+    uint32_t scl;
+    if (al && g->attr_callsite != NONE32 &&
+        OTF2_AttributeList_GetSourceCodeLocationRef(al, g->attr_callsite, &scl) == OTF2_SUCCESS)
+        cs = scl < g->nsources ? g->source_code[scl] : g->unknown_source;
+    uint64_t i = k->n++;
+    COLUMN(k, C_RANK, int32_t)[i] = c->rank;
+    COLUMN(k, C_FUNC, int32_t)[i] = known ? g->region_func[region] : g->unknown_func;
+    COLUMN(k, C_KIND, int8_t)[i] = known ? g->region_kind[region] : 0;
+    COLUMN(k, C_START, int64_t)[i] = time;
+    COLUMN(k, C_END, int64_t)[i] = time;
+    uint32_t depth = mpi ? c->mpi_depth : c->depth; /* deep user recursion: clamp */
+    COLUMN(k, C_DEPTH, int8_t)[i] = (int8_t)(depth > INT8_MAX ? INT8_MAX : depth);
+    COLUMN(k, C_CALLSITE, int32_t)[i] = cs;
+    COLUMN(k, C_COMM, int32_t)[i] = -1;
+    COLUMN(k, C_PEER, int32_t)[i] = -1;
+    COLUMN(k, C_TAG, int32_t)[i] = -1;
+    COLUMN(k, C_BSENT, int64_t)[i] = 0;
+    COLUMN(k, C_BRECV, int64_t)[i] = 0;
+    COLUMN(k, C_ROOT, int32_t)[i] = -1;
+    COLUMN(k, C_SEQ, int64_t)[i] = -1;
+    COLUMN(k, C_OP, int16_t)[i] = -1;
+    COLUMN(k, C_INH, uint64_t)[i] = 0;
+    COLUMN(k, C_OUTH, uint64_t)[i] = 0;
+    COLUMN(k, C_TRUNC, uint8_t)[i] = 0;
+    c->stack[c->depth++] = (frame_t){(int64_t)i, mpi};
+    if (mpi) {
+        c->mpi_depth++;
+        c->mpi_top = (int64_t)i;
+    }
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static void restore_mpi_top(ctx_t *c)
+{
+    c->mpi_top = -1;
+    for (uint32_t d = c->depth; d-- > 0;)
+        if (c->stack[d].mpi) {
+            c->mpi_top = c->stack[d].row;
+            break;
+        }
+}
+
+static OTF2_CallbackCode cb_leave(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                  OTF2_AttributeList *al, OTF2_RegionRef region)
+{
+    (void)l; (void)pos; (void)al; (void)region;
+    ctx_t *c = u;
+    int64_t time = stamp(c, t);
+    if (!c->depth) return OTF2_CALLBACK_SUCCESS; /* unbalanced: ignore the stray Leave */
+    frame_t f = c->stack[--c->depth];
+    COLUMN(&c->res->tables[f.mpi ? T_CALLS : T_REGIONS], C_END, int64_t)[f.row] = time;
+    if (f.mpi) {
+        c->mpi_depth--;
+        restore_mpi_top(c);
+    }
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+/* append a p2p row; returns its index or -1 */
+static int64_t p2p_add(ctx_t *c, uint8_t kind, int64_t time, int32_t peer, uint32_t comm,
+                       uint32_t tag, uint64_t bytes, int64_t req, int64_t post)
+{
+    table_t *p = &c->res->tables[T_P2P];
+    if (table_room(p, p->n + 1) || table_room(&c->link, p->n + 1)) return -1;
+    uint64_t i = p->n++;
+    COLUMN(p, P_RANK, int32_t)[i] = c->rank;
+    COLUMN(p, P_KIND, uint8_t)[i] = kind;
+    COLUMN(p, P_TIME, int64_t)[i] = time;
+    COLUMN(p, P_CALL, int64_t)[i] = c->mpi_top;
+    COLUMN(p, P_PEER, int32_t)[i] = peer;
+    COLUMN(p, P_COMM, int32_t)[i] = signed32(comm);
+    COLUMN(p, P_TAG, int32_t)[i] = signed32(tag);
+    COLUMN(p, P_BYTES, int64_t)[i] = (int64_t)bytes;
+    COLUMN(p, P_REQ, int64_t)[i] = req;
+    COLUMN(&c->link, L_POST, int64_t)[i] = post;
+    c->link.n = p->n;
+    return (int64_t)i;
+}
+
+static void attach(ctx_t *c, int32_t peer, uint32_t comm, uint32_t tag, uint64_t sent,
+                   uint64_t recvd)
+{
+    int64_t i = c->mpi_top;
+    if (i < 0) return;
+    table_t *k = &c->res->tables[T_CALLS];
+    COLUMN(k, C_PEER, int32_t)[i] = peer;
+    COLUMN(k, C_COMM, int32_t)[i] = signed32(comm);
+    COLUMN(k, C_TAG, int32_t)[i] = signed32(tag);
+    COLUMN(k, C_BSENT, int64_t)[i] += (int64_t)sent;
+    COLUMN(k, C_BRECV, int64_t)[i] += (int64_t)recvd;
+}
+
+#define EV_HEAD ctx_t *c = u; (void)l; (void)pos; (void)al; int64_t time = stamp(c, t)
+#define DONE(expr) return (expr) < 0 ? (c->failed = 1, OTF2_CALLBACK_INTERRUPT) \
+                                     : OTF2_CALLBACK_SUCCESS
+
+static OTF2_CallbackCode cb_send(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                 OTF2_AttributeList *al, uint32_t recv, OTF2_CommRef comm,
+                                 uint32_t tag, uint64_t len)
+{
+    EV_HEAD;
+    int32_t peer = world(c, comm, recv);
+    attach(c, peer, comm, tag, len, 0);
+    /* for sends, `link` holds the call that completes the send: this one */
+    DONE(p2p_add(c, P2P_SEND, time, peer, comm, tag, len, -1, c->mpi_top));
+}
+
+static OTF2_CallbackCode cb_recv(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                 OTF2_AttributeList *al, uint32_t sender, OTF2_CommRef comm,
+                                 uint32_t tag, uint64_t len)
+{
+    EV_HEAD;
+    int32_t peer = world(c, comm, sender);
+    int64_t i = c->mpi_top;
+    /* Sendrecv: the call keeps the send's peer and gets the received bytes */
+    if (i >= 0 && COLUMN(&c->res->tables[T_CALLS], C_PEER, int32_t)[i] >= 0)
+        COLUMN(&c->res->tables[T_CALLS], C_BRECV, int64_t)[i] += (int64_t)len;
+    else
+        attach(c, peer, comm, tag, 0, len);
+    DONE(p2p_add(c, P2P_RECV, time, peer, comm, tag, len, -1, c->mpi_top));
+}
+
+static OTF2_CallbackCode cb_isend(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                  OTF2_AttributeList *al, uint32_t recv, OTF2_CommRef comm,
+                                  uint32_t tag, uint64_t len, uint64_t req)
+{
+    EV_HEAD;
+    int32_t peer = world(c, comm, recv);
+    attach(c, peer, comm, tag, len, 0);
+    int64_t row = p2p_add(c, P2P_ISEND, time, peer, comm, tag, len, (int64_t)req, c->mpi_top);
+    if (row < 0 || reqmap_put(&c->isends, req, row)) DONE(-1);
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode cb_isend_complete(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                           void *u, OTF2_AttributeList *al, uint64_t req)
+{
+    EV_HEAD;
+    int64_t send = reqmap_take(&c->isends, req);
+    if (send >= 0) COLUMN(&c->link, L_POST, int64_t)[send] = c->mpi_top; /* completed here */
+    DONE(p2p_add(c, P2P_ISEND_COMPLETE, time, -1, NONE32, NONE32, 0, (int64_t)req, -1));
+}
+
+static OTF2_CallbackCode cb_irecv_request(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                          void *u, OTF2_AttributeList *al, uint64_t req)
+{
+    EV_HEAD;
+    if (reqmap_put(&c->irecvs, req, c->mpi_top)) DONE(-1);
+    DONE(p2p_add(c, P2P_IRECV_REQUEST, time, -1, NONE32, NONE32, 0, (int64_t)req, -1));
+}
+
+static OTF2_CallbackCode cb_irecv(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                  OTF2_AttributeList *al, uint32_t sender, OTF2_CommRef comm,
+                                  uint32_t tag, uint64_t len, uint64_t req)
+{
+    EV_HEAD;
+    int64_t i = c->mpi_top;
+    if (i >= 0) COLUMN(&c->res->tables[T_CALLS], C_BRECV, int64_t)[i] += (int64_t)len;
+    int64_t posted = reqmap_take(&c->irecvs, req);
+    /* for receives, `link` holds the call that posted the receive (MPI matching order) */
+    DONE(p2p_add(c, P2P_IRECV, time, world(c, comm, sender), comm, tag, len, (int64_t)req,
+                 posted >= 0 ? posted : c->mpi_top));
+}
+
+static OTF2_CallbackCode cb_cancelled(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                      void *u, OTF2_AttributeList *al, uint64_t req)
+{
+    EV_HEAD;
+    reqmap_take(&c->irecvs, req);
+    reqmap_take(&c->isends, req);
+    DONE(p2p_add(c, P2P_CANCELLED, time, -1, NONE32, NONE32, 0, (int64_t)req, -1));
+}
+
+static OTF2_CallbackCode cb_other(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                  OTF2_AttributeList *al)
+{
+    EV_HEAD;
+    (void)time;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode cb_request_test(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                         void *u, OTF2_AttributeList *al, uint64_t req)
+{
+    (void)req;
+    EV_HEAD;
+    (void)time;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode cb_coll_end(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                     void *u, OTF2_AttributeList *al, OTF2_CollectiveOp op,
+                                     OTF2_CommRef comm, uint32_t root, uint64_t sent,
+                                     uint64_t recvd)
+{
+    ctx_t *c = u;
+    (void)l; (void)pos;
+    stamp(c, t);
+    int64_t i = c->mpi_top;
+    if (i < 0) return OTF2_CALLBACK_SUCCESS;
+    const mpsr_config *g = c->cfg;
+    table_t *k = &c->res->tables[T_CALLS];
+    COLUMN(k, C_OP, int16_t)[i] = (int16_t)op;
+    COLUMN(k, C_COMM, int32_t)[i] = signed32(comm);
+    COLUMN(k, C_ROOT, int32_t)[i] = world(c, comm, root);
+    COLUMN(k, C_BSENT, int64_t)[i] = (int64_t)sent;
+    COLUMN(k, C_BRECV, int64_t)[i] = (int64_t)recvd;
+    if (al && g->attr_in != NONE32)
+        OTF2_AttributeList_GetUint64(al, g->attr_in, &COLUMN(k, C_INH, uint64_t)[i]);
+    if (al && g->attr_out != NONE32)
+        OTF2_AttributeList_GetUint64(al, g->attr_out, &COLUMN(k, C_OUTH, uint64_t)[i]);
+    int32_t ci = comm < g->ncommrefs ? g->comm_index[comm] : -1;
+    if (ci >= 0 && COLUMN(k, C_SEQ, int64_t)[i] < 0) {
+        int64_t seq = c->coll_count[ci]++;
+        COLUMN(k, C_SEQ, int64_t)[i] = seq;
+        table_t *cc = &c->coll_comm, *kt = &c->res->tables[T_COLL];
+        OK_OR_STOP(table_reserve(cc, cc->n + 1) || table_reserve(kt, kt->n + 1));
+        COLUMN(cc, CC_COMM, int32_t)[cc->n] = ci;
+        COLUMN(cc, CC_SEQ, int64_t)[cc->n++] = seq;
+        COLUMN(kt, K_CALL, int64_t)[kt->n++] = i;
+    }
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode cb_nbc_request(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                        void *u, OTF2_AttributeList *al, uint64_t req)
+{
+    EV_HEAD;
+    DONE(p2p_add(c, P2P_NBC_REQUEST, time, -1, NONE32, NONE32, 0, (int64_t)req, -1));
+}
+
+static OTF2_CallbackCode cb_nbc_complete(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                         void *u, OTF2_AttributeList *al, OTF2_CollectiveOp op,
+                                         OTF2_CommRef comm, uint32_t root, uint64_t sent,
+                                         uint64_t recvd, uint64_t req)
+{
+    EV_HEAD;
+    (void)op; (void)recvd;
+    DONE(p2p_add(c, P2P_NBC_COMPLETE, time, world(c, comm, root), comm, NONE32, sent,
+                 (int64_t)req, -1));
+}
+
+static OTF2_CallbackCode cb_flush(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                  OTF2_AttributeList *al, OTF2_TimeStamp stop)
+{
+    EV_HEAD;
+    table_t *f = &c->res->tables[T_FLUSH];
+    OK_OR_STOP(table_reserve(f, f->n + 1));
+    COLUMN(f, F_RANK, int32_t)[f->n] = c->rank;
+    COLUMN(f, F_START, int64_t)[f->n] = time;
+    COLUMN(f, F_END, int64_t)[f->n] = ns(c, stop);
+    f->n++;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ matching */
+typedef struct {
+    int32_t s, r, comm, tag;
+} msgkey_t;
+
+typedef struct {
+    msgkey_t *key;
+    int64_t *id;
+    uint64_t mask, n;
+} keymap_t;
+
+static uint64_t key_hash(msgkey_t k)
+{
+    return hash64(((uint64_t)(uint32_t)k.s << 32 | (uint32_t)k.r) ^
+                  hash64((uint64_t)(uint32_t)k.comm << 32 | (uint32_t)k.tag));
+}
+
+static int keymap_init(keymap_t *m, uint64_t cap)
+{
+    m->mask = cap - 1;
+    m->n = 0;
+    m->key = malloc(cap * sizeof *m->key);
+    m->id = malloc(cap * sizeof *m->id);
+    if (!m->key || !m->id) return -1;
+    for (uint64_t i = 0; i < cap; i++) m->id[i] = -1;
+    return 0;
+}
+
+/* dense id of key k (new keys get the next id); -1 on allocation failure */
+static int64_t keymap_id(keymap_t *m, msgkey_t k, int create)
+{
+    if (create && (m->n + 1) * 2 > m->mask + 1) {
+        keymap_t g;
+        if (keymap_init(&g, (m->mask + 1) * 2)) return -1;
+        for (uint64_t i = 0; i <= m->mask; i++) {
+            if (m->id[i] < 0) continue;
+            uint64_t j = key_hash(m->key[i]) & g.mask;
+            while (g.id[j] >= 0) j = (j + 1) & g.mask;
+            g.key[j] = m->key[i];
+            g.id[j] = m->id[i];
+        }
+        g.n = m->n;
+        free(m->key); free(m->id);
+        *m = g;
+    }
+    uint64_t i = key_hash(k) & m->mask;
+    while (m->id[i] >= 0) {
+        msgkey_t o = m->key[i];
+        if (o.s == k.s && o.r == k.r && o.comm == k.comm && o.tag == k.tag) return m->id[i];
+        i = (i + 1) & m->mask;
+    }
+    if (!create) return -2;
+    m->key[i] = k;
+    m->id[i] = (int64_t)m->n;
+    return (int64_t)m->n++;
+}
+
+typedef struct {
+    int64_t post, row;
+} postrow_t;
+
+static int cmp_post(const void *a, const void *b)
+{
+    const postrow_t *x = a, *y = b;
+    if (x->post != y->post) return x->post < y->post ? -1 : 1;
+    return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* Sends matched to receives: per (sender, receiver, comm, tag) the k-th send (in the
+ * sender's order) meets the k-th receive in the order the receiver posted them. */
+static int match(mpsr_result *res, const int64_t *link)
+{
+    table_t *p = &res->tables[T_P2P], *k = &res->tables[T_CALLS];
+    uint64_t n = p->n;
+    const uint8_t *kind = COLUMN(p, P_KIND, uint8_t);
+    const int32_t *rank = COLUMN(p, P_RANK, int32_t), *peer = COLUMN(p, P_PEER, int32_t);
+    const int32_t *comm = COLUMN(p, P_COMM, int32_t), *tag = COLUMN(p, P_TAG, int32_t);
+    keymap_t km;
+    if (keymap_init(&km, 1024)) return -1;
+    int64_t *key_of = malloc((n ? n : 1) * sizeof *key_of);
+    if (!key_of) return -1;
+    uint64_t nsend = 0, nrecv = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        key_of[i] = -1;
+        int is_send = kind[i] == P2P_SEND || kind[i] == P2P_ISEND;
+        int is_recv = kind[i] == P2P_RECV || kind[i] == P2P_IRECV;
+        if (!is_send && !is_recv) continue;
+        msgkey_t key = is_send ? (msgkey_t){rank[i], peer[i], comm[i], tag[i]}
+                               : (msgkey_t){peer[i], rank[i], comm[i], tag[i]};
+        int64_t id = keymap_id(&km, key, 1);
+        if (id < 0) return -1;
+        /* sends get even codes, receives odd, so one key array serves both */
+        key_of[i] = id * 2 + is_recv;
+        nsend += is_send;
+        nrecv += is_recv;
+    }
+    uint64_t nkeys = km.n;
+    free(km.key); free(km.id);
+    /* bucket sends and receives by key (counting sort keeps the p2p order) */
+    int64_t *start = calloc(2 * nkeys + 1, sizeof *start);
+    postrow_t *slot = malloc((nsend + nrecv + 1) * sizeof *slot);
+    int64_t *recv_of_send = malloc((n ? n : 1) * sizeof *recv_of_send);
+    uint8_t *recv_matched = calloc(n ? n : 1, 1);
+    if (!start || !slot || !recv_of_send || !recv_matched) return -1;
+    for (uint64_t i = 0; i < n; i++)
+        if (key_of[i] >= 0) start[key_of[i] + 1]++;
+    for (uint64_t b = 0; b < 2 * nkeys; b++) start[b + 1] += start[b];
+    int64_t *fill = malloc((2 * nkeys + 1) * sizeof *fill);
+    if (!fill) return -1;
+    memcpy(fill, start, (2 * nkeys + 1) * sizeof *fill);
+    for (uint64_t i = 0; i < n; i++) {
+        if (key_of[i] < 0) continue;
+        slot[fill[key_of[i]]++] = (postrow_t){link[i], (int64_t)i};
+        recv_of_send[i] = -1;
+    }
+    free(fill);
+    free(key_of);
+    for (uint64_t key = 0; key < nkeys; key++) {
+        postrow_t *sends = slot + start[2 * key], *recvs = slot + start[2 * key + 1];
+        int64_t ns_ = start[2 * key + 1] - start[2 * key];
+        int64_t nr = start[2 * key + 2] - start[2 * key + 1];
+        /* receives are listed when they complete; MPI matches them as they were posted */
+        for (int64_t j = 1; j < nr; j++)
+            if (cmp_post(&recvs[j - 1], &recvs[j]) > 0) {
+                qsort(recvs, (size_t)nr, sizeof *recvs, cmp_post);
+                break;
+            }
+        for (int64_t j = 0; j < ns_ && j < nr; j++) {
+            recv_of_send[sends[j].row] = recvs[j].row;
+            recv_matched[recvs[j].row] = 1;
+        }
+    }
+    free(start);
+    free(slot);
+    /* emit messages in the order of the sends, then the unmatched operations */
+    table_t *m = &res->tables[T_MSG], *um = &res->tables[T_UNM];
+    uint64_t nmatched = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if ((kind[i] == P2P_SEND || kind[i] == P2P_ISEND) && recv_of_send[i] >= 0) nmatched++;
+    if (table_reserve(m, nmatched + 1) || table_reserve(um, nsend + nrecv - 2 * nmatched + 1))
+        return -1;
+    table_prefault(m, nmatched + 1);
+    table_prefault(um, um->cap);
+    const int64_t *time = COLUMN(p, P_TIME, int64_t), *call = COLUMN(p, P_CALL, int64_t);
+    const int64_t *bytes = COLUMN(p, P_BYTES, int64_t);
+    const int64_t *cstart = COLUMN(k, C_START, int64_t), *cend = COLUMN(k, C_END, int64_t);
+    /* the output columns, loaded once (the compiler cannot know stores leave them alone) */
+    int32_t *m_srank = COLUMN(m, M_SRANK, int32_t), *m_rrank = COLUMN(m, M_RRANK, int32_t);
+    int32_t *m_comm = COLUMN(m, M_COMM, int32_t), *m_tag = COLUMN(m, M_TAG, int32_t);
+    int64_t *m_bytes = COLUMN(m, M_BYTES, int64_t), *m_scall = COLUMN(m, M_SCALL, int64_t);
+    int64_t *m_rcall = COLUMN(m, M_RCALL, int64_t), *m_sccall = COLUMN(m, M_SCCALL, int64_t);
+    int64_t *m_rccall = COLUMN(m, M_RCCALL, int64_t), *m_stime = COLUMN(m, M_STIME, int64_t);
+    int64_t *m_rtime = COLUMN(m, M_RTIME, int64_t), *m_senter = COLUMN(m, M_SENTER, int64_t);
+    int64_t *m_renter = COLUMN(m, M_RENTER, int64_t), *m_rleave = COLUMN(m, M_RLEAVE, int64_t);
+#define AT(arr, idx) ((idx) >= 0 ? (arr)[idx] : -1)
+    uint64_t j = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        int is_send = kind[i] == P2P_SEND || kind[i] == P2P_ISEND;
+        int is_recv = kind[i] == P2P_RECV || kind[i] == P2P_IRECV;
+        if (is_send && recv_of_send[i] >= 0) {
+            int64_t r = recv_of_send[i];
+            int64_t scall = call[i], rcall = link[r], rdone = call[r];
+            m_srank[j] = rank[i];
+            m_rrank[j] = rank[r];
+            m_comm[j] = comm[i];
+            m_tag[j] = tag[i];
+            m_bytes[j] = bytes[i];
+            m_scall[j] = scall;
+            m_rcall[j] = rcall;
+            m_sccall[j] = link[i] >= 0 ? link[i] : scall;
+            m_rccall[j] = rdone;
+            m_stime[j] = time[i];
+            m_rtime[j] = time[r];
+            m_senter[j] = AT(cstart, scall);
+            m_renter[j] = AT(cstart, rcall);
+            m_rleave[j] = AT(cend, rdone);
+            j++;
+        } else if ((is_send && recv_of_send[i] < 0) || (is_recv && !recv_matched[i])) {
+            int64_t u = (int64_t)um->n++;
+            COLUMN(um, U_RANK, int32_t)[u] = rank[i];
+            COLUMN(um, U_KIND, uint8_t)[u] = kind[i];
+            COLUMN(um, U_PEER, int32_t)[u] = peer[i];
+            COLUMN(um, U_COMM, int32_t)[u] = comm[i];
+            COLUMN(um, U_TAG, int32_t)[u] = tag[i];
+            COLUMN(um, U_BYTES, int64_t)[u] = bytes[i];
+            COLUMN(um, U_CALL, int64_t)[u] = is_recv && link[i] >= 0 ? link[i] : call[i];
+        }
+    }
+    m->n = j;
+#undef AT
+    free(recv_of_send);
+    free(recv_matched);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ entry points */
+static void set_error(mpsr_result *res, const char *what)
+{
+    snprintf(res->error, sizeof res->error, "%s%s%s", what, g_error[0] ? ": " : "", g_error);
+}
+
+static OTF2_CallbackCode on_clock_offset(void *u, OTF2_TimeStamp t, int64_t offset,
+                                         double deviation)
+{
+    (void)t; (void)offset; (void)deviation;
+    ((mpsr_result *)u)->clock_offsets++;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+/* Does the location have local definitions (e.g. Score-P's id mappings)? An empty local
+ * definition file is a 20-byte header; skipping it saves libotf2 a definition chunk
+ * (allocated and cleared, several MB) per location. */
+static int local_defs_present(const char *anchor, uint64_t loc)
+{
+    char path[4096];
+    size_t n = strlen(anchor);
+    if (n < 5 || strcmp(anchor + n - 5, ".otf2") != 0) return 1;
+    snprintf(path, sizeof path, "%.*s/%" PRIu64 ".def", (int)(n - 5), anchor, loc);
+    struct stat st;
+    return stat(path, &st) != 0 || st.st_size > 24;
+}
+
+/* Read the events of cfg->nloc locations (world rank i = cfg->locs[i]).
+ * Returns a result (release with mpsr_release) whose `error` is set on failure. */
+mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress progress)
+{
+    g_error[0] = 0;
+    OTF2_Error_RegisterCallback(on_error, NULL);
+    mpsr_result *res = calloc(1, sizeof *res);
+    if (!res) return NULL;
+    table_init(&res->tables[T_CALLS], C_NCOLS, call_sizes);
+    table_init(&res->tables[T_REGIONS], C_NCOLS, call_sizes);
+    table_init(&res->tables[T_P2P], P_NCOLS, p2p_sizes);
+    table_init(&res->tables[T_FLUSH], F_NCOLS, flush_sizes);
+    table_init(&res->tables[T_MSG], M_NCOLS, msg_sizes);
+    table_init(&res->tables[T_UNM], U_NCOLS, unm_sizes);
+    table_init(&res->tables[T_COLL], K_NCOLS, coll_sizes);
+    size_t nl = (size_t)cfg->nloc + 1;
+    res->loc_events = calloc(nl, sizeof(uint64_t));
+    res->loc_first = calloc(nl, sizeof(int64_t));
+    res->loc_last = calloc(nl, sizeof(int64_t));
+    res->loc_truncated = calloc(nl, 1);
+    ctx_t c = {.res = res, .cfg = cfg};
+    table_init(&c.link, L_NCOLS, link_sizes);
+    table_init(&c.coll_comm, CC_NCOLS, cc_sizes);
+    c.coll_count = calloc((size_t)cfg->ncomms + 1, sizeof(int64_t));
+    if (!res->loc_events || !res->loc_first || !res->loc_last || !res->loc_truncated ||
+        !c.coll_count || reqmap_init(&c.isends, 1024) || reqmap_init(&c.irecvs, 1024)) {
+        snprintf(res->error, sizeof res->error, "out of memory");
+        goto out;
+    }
+    /* sizes from the definitions' event counts: calls <= events/2, p2p <= events */
+    if (cfg->expected_events) {
+        uint64_t e = cfg->expected_events;
+        if (table_reserve(&res->tables[T_CALLS], e / 2 + 16) ||
+            table_reserve(&res->tables[T_P2P], e / 4 + 16) || table_reserve(&c.link, e / 4 + 16)) {
+            snprintf(res->error, sizeof res->error, "out of memory");
+            goto out;
+        }
+    }
+
+    OTF2_Reader *rd = OTF2_Reader_Open(anchor);
+    if (!rd) {
+        set_error(res, "cannot open the OTF2 archive");
+        goto out;
+    }
+    OTF2_Reader_SetSerialCollectiveCallbacks(rd);
+    for (int32_t i = 0; i < cfg->nloc; i++) OTF2_Reader_SelectLocation(rd, cfg->locs[i]);
+    int has_defs = OTF2_Reader_OpenDefFiles(rd) == OTF2_SUCCESS;
+    if (OTF2_Reader_OpenEvtFiles(rd) != OTF2_SUCCESS) {
+        set_error(res, "cannot open the event files");
+        OTF2_Reader_Close(rd);
+        goto out;
+    }
+    OTF2_EvtReaderCallbacks *cbs = OTF2_EvtReaderCallbacks_New();
+    OTF2_EvtReaderCallbacks_SetEnterCallback(cbs, cb_enter);
+    OTF2_EvtReaderCallbacks_SetLeaveCallback(cbs, cb_leave);
+    OTF2_EvtReaderCallbacks_SetMpiSendCallback(cbs, cb_send);
+    OTF2_EvtReaderCallbacks_SetMpiRecvCallback(cbs, cb_recv);
+    OTF2_EvtReaderCallbacks_SetMpiIsendCallback(cbs, cb_isend);
+    OTF2_EvtReaderCallbacks_SetMpiIsendCompleteCallback(cbs, cb_isend_complete);
+    OTF2_EvtReaderCallbacks_SetMpiIrecvRequestCallback(cbs, cb_irecv_request);
+    OTF2_EvtReaderCallbacks_SetMpiIrecvCallback(cbs, cb_irecv);
+    OTF2_EvtReaderCallbacks_SetMpiRequestCancelledCallback(cbs, cb_cancelled);
+    OTF2_EvtReaderCallbacks_SetMpiRequestTestCallback(cbs, cb_request_test);
+    OTF2_EvtReaderCallbacks_SetMpiCollectiveBeginCallback(cbs, cb_other);
+    OTF2_EvtReaderCallbacks_SetMpiCollectiveEndCallback(cbs, cb_coll_end);
+    OTF2_EvtReaderCallbacks_SetNonBlockingCollectiveRequestCallback(cbs, cb_nbc_request);
+    OTF2_EvtReaderCallbacks_SetNonBlockingCollectiveCompleteCallback(cbs, cb_nbc_complete);
+    OTF2_EvtReaderCallbacks_SetBufferFlushCallback(cbs, cb_flush);
+
+    OTF2_DefReaderCallbacks *dcbs = OTF2_DefReaderCallbacks_New();
+    OTF2_DefReaderCallbacks_SetClockOffsetCallback(dcbs, on_clock_offset);
+    uint64_t done = 0;
+    int any_ok = 0;
+    char first_error[400] = "";
+    for (int32_t i = 0; i < cfg->nloc; i++) {
+        g_error[0] = 0;
+        /* local definitions carry the id maps OTF2 applies to this location's events */
+        if (has_defs && local_defs_present(anchor, cfg->locs[i])) {
+            OTF2_DefReader *dr = OTF2_Reader_GetDefReader(rd, cfg->locs[i]);
+            if (dr) {
+                OTF2_Reader_RegisterDefCallbacks(rd, dr, dcbs, res);
+                uint64_t nd = 0;
+                OTF2_Reader_ReadAllLocalDefinitions(rd, dr, &nd);
+                OTF2_Reader_CloseDefReader(rd, dr);
+            }
+        }
+        OTF2_EvtReader *er = OTF2_Reader_GetEvtReader(rd, cfg->locs[i]);
+        c.rank = i;
+        c.depth = c.mpi_depth = 0;
+        c.mpi_top = -1;
+        c.first = INT64_MIN;
+        c.last = 0;
+        c.events = 0;
+        c.failed = 0;
+        memset(c.coll_count, 0, ((size_t)cfg->ncomms + 1) * sizeof(int64_t));
+        reqmap_clear(&c.isends);
+        reqmap_clear(&c.irecvs);
+        int ok = er != NULL;
+        if (er) {
+            OTF2_Reader_RegisterEvtCallbacks(rd, er, cbs, &c);
+            for (;;) {
+                uint64_t got = 0;
+                OTF2_ErrorCode rc = OTF2_Reader_ReadLocalEvents(rd, er, CHUNK_EVENTS, &got);
+                done += got;
+                if (progress) progress(done, cfg->expected_events);
+                if (rc != OTF2_SUCCESS || c.failed) {
+                    ok = 0;
+                    break;
+                }
+                if (got < CHUNK_EVENTS) break;
+            }
+            OTF2_Reader_CloseEvtReader(rd, er);
+        }
+        if (c.failed && !g_error[0]) snprintf(g_error, sizeof g_error, "out of memory");
+        if (!ok && !first_error[0])
+            snprintf(first_error, sizeof first_error, "%s", g_error[0] ? g_error : "unreadable");
+        any_ok |= ok;
+        /* a stream cut short: close what is open at the last timestamp we saw */
+        res->loc_truncated[i] = (uint8_t)(!ok || c.depth > 0);
+        while (c.depth) {
+            frame_t f = c.stack[--c.depth];
+            table_t *t = &res->tables[f.mpi ? T_CALLS : T_REGIONS];
+            COLUMN(t, C_END, int64_t)[f.row] = c.last;
+            COLUMN(t, C_TRUNC, uint8_t)[f.row] = 1;
+        }
+        res->loc_events[i] = c.events;
+        res->loc_first[i] = c.first == INT64_MIN ? 0 : c.first;
+        res->loc_last[i] = c.last;
+    }
+    OTF2_EvtReaderCallbacks_Delete(cbs);
+    OTF2_DefReaderCallbacks_Delete(dcbs);
+    OTF2_Reader_CloseEvtFiles(rd);
+    if (has_defs) OTF2_Reader_CloseDefFiles(rd);
+    OTF2_Reader_Close(rd);
+    if (!any_ok && cfg->nloc > 0) {
+        snprintf(res->error, sizeof res->error, "corrupt OTF2 events: %s", first_error);
+        goto out;
+    }
+
+    /* collective instances: (comm, seq) -> comm's base + seq, bases in comm order */
+    int64_t *base = calloc((size_t)cfg->ncomms + 1, sizeof *base);
+    if (!base) goto oom;
+    table_t *kt = &res->tables[T_COLL];
+    const int32_t *cc = COLUMN(&c.coll_comm, CC_COMM, int32_t);
+    const int64_t *cs = COLUMN(&c.coll_comm, CC_SEQ, int64_t);
+    for (uint64_t j = 0; j < kt->n; j++)
+        if (cs[j] + 1 > base[cc[j] + 1]) base[cc[j] + 1] = cs[j] + 1;
+    for (int32_t ci = 0; ci < cfg->ncomms; ci++) base[ci + 1] += base[ci];
+    for (uint64_t j = 0; j < kt->n; j++)
+        COLUMN(kt, K_INSTANCE, int64_t)[j] = base[cc[j]] + cs[j];
+    free(base);
+
+    if (match(res, COLUMN(&c.link, L_POST, int64_t)) == 0) goto out;
+oom:
+    snprintf(res->error, sizeof res->error, "out of memory");
+out:
+    free(c.stack);
+    free(c.coll_count);
+    reqmap_free(&c.isends);
+    reqmap_free(&c.irecvs);
+    table_free(&c.link);
+    table_free(&c.coll_comm);
+    return res;
+}
+
+/* Python takes the columns it wraps (setting their pointers to NULL); the rest goes. */
+void mpsr_release(mpsr_result *r)
+{
+    if (!r) return;
+    for (int t = 0; t < T_NTABLES; t++) table_free(&r->tables[t]);
+    free(r->loc_events); free(r->loc_first); free(r->loc_last); free(r->loc_truncated);
+    free(r);
+}
+
+/* Accessors, so the Python side needs no mirror of the structs. */
+uint64_t mpsr_rows(const mpsr_result *r, int table) { return r->tables[table].n; }
+
+void *mpsr_take(mpsr_result *r, int table, int col)
+{
+    void *p = r->tables[table].cols[col].p;
+    r->tables[table].cols[col].p = NULL;
+    return p;
+}
+
+const char *mpsr_error(const mpsr_result *r) { return r->error; }
+
+uint64_t mpsr_clock_offsets(const mpsr_result *r) { return r->clock_offsets; }
+
+void mpsr_locations(const mpsr_result *r, int32_t n, uint64_t *events, int64_t *first,
+                    int64_t *last, uint8_t *truncated)
+{
+    memcpy(events, r->loc_events, (size_t)n * sizeof *events);
+    memcpy(first, r->loc_first, (size_t)n * sizeof *first);
+    memcpy(last, r->loc_last, (size_t)n * sizeof *last);
+    memcpy(truncated, r->loc_truncated, (size_t)n);
+}
+
+void mpsr_free_buffer(void *p) { free(p); }
+
+/* Archive properties as "NAME=VALUE\n" lines (run metadata); free with mpsr_free_buffer. */
+char *mpsr_properties(const char *anchor)
+{
+    g_error[0] = 0;
+    OTF2_Error_RegisterCallback(on_error, NULL);
+    OTF2_Reader *rd = OTF2_Reader_Open(anchor);
+    if (!rd) return NULL;
+    uint32_t n = 0;
+    char **names = NULL;
+    size_t cap = 1024, len = 0;
+    char *out = calloc(cap, 1);
+    char *creator = NULL; /* e.g. "Score-P 8.0"; reported as a pseudo property */
+    if (out && OTF2_Reader_GetCreator(rd, &creator) == OTF2_SUCCESS && creator) {
+        len += (size_t)snprintf(out, cap, "OTF2::CREATOR=%.900s\n", creator);
+        free(creator);
+    }
+    if (out && OTF2_Reader_GetPropertyNames(rd, &n, &names) == OTF2_SUCCESS) {
+        for (uint32_t i = 0; i < n; i++) {
+            char *value = NULL;
+            if (OTF2_Reader_GetProperty(rd, names[i], &value) != OTF2_SUCCESS || !value) continue;
+            size_t need = strlen(names[i]) + strlen(value) + 3;
+            if (len + need >= cap) {
+                cap = (cap + need) * 2;
+                char *p = realloc(out, cap);
+                if (!p) { free(value); break; }
+                out = p;
+            }
+            len += (size_t)snprintf(out + len, cap - len, "%s=%s\n", names[i], value);
+            free(value);
+        }
+        free(names);
+    }
+    OTF2_Reader_Close(rd);
+    return out;
+}

@@ -1,0 +1,72 @@
+"""`mpiscope analyze` as a user runs it: summary, JSON, bad input, truncated traces."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from scenarios import PROGRAMS, SCOREP_PING_PONG, marker_line, traced_run
+
+
+def mpiscope(*args, cwd=None):
+    return subprocess.run(["mpiscope", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={"COLUMNS": "200", "PATH": _path()}, timeout=300)
+
+
+def _path():
+    import os
+    return os.environ["PATH"]
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    return traced_run("imbalance", 4, ["6"], tmp_path_factory.mktemp("cli"))
+
+
+def test_analyze_prints_the_summary_and_writes_json(trace, tmp_path):
+    out = tmp_path / "a.json"
+    p = mpiscope("analyze", trace, "--json", out, "--top", "3")
+    assert p.returncode == 0, p.stderr
+    assert "Time per rank" in p.stdout and "synchronization" in p.stdout
+    assert "MPI_Allreduce" in p.stdout  # top functions
+    allreduce = f"imbalance.c:{marker_line(PROGRAMS / 'imbalance.c', 'allreduce')}"
+    assert "load_imbalance" in p.stdout and allreduce in p.stdout
+    recv = f"imbalance.c:{marker_line(PROGRAMS / 'imbalance.c', 'recv')}"
+    waits = p.stdout[p.stdout.index("Where ranks wait"):]
+    assert "late sender" in waits and recv in waits
+    doc = json.loads(out.read_text())
+    assert len(doc["ranks"]) == 4
+    assert doc["findings"][0]["callsite"] == allreduce
+
+
+def test_scorep_trace(tmp_path):
+    p = mpiscope("analyze", SCOREP_PING_PONG, "--json", tmp_path / "s.json")
+    assert p.returncode == 0, p.stderr
+    assert "quartz10" in p.stdout and "MPI_Send" in p.stdout
+
+
+@pytest.mark.parametrize("make, problem", [
+    (lambda d: d / "missing", "no such file or directory"),
+    (lambda d: (d / "traces.otf2").write_text("not otf2") and d, "OTF2"),
+    (lambda d: d, "not an OTF2 archive"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, make, problem):
+    path = make(tmp_path)
+    p = mpiscope("analyze", path)
+    assert p.returncode == 2
+    [line] = p.stderr.strip().splitlines()
+    assert line.startswith("mpiscope: ") and str(tmp_path) in line and problem in line
+    assert "Traceback" not in p.stderr
+
+
+def test_truncated_trace_warns_and_still_analyzes(trace, tmp_path):
+    cut = tmp_path / "cut"
+    shutil.copytree(trace, cut, ignore=shutil.ignore_patterns(".mpiscope-cache"))
+    evt = cut / "traces" / "2.evt"
+    evt.write_bytes(evt.read_bytes()[: evt.stat().st_size // 2])
+    p = mpiscope("analyze", cut, "--json", tmp_path / "cut.json")
+    assert p.returncode == 0, p.stderr
+    assert "warning" in p.stderr and "ranks cut short" in p.stderr and ": 2;" in p.stderr
+    doc = json.loads((tmp_path / "cut.json").read_text())
+    assert doc["meta"]["truncated_ranks"] == [2]
+    assert len(doc["ranks"]) == 4

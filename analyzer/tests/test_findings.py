@@ -1,0 +1,130 @@
+"""Findings: each kind on a hand-made trace with hand-computed savings, and on a real MPI
+program with injected problems, at the right source lines."""
+
+import pandas as pd
+import pytest
+from scenarios import PROGRAMS, Scenario, marker_line, traced_run
+
+from mpiscope import findings, reader, replay
+
+
+def by_kind(found, kind):
+    return [f for f in found if f.kind == kind]
+
+
+def test_redundant_collective_proved_by_hashes():
+    sc = Scenario()
+    for r in range(2):
+        for i, h in enumerate([(11, 22), (11, 22), (11, 22), (12, 23)]):
+            sc.call(r, "MPI_Allreduce", 100 * i, 100 * i + 10, callsite="x.c:5",
+                    in_hash=h[0], out_hash=h[1])
+    [f] = by_kind(findings.find(sc.trace()), "redundant_collective")
+    assert (f.function, f.callsite, f.calls) == ("MPI_Allreduce", "x.c:5", 4)  # 2nd, 3rd
+    assert f.time_s == pytest.approx(4 * 10e-9)
+    assert f.estimated_savings_s == pytest.approx(2 * 10e-9)  # per rank, nobody waits
+    assert f.evidence["proof"] == "hash"
+
+
+def test_barrier_directly_after_a_synchronizing_collective():
+    sc = Scenario()
+    for r in range(2):
+        sc.call(r, "MPI_Allreduce", 0, 10, callsite="y.c:1")
+        sc.call(r, "MPI_Barrier", 10, 15, callsite="y.c:2")
+        sc.call(r, "MPI_Bcast", 20, 30, callsite="y.c:3", root=0)
+        sc.call(r, "MPI_Barrier", 30, 35, callsite="y.c:4")  # after a Bcast: not proved
+    [f] = by_kind(findings.find(sc.trace()), "redundant_collective")
+    assert (f.function, f.callsite, f.calls) == ("MPI_Barrier", "y.c:2", 2)
+    assert "MPI_Allreduce" in f.message
+
+
+def test_message_aggregation_saves_latency_per_burst():
+    sc = Scenario()
+    t = 0
+    for _ in range(3):  # 3 bursts of 4 back-to-back 8-byte messages, each taking 500 ns
+        for _ in range(4):
+            s = sc.call(0, "MPI_Send", t, t + 500, callsite="halo.c:12", bytes_sent=8)
+            r = sc.call(1, "MPI_Recv", t, t + 500, callsite="halo.c:20", bytes_recv=8)
+            sc.message(s, r, 8, send_time=t, recv_time=t + 500)
+            t += 510
+        sc.call(0, "MPI_Barrier", t, t + 10)
+        sc.call(1, "MPI_Barrier", t, t + 10)
+        t += 10_000
+    [f] = by_kind(findings.find(sc.trace()), "message_aggregation")
+    assert (f.function, f.callsite, f.calls) == ("MPI_Send", "halo.c:12", 12)
+    # alpha fitted on the trace = 500 ns (all messages alike); (m-1)*alpha per burst
+    assert f.evidence["alpha_s"] == pytest.approx(500e-9)
+    assert f.estimated_savings_s == pytest.approx(3 * 3 * 500e-9)
+
+
+def test_replay_of_every_kth_collective():
+    # per-rank work between instances: rank 0 steady, rank 1 alternating; cost 5 ns each
+    rows = []
+    for r, starts in [(0, [0, 15, 30, 45, 60]), (1, [0, 25, 30, 55, 60])]:
+        rows += [{"rank": r, "start": s, "end": s + 5} for s in starts]
+    res = replay.every_kth(pd.DataFrame(rows), k=2)
+    # every instance: (20+5)+(10+5)+(20+5)+(10+5) = 80; every 2nd: 20+20 + 2*5 = 50
+    assert (res.measured_model_s * 1e9, res.replayed_s * 1e9) == pytest.approx((80, 50))
+    assert res.saving_s * 1e9 == pytest.approx(30)
+
+
+def test_frequent_small_collective_in_the_main_loop():
+    sc = Scenario()
+    for r in range(2):
+        for it in range(30):
+            t = 1000 * it
+            work = 300 if (it + r) % 2 else 100  # ranks take turns being slow
+            sc.call(r, "MPI_Allreduce", t + work, t + 400, callsite="cg.c:40",
+                    bytes_sent=8, bytes_recv=8)
+            sc.call(r, "MPI_Send" if r == 0 else "MPI_Recv", t + 400, t + 450,
+                    callsite="cg.c:44")
+    [f] = by_kind(findings.find(sc.trace()), "frequent_collective")
+    assert (f.function, f.callsite, f.calls) == ("MPI_Allreduce", "cg.c:40", 60)
+    assert "k=10" in f.message and "replay" in f.message
+    # alternating imbalance cancels out over 10 iterations: most of the waiting goes
+    assert 0 < f.estimated_savings_s < f.time_s
+
+
+def test_load_imbalance_names_who_is_late_and_who_waits():
+    sc = Scenario()
+    for r in range(3):
+        for it in range(5):
+            t = 1000 * it
+            sc.call(r, "MPI_Allreduce", t + (900 if r == 2 else 100), t + 910,
+                    callsite="solve.c:77")
+    [f] = by_kind(findings.find(sc.trace()), "load_imbalance")
+    assert f.callsite == "solve.c:77"
+    assert f.evidence["late_rank"] == 2 and f.evidence["late_share"] == 1.0
+    assert f.evidence["wait_by_rank_s"][0] == pytest.approx(5 * 800e-9)
+    assert f.estimated_savings_s == pytest.approx(2 * 5 * 800e-9 / 3)
+
+
+def test_findings_are_ranked_by_savings():
+    sc = Scenario()
+    for r in range(3):
+        for it in range(5):
+            t = 1000 * it
+            sc.call(r, "MPI_Allreduce", t + (900 if r == 2 else 100), t + 910,
+                    callsite="solve.c:77")
+            sc.call(r, "MPI_Barrier", t + 910, t + 920, callsite="solve.c:78")
+    found = findings.find(sc.trace())
+    assert [f.kind for f in found] == ["load_imbalance", "redundant_collective"]
+    savings = [f.estimated_savings_s for f in found]
+    assert savings == sorted(savings, reverse=True)
+
+
+def test_injected_problems_of_a_real_program(tmp_path):
+    t = reader.load(traced_run("imbalance", 4, ["8"], tmp_path))
+    src = PROGRAMS / "imbalance.c"
+    site = {name: f"imbalance.c:{marker_line(src, name)}"
+            for name in ("allreduce", "barrier", "bcast", "recv", "waitall")}
+    found = findings.find(t)
+    red = {f.callsite: f for f in by_kind(found, "redundant_collective")}
+    assert red[site["barrier"]].evidence["proof"] == "barrier_after"
+    assert red[site["barrier"]].calls == 4 * 8
+    assert red[site["bcast"]].evidence["proof"] == "hash"
+    assert red[site["bcast"]].calls == 4 * 7  # every call after the first
+    imb = {f.callsite: f for f in by_kind(found, "load_imbalance")}
+    assert imb[site["allreduce"]].evidence["late_rank"] == 3
+    assert imb[site["recv"]].evidence["late_rank"] == 1
+    assert site["waitall"] in imb
+    assert found[0].kind == "load_imbalance" and found[0].callsite == site["allreduce"]

@@ -1,0 +1,56 @@
+"""The contract JSON assembled by report.analyze, on the Score-P trace and on a real
+program traced by the interposer."""
+
+import json
+
+import pytest
+from scenarios import SCOREP_PING_PONG, traced_run
+
+from mpiscope import reader, report
+
+CONTRACT_RANK_KEYS = {"rank", "host", "total_s", "compute_s", "communication_s",
+                      "synchronization_s"}
+CONTRACT_FINDING_KEYS = {"kind", "function", "callsite", "calls", "time_s",
+                         "estimated_savings_s", "message"}
+
+
+def check_contract(doc: dict, nranks: int) -> None:
+    assert [r["rank"] for r in doc["ranks"]] == list(range(nranks))
+    for r in doc["ranks"]:
+        assert CONTRACT_RANK_KEYS <= r.keys()
+        parts = r["compute_s"] + r["communication_s"] + r["synchronization_s"]
+        assert parts == pytest.approx(r["total_s"], rel=0.01)
+        assert r["total_s"] > 0 and min(r["compute_s"], r["communication_s"],
+                                        r["synchronization_s"]) >= 0
+    for f in doc["functions"]:
+        assert {"name", "calls", "time_s"} <= f.keys()
+    assert {"late_sender_s", "late_receiver_s", "wait_at_barrier_s",
+            "wait_at_nxn_s"} <= doc["wait_states"].keys()
+    for f in doc["findings"]:
+        assert CONTRACT_FINDING_KEYS <= f.keys()
+
+
+def test_scorep_trace_has_a_breakdown_for_every_rank():
+    doc = json.loads(report.analyze(reader.load(SCOREP_PING_PONG)).to_json())
+    check_contract(doc, 2)
+    assert doc["meta"]["num_ranks"] == 2
+    funcs = {f["name"]: f for f in doc["functions"]}
+    assert funcs["MPI_Send"]["calls"] == 16 and funcs["MPI_Recv"]["calls"] == 16
+    assert doc["messages"] == {"matched": 16, "unmatched_sends": 0, "unmatched_receives": 0}
+    assert all(r["communication_s"] > 0 for r in doc["ranks"])
+
+
+def test_report_of_a_traced_program(tmp_path):
+    t = reader.load(traced_run("imbalance", 3, ["6"], tmp_path))
+    doc = json.loads(report.analyze(t).to_json())
+    check_contract(doc, 3)
+    assert doc["main_loop"]["iterations"] == 6  # the program's loop count
+    assert len(doc["iterations"]) == 5  # full spans between the 6 marker calls
+    assert doc["wait_states"]["wait_at_nxn_s"] > 0 and doc["wait_states"]["late_sender_s"] > 0
+    assert doc["clock_skew"]["remaining"] == 0
+    assert sum(b["messages"] for b in doc["message_sizes"]) == doc["messages"]["matched"]
+    assert {(c["send_rank"], c["recv_rank"]) for c in doc["comm_matrix"]} >= {(1, 0), (0, 1)}
+    # the time bins hold the same rank-seconds as the per-rank table
+    for part in ("compute_s", "communication_s", "synchronization_s"):
+        assert sum(b[part] for b in doc["time_bins"]) == pytest.approx(
+            sum(r[part] for r in doc["ranks"]), rel=1e-6)

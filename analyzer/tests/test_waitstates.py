@@ -1,0 +1,107 @@
+"""Wait states with Scalasca's definitions, on hand-made traces (exact) and on a real
+MPI program with injected late senders and imbalance (within tolerance)."""
+
+import pytest
+from scenarios import PROGRAMS, Scenario, marker_line, traced_run
+
+from mpiscope import reader, waitstates
+
+
+def wait_of(trace, call):
+    row = waitstates.compute(trace).per_call.iloc[call]
+    return int(row["wait_ns"]), str(row["wait_kind"])
+
+
+def test_late_sender_blocking_receive():
+    sc = Scenario()
+    recv = sc.call(0, "MPI_Recv", 100, 200, peer=1)
+    send = sc.call(1, "MPI_Send", 150, 160, peer=0)
+    sc.message(send, recv)
+    assert wait_of(sc.trace(), recv) == (50, "late_sender")
+    assert wait_of(sc.trace(), send) == (0, "nan")
+
+
+def test_nonblocking_wait_is_split_into_waiting_and_transfer():
+    sc = Scenario()
+    irecv = sc.call(0, "MPI_Irecv", 100, 101)
+    wait = sc.call(0, "MPI_Wait", 110, 200)
+    isend = sc.call(1, "MPI_Isend", 170, 171)
+    swait = sc.call(1, "MPI_Wait", 172, 175)
+    sc.message(isend, irecv, send_complete=swait, recv_complete=wait)
+    # the partner started sending 60 ns into the Wait; the remaining 30 ns are transfer
+    assert wait_of(sc.trace(), wait) == (60, "late_sender")
+
+
+def test_waitall_waits_for_its_latest_sender():
+    sc = Scenario()
+    r1 = sc.call(0, "MPI_Irecv", 300, 301)
+    r2 = sc.call(0, "MPI_Irecv", 301, 302)
+    waitall = sc.call(0, "MPI_Waitall", 310, 400)
+    s1 = sc.call(1, "MPI_Send", 320, 330)
+    s2 = sc.call(2, "MPI_Send", 350, 360)
+    sc.message(s1, r1, recv_complete=waitall)
+    sc.message(s2, r2, recv_complete=waitall)
+    assert wait_of(sc.trace(), waitall) == (40, "late_sender")
+
+
+def test_late_receiver_only_when_the_send_blocked():
+    sc = Scenario()
+    ssend = sc.call(0, "MPI_Ssend", 100, 200)
+    recv = sc.call(1, "MPI_Recv", 180, 200)
+    sc.message(ssend, recv, send_time=100)
+    eager = sc.call(0, "MPI_Send", 300, 305)
+    late_recv = sc.call(1, "MPI_Recv", 380, 390)
+    sc.message(eager, late_recv, send_time=300)
+    t = sc.trace()
+    assert wait_of(t, ssend) == (80, "late_receiver")
+    assert wait_of(t, eager) == (0, "nan")  # eager: it left before the receive was posted
+
+
+def test_collective_wait_states():
+    sc = Scenario()
+    b0 = sc.call(0, "MPI_Bcast", 100, 145, root=1)
+    sc.call(1, "MPI_Bcast", 130, 140, root=1)
+    red0 = sc.call(0, "MPI_Reduce", 200, 260, root=0)
+    sc.call(1, "MPI_Reduce", 250, 255, root=0)
+    bar0 = sc.call(0, "MPI_Barrier", 300, 390)
+    bar1 = sc.call(1, "MPI_Barrier", 370, 390)
+    t = sc.trace()
+    assert wait_of(t, b0) == (30, "late_broadcast")
+    assert wait_of(t, red0) == (50, "early_reduce")
+    assert wait_of(t, bar0) == (70, "wait_at_barrier")
+    assert wait_of(t, bar1) == (0, "wait_at_barrier")
+    totals = waitstates.compute(t).totals()
+    assert totals["late_broadcast"] == pytest.approx(30e-9)
+    assert totals["wait_at_barrier"] == pytest.approx(70e-9)
+
+
+# --- a real MPI program, traced by the interposer -------------------------------------
+
+ITERATIONS = 10
+LATE_S = 0.005  # LATE_US in programs/imbalance.c
+EXTRA_S = 0.015  # EXTRA_US
+
+
+@pytest.fixture(scope="module")
+def imbalance4(tmp_path_factory):
+    return reader.load(traced_run("imbalance", 4, [str(ITERATIONS)],
+                                  tmp_path_factory.mktemp("imb")))
+
+
+def test_injected_late_senders_are_found_at_their_source_lines(imbalance4):
+    src = PROGRAMS / "imbalance.c"
+    sites = waitstates.compute(imbalance4).per_callsite().set_index(["callsite", "wait_kind"])
+    recv = sites.loc[(f"imbalance.c:{marker_line(src, 'recv')}", "late_sender")]
+    waitall = sites.loc[(f"imbalance.c:{marker_line(src, 'waitall')}", "late_sender")]
+    # rank 1 sleeps LATE_S before each send: rank 0 waits that long, every iteration
+    assert recv["wait_ns"] / 1e9 == pytest.approx(ITERATIONS * LATE_S, rel=0.25)
+    assert waitall["wait_ns"] / 1e9 == pytest.approx(ITERATIONS * LATE_S, rel=0.25)
+
+
+def test_injected_imbalance_is_waiting_at_the_allreduce(imbalance4):
+    ws = waitstates.compute(imbalance4)
+    per_rank = ws.per_rank()
+    # rank 3 computes EXTRA_S longer; rank 2 (no p2p work) waits all of it at the Allreduce
+    assert per_rank.loc[2, "wait_at_nxn"] == pytest.approx(ITERATIONS * EXTRA_S, rel=0.25)
+    assert per_rank.loc[3, "wait_at_nxn"] < 0.1 * per_rank.loc[2, "wait_at_nxn"]
+    assert ws.skew.remaining == 0

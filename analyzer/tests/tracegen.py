@@ -1,0 +1,369 @@
+"""Small synthetic OTF2 traces in mpiscope's format (docs/trace-format.md), for tests.
+
+Built on the `otf2` Python writer. Times are integer nanoseconds *since the trace start*
+exactly as they appear in the reader's tables (the builder pins the archive's
+`global_offset`, so `t=0` is the trace start). Ranks and peers are **world ranks**; the
+builder translates peers/roots into ranks within the communicator, as OTF2 stores them.
+
+    from tracegen import TraceBuilder
+
+    tb = TraceBuilder(ranks=2, hosts=["node0", "node1"])
+    tb.isend_call(0, 100, 110, dest=1, tag=7, nbytes=800, request=1, callsite="app.c:42")
+    tb.irecv_call(1, 100, 105, request=1, callsite="app.c:44")
+    tb.enter(0, 120, "MPI_Waitall", callsite="app.c:50")
+    tb.isend_complete(0, 150, request=1)
+    tb.leave(0, 150, "MPI_Waitall")
+    tb.enter(1, 120, "MPI_Waitall", callsite="app.c:50")
+    tb.irecv(1, 200, src=0, tag=7, nbytes=800, request=1)
+    tb.leave(1, 200, "MPI_Waitall")
+    for r in (0, 1):
+        tb.collective(r, 300, 400 + r, "MPI_Allreduce", sent=8, received=8,
+                      in_hash=r + 1, out_hash=3, callsite="app.c:60")
+    path = tb.write(tmp_path / "trace")          # -> directory holding traces.otf2
+
+Low level: `enter/leave` (any region name; names starting with `MPI_` are MPI regions
+with Score-P's roles, anything else is a user region such as `"main"`), and one method
+per OTF2 MPI event (`send`, `recv`, `isend`, `isend_complete`, `irecv_request`, `irecv`,
+`request_test`, `cancelled`, `coll_begin`, `coll_end`, `buffer_flush`). High level:
+`send_call`, `recv_call`, `isend_call`, `irecv_call`, `collective`, `call` (any MPI call
+without payload). Events of one rank may be added in any order; they are written sorted
+by time (ties keep the order they were added in). Leaving out Leaves or `MPI_Finalize`
+makes a truncated trace. `copy_trace(src, dst)` makes a writable copy of a trace to damage.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import _otf2  # the otf2 package's C binding: archive properties
+import otf2
+from otf2.enums import (
+    CollectiveOp,
+    GroupType,
+    LocationGroupType,
+    LocationType,
+    Paradigm,
+    RegionRole,
+    Type,
+)
+
+# Score-P's region roles for MPI functions (docs/trace-format.md, "Regions").
+_ROLES: dict[RegionRole, tuple[str, ...]] = {
+    RegionRole.BARRIER: ("MPI_Barrier", "MPI_Ibarrier"),
+    RegionRole.COLL_ONE2ALL: ("MPI_Bcast", "MPI_Scatter", "MPI_Scatterv", "MPI_Ibcast"),
+    RegionRole.COLL_ALL2ONE: ("MPI_Reduce", "MPI_Gather", "MPI_Gatherv", "MPI_Ireduce"),
+    RegionRole.COLL_ALL2ALL: ("MPI_Allreduce", "MPI_Allgather", "MPI_Allgatherv",
+                              "MPI_Alltoall", "MPI_Alltoallv", "MPI_Alltoallw",
+                              "MPI_Reduce_scatter", "MPI_Reduce_scatter_block",
+                              "MPI_Iallreduce"),
+    RegionRole.COLL_OTHER: ("MPI_Scan", "MPI_Exscan"),
+}
+_P2P_PREFIXES = ("MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend", "MPI_Issend",
+                 "MPI_Irsend", "MPI_Ibsend", "MPI_Recv", "MPI_Irecv", "MPI_Sendrecv",
+                 "MPI_Wait", "MPI_Test", "MPI_Probe", "MPI_Iprobe", "MPI_Mprobe",
+                 "MPI_Improbe", "MPI_Mrecv", "MPI_Imrecv")
+# MPI function -> OTF2 collective operation (for MpiCollectiveEnd)
+COLLECTIVE_OPS: dict[str, CollectiveOp] = {
+    "MPI_Barrier": CollectiveOp.BARRIER, "MPI_Bcast": CollectiveOp.BCAST,
+    "MPI_Gather": CollectiveOp.GATHER, "MPI_Gatherv": CollectiveOp.GATHERV,
+    "MPI_Scatter": CollectiveOp.SCATTER, "MPI_Scatterv": CollectiveOp.SCATTERV,
+    "MPI_Allgather": CollectiveOp.ALLGATHER, "MPI_Allgatherv": CollectiveOp.ALLGATHERV,
+    "MPI_Alltoall": CollectiveOp.ALLTOALL, "MPI_Alltoallv": CollectiveOp.ALLTOALLV,
+    "MPI_Alltoallw": CollectiveOp.ALLTOALLW, "MPI_Reduce": CollectiveOp.REDUCE,
+    "MPI_Allreduce": CollectiveOp.ALLREDUCE, "MPI_Reduce_scatter": CollectiveOp.REDUCE_SCATTER,
+    "MPI_Reduce_scatter_block": CollectiveOp.REDUCE_SCATTER_BLOCK,
+    "MPI_Scan": CollectiveOp.SCAN, "MPI_Exscan": CollectiveOp.EXSCAN,
+}
+UNDEFINED_ROOT = 0xFFFFFFFF  # OTF2_UNDEFINED_UINT32: rootless collective
+BASE_TIME = 1_000_000_000  # raw timestamp of t=0 (any positive value works)
+
+
+def region_role(name: str) -> RegionRole:
+    for role, names in _ROLES.items():
+        if name in names:
+            return role
+    if name.startswith(_P2P_PREFIXES):
+        return RegionRole.POINT2POINT
+    return RegionRole.FUNCTION
+
+
+def parse_callsite(callsite: str) -> tuple[str, int]:
+    """`"app.c:42"` -> ("app.c", 42); `"libx.so+0x1f"` -> ("libx.so+0x1f", 0)."""
+    file, sep, line = callsite.rpartition(":")
+    if sep and line.isdigit():
+        return file, int(line)
+    return callsite, 0
+
+
+@dataclass
+class _Event:
+    t: int
+    seq: int
+    kind: str
+    args: tuple
+    attrs: dict = field(default_factory=dict)
+
+
+class TraceBuilder:
+    """Collects events per rank, then writes one OTF2 archive with `write(dir)`.
+
+    ranks: number of MPI ranks (one location each, location ref = rank).
+    hosts: host name per rank (default: all on "node0").
+    creator: "mpiscope" writes our archive properties (`MPISCOPE::VERSION` …) and the
+        `mpiscope:*` attributes; "Score-P" writes neither (like a Score-P trace).
+    program/cmdline/mpi_library/start_time: run metadata properties (mpiscope only).
+    """
+
+    def __init__(self, ranks: int, hosts: Sequence[str] | None = None, *,
+                 creator: str = "mpiscope", program: str = "/tmp/app",
+                 cmdline: str = "mpirun -np {n} /tmp/app", mpi_library: str = "Open MPI v4.1.4",
+                 start_time: str = "2026-01-01T00:00:00Z") -> None:
+        self.num_ranks = ranks
+        self.hosts = list(hosts) if hosts is not None else ["node0"] * ranks
+        if len(self.hosts) != ranks:
+            raise ValueError("one host name per rank")
+        self.creator = creator
+        self.properties = {
+            "MPISCOPE::PROGRAM": program,
+            "MPISCOPE::CMDLINE": cmdline.format(n=ranks),
+            "MPISCOPE::MPI_LIBRARY": mpi_library,
+            "MPISCOPE::START_TIME": start_time,
+            "MPISCOPE::VERSION": "0.1.0",
+        } if creator == "mpiscope" else {}
+        # comm ref -> (name, world ranks in comm-rank order or None for COMM_SELF, parent)
+        self.comms: dict[int, tuple[str, list[int] | None, int | None]] = {
+            0: ("MPI_COMM_WORLD", list(range(ranks)), None),
+            1: ("MPI_COMM_SELF", None, None),
+        }
+        self.events: list[list[_Event]] = [[] for _ in range(ranks)]
+        self._seq = 0
+
+    # ------------------------------------------------------------------ definitions
+    @property
+    def world(self) -> int:
+        return 0
+
+    def comm(self, members: Sequence[int], name: str | None = None, parent: int = 0) -> int:
+        """Define a communicator of the given world ranks (comm-rank order); returns its ref."""
+        ref = max(self.comms) + 1
+        self.comms[ref] = (name or f"comm {ref}", list(members), parent)
+        return ref
+
+    def _local(self, comm: int, world_rank: int | None, me: int) -> int:
+        if world_rank is None:
+            return UNDEFINED_ROOT
+        members = self.comms[comm][1]
+        if members is None:  # MPI_COMM_SELF
+            return 0
+        return members.index(world_rank)
+
+    # ------------------------------------------------------------------ low-level events
+    def _add(self, rank: int, t: int, kind: str, *args, **attrs) -> None:
+        self.events[rank].append(_Event(int(t), self._seq, kind, args, attrs))
+        self._seq += 1
+
+    def enter(self, rank: int, t: int, region: str, callsite: str | None = None) -> None:
+        self._add(rank, t, "enter", region, callsite=callsite)
+
+    def leave(self, rank: int, t: int, region: str) -> None:
+        self._add(rank, t, "leave", region)
+
+    def send(self, rank: int, t: int, dest: int, tag: int, nbytes: int, comm: int = 0) -> None:
+        self._add(rank, t, "send", self._local(comm, dest, rank), comm, tag, nbytes)
+
+    def recv(self, rank: int, t: int, src: int, tag: int, nbytes: int, comm: int = 0) -> None:
+        self._add(rank, t, "recv", self._local(comm, src, rank), comm, tag, nbytes)
+
+    def isend(self, rank: int, t: int, dest: int, tag: int, nbytes: int, request: int,
+              comm: int = 0) -> None:
+        self._add(rank, t, "isend", self._local(comm, dest, rank), comm, tag, nbytes, request)
+
+    def isend_complete(self, rank: int, t: int, request: int) -> None:
+        self._add(rank, t, "isend_complete", request)
+
+    def irecv_request(self, rank: int, t: int, request: int) -> None:
+        self._add(rank, t, "irecv_request", request)
+
+    def irecv(self, rank: int, t: int, src: int, tag: int, nbytes: int, request: int,
+              comm: int = 0) -> None:
+        self._add(rank, t, "irecv", self._local(comm, src, rank), comm, tag, nbytes, request)
+
+    def request_test(self, rank: int, t: int, request: int) -> None:
+        self._add(rank, t, "request_test", request)
+
+    def cancelled(self, rank: int, t: int, request: int) -> None:
+        self._add(rank, t, "cancelled", request)
+
+    def coll_begin(self, rank: int, t: int) -> None:
+        self._add(rank, t, "coll_begin")
+
+    def coll_end(self, rank: int, t: int, function: str, comm: int = 0, root: int | None = None,
+                 sent: int = 0, received: int = 0, in_hash: int | None = None,
+                 out_hash: int | None = None) -> None:
+        """MpiCollectiveEnd; `root` is a world rank (None: rootless)."""
+        self._add(rank, t, "coll_end", COLLECTIVE_OPS[function], comm,
+                  self._local(comm, root, rank), sent, received, in_hash=in_hash,
+                  out_hash=out_hash)
+
+    def buffer_flush(self, rank: int, t: int, stop: int) -> None:
+        self._add(rank, t, "flush", stop)
+
+    # ------------------------------------------------------------------ whole calls
+    def call(self, rank: int, start: int, end: int, function: str,
+             callsite: str | None = None) -> None:
+        """An MPI call without payload events (MPI_Init, MPI_Comm_rank, MPI_Finalize …)."""
+        self.enter(rank, start, function, callsite)
+        self.leave(rank, end, function)
+
+    def send_call(self, rank: int, start: int, end: int, dest: int, tag: int, nbytes: int, *,
+                  comm: int = 0, function: str = "MPI_Send", callsite: str | None = None,
+                  send_time: int | None = None) -> None:
+        """Blocking send: MpiSend at `send_time` (default: the Enter time)."""
+        self.enter(rank, start, function, callsite)
+        self.send(rank, start if send_time is None else send_time, dest, tag, nbytes, comm)
+        self.leave(rank, end, function)
+
+    def recv_call(self, rank: int, start: int, end: int, src: int, tag: int, nbytes: int, *,
+                  comm: int = 0, function: str = "MPI_Recv", callsite: str | None = None,
+                  recv_time: int | None = None) -> None:
+        """Blocking receive: MpiRecv at `recv_time` (default: the Leave time)."""
+        self.enter(rank, start, function, callsite)
+        self.recv(rank, end if recv_time is None else recv_time, src, tag, nbytes, comm)
+        self.leave(rank, end, function)
+
+    def isend_call(self, rank: int, start: int, end: int, dest: int, tag: int, nbytes: int,
+                   request: int, *, comm: int = 0, function: str = "MPI_Isend",
+                   callsite: str | None = None) -> None:
+        self.enter(rank, start, function, callsite)
+        self.isend(rank, start, dest, tag, nbytes, request, comm)
+        self.leave(rank, end, function)
+
+    def irecv_call(self, rank: int, start: int, end: int, request: int, *,
+                   function: str = "MPI_Irecv", callsite: str | None = None) -> None:
+        self.enter(rank, start, function, callsite)
+        self.irecv_request(rank, start, request)
+        self.leave(rank, end, function)
+
+    def collective(self, rank: int, start: int, end: int, function: str, *, comm: int = 0,
+                   root: int | None = None, sent: int = 0, received: int = 0,
+                   in_hash: int | None = None, out_hash: int | None = None,
+                   callsite: str | None = None) -> None:
+        """A blocking collective: Enter, MpiCollectiveBegin, MpiCollectiveEnd, Leave."""
+        self.enter(rank, start, function, callsite)
+        self.coll_begin(rank, start)
+        self.coll_end(rank, end, function, comm, root, sent, received, in_hash, out_hash)
+        self.leave(rank, end, function)
+
+    # ------------------------------------------------------------------ writing
+    def write(self, directory: str | os.PathLike) -> Path:
+        """Write the archive into `directory` (created; must not hold a trace yet)."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with otf2.writer.open(str(directory), timer_resolution=1_000_000_000) as w:
+            # pin global_offset to t=0 even if no event happens exactly then
+            w._update_timestamps(BASE_TIME)
+            self._write(w)
+            for key, value in self.properties.items():
+                _otf2.Archive_SetProperty(w.handle, key, value, False)
+        return directory
+
+    def _write(self, w: otf2.writer.Writer) -> None:
+        d = w.definitions
+        root = d.system_tree_node("machine", class_name="machine")
+        nodes = {h: d.system_tree_node(h, class_name="node", parent=root)
+                 for h in dict.fromkeys(self.hosts)}
+        groups = [d.location_group(f"MPI Rank {r}", location_group_type=LocationGroupType.PROCESS,
+                                   system_tree_parent=nodes[self.hosts[r]])
+                  for r in range(self.num_ranks)]
+        locs = [d.location(f"rank {r}", type=LocationType.CPU_THREAD, group=groups[r])
+                for r in range(self.num_ranks)]
+        d.group("MPI locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
+                members=locs)
+        comms = {}
+        for ref in sorted(self.comms):
+            name, members, parent = self.comms[ref]
+            if members is None:
+                grp = d.group(name, group_type=GroupType.COMM_SELF, paradigm=Paradigm.MPI,
+                              members=[])
+            else:
+                grp = d.group(name, group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI,
+                              members=[locs[m] for m in members])
+            comms[ref] = d.comm(name, group=grp,
+                                parent=comms[parent] if parent is not None else None)
+        attrs = {}
+        if self.creator == "mpiscope":
+            attrs = {
+                "callsite": d.attribute("mpiscope:callsite", "call site of an MPI call",
+                                        Type.SOURCE_CODE_LOCATION),
+                "in_hash": d.attribute("mpiscope:in_hash", "FNV-1a of the input", Type.UINT64),
+                "out_hash": d.attribute("mpiscope:out_hash", "FNV-1a of the result",
+                                        Type.UINT64),
+            }
+        regions: dict[str, otf2.definitions.Region] = {}
+        sources: dict[str, otf2.definitions.SourceCodeLocation] = {}
+
+        def region(name: str):
+            if name not in regions:
+                mpi = name.startswith("MPI_")
+                regions[name] = d.region(
+                    name, region_role=region_role(name) if mpi else RegionRole.FUNCTION,
+                    paradigm=Paradigm.MPI if mpi else Paradigm.USER)
+            return regions[name]
+
+        def source(callsite: str):
+            if callsite not in sources:
+                file, line = parse_callsite(callsite)
+                sources[callsite] = d.source_code_location(file, line)
+            return sources[callsite]
+
+        for rank in range(self.num_ranks):
+            ew = w.event_writer_from_location(locs[rank])
+            for ev in sorted(self.events[rank], key=lambda e: (e.t, e.seq)):
+                t = BASE_TIME + ev.t
+                a = ev.args
+                if ev.kind == "enter":
+                    cs = ev.attrs.get("callsite")
+                    at = {attrs["callsite"]: source(cs)} if cs and attrs else None
+                    ew.enter(t, region(a[0]), attributes=at)
+                elif ev.kind == "leave":
+                    ew.leave(t, region(a[0]))
+                elif ev.kind == "send":
+                    ew.mpi_send(t, a[0], comms[a[1]], a[2], a[3])
+                elif ev.kind == "recv":
+                    ew.mpi_recv(t, a[0], comms[a[1]], a[2], a[3])
+                elif ev.kind == "isend":
+                    ew.mpi_isend(t, a[0], comms[a[1]], a[2], a[3], a[4])
+                elif ev.kind == "isend_complete":
+                    ew.mpi_isend_complete(t, a[0])
+                elif ev.kind == "irecv_request":
+                    ew.mpi_irecv_request(t, a[0])
+                elif ev.kind == "irecv":
+                    ew.mpi_irecv(t, a[0], comms[a[1]], a[2], a[3], a[4])
+                elif ev.kind == "request_test":
+                    ew.mpi_request_test(t, a[0])
+                elif ev.kind == "cancelled":
+                    ew.mpi_request_cancelled(t, a[0])
+                elif ev.kind == "coll_begin":
+                    ew.mpi_collective_begin(t)
+                elif ev.kind == "coll_end":
+                    at = {attrs[k]: ev.attrs[k] for k in ("in_hash", "out_hash")
+                          if attrs and ev.attrs.get(k) is not None}
+                    ew.mpi_collective_end(t, a[0], comms[a[1]], a[2], a[3], a[4],
+                                          attributes=at or None)
+                elif ev.kind == "flush":
+                    ew.buffer_flush(t, BASE_TIME + a[0])
+                else:  # pragma: no cover - guarded by the methods above
+                    raise ValueError(ev.kind)
+
+
+def copy_trace(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
+    """A private, writable copy of a trace directory (without its cache), e.g. to damage."""
+    dst = Path(dst)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".mpiscope-cache*"))
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return dst

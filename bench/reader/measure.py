@@ -1,0 +1,194 @@
+"""bench/reader: the reader's speed and memory against a bare libotf2 decode loop and pipit.
+
+Generates synthetic traces with build/native/mpiscope-synth, then measures, each in a
+fresh process and best of --repeat runs (the machine may be shared: CPU time, user+sys,
+is the fair measure of work per core; wall time is printed too):
+  - otf2-decode: libotf2 decoding every event with no-op callbacks (the decode limit);
+  - mpiscope: reader.load(use_cache=False) after the imports, i.e. definitions, events,
+    all tables and message matching, cold; peak RSS of the whole process;
+  - cache: the same trace re-opened from its Parquet cache;
+  - pipit.Trace.from_otf2 if pipit is importable (CPU of all its worker processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NATIVE = REPO / "build" / "native"
+
+LOAD = """
+import json, resource, sys, time
+from mpiscope import reader
+import numpy, otf2, pandas, pyarrow  # imports and library set-up are not part of reading
+pandas.DataFrame({"a": numpy.zeros(2)}).astype({"a": "category"})  # pandas' lazy set-up
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+use_cache = sys.argv[2] == "cache"
+w0, c0 = time.perf_counter(), time.process_time()
+t = reader.load(sys.argv[1], use_cache=use_cache)
+w1, c1 = time.perf_counter(), time.process_time()
+print(json.dumps({"wall": w1 - w0, "cpu": c1 - c0, "events": int(t.ranks["events"].sum()),
+                  "calls": len(t.calls), "messages": len(t.messages),
+                  "rss_base": base * 1024,
+                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+PIPIT = """
+import json, resource, sys, time
+import pipit
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def cpu():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+w0, c0 = time.perf_counter(), cpu()
+t = pipit.Trace.from_otf2(sys.argv[1])
+w1, c1 = time.perf_counter(), cpu()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"wall": w1 - w0, "cpu": c1 - c0, "events": len(t.events),
+                  "rss_base": base * 1024, "rss": (peak + child) * 1024}))
+"""
+
+
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    events: int
+    rss: int = 0
+    rss_base: int = 0
+
+
+def env() -> dict[str, str]:
+    # numpy's BLAS threads would only add idle spinning to the CPU time
+    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def python_run(code: str, *args: str, timeout: float = 1800) -> Run:
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env())
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip()
+                           else f"exit {proc.returncode}")
+    d = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Run(d["wall"], d["cpu"], d["events"], d.get("rss", 0), d.get("rss_base", 0))
+
+
+def decode_run(anchor: Path) -> Run:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0 = time.perf_counter()
+    out = subprocess.run([str(NATIVE / "otf2-decode"), str(anchor)], capture_output=True,
+                         text=True, check=True).stdout.split()
+    wall = time.perf_counter() - w0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return Run(wall, cpu, int(out[0]))
+
+
+def best(runs: list[Run]) -> Run:
+    return min(runs, key=lambda r: r.cpu)
+
+
+def generate(out: Path, ranks: int, events: int) -> Path:
+    trace = out / f"synth-r{ranks}-e{events}"
+    stamp = trace / ".generated"
+    if not stamp.is_file():
+        subprocess.run(["rm", "-rf", str(trace)], check=True)
+        subprocess.run([str(NATIVE / "mpiscope-synth"), "--ranks", str(ranks), "--events",
+                        str(events), "--out", str(trace)], check=True, stdout=subprocess.DEVNULL)
+        stamp.touch()
+    subprocess.run(["rm", "-rf", str(trace / ".mpiscope-cache")], check=True)
+    return trace
+
+
+def rate(r: Run) -> float:
+    return r.events / r.cpu / 1e6 if r.cpu > 0 else float("inf")
+
+
+def pipit_status() -> str | None:
+    """None if pipit's OTF2 reader can be used, else why not."""
+    probe = subprocess.run([sys.executable, "-c",
+                            "import pipit; pipit.Trace.from_otf2"], capture_output=True,
+                           text=True, env=env())
+    if probe.returncode == 0:
+        return None
+    last = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "import failed"
+    if "No module named" in last:
+        return "not installed (PyPI's `pipit` 0.0.1 is an empty placeholder; the real " \
+               "one is github.com/hpcgroup/pipit)"
+    return last
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=REPO / "build" / "bench-reader")
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--pipit-max-events", type=int, default=1_000_000,
+                    help="skip pipit above this size (it needs GBs of memory there)")
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    pipit_why = pipit_status()
+    print(f"bench/reader: synthetic traces from mpiscope-synth ({a.ranks} ranks, halo exchange "
+          f"+ Allreduce + Barrier + small Send/Recv), best of {a.repeat} fresh processes, "
+          "rates per core = events / CPU seconds (user+sys)")
+    ok = True
+    for n in a.events:
+        trace = generate(a.out, a.ranks, n)
+        anchor = trace / "traces.otf2"
+        dec = best([decode_run(anchor) for _ in range(a.repeat)])
+        ours = best([python_run(LOAD, str(trace), "nocache") for _ in range(a.repeat)])
+        first = python_run(LOAD, str(trace), "cache")  # writes the cache
+        cached = best([python_run(LOAD, str(trace), "cache") for _ in range(a.repeat)])
+        assert ours.events == dec.events, (ours.events, dec.events)
+        print(f"\n== {dec.events:,} events ({trace.name})")
+        print(f"  libotf2 decode loop : {rate(dec):6.2f} M events/s  "
+              f"(CPU {dec.cpu:.3f} s, wall {dec.wall:.3f} s)")
+        per_event = ours.rss / ours.events
+        above = (ours.rss - ours.rss_base) / ours.events
+        print(f"  mpiscope load, cold : {rate(ours):6.2f} M events/s per core  "
+              f"(CPU {ours.cpu:.3f} s, wall {ours.wall:.3f} s) = {rate(ours) / rate(dec):.2f}x "
+              f"the decode loop")
+        print(f"  mpiscope peak memory: {ours.rss / 2**20:.0f} MiB = {per_event:.0f} bytes/event "
+              f"(process with interpreter and libraries; {above:.0f} bytes/event above the "
+              f"{ours.rss_base / 2**20:.0f} MiB after imports)")
+        print(f"  first open + cache  : {first.wall:.3f} s wall; re-open from cache: "
+              f"{cached.wall:.3f} s wall (CPU {cached.cpu:.3f} s)")
+        if pipit_why is None and n <= a.pipit_max_events:
+            try:
+                pip = python_run(PIPIT, str(trace))
+                print(f"  pipit.from_otf2     : {rate(pip):6.2f} M events/s per core  "
+                      f"(CPU {pip.cpu:.2f} s over its processes, wall {pip.wall:.2f} s), "
+                      f"peak {pip.rss / 2**20:.0f} MiB = {pip.rss / pip.events:.0f} bytes/event;"
+                      f" mpiscope is {rate(ours) / rate(pip):.0f}x pipit per core, "
+                      f"{pip.wall / ours.wall:.0f}x in wall time")
+            except (RuntimeError, subprocess.TimeoutExpired) as err:
+                print(f"  pipit: not available ({err})")
+        elif pipit_why is None:
+            print(f"  pipit: skipped above {a.pipit_max_events:,} events "
+                  "(--pipit-max-events; it needs several GB there)")
+        else:
+            print(f"  pipit: not available ({pipit_why})")
+        verdict = [
+            ("speed >= 5 M events/s per core", rate(ours) >= 5.0),
+            (">= 1/3 of the decode loop", rate(ours) >= rate(dec) / 3),
+        ]
+        if n >= 10_000_000:  # where the interpreter's fixed ~100 MiB no longer dominates
+            verdict.append(("memory <= 100 bytes/event", per_event <= 100))
+        for what, passed in verdict:
+            print(f"  {'PASS' if passed else 'MISS'}: {what}")
+            ok &= passed
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+/* Call-site resolution, once per distinct return address at MPI_Finalize:
+ * file:line from DWARF (libdw handles PIE and shared-library load biases),
+ * object+offset where there is no debug information. */
+#define _GNU_SOURCE
+#include "mpiscope.h"
+
+#include <dlfcn.h>
+#include <elfutils/libdwfl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *object_offset(void *addr)
+{
+    Dl_info info;
+    char buf[512];
+    if (dladdr(addr, &info) && info.dli_fname) {
+        const char *base = strrchr(info.dli_fname, '/');
+        base = base ? base + 1 : info.dli_fname;
+        snprintf(buf, sizeof buf, "%s+0x%lx", *base ? base : "?",
+                 (unsigned long)((char *)addr - (char *)info.dli_fbase));
+    } else {
+        snprintf(buf, sizeof buf, "?+0x%lx", (unsigned long)(uintptr_t)addr);
+    }
+    return strdup(buf);
+}
+
+void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out)
+{
+    static char *debuginfo_path = NULL;
+    Dwfl_Callbacks cb = {
+        .find_elf = dwfl_linux_proc_find_elf,
+        .find_debuginfo = dwfl_standard_find_debuginfo,
+        .debuginfo_path = &debuginfo_path,
+    };
+    Dwfl *dwfl = n ? dwfl_begin(&cb) : NULL;
+    if (dwfl && (dwfl_linux_proc_report(dwfl, getpid()) != 0 ||
+                 dwfl_report_end(dwfl, NULL, NULL) != 0)) {
+        dwfl_end(dwfl);
+        dwfl = NULL;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        out[i].file = NULL;
+        out[i].line = 0;
+        /* the return address follows the call: look up the call instruction itself */
+        Dwarf_Addr a = (Dwarf_Addr)(uintptr_t)addrs[i] - 1;
+        Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, a) : NULL;
+        Dwfl_Line *line = mod ? dwfl_module_getsrc(mod, a) : NULL;
+        int lineno = 0;
+        const char *src = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+        if (src && lineno > 0) {
+            out[i].file = strdup(src);
+            out[i].line = (uint32_t)lineno;
+        } else {
+            out[i].file = object_offset((char *)addrs[i] - 1); /* the call, as for file:line */
+        }
+    }
+    if (dwfl) dwfl_end(dwfl);
+}

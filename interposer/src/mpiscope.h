@@ -1,0 +1,143 @@
+/* mpiscope interposer: the runtime shared by the generated MPI wrappers.
+ *
+ * The generated wrappers (wrappers_c.c, wrappers_f.c from gen/mpi.spec) call
+ * mps_enter/mps_leave around every PMPI call and the mps_* event helpers
+ * below in between. All state lives in one per-process trace writer (runtime.c).
+ */
+#ifndef MPISCOPE_H
+#define MPISCOPE_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "functions.h" /* generated: enum mps_fn, MPS_FN_COUNT */
+
+/* Is tracing on for this process right now (initialised, not disabled, not in error)? */
+int mps_active(void);
+
+/* Bracket one wrapped call. `ra` is the caller's return address (its call site). */
+void mps_enter(enum mps_fn fn, void *ra);
+void mps_leave(enum mps_fn fn);
+/* The PMPI call returned: stamp what follows (completion events, Leave) from here. */
+void mps_after(void);
+int mps_filtered(enum mps_fn fn);
+
+/* Life cycle (called from the MPI_Init, MPI_Finalize and MPI_Abort wrappers). */
+void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra);
+uint64_t mps_clock(void);
+void mps_finalize_before(void);
+void mps_abort_before(void);
+
+/* Point-to-point. Peers are ranks within `comm`, as OTF2 wants them. */
+uint64_t mps_type_bytes(int count, MPI_Datatype type);
+void mps_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type);
+void mps_recv_done(const MPI_Status *st, MPI_Comm comm);
+void mps_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type,
+               const MPI_Request *req, int persistent);
+void mps_irecv(int source, int tag, MPI_Comm comm, int count, MPI_Datatype type,
+               const MPI_Request *req, int persistent);
+/* Persistent requests: Start posts the operation described at *_init time. */
+void mps_start(const MPI_Request *req);
+
+/* Request completion. `saved` are the handles as they were before the call,
+ * `completed[i]` non-zero where request i completed. */
+void mps_complete(const MPI_Request *saved, const MPI_Status *st);
+void mps_complete_many(int n, const MPI_Request *saved, const MPI_Status *st,
+                       const int *indices, int nidx);
+void mps_test_incomplete(int n, const MPI_Request *saved);
+void mps_request_free(const MPI_Request *saved);
+void mps_cancelled_mark(const MPI_Request *req);
+
+/* Collectives: begin at entry, end with byte counts and payload hashes. */
+enum mps_coll {
+    MPS_COLL_BARRIER, MPS_COLL_BCAST, MPS_COLL_GATHER, MPS_COLL_GATHERV,
+    MPS_COLL_SCATTER, MPS_COLL_SCATTERV, MPS_COLL_ALLGATHER, MPS_COLL_ALLGATHERV,
+    MPS_COLL_ALLTOALL, MPS_COLL_ALLTOALLV, MPS_COLL_ALLTOALLW, MPS_COLL_ALLREDUCE,
+    MPS_COLL_REDUCE, MPS_COLL_REDUCE_SCATTER, MPS_COLL_SCAN, MPS_COLL_EXSCAN,
+    MPS_COLL_REDUCE_SCATTER_BLOCK
+};
+void mps_coll_begin(void);
+/* Hashes of small payloads; `in` may be MPI_IN_PLACE (then `out` before the call). */
+uint64_t mps_hash_buf(const void *buf, int count, MPI_Datatype type);
+int mps_hash_wanted(int count, MPI_Datatype type);
+void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
+                  uint64_t recvd, int have_hash, uint64_t in_hash, uint64_t out_hash);
+void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
+               const MPI_Request *req);
+int mps_comm_size(MPI_Comm comm);
+int mps_comm_rank(MPI_Comm comm);
+uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type);
+
+/* Communicators: give every new communicator its global id (collective on `newcomm`). */
+void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm);
+void mps_comm_freed(const MPI_Comm *comm);
+void mps_comm_named(MPI_Comm comm, const char *name);
+
+/* Call sites: dense per-rank id for a return address; resolved at Finalize. */
+uint32_t mps_callsite_id(void *ra);
+typedef struct {
+    char *file; /* "path/file.c" or "libfoo.so+0x1234" */
+    uint32_t line;
+} mps_location;
+void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out);
+
+/* Fortran sentinels (MPI_IN_PLACE, MPI_BOTTOM, MPI_STATUS(ES)_IGNORE). */
+void *mps_f_buf(void *buf);
+int mps_f_status_ignore(const void *st);
+int mps_f_statuses_ignore(const void *st);
+
+
+/* ---- helpers used by the generated wrappers (gen/mpi.spec hooks) ---- */
+#define MPS_SMALL 64 /* arrays up to this size live on the stack: no malloc per call */
+
+/* MPI_STATUS(ES)_IGNORE still lets us see a receive's real source: use our own. */
+#define MPS_FIX_STATUS(st) \
+    MPI_Status st_local_; \
+    do { if ((st) == MPI_STATUS_IGNORE) (st) = &st_local_; } while (0)
+
+#define MPS_FIX_STATUSES(n, sts) \
+    MPI_Status sts_small_[MPS_SMALL]; \
+    if ((sts) == MPI_STATUSES_IGNORE) { \
+        (sts) = (n) <= MPS_SMALL ? sts_small_ \
+                                 : (sts_heap_ = malloc(sizeof(MPI_Status) * (size_t)(n))); \
+        if (!(sts)) (sts) = MPI_STATUSES_IGNORE; \
+    }
+
+/* Completed requests are overwritten with MPI_REQUEST_NULL: keep the handles. */
+#define MPS_SAVE_REQUESTS(n, reqs) \
+    MPI_Status *sts_heap_ = NULL; /* set by MPS_FIX_STATUSES when it needs the heap */ \
+    MPI_Request saved_small_[MPS_SMALL]; \
+    MPI_Request *saved_ = (n) <= MPS_SMALL ? saved_small_ \
+                                          : malloc(sizeof(MPI_Request) * (size_t)((n) > 0 ? (n) : 1)); \
+    do { if (saved_ && (n) > 0) memcpy(saved_, (reqs), sizeof(MPI_Request) * (size_t)(n)); } \
+    while (0)
+
+#define MPS_RELEASE() \
+    do { \
+        if (saved_ != saved_small_) free(saved_); \
+        free(sts_heap_); \
+    } while (0)
+
+/* Fortran arrays of handles and statuses, converted on the way in and out. */
+#define MPS_F_STATUS_INTS (sizeof(MPI_Status) / sizeof(MPI_Fint))
+#define MPS_F2C_REQUESTS(f, n) \
+    MPI_Request f##_small[MPS_SMALL]; \
+    MPI_Request *f##_c = (n) <= MPS_SMALL ? f##_small \
+                                          : malloc(sizeof(MPI_Request) * (size_t)(n)); \
+    for (int k_ = 0; f##_c && k_ < (n); k_++) f##_c[k_] = PMPI_Request_f2c(f[k_])
+#define MPS_C2F_REQUESTS(f, n) \
+    for (int k_ = 0; f##_c && k_ < (n); k_++) f[k_] = PMPI_Request_c2f(f##_c[k_]); \
+    if (f##_c != f##_small) free(f##_c)
+#define MPS_F2C_STATUSES(f, n) \
+    MPI_Status f##_small[MPS_SMALL]; \
+    MPI_Status *f##_c = mps_f_statuses_ignore(f) ? MPI_STATUSES_IGNORE \
+                        : (n) <= MPS_SMALL   ? f##_small \
+                                             : malloc(sizeof(MPI_Status) * (size_t)(n))
+#define MPS_C2F_STATUSES(f, n) \
+    if (f##_c != MPI_STATUSES_IGNORE && f##_c) { \
+        for (int k_ = 0; k_ < (n); k_++) PMPI_Status_c2f(&f##_c[k_], f + k_ * MPS_F_STATUS_INTS); \
+        if (f##_c != f##_small) free(f##_c); \
+    }
+
+#endif

@@ -1,0 +1,1476 @@
+/* mpiscope runtime: the per-process OTF2 trace writer behind the generated wrappers.
+ *
+ * One static `S` holds everything (the per-process trace writer). Hot path:
+ * mps_enter/mps_leave and the event helpers take a timestamp, look up a call site
+ * id in an open-addressing table and append an OTF2 record; no allocation, no
+ * syscall (clock_gettime is a vDSO call), no lock unless MPI_THREAD_MULTIPLE.
+ */
+#define _GNU_SOURCE
+#include "mpiscope.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <otf2/otf2.h>
+#define OTF2_MPI_USE_PMPI
+#include <otf2/OTF2_MPI_Collectives.h>
+
+#define MPS_VERSION "0.1.0"
+#define ATTR_CALLSITE 0
+#define ATTR_IN_HASH 1
+#define ATTR_OUT_HASH 2
+#define COMM_WORLD_REF 0
+#define COMM_SELF_REF 1
+#define MPS_COMM_REF_SPAN 4096u /* refs a single creator rank may hand out */
+
+enum req_kind { REQ_SEND = 1, REQ_RECV = 2, REQ_COLL = 3 };
+
+typedef struct {
+    uint64_t key; /* the MPI_Request handle's bits */
+    uint64_t id;
+    uint64_t bytes, sent, recvd;
+    uint32_t comm;
+    int32_t peer, tag, root;
+    uint8_t used, kind, persistent, active, coll_op;
+} req_slot;
+
+typedef struct {
+    uint64_t key; /* the MPI_Comm handle's bits */
+    uint32_t ref;
+    uint8_t used;
+} comm_slot;
+
+typedef struct {
+    uint32_t ref, parent;
+    int32_t size;
+    int32_t creator;  /* this rank is the comm's rank 0: it contributes the definition */
+    int32_t *members; /* world ranks in comm-rank order */
+    char name[64];    /* MPI_Comm_set_name, or "" */
+} comm_def;
+
+/* A serialized communicator definition: ref, parent, size, name words, members, name. */
+#define COMM_REC_WORDS(d) (4 + (d)[2] + (d)[3])
+#define COMM_NAME_WORDS(name) ((int)((strlen(name) + sizeof(int32_t)) / sizeof(int32_t)))
+
+typedef struct {
+    uint64_t addr;
+    uint32_t id;
+    uint8_t used;
+} cs_slot;
+
+typedef struct chunk {
+    struct chunk *next;
+    uint64_t size;
+} chunk;
+
+static struct {
+    int state; /* 0: not initialised, 1: tracing, 2: pass-through */
+    int have_icomm;
+    int rank, size, mt;
+    pthread_mutex_t lock;
+    MPI_Comm icomm; /* private duplicate of MPI_COMM_WORLD for our own messages */
+    OTF2_Archive *archive;
+    OTF2_EvtWriter *evt;
+    OTF2_AttributeList *attrs;
+    int64_t t_init_local, off_init, t_fin_local, off_fin;
+    uint64_t first_ts, last_ts;
+    uint64_t next_req_id;
+    uint64_t pool_budget, pool_used, chunk_size;
+    size_t hash_bytes;
+    unsigned char filtered[MPS_FN_COUNT];
+    char outdir[PATH_MAX];
+    char host[256];
+    /* call sites */
+    cs_slot *cs;
+    uint32_t cs_cap, cs_n;
+    void **cs_addr;
+    /* requests */
+    req_slot *req;
+    uint64_t req_cap, req_n, req_dead;
+    /* communicators */
+    comm_slot *comm;
+    uint32_t comm_cap, comm_n, comm_dead, comm_counter;
+    comm_def *defs;
+    uint32_t ndefs, defs_cap;
+    uint64_t coll_seq;
+    uint64_t nevents_closed;
+    struct chunk *spare; /* flushed event chunks kept for reuse */
+    int warned;
+} S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* current call is filtered out; initial-exec: no __tls_get_addr call in the hot path */
+static __thread int tl_skip __attribute__((tls_model("initial-exec")));
+/* Timestamp of the current call's phase: taken at Enter and once after the PMPI call,
+ * shared by the events of that phase (a clock read costs 20-60 ns, most of our budget) */
+static __thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
+
+/* ------------------------------------------------------------------ utils */
+
+static void warn_once(const char *fmt, ...)
+{
+    if (S.warned)
+        return;
+    S.warned = 1;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "mpiscope: warning: %s; continuing untraced\n", msg);
+}
+
+static inline uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Trace time: this host's monotonic clock shifted onto rank 0's (offset from MPI_Init). */
+static inline uint64_t now(void)
+{
+    uint64_t t = mono_ns() + (uint64_t)S.off_init;
+    if (!S.first_ts)
+        S.first_ts = t;
+    S.last_ts = t;
+    return t;
+}
+
+/* With MPI_THREAD_MULTIPLE events are stamped under the lock, so a location's stream
+ * stays ordered; otherwise they share the phase's timestamp. */
+static inline uint64_t stamp(void)
+{
+    return S.mt ? now() : tl_t;
+}
+
+#define LOCK() do { if (S.mt) pthread_mutex_lock(&S.lock); } while (0)
+#define UNLOCK() do { if (S.mt) pthread_mutex_unlock(&S.lock); } while (0)
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Copy the live slots (used == 1) of an open-addressing table into a fresh, larger one:
+ * the one rehash the call-site, communicator and request tables share. */
+#define MPS_REHASH(dst, dcap, src, scap, keyf)                                \
+    for (uint64_t i_ = 0; i_ < (uint64_t)(scap); i_++) {                      \
+        if ((src)[i_].used != 1) continue;                                    \
+        uint64_t j_ = mix64((src)[i_].keyf) & ((uint64_t)(dcap) - 1);         \
+        while ((dst)[j_].used) j_ = (j_ + 1) & ((uint64_t)(dcap) - 1);        \
+        (dst)[j_] = (src)[i_];                                                \
+    }
+
+#define HANDLE_KEY(h) handle_key(&(h), sizeof(h))
+static inline uint64_t handle_key(const void *h, size_t n)
+{
+    uint64_t k = 0;
+    memcpy(&k, h, n < sizeof k ? n : sizeof k);
+    return k;
+}
+
+/* OTF2 reports errors through this callback; any error stops tracing cleanly. */
+static OTF2_ErrorCode otf2_error(void *user, const char *file, uint64_t line,
+                                 const char *func, OTF2_ErrorCode code,
+                                 const char *fmt, va_list va)
+{
+    (void)user; (void)file; (void)line; (void)func;
+    char msg[256];
+    vsnprintf(msg, sizeof msg, fmt ? fmt : "", va);
+    if (S.state == 1)
+        warn_once("cannot write trace (OTF2: %s: %s)", OTF2_Error_GetDescription(code), msg);
+    S.state = 2;
+    return code;
+}
+
+int mps_active(void) { return S.state == 1; }
+
+int mps_filtered(enum mps_fn fn) { return S.filtered[fn]; }
+
+/* ----------------------------------------------------------- call sites */
+
+uint32_t mps_callsite_id(void *ra)
+{
+    uint64_t a = (uint64_t)(uintptr_t)ra;
+    if (S.cs_n * 2 >= S.cs_cap) { /* grow: rare, once per new distinct site */
+        uint32_t cap = S.cs_cap ? S.cs_cap * 2 : 256;
+        cs_slot *t = calloc(cap, sizeof *t);
+        void **addrs = realloc(S.cs_addr, (size_t)cap * sizeof *addrs);
+        if (!t || !addrs) {
+            free(t);
+            if (addrs) S.cs_addr = addrs;
+            return UINT32_MAX;
+        }
+        S.cs_addr = addrs;
+        MPS_REHASH(t, cap, S.cs, S.cs_cap, addr);
+        free(S.cs);
+        S.cs = t;
+        S.cs_cap = cap;
+    }
+    uint32_t j = mix64(a) & (S.cs_cap - 1);
+    while (S.cs[j].used) {
+        if (S.cs[j].addr == a) return S.cs[j].id;
+        j = (j + 1) & (S.cs_cap - 1);
+    }
+    S.cs[j].used = 1;
+    S.cs[j].addr = a;
+    S.cs[j].id = S.cs_n;
+    S.cs_addr[S.cs_n] = ra;
+    return S.cs_n++;
+}
+
+/* ------------------------------------------------------- enter / leave */
+
+void mps_enter(enum mps_fn fn, void *ra)
+{
+    tl_skip = S.filtered[fn];
+    if (tl_skip) return;
+    LOCK();
+    uint32_t cs = mps_callsite_id(ra);
+    if (cs != UINT32_MAX)
+        OTF2_AttributeList_AddSourceCodeLocationRef(S.attrs, ATTR_CALLSITE, cs);
+    tl_t = now();
+    OTF2_EvtWriter_Enter(S.evt, S.attrs, tl_t, (OTF2_RegionRef)fn);
+    UNLOCK();
+}
+
+void mps_after(void)
+{
+    if (!tl_skip && S.state == 1 && !S.mt) tl_t = now();
+}
+
+void mps_leave(enum mps_fn fn)
+{
+    if (S.filtered[fn] || S.state != 1) return;
+    LOCK();
+    OTF2_EvtWriter_Leave(S.evt, NULL, stamp(), (OTF2_RegionRef)fn);
+    UNLOCK();
+}
+
+/* -------------------------------------------------------- communicators */
+
+static int comm_lookup(MPI_Comm c, uint32_t *ref)
+{
+    if (c == MPI_COMM_WORLD) { *ref = COMM_WORLD_REF; return 1; }
+    if (c == MPI_COMM_SELF) { *ref = COMM_SELF_REF; return 1; }
+    if (!S.comm_cap) return 0;
+    uint64_t k = HANDLE_KEY(c);
+    uint32_t j = mix64(k) & (S.comm_cap - 1);
+    while (S.comm[j].used) {
+        if (S.comm[j].used == 1 && S.comm[j].key == k) { *ref = S.comm[j].ref; return 1; }
+        j = (j + 1) & (S.comm_cap - 1);
+    }
+    return 0;
+}
+
+static uint32_t comm_ref(MPI_Comm c)
+{
+    uint32_t r;
+    return comm_lookup(c, &r) ? r : OTF2_UNDEFINED_COMM;
+}
+
+static void comm_insert(uint64_t k, uint32_t ref)
+{
+    /* tombstones count too: every probe chain must still end at an empty slot */
+    if ((S.comm_n + S.comm_dead + 1) * 2 >= S.comm_cap) {
+        uint32_t cap = S.comm_cap ? S.comm_cap : 64;
+        while ((S.comm_n + 1) * 4 >= cap) cap *= 2;
+        comm_slot *t = calloc(cap, sizeof *t);
+        if (!t) return;
+        MPS_REHASH(t, cap, S.comm, S.comm_cap, key);
+        free(S.comm);
+        S.comm = t;
+        S.comm_cap = cap;
+        S.comm_dead = 0;
+    }
+    uint32_t j = mix64(k) & (S.comm_cap - 1);
+    while (S.comm[j].used == 1) j = (j + 1) & (S.comm_cap - 1);
+    if (S.comm[j].used == 2) S.comm_dead--;
+    S.comm[j] = (comm_slot){.key = k, .ref = ref, .used = 1};
+    S.comm_n++;
+}
+
+void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
+{
+    if (S.state != 1 || *newcomm == MPI_COMM_NULL) return;
+    int inter = 0;
+    PMPI_Comm_test_inter(*newcomm, &inter);
+    if (inter) return; /* intercommunicators are not tracked (events name no comm) */
+    int crank, csize;
+    PMPI_Comm_rank(*newcomm, &crank);
+    PMPI_Comm_size(*newcomm, &csize);
+    /* The new communicator's rank 0 chooses a globally unique ref and tells the others. */
+    uint32_t ref = 0;
+    if (crank == 0)
+        ref = 2 + (uint32_t)S.rank * MPS_COMM_REF_SPAN + (S.comm_counter++ % MPS_COMM_REF_SPAN);
+    PMPI_Bcast(&ref, 1, MPI_UINT32_T, 0, *newcomm);
+    LOCK();
+    comm_insert(HANDLE_KEY(*newcomm), ref);
+    { /* every member keeps it (for a salvaged trace); only the creator's is gathered */
+        if (S.ndefs == S.defs_cap) {
+            uint32_t cap = S.defs_cap ? S.defs_cap * 2 : 16;
+            comm_def *d = realloc(S.defs, cap * sizeof *d);
+            if (d) { S.defs = d; S.defs_cap = cap; }
+        }
+        if (S.ndefs < S.defs_cap) {
+            comm_def *d = &S.defs[S.ndefs];
+            d->ref = ref;
+            d->parent = comm_ref(parent);
+            d->size = csize;
+            d->creator = crank == 0;
+            d->name[0] = 0;
+            d->members = malloc((size_t)csize * sizeof(int32_t));
+            if (d->members) {
+                MPI_Group g, wg;
+                int *idx = malloc((size_t)csize * sizeof(int));
+                PMPI_Comm_group(*newcomm, &g);
+                PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+                if (idx) {
+                    for (int i = 0; i < csize; i++) idx[i] = i;
+                    PMPI_Group_translate_ranks(g, csize, idx, wg, d->members);
+                    free(idx);
+                    S.ndefs++;
+                } else {
+                    free(d->members);
+                }
+                PMPI_Group_free(&g);
+                PMPI_Group_free(&wg);
+            }
+        }
+    }
+    UNLOCK();
+}
+
+void mps_comm_named(MPI_Comm comm, const char *name)
+{
+    uint32_t ref;
+    if (S.state != 1 || !name || !comm_lookup(comm, &ref)) return;
+    LOCK();
+    for (uint32_t i = 0; i < S.ndefs; i++)
+        if (S.defs[i].ref == ref) snprintf(S.defs[i].name, sizeof S.defs[i].name, "%s", name);
+    UNLOCK();
+}
+
+void mps_comm_freed(const MPI_Comm *comm)
+{
+    if (S.state != 1 || !S.comm_cap) return;
+    LOCK();
+    uint64_t k = HANDLE_KEY(*comm);
+    uint32_t j = mix64(k) & (S.comm_cap - 1);
+    while (S.comm[j].used) {
+        if (S.comm[j].used == 1 && S.comm[j].key == k) {
+            S.comm[j].used = 2; /* tombstone */
+            S.comm_n--;
+            S.comm_dead++;
+            break;
+        }
+        j = (j + 1) & (S.comm_cap - 1);
+    }
+    UNLOCK();
+}
+
+int mps_comm_size(MPI_Comm comm)
+{
+    int n = 0;
+    PMPI_Comm_size(comm, &n);
+    return n;
+}
+
+int mps_comm_rank(MPI_Comm comm)
+{
+    int r = 0;
+    PMPI_Comm_rank(comm, &r);
+    return r;
+}
+
+/* ------------------------------------------------------------- requests */
+
+static req_slot *req_find(uint64_t k)
+{
+    if (!S.req_cap) return NULL;
+    uint64_t j = mix64(k) & (S.req_cap - 1);
+    while (S.req[j].used) {
+        if (S.req[j].used == 1 && S.req[j].key == k) return &S.req[j];
+        j = (j + 1) & (S.req_cap - 1);
+    }
+    return NULL;
+}
+
+/* Completion: the oldest live entry for a handle. Open MPI hands out one shared,
+ * already-complete request for eager self-sends, so one handle may stand for several. */
+static req_slot *req_find_oldest(uint64_t k)
+{
+    if (!S.req_cap) return NULL;
+    req_slot *best = NULL;
+    uint64_t j = mix64(k) & (S.req_cap - 1);
+    while (S.req[j].used) {
+        if (S.req[j].used == 1 && S.req[j].key == k && (!best || S.req[j].id < best->id))
+            best = &S.req[j];
+        j = (j + 1) & (S.req_cap - 1);
+    }
+    return best;
+}
+
+static req_slot *req_add(uint64_t k)
+{
+    /* rehash before live entries and tombstones fill half the table, so every probe
+     * chain still ends at an empty slot */
+    if ((S.req_n + S.req_dead + 1) * 2 >= S.req_cap) {
+        uint64_t cap = S.req_cap ? S.req_cap : 1024;
+        while ((S.req_n + 1) * 4 >= cap) cap *= 2;
+        req_slot *t = calloc(cap, sizeof *t);
+        if (!t) return NULL;
+        MPS_REHASH(t, cap, S.req, S.req_cap, key);
+        free(S.req);
+        S.req = t;
+        S.req_cap = cap;
+        S.req_dead = 0;
+    }
+    uint64_t j = mix64(k) & (S.req_cap - 1);
+    while (S.req[j].used == 1) j = (j + 1) & (S.req_cap - 1);
+    if (S.req[j].used == 2) S.req_dead--;
+    memset(&S.req[j], 0, sizeof S.req[j]);
+    S.req[j].used = 1;
+    S.req[j].key = k;
+    S.req_n++;
+    return &S.req[j];
+}
+
+static void req_remove(req_slot *r)
+{
+    r->used = 2;
+    S.req_n--;
+    S.req_dead++;
+}
+
+uint64_t mps_type_bytes(int count, MPI_Datatype type)
+{
+    int sz = 0;
+    if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
+    PMPI_Type_size(type, &sz);
+    return (uint64_t)count * (uint64_t)sz;
+}
+
+uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type)
+{
+    uint64_t total = 0;
+    if (!counts) return 0;
+    for (int i = 0; i < n; i++) total += (uint64_t)(counts[i] > 0 ? counts[i] : 0);
+    return mps_type_bytes(1, type) * total;
+}
+
+void mps_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type)
+{
+    if (tl_skip || S.state != 1 || dest == MPI_PROC_NULL) return;
+    uint64_t bytes = mps_type_bytes(count, type);
+    LOCK();
+    OTF2_EvtWriter_MpiSend(S.evt, NULL, stamp(), (uint32_t)dest, comm_ref(comm), (uint32_t)tag,
+                           bytes);
+    UNLOCK();
+}
+
+void mps_recv_done(const MPI_Status *st, MPI_Comm comm)
+{
+    if (tl_skip || S.state != 1 || !st || st->MPI_SOURCE == MPI_PROC_NULL) return;
+    int n = 0;
+    PMPI_Get_count(st, MPI_BYTE, &n);
+    LOCK();
+    OTF2_EvtWriter_MpiRecv(S.evt, NULL, stamp(), (uint32_t)st->MPI_SOURCE, comm_ref(comm),
+                           (uint32_t)st->MPI_TAG, (uint64_t)(n > 0 ? n : 0));
+    UNLOCK();
+}
+
+static void post_send(req_slot *r)
+{
+    r->id = ++S.next_req_id;
+    r->active = 1;
+    OTF2_EvtWriter_MpiIsend(S.evt, NULL, stamp(), (uint32_t)r->peer, r->comm, (uint32_t)r->tag,
+                            r->bytes, r->id);
+}
+
+static void post_recv(req_slot *r)
+{
+    r->id = ++S.next_req_id;
+    r->active = 1;
+    OTF2_EvtWriter_MpiIrecvRequest(S.evt, NULL, stamp(), r->id);
+}
+
+void mps_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type,
+               const MPI_Request *req, int persistent)
+{
+    if (tl_skip || S.state != 1 || *req == MPI_REQUEST_NULL) return;
+    uint64_t bytes = mps_type_bytes(count, type);
+    LOCK();
+    req_slot *r = req_add(HANDLE_KEY(*req));
+    if (r) {
+        r->kind = dest == MPI_PROC_NULL ? 0 : REQ_SEND; /* PROC_NULL: nothing to record */
+        r->peer = dest;
+        r->tag = tag;
+        r->comm = comm_ref(comm);
+        r->bytes = bytes;
+        r->persistent = (uint8_t)persistent;
+        if (!persistent && r->kind) post_send(r);
+    }
+    UNLOCK();
+}
+
+void mps_irecv(int source, int tag, MPI_Comm comm, int count, MPI_Datatype type,
+               const MPI_Request *req, int persistent)
+{
+    if (tl_skip || S.state != 1 || *req == MPI_REQUEST_NULL) return;
+    LOCK();
+    req_slot *r = req_add(HANDLE_KEY(*req));
+    if (r) {
+        r->kind = source == MPI_PROC_NULL ? 0 : REQ_RECV;
+        r->peer = source;
+        r->tag = tag;
+        r->comm = comm_ref(comm);
+        r->bytes = mps_type_bytes(count, type);
+        r->persistent = (uint8_t)persistent;
+        if (!persistent && r->kind) post_recv(r);
+    }
+    UNLOCK();
+}
+
+void mps_start(const MPI_Request *req)
+{
+    if (tl_skip || S.state != 1) return;
+    LOCK();
+    req_slot *r = req_find(HANDLE_KEY(*req));
+    if (r && r->kind == REQ_SEND) post_send(r);
+    else if (r && r->kind == REQ_RECV) post_recv(r);
+    UNLOCK();
+}
+
+static void complete_one(req_slot *r, const MPI_Status *st)
+{
+    int cancelled = 0;
+    if (st && r->kind != REQ_COLL) PMPI_Test_cancelled(st, &cancelled);
+    if (r->active && r->kind) {
+        uint64_t t = stamp();
+        if (cancelled) {
+            OTF2_EvtWriter_MpiRequestCancelled(S.evt, NULL, t, r->id);
+        } else if (r->kind == REQ_SEND) {
+            OTF2_EvtWriter_MpiIsendComplete(S.evt, NULL, t, r->id);
+        } else if (r->kind == REQ_RECV && st && st->MPI_SOURCE != MPI_PROC_NULL) {
+            int n = 0;
+            PMPI_Get_count(st, MPI_BYTE, &n);
+            OTF2_EvtWriter_MpiIrecv(S.evt, NULL, t, (uint32_t)st->MPI_SOURCE, r->comm,
+                                    (uint32_t)st->MPI_TAG, (uint64_t)(n > 0 ? n : 0), r->id);
+        } else if (r->kind == REQ_COLL) {
+            OTF2_EvtWriter_NonBlockingCollectiveComplete(
+                S.evt, NULL, t, (OTF2_CollectiveOp)r->coll_op, r->comm,
+                r->root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)r->root, r->sent, r->recvd,
+                r->id);
+        }
+    }
+    r->active = 0;
+    if (!r->persistent) req_remove(r);
+}
+
+void mps_complete(const MPI_Request *saved, const MPI_Status *st)
+{
+    if (tl_skip || S.state != 1 || *saved == MPI_REQUEST_NULL) return;
+    LOCK();
+    req_slot *r = req_find_oldest(HANDLE_KEY(*saved));
+    if (r) complete_one(r, st);
+    UNLOCK();
+}
+
+void mps_complete_many(int n, const MPI_Request *saved, const MPI_Status *st,
+                       const int *indices, int nidx)
+{
+    if (tl_skip || S.state != 1 || n <= 0 || !saved) return;
+    LOCK();
+    if (indices) { /* Waitsome/Testsome/Waitany: statuses are indexed by position in indices */
+        for (int k = 0; k < nidx; k++) {
+            int i = indices[k];
+            if (i < 0 || i >= n || saved[i] == MPI_REQUEST_NULL) continue;
+            req_slot *r = req_find_oldest(HANDLE_KEY(saved[i]));
+            if (r) complete_one(r, st ? &st[k] : NULL);
+        }
+    } else { /* Waitall/Testall: every request completed, statuses by request index */
+        for (int i = 0; i < n; i++) {
+            if (saved[i] == MPI_REQUEST_NULL) continue;
+            req_slot *r = req_find_oldest(HANDLE_KEY(saved[i]));
+            if (r) complete_one(r, st ? &st[i] : NULL);
+        }
+    }
+    UNLOCK();
+}
+
+void mps_test_incomplete(int n, const MPI_Request *saved)
+{
+    if (tl_skip || S.state != 1 || !saved) return;
+    LOCK();
+    for (int i = 0; i < n; i++) {
+        if (saved[i] == MPI_REQUEST_NULL) continue;
+        req_slot *r = req_find(HANDLE_KEY(saved[i]));
+        if (r && r->active && r->kind)
+            OTF2_EvtWriter_MpiRequestTest(S.evt, NULL, stamp(), r->id);
+    }
+    UNLOCK();
+}
+
+void mps_request_free(const MPI_Request *saved)
+{
+    if (S.state != 1 || *saved == MPI_REQUEST_NULL) return;
+    LOCK();
+    req_slot *r = req_find(HANDLE_KEY(*saved));
+    if (r) req_remove(r); /* an active request completes unseen: MPI gives us no hook */
+    UNLOCK();
+}
+
+void mps_cancelled_mark(const MPI_Request *req)
+{
+    (void)req; /* the cancellation is recorded when Wait/Test reports it (Test_cancelled) */
+}
+
+/* ----------------------------------------------------------- collectives */
+
+static const OTF2_CollectiveOp coll_ops[] = {
+    [MPS_COLL_BARRIER] = OTF2_COLLECTIVE_OP_BARRIER,
+    [MPS_COLL_BCAST] = OTF2_COLLECTIVE_OP_BCAST,
+    [MPS_COLL_GATHER] = OTF2_COLLECTIVE_OP_GATHER,
+    [MPS_COLL_GATHERV] = OTF2_COLLECTIVE_OP_GATHERV,
+    [MPS_COLL_SCATTER] = OTF2_COLLECTIVE_OP_SCATTER,
+    [MPS_COLL_SCATTERV] = OTF2_COLLECTIVE_OP_SCATTERV,
+    [MPS_COLL_ALLGATHER] = OTF2_COLLECTIVE_OP_ALLGATHER,
+    [MPS_COLL_ALLGATHERV] = OTF2_COLLECTIVE_OP_ALLGATHERV,
+    [MPS_COLL_ALLTOALL] = OTF2_COLLECTIVE_OP_ALLTOALL,
+    [MPS_COLL_ALLTOALLV] = OTF2_COLLECTIVE_OP_ALLTOALLV,
+    [MPS_COLL_ALLTOALLW] = OTF2_COLLECTIVE_OP_ALLTOALLW,
+    [MPS_COLL_ALLREDUCE] = OTF2_COLLECTIVE_OP_ALLREDUCE,
+    [MPS_COLL_REDUCE] = OTF2_COLLECTIVE_OP_REDUCE,
+    [MPS_COLL_REDUCE_SCATTER] = OTF2_COLLECTIVE_OP_REDUCE_SCATTER,
+    [MPS_COLL_SCAN] = OTF2_COLLECTIVE_OP_SCAN,
+    [MPS_COLL_EXSCAN] = OTF2_COLLECTIVE_OP_EXSCAN,
+    [MPS_COLL_REDUCE_SCATTER_BLOCK] = OTF2_COLLECTIVE_OP_REDUCE_SCATTER_BLOCK,
+};
+
+void mps_coll_begin(void)
+{
+    if (tl_skip || S.state != 1) return;
+    LOCK();
+    /* single-threaded, Begin shares its region's Enter timestamp: one clock read less */
+    OTF2_EvtWriter_MpiCollectiveBegin(S.evt, NULL, stamp());
+    UNLOCK();
+}
+
+int mps_hash_wanted(int count, MPI_Datatype type)
+{
+    if (tl_skip || S.state != 1 || count < 0 || type == MPI_DATATYPE_NULL) return 0;
+    uint64_t bytes = mps_type_bytes(count, type);
+    if (bytes > S.hash_bytes) return 0;
+    /* only contiguous predefined types: their bytes are exactly count * size in memory */
+    int ni, na, nd, combiner;
+    PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
+    return combiner == MPI_COMBINER_NAMED;
+}
+
+uint64_t mps_hash_buf(const void *buf, int count, MPI_Datatype type)
+{
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
+    if (!buf || buf == MPI_IN_PLACE) return h;
+    uint64_t n = mps_type_bytes(count, type);
+    const unsigned char *p = buf;
+    for (uint64_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
+                  int have_hash, uint64_t in_hash, uint64_t out_hash)
+{
+    if (tl_skip || S.state != 1) return;
+    LOCK();
+    OTF2_AttributeList *al = NULL;
+    if (have_hash) {
+        al = S.attrs;
+        OTF2_AttributeList_AddUint64(al, ATTR_IN_HASH, in_hash);
+        OTF2_AttributeList_AddUint64(al, ATTR_OUT_HASH, out_hash);
+    }
+    OTF2_EvtWriter_MpiCollectiveEnd(S.evt, al, stamp(), coll_ops[op], comm_ref(comm),
+                                    root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)root, sent,
+                                    recvd);
+    UNLOCK();
+}
+
+void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
+               const MPI_Request *req)
+{
+    if (tl_skip || S.state != 1 || *req == MPI_REQUEST_NULL) return;
+    LOCK();
+    req_slot *r = req_add(HANDLE_KEY(*req));
+    if (r) {
+        r->kind = REQ_COLL;
+        r->coll_op = (uint8_t)coll_ops[op];
+        r->comm = comm_ref(comm);
+        r->root = root;
+        r->sent = sent;
+        r->recvd = recvd;
+        r->id = ++S.next_req_id;
+        r->active = 1;
+        OTF2_EvtWriter_NonBlockingCollectiveRequest(S.evt, NULL, stamp(), r->id);
+    }
+    UNLOCK();
+}
+
+/* ------------------------------------------------------- configuration */
+
+static uint64_t parse_size(const char *s, uint64_t dflt)
+{
+    if (!s || !*s) return dflt;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v <= 0) return dflt;
+    switch (*end) {
+    case 'k': case 'K': v *= 1024; break;
+    case 'm': case 'M': v *= 1024 * 1024; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (uint64_t)v;
+}
+
+static void parse_filter(const char *spec)
+{
+    if (!spec || !*spec) return;
+    int include = spec[0] == '+';
+    if (include) {
+        spec++;
+        for (int i = 0; i < MPS_FN_COUNT; i++) S.filtered[i] = 1;
+    }
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save, *tok = strtok_r(buf, ",: ", &save); tok; tok = strtok_r(NULL, ",: ", &save)) {
+        for (int i = 0; i < MPS_FN_COUNT; i++)
+            if (strcasecmp(tok, mps_fn_names[i]) == 0) S.filtered[i] = (unsigned char)!include;
+    }
+    /* the trace's skeleton is never filtered */
+    S.filtered[MPS_FN_MPI_Init] = S.filtered[MPS_FN_MPI_Init_thread] = 0;
+    S.filtered[MPS_FN_MPI_Finalize] = 0;
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(tmp, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
+    return access(tmp, W_OK) == 0 ? 0 : -1;
+}
+
+/* ----------------------------------------------------- OTF2 callbacks */
+
+static OTF2_FlushType pre_flush(void *u, OTF2_FileType ft, OTF2_LocationRef loc, void *cd,
+                                bool final)
+{
+    (void)u; (void)ft; (void)loc; (void)cd; (void)final;
+    return OTF2_FLUSH;
+}
+
+static OTF2_TimeStamp post_flush(void *u, OTF2_FileType ft, OTF2_LocationRef loc)
+{
+    (void)u; (void)ft; (void)loc;
+    return now(); /* OTF2 records a BufferFlush event ending here */
+}
+
+static OTF2_FlushCallbacks flush_cbs = {.otf2_pre_flush = pre_flush,
+                                        .otf2_post_flush = post_flush};
+
+/* Event memory comes from a budget; when it is spent OTF2 flushes to disk. */
+static void *chunk_alloc(void *u, OTF2_FileType ft, OTF2_LocationRef loc, void **per_buf,
+                         uint64_t size)
+{
+    (void)u; (void)loc;
+    if (ft == OTF2_FILETYPE_EVENTS && S.pool_used + size > S.pool_budget) return NULL;
+    chunk *c = NULL;
+    if (ft == OTF2_FILETYPE_EVENTS && S.spare && S.spare->size == size) {
+        c = S.spare; /* reuse flushed chunks: their pages are already mapped */
+        S.spare = c->next;
+    } else {
+        c = malloc(sizeof(chunk) + size);
+    }
+    if (!c) return NULL;
+    c->size = size;
+    c->next = *per_buf;
+    *per_buf = c;
+    if (ft == OTF2_FILETYPE_EVENTS) S.pool_used += size;
+    return c + 1;
+}
+
+static void chunk_free_all(void *u, OTF2_FileType ft, OTF2_LocationRef loc, void **per_buf,
+                           bool final)
+{
+    (void)u; (void)loc;
+    for (chunk *c = *per_buf, *next; c; c = next) {
+        next = c->next;
+        if (ft == OTF2_FILETYPE_EVENTS) S.pool_used -= c->size;
+        if (ft == OTF2_FILETYPE_EVENTS && !final) { c->next = S.spare; S.spare = c; }
+        else free(c);
+    }
+    *per_buf = NULL;
+    if (final)
+        for (chunk *next; S.spare; S.spare = next) { next = S.spare->next; free(S.spare); }
+}
+
+static OTF2_MemoryCallbacks mem_cbs = {.otf2_allocate = chunk_alloc,
+                                       .otf2_free_all = chunk_free_all};
+
+/* -------------------------------------------------------- clock sync */
+
+/* Offset of this rank's clock to rank 0's, from the ping-pong with the least round trip. */
+static int64_t clock_offset(void)
+{
+    int64_t best_off = 0;
+    uint64_t best_rtt = UINT64_MAX;
+    enum { ROUNDS = 8, TAG = 31415 };
+    for (int r = 1; r < S.size; r++) {
+        for (int k = 0; k < ROUNDS; k++) {
+            if (S.rank == 0) {
+                uint64_t dummy, t0;
+                PMPI_Recv(&dummy, 1, MPI_UINT64_T, r, TAG, S.icomm, MPI_STATUS_IGNORE);
+                t0 = mono_ns();
+                PMPI_Send(&t0, 1, MPI_UINT64_T, r, TAG, S.icomm);
+            } else if (S.rank == r) {
+                uint64_t t1 = mono_ns(), t0;
+                PMPI_Send(&t1, 1, MPI_UINT64_T, 0, TAG, S.icomm);
+                PMPI_Recv(&t0, 1, MPI_UINT64_T, 0, TAG, S.icomm, MPI_STATUS_IGNORE);
+                uint64_t t2 = mono_ns();
+                if (t2 - t1 < best_rtt) {
+                    best_rtt = t2 - t1;
+                    best_off = (int64_t)t0 - (int64_t)((t1 + t2) / 2);
+                }
+            }
+        }
+    }
+    /* An offset inside the round trip's uncertainty is no evidence of skew: ranks that
+     * share a clock (one host, or namespaces on one kernel) must not be shifted by noise. */
+    if (best_rtt != UINT64_MAX && (uint64_t)llabs(best_off) <= best_rtt / 2) best_off = 0;
+    return best_off;
+}
+
+/* ------------------------------------------------------------- init */
+
+static void disable(void)
+{
+    S.state = 2;
+}
+
+void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
+{
+    if (S.state != 0) return;
+    const char *dis = getenv("MPISCOPE_DISABLE");
+    if (dis && *dis && strcmp(dis, "0") != 0) { disable(); return; }
+    int thread_level = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&thread_level);
+    S.mt = thread_level == MPI_THREAD_MULTIPLE;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &S.rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &S.size);
+    PMPI_Comm_dup(MPI_COMM_WORLD, &S.icomm);
+    S.have_icomm = 1;
+
+    /* rank 0 names and creates the directory; everyone learns whether it worked */
+    char dir[PATH_MAX] = "";
+    int ok = 1;
+    if (S.rank == 0) {
+        const char *out = getenv("MPISCOPE_OUT");
+        if (out && *out) {
+            snprintf(dir, sizeof dir, "%s", out);
+        } else {
+            time_t t = time(NULL);
+            struct tm tm;
+            localtime_r(&t, &tm);
+            strftime(dir, sizeof dir, "mpiscope-%Y%m%d-%H%M%S", &tm);
+        }
+        if (dir[0] != '/') { /* absolute, so every rank agrees whatever its cwd */
+            char cwd[PATH_MAX], abs[PATH_MAX];
+            if (getcwd(cwd, sizeof cwd) && snprintf(abs, sizeof abs, "%s/%s", cwd, dir) <
+                                               (int)sizeof abs)
+                memcpy(dir, abs, sizeof dir);
+        }
+        if (mkdir_p(dir) != 0) {
+            warn_once("cannot write trace directory %s: %s", dir, strerror(errno));
+            ok = 0;
+        } else {
+            char anchor[PATH_MAX + 16];
+            snprintf(anchor, sizeof anchor, "%s/traces.otf2", dir);
+            if (access(anchor, F_OK) == 0) { /* OTF2 refuses to overwrite: clear the old trace */
+                char sub[PATH_MAX + 16];
+                unlink(anchor);
+                snprintf(sub, sizeof sub, "%s/traces.def", dir);
+                unlink(sub);
+                snprintf(sub, sizeof sub, "rm -rf '%s/traces'", dir);
+                if (!strchr(dir, '\'') && system(sub) != 0) ok = 0;
+            }
+        }
+    }
+    PMPI_Bcast(&ok, 1, MPI_INT, 0, S.icomm);
+    PMPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, S.icomm);
+    if (!ok) { disable(); return; }
+    memcpy(S.outdir, dir, sizeof dir);
+
+    S.chunk_size = parse_size(getenv("MPISCOPE_CHUNK_SIZE"), 1024 * 1024);
+    if (S.chunk_size < 256 * 1024) S.chunk_size = 256 * 1024;
+    if (S.chunk_size > 16 * 1024 * 1024) S.chunk_size = 16 * 1024 * 1024;
+    S.pool_budget = parse_size(getenv("MPISCOPE_BUFFER_SIZE"), 16 * 1024 * 1024);
+    if (S.pool_budget < S.chunk_size) S.pool_budget = S.chunk_size;
+    S.hash_bytes = (size_t)parse_size(getenv("MPISCOPE_HASH_BYTES"), 64);
+    parse_filter(getenv("MPISCOPE_FILTER"));
+    const char *h = getenv("MPISCOPE_HOSTNAME");
+    if (h && *h) snprintf(S.host, sizeof S.host, "%s", h);
+    else if (gethostname(S.host, sizeof S.host - 1) != 0) snprintf(S.host, sizeof S.host, "?");
+
+    OTF2_Error_RegisterCallback(otf2_error, NULL);
+    S.archive = OTF2_Archive_Open(S.outdir, "traces", OTF2_FILEMODE_WRITE, S.chunk_size,
+                                  4 * 1024 * 1024, OTF2_SUBSTRATE_POSIX,
+                                  OTF2_COMPRESSION_NONE);
+    int good = S.archive != NULL;
+    if (good) {
+        OTF2_Archive_SetFlushCallbacks(S.archive, &flush_cbs, NULL);
+        OTF2_Archive_SetMemoryCallbacks(S.archive, &mem_cbs, NULL);
+        good = OTF2_MPI_Archive_SetCollectiveCallbacks(S.archive, S.icomm, MPI_COMM_NULL) ==
+               OTF2_SUCCESS;
+        OTF2_Archive_SetCreator(S.archive, "mpiscope " MPS_VERSION);
+    }
+    if (good) good = OTF2_Archive_OpenEvtFiles(S.archive) == OTF2_SUCCESS;
+    if (good) {
+        S.evt = OTF2_Archive_GetEvtWriter(S.archive, (OTF2_LocationRef)S.rank);
+        S.attrs = OTF2_AttributeList_New();
+        good = S.evt && S.attrs;
+    }
+    int all_good = 0;
+    PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
+    if (!all_good) {
+        if (S.rank == 0) warn_once("cannot open OTF2 archive in %s", S.outdir);
+        disable();
+        return;
+    }
+
+    PMPI_Barrier(S.icomm);
+    S.off_init = clock_offset();
+    S.t_init_local = (int64_t)mono_ns();
+    S.state = 1;
+    /* MPI_Init's own region: entered before tracing could start, so stamped afterwards */
+    uint32_t cs = mps_callsite_id(ra);
+    if (cs != UINT32_MAX)
+        OTF2_AttributeList_AddSourceCodeLocationRef(S.attrs, ATTR_CALLSITE, cs);
+    S.first_ts = t_enter + (uint64_t)S.off_init;
+    OTF2_EvtWriter_Enter(S.evt, S.attrs, S.first_ts, (OTF2_RegionRef)fn);
+    OTF2_EvtWriter_Leave(S.evt, NULL, now(), (OTF2_RegionRef)fn);
+}
+
+uint64_t mps_clock(void)
+{
+    return mono_ns();
+}
+
+/* --------------------------------------------------------- finalize */
+
+static uint32_t g_string_next;
+static OTF2_StringRef gstr(OTF2_GlobalDefWriter *w, const char *s)
+{
+    OTF2_StringRef ref = g_string_next++;
+    OTF2_GlobalDefWriter_WriteString(w, ref, s);
+    return ref;
+}
+
+static const char *region_role_paradigm(enum mps_fn fn, OTF2_RegionRole *role)
+{
+    *role = (OTF2_RegionRole)mps_fn_roles[fn];
+    return mps_fn_names[fn];
+}
+
+/* Gather variable-length byte blobs at rank 0 (interposer-internal, on S.icomm). */
+static char *gather_blob(const char *mine, int len, int **lens_out, int **displs_out)
+{
+    int *lens = NULL, *displs = NULL;
+    char *all = NULL;
+    if (S.rank == 0) {
+        lens = calloc((size_t)S.size, sizeof(int));
+        displs = calloc((size_t)S.size, sizeof(int));
+    }
+    PMPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, S.icomm);
+    if (S.rank == 0) {
+        int total = 0;
+        for (int i = 0; i < S.size; i++) { displs[i] = total; total += lens[i]; }
+        all = malloc((size_t)total + 1);
+    }
+    PMPI_Gatherv(mine, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, S.icomm);
+    *lens_out = lens;
+    *displs_out = displs;
+    return all;
+}
+
+/* Call sites: resolve ours, unify at rank 0, write id maps + SourceCodeLocation defs. */
+static void unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
+{
+    mps_location *loc = calloc(S.cs_n ? S.cs_n : 1, sizeof *loc);
+    mps_callsite_resolve(S.cs_addr, S.cs_n, loc);
+    size_t cap = 64, len = 0;
+    char *blob = malloc(cap);
+    for (uint32_t i = 0; i < S.cs_n; i++) {
+        const char *f = loc[i].file ? loc[i].file : "?";
+        size_t need = strlen(f) + 16;
+        if (len + need >= cap) { cap = (cap + need) * 2; blob = realloc(blob, cap); }
+        len += (size_t)snprintf(blob + len, cap - len, "%s\t%u\n", f, loc[i].line);
+        free(loc[i].file);
+    }
+    free(loc);
+    int *lens, *displs;
+    char *all = gather_blob(blob, (int)len, &lens, &displs);
+    free(blob);
+
+    /* rank 0: distinct (file, line) → global id; per rank, its local → global table */
+    uint32_t *counts = NULL, *ids = NULL;
+    int *idcounts = NULL, *iddispls = NULL;
+    if (S.rank == 0) {
+        int total = displs[S.size - 1] + lens[S.size - 1];
+        all[total] = 0;
+        counts = calloc((size_t)S.size, sizeof *counts);
+        idcounts = calloc((size_t)S.size, sizeof(int));
+        iddispls = calloc((size_t)S.size, sizeof(int));
+        size_t nlines = 0;
+        for (int i = 0; i < total; i++) nlines += all[i] == '\n';
+        ids = malloc((nlines ? nlines : 1) * sizeof *ids);
+        /* simple string table; call sites are few (hundreds), so a linear map suffices */
+        char **keys = malloc((nlines ? nlines : 1) * sizeof *keys);
+        uint32_t nkeys = 0, k = 0;
+        for (int r = 0; r < S.size; r++) {
+            iddispls[r] = (int)k;
+            char *p = all + displs[r], *end = p + lens[r];
+            while (p < end) {
+                char *nl = memchr(p, '\n', (size_t)(end - p));
+                if (!nl) break;
+                *nl = 0;
+                uint32_t g = 0;
+                while (g < nkeys && strcmp(keys[g], p) != 0) g++;
+                if (g == nkeys) {
+                    keys[nkeys++] = p;
+                    char *tab = strrchr(p, '\t');
+                    unsigned line = 0;
+                    if (tab) { *tab = 0; line = (unsigned)strtoul(tab + 1, NULL, 10); }
+                    OTF2_StringRef fs = gstr(gw, p);
+                    OTF2_GlobalDefWriter_WriteSourceCodeLocation(gw, g, fs, line);
+                    if (tab) *tab = '\t';
+                }
+                ids[k++] = g;
+                counts[r]++;
+                p = nl + 1;
+            }
+            idcounts[r] = (int)counts[r];
+        }
+        free(keys);
+    }
+    *local_to_global = malloc((S.cs_n ? S.cs_n : 1) * sizeof(uint32_t));
+    PMPI_Scatterv(ids, idcounts, iddispls, MPI_UINT32_T, *local_to_global, (int)S.cs_n,
+                  MPI_UINT32_T, 0, S.icomm);
+    free(all); free(lens); free(displs); free(counts); free(ids); free(idcounts); free(iddispls);
+}
+
+/* Hosts: gather every rank's host name at rank 0 for the system tree. */
+static char *gather_hosts(void)
+{
+    char *all = NULL;
+    if (S.rank == 0) all = calloc((size_t)S.size, sizeof S.host);
+    PMPI_Gather(S.host, sizeof S.host, MPI_CHAR, all, sizeof S.host, MPI_CHAR, 0, S.icomm);
+    return all;
+}
+
+/* Communicator definitions from their creators, serialized as int32 words. */
+static int32_t *serialize_comms(int all, int *nwords)
+{
+    int len = 0;
+    for (uint32_t i = 0; i < S.ndefs; i++)
+        if (all || S.defs[i].creator) len += 4 + S.defs[i].size + COMM_NAME_WORDS(S.defs[i].name);
+    int32_t *mine = malloc((size_t)(len ? len : 1) * sizeof *mine), *p = mine;
+    for (uint32_t i = 0; i < S.ndefs; i++) {
+        if (!all && !S.defs[i].creator) continue;
+        *p++ = (int32_t)S.defs[i].ref;
+        *p++ = (int32_t)S.defs[i].parent;
+        *p++ = S.defs[i].size;
+        int nw = COMM_NAME_WORDS(S.defs[i].name);
+        *p++ = nw;
+        memcpy(p, S.defs[i].members, (size_t)S.defs[i].size * sizeof *p);
+        p += S.defs[i].size;
+        memset(p, 0, (size_t)nw * sizeof *p);
+        memcpy(p, S.defs[i].name, strlen(S.defs[i].name));
+        p += nw;
+    }
+    *nwords = len;
+    return mine;
+}
+
+static int32_t *gather_comms(int *nwords)
+{
+    int len = 0;
+    int32_t *mine = serialize_comms(0, &len);
+    int *lens = NULL, *displs = NULL;
+    int bytes = len * (int)sizeof(int32_t);
+    char *all = gather_blob((char *)mine, bytes, &lens, &displs);
+    free(mine);
+    *nwords = 0;
+    if (S.rank == 0) *nwords = (displs[S.size - 1] + lens[S.size - 1]) / (int)sizeof(int32_t);
+    free(lens);
+    free(displs);
+    return (int32_t *)all;
+}
+
+/* Communicator refs chosen at creation are sparse; the definitions use dense refs
+ * 2, 3, … in writing order (`order` receives the sparse refs in that order) and every
+ * rank maps its event records onto them with an OTF2 id map. */
+static int write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax,
+                             const char *hosts, const uint64_t *nevents, const int32_t *cw,
+                             int ncw, uint32_t **order_out)
+{
+    OTF2_GlobalDefWriter_WriteClockProperties(gw, 1000000000u, gmin, gmax - gmin,
+                                              OTF2_UNDEFINED_TIMESTAMP);
+    OTF2_StringRef empty = gstr(gw, "");
+    OTF2_GlobalDefWriter_WriteParadigm(gw, OTF2_PARADIGM_MPI, gstr(gw, "MPI"),
+                                       OTF2_PARADIGM_CLASS_PROCESS);
+    /* attributes: same refs on every rank */
+    OTF2_GlobalDefWriter_WriteAttribute(gw, ATTR_CALLSITE, gstr(gw, "mpiscope:callsite"),
+                                        gstr(gw, "call site of the MPI call"),
+                                        OTF2_TYPE_SOURCE_CODE_LOCATION);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, ATTR_IN_HASH, gstr(gw, "mpiscope:in_hash"),
+                                        gstr(gw, "FNV-1a 64 of the collective's input"),
+                                        OTF2_TYPE_UINT64);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, ATTR_OUT_HASH, gstr(gw, "mpiscope:out_hash"),
+                                        gstr(gw, "FNV-1a 64 of the collective's result"),
+                                        OTF2_TYPE_UINT64);
+    /* regions: one per MPI function, ref = function index */
+    for (int f = 0; f < MPS_FN_COUNT; f++) {
+        OTF2_RegionRole role;
+        const char *name = region_role_paradigm((enum mps_fn)f, &role);
+        OTF2_StringRef ns = gstr(gw, name);
+        OTF2_GlobalDefWriter_WriteRegion(gw, (OTF2_RegionRef)f, ns, ns, empty, role,
+                                         OTF2_PARADIGM_MPI, OTF2_REGION_FLAG_NONE, empty, 0, 0);
+    }
+    /* system tree: machine → one node per distinct host */
+    OTF2_GlobalDefWriter_WriteSystemTreeNode(gw, 0, gstr(gw, "machine"), gstr(gw, "machine"),
+                                             OTF2_UNDEFINED_SYSTEM_TREE_NODE);
+    uint32_t *node_of = calloc((size_t)S.size, sizeof *node_of);
+    uint32_t nnodes = 0;
+    OTF2_StringRef node_class = gstr(gw, "node");
+    for (int r = 0; r < S.size; r++) {
+        const char *h = hosts + (size_t)r * sizeof S.host;
+        int prev = -1;
+        for (int q = 0; q < r; q++)
+            if (strcmp(h, hosts + (size_t)q * sizeof S.host) == 0) { prev = q; break; }
+        if (prev >= 0) { node_of[r] = node_of[prev]; continue; }
+        node_of[r] = ++nnodes;
+        OTF2_GlobalDefWriter_WriteSystemTreeNode(gw, node_of[r], gstr(gw, h), node_class, 0);
+    }
+    char name[64];
+    for (int r = 0; r < S.size; r++) {
+        snprintf(name, sizeof name, "MPI Rank %d", r);
+        OTF2_GlobalDefWriter_WriteLocationGroup(gw, (OTF2_LocationGroupRef)r, gstr(gw, name),
+                                                OTF2_LOCATION_GROUP_TYPE_PROCESS, node_of[r],
+                                                OTF2_UNDEFINED_LOCATION_GROUP);
+    }
+    for (int r = 0; r < S.size; r++) {
+        snprintf(name, sizeof name, "rank %d", r);
+        OTF2_GlobalDefWriter_WriteLocation(gw, (OTF2_LocationRef)r, gstr(gw, name),
+                                           OTF2_LOCATION_TYPE_CPU_THREAD, nevents[r],
+                                           (OTF2_LocationGroupRef)r);
+    }
+    free(node_of);
+    /* groups and communicators */
+    uint64_t *members = malloc((size_t)S.size * sizeof *members);
+    for (int r = 0; r < S.size; r++) members[r] = (uint64_t)r;
+    OTF2_GlobalDefWriter_WriteGroup(gw, 0, gstr(gw, "MPI_COMM_WORLD locations"),
+                                    OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_PARADIGM_MPI,
+                                    OTF2_GROUP_FLAG_NONE, (uint32_t)S.size, members);
+    OTF2_GlobalDefWriter_WriteGroup(gw, 1, gstr(gw, "MPI_COMM_WORLD group"),
+                                    OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                    OTF2_GROUP_FLAG_NONE, (uint32_t)S.size, members);
+    OTF2_GlobalDefWriter_WriteGroup(gw, 2, gstr(gw, "MPI_COMM_SELF group"),
+                                    OTF2_GROUP_TYPE_COMM_SELF, OTF2_PARADIGM_MPI,
+                                    OTF2_GROUP_FLAG_NONE, 0, NULL);
+    OTF2_GlobalDefWriter_WriteComm(gw, COMM_WORLD_REF, gstr(gw, "MPI_COMM_WORLD"), 1,
+                                   OTF2_UNDEFINED_COMM, OTF2_COMM_FLAG_NONE);
+    OTF2_GlobalDefWriter_WriteComm(gw, COMM_SELF_REF, gstr(gw, "MPI_COMM_SELF"), 2,
+                                   OTF2_UNDEFINED_COMM, OTF2_COMM_FLAG_NONE);
+    /* communicator definitions, parents before children where the parent is known */
+    int ncomms = 0;
+    for (int i = 0; i < ncw; i += COMM_REC_WORDS(cw + i)) ncomms++;
+    int *at = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *at);
+    unsigned char *done = calloc((size_t)(ncomms ? ncomms : 1), 1);
+    uint32_t *order = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *order);
+    *order_out = order;
+    for (int i = 0, c = 0; i < ncw; i += COMM_REC_WORDS(cw + i)) at[c++] = i;
+    OTF2_GroupRef gref = 3;
+    int written = 0;
+    for (int progress = 1; written < ncomms;) {
+        int force = !progress; /* a cycle or a parent we never saw: write without parent */
+        progress = 0;
+        for (int c = 0; c < ncomms; c++) {
+            if (done[c]) continue;
+            const int32_t *d = cw + at[c];
+            uint32_t parent = (uint32_t)d[1];
+            int ready = parent == OTF2_UNDEFINED_COMM || parent <= COMM_SELF_REF, known = 0;
+            for (int q = 0; q < ncomms && !ready; q++)
+                if ((uint32_t)cw[at[q]] == parent) { known = 1; ready = done[q]; }
+            if (!ready && !known) parent = OTF2_UNDEFINED_COMM, ready = 1;
+            if (!ready && !force) continue;
+            if (!ready) parent = OTF2_UNDEFINED_COMM;
+            for (int q = 0; q < written; q++) /* the parent's dense ref */
+                if (order[q] == parent) { parent = 2 + (uint32_t)q; break; }
+            uint64_t *m = malloc((size_t)(d[2] ? d[2] : 1) * sizeof *m);
+            for (int k = 0; k < d[2]; k++) m[k] = (uint64_t)d[4 + k];
+            uint32_t dense = 2 + (uint32_t)written;
+            snprintf(name, sizeof name, "comm %u", dense);
+            OTF2_GlobalDefWriter_WriteGroup(gw, gref, gstr(gw, name), OTF2_GROUP_TYPE_COMM_GROUP,
+                                            OTF2_PARADIGM_MPI, OTF2_GROUP_FLAG_NONE,
+                                            (uint32_t)d[2], m);
+            const char *given = (const char *)(d + 4 + d[2]); /* MPI_Comm_set_name */
+            OTF2_GlobalDefWriter_WriteComm(gw, dense, gstr(gw, d[3] && *given ? given : name),
+                                           gref++, parent, OTF2_COMM_FLAG_NONE);
+            free(m);
+            done[c] = 1;
+            order[written++] = (uint32_t)d[0];
+            progress = 1;
+        }
+    }
+    free(done);
+    free(at);
+    free(members);
+    return written;
+}
+
+static void set_properties(void)
+{
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) { buf[n] = 0; OTF2_Archive_SetProperty(S.archive, "MPISCOPE::PROGRAM", buf, true); }
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    if (f) {
+        size_t m = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t i = 0; i + 1 < m; i++) if (!buf[i]) buf[i] = ' ';
+        buf[m] = 0;
+        OTF2_Archive_SetProperty(S.archive, "MPISCOPE::CMDLINE", buf, true);
+    }
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    PMPI_Get_library_version(lib, &len);
+    lib[strcspn(lib, "\n,")] = 0;
+    OTF2_Archive_SetProperty(S.archive, "MPISCOPE::MPI_LIBRARY", lib, true);
+    time_t t = time(NULL) - (time_t)((mono_ns() - (uint64_t)S.t_init_local) / 1000000000u);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    OTF2_Archive_SetProperty(S.archive, "MPISCOPE::START_TIME", buf, true);
+    OTF2_Archive_SetProperty(S.archive, "MPISCOPE::VERSION", MPS_VERSION, true);
+}
+
+/* This rank's local definitions: id maps from its local call-site ids and sparse comm refs
+ * onto the global definitions, and its clock offsets (local time → rank 0's time) at Init
+ * and (when measured) Finalize, which readers interpolate linearly as OTF2 defines. */
+static void write_local_defs(OTF2_Archive *ar, const uint32_t *map, const uint32_t *order,
+                             int ncomms, int have_fin)
+{
+    OTF2_Archive_OpenDefFiles(ar);
+    OTF2_DefWriter *dw = OTF2_Archive_GetDefWriter(ar, (OTF2_LocationRef)S.rank);
+    if (dw) {
+        if (S.cs_n && map) {
+            OTF2_IdMap *im = OTF2_IdMap_CreateFromUint32Array(S.cs_n, map, false);
+            if (im) {
+                OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_SOURCE_CODE_LOCATION, im);
+                OTF2_IdMap_Free(im);
+            }
+        }
+        if (ncomms) {
+            OTF2_IdMap *cm = OTF2_IdMap_Create(OTF2_ID_MAP_SPARSE, (uint64_t)ncomms);
+            for (int k = 0; cm && k < ncomms; k++)
+                OTF2_IdMap_AddIdPair(cm, order[k], 2 + (uint64_t)k);
+            if (cm) {
+                OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_COMM, cm);
+                OTF2_IdMap_Free(cm);
+            }
+        }
+        OTF2_DefWriter_WriteClockOffset(dw, (uint64_t)(S.t_init_local + S.off_init), 0, 0.0);
+        if (have_fin)
+            OTF2_DefWriter_WriteClockOffset(dw, (uint64_t)(S.t_fin_local + S.off_init),
+                                            S.off_fin - S.off_init, 0.0);
+        OTF2_Archive_CloseDefWriter(ar, dw);
+    }
+    for (int r = 0; r < S.size && !have_fin; r++) { /* salvaged: the others' files, empty */
+        OTF2_DefWriter *w = r == S.rank ? NULL : OTF2_Archive_GetDefWriter(ar, (uint64_t)r);
+        if (w) OTF2_Archive_CloseDefWriter(ar, w);
+    }
+    OTF2_Archive_CloseDefFiles(ar);
+}
+
+void mps_finalize_before(void)
+{
+    int good = S.state == 1;
+    if (!S.have_icomm) return; /* never initialised, or disabled by MPISCOPE_DISABLE */
+    int all_good = 0;
+    /* a rank whose writer failed makes everyone skip the collective write-out */
+    PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
+    if (!all_good) {
+        S.state = 2;
+        S.have_icomm = 0;
+        PMPI_Comm_free(&S.icomm);
+        return;
+    }
+    S.off_fin = clock_offset();
+    S.t_fin_local = (int64_t)mono_ns();
+    LOCK();
+    OTF2_EvtWriter_Leave(S.evt, NULL, now(), (OTF2_RegionRef)MPS_FN_MPI_Finalize);
+    S.state = 2; /* from here on our own calls are never recorded */
+    UNLOCK();
+
+    uint64_t nevents = 0;
+    OTF2_EvtWriter_GetNumberOfEvents(S.evt, &nevents);
+    OTF2_Archive_CloseEvtWriter(S.archive, S.evt);
+    OTF2_Archive_CloseEvtFiles(S.archive);
+
+    /* time range after clock correction (linear between the two measured offsets) */
+    uint64_t lo = S.first_ts, hi = S.last_ts + (uint64_t)(S.off_fin > S.off_init ?
+                                                          S.off_fin - S.off_init : 0);
+    uint64_t gmin = 0, gmax = 0;
+    PMPI_Reduce(&lo, &gmin, 1, MPI_UINT64_T, MPI_MIN, 0, S.icomm);
+    PMPI_Reduce(&hi, &gmax, 1, MPI_UINT64_T, MPI_MAX, 0, S.icomm);
+    uint64_t *all_events = S.rank == 0 ? calloc((size_t)S.size, sizeof(uint64_t)) : NULL;
+    PMPI_Gather(&nevents, 1, MPI_UINT64_T, all_events, 1, MPI_UINT64_T, 0, S.icomm);
+
+    OTF2_GlobalDefWriter *gw = S.rank == 0 ? OTF2_Archive_GetGlobalDefWriter(S.archive) : NULL;
+    if (gw) set_properties();
+    uint32_t *map = NULL;
+    unify_callsites(gw, &map);
+    char *hosts = gather_hosts();
+    int ncw = 0;
+    int32_t *cw = gather_comms(&ncw);
+    uint32_t *order = NULL;
+    int ncomms = gw ? write_global_defs(gw, gmin, gmax, hosts, all_events, cw, ncw, &order) : 0;
+    PMPI_Bcast(&ncomms, 1, MPI_INT, 0, S.icomm);
+    if (!order) order = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *order);
+    PMPI_Bcast(order, ncomms, MPI_UINT32_T, 0, S.icomm);
+
+    write_local_defs(S.archive, map, order, ncomms, 1);
+    OTF2_Archive_CloseDefFiles(S.archive);
+    OTF2_Archive_Close(S.archive);
+    S.archive = NULL;
+    if (S.rank == 0 && getenv("MPISCOPE_VERBOSE"))
+        fprintf(stderr, "mpiscope: trace written to %s/traces.otf2\n", S.outdir);
+    free(map); free(hosts); free(cw); free(all_events); free(order);
+    if (S.attrs) OTF2_AttributeList_Delete(S.attrs);
+    S.attrs = NULL;
+    S.have_icomm = 0;
+    PMPI_Comm_free(&S.icomm);
+}
+
+/* MPI_Abort or exit without MPI_Finalize: nothing collective is possible any more, so
+ * this rank flushes its events and turns them into a readable single-rank archive of its
+ * own, DIR/rank<N>/traces.otf2, with definitions it can make alone (local MPI calls only:
+ * call sites as this rank sees them, the communicators it belongs to). The other ranks
+ * are defined with empty event files. */
+static void salvage(void)
+{
+    char dir[PATH_MAX + 32], from[PATH_MAX + 64], to[PATH_MAX + 96];
+    snprintf(dir, sizeof dir, "%s/rank%d", S.outdir, S.rank);
+    if (mkdir_p(dir) != 0) return;
+    OTF2_Archive *ar = OTF2_Archive_Open(dir, "traces", OTF2_FILEMODE_WRITE, S.chunk_size,
+                                         4 * 1024 * 1024, OTF2_SUBSTRATE_POSIX,
+                                         OTF2_COMPRESSION_NONE);
+    if (!ar) return;
+    OTF2_Archive_SetFlushCallbacks(ar, &flush_cbs, NULL);
+    OTF2_Archive_SetSerialCollectiveCallbacks(ar);
+    OTF2_Archive_SetCreator(ar, "mpiscope " MPS_VERSION " (salvaged: no MPI_Finalize)");
+    OTF2_Archive *main_ar = S.archive;
+    S.archive = ar;
+    set_properties();
+    S.archive = main_ar;
+
+    /* call sites: global id = this rank's local id */
+    OTF2_GlobalDefWriter *gw = OTF2_Archive_GetGlobalDefWriter(ar);
+    mps_location *loc = calloc(S.cs_n ? S.cs_n : 1, sizeof *loc);
+    g_string_next = 0;
+    if (gw && loc) {
+        mps_callsite_resolve(S.cs_addr, S.cs_n, loc);
+        for (uint32_t i = 0; i < S.cs_n; i++) {
+            OTF2_StringRef fs = gstr(gw, loc[i].file ? loc[i].file : "?");
+            OTF2_GlobalDefWriter_WriteSourceCodeLocation(gw, i, fs, loc[i].line);
+            free(loc[i].file);
+        }
+    }
+    free(loc);
+    char *hosts = calloc((size_t)S.size, sizeof S.host);
+    uint64_t *nevents = calloc((size_t)S.size, sizeof *nevents);
+    int ncw = 0;
+    int32_t *cw = serialize_comms(1, &ncw);
+    uint32_t *order = NULL;
+    int ncomms = 0;
+    if (gw && hosts && nevents && cw) {
+        /* every rank stays defined (communicator groups name them), the others with no
+         * events and an unknown host: their events died with them */
+        for (int r = 0; r < S.size; r++)
+            snprintf(hosts + (size_t)r * sizeof S.host, sizeof S.host, "%s",
+                     r == S.rank ? S.host : "unknown");
+        nevents[S.rank] = S.nevents_closed;
+        ncomms = write_global_defs(gw, S.first_ts, S.last_ts, hosts, nevents, cw, ncw, &order);
+    }
+    if (OTF2_Archive_OpenEvtFiles(ar) == OTF2_SUCCESS) {
+        for (int r = 0; r < S.size; r++) {
+            if (r == S.rank) continue;
+            OTF2_EvtWriter *w = OTF2_Archive_GetEvtWriter(ar, (OTF2_LocationRef)r);
+            if (w) OTF2_Archive_CloseEvtWriter(ar, w);
+        }
+        OTF2_Archive_CloseEvtFiles(ar);
+    }
+    write_local_defs(ar, NULL, order, ncomms, 0);
+    OTF2_Archive_Close(ar);
+    free(hosts); free(nevents); free(cw); free(order);
+    snprintf(from, sizeof from, "%s/traces/%d.evt", S.outdir, S.rank);
+    snprintf(to, sizeof to, "%s/traces/%d.evt", dir, S.rank);
+    if (rename(from, to) != 0) { /* leave no anchor that promises events it has not got */
+        snprintf(to, sizeof to, "%s/traces.otf2", dir);
+        unlink(to);
+    }
+}
+
+void mps_abort_before(void)
+{
+    if (S.state != 1) return;
+    LOCK();
+    S.state = 2; /* our own calls below are never recorded */
+    OTF2_EvtWriter_GetNumberOfEvents(S.evt, &S.nevents_closed);
+    OTF2_Archive_CloseEvtWriter(S.archive, S.evt);
+    UNLOCK();
+    salvage();
+}
+
+static void at_exit(void)
+{
+    mps_abort_before();
+}
+
+__attribute__((constructor)) static void mps_register_exit(void)
+{
+    /* cheap and harmless in non-MPI processes (mpirun, orted): only registers a hook */
+    atexit(at_exit);
+}

@@ -1,0 +1,86 @@
+"""Build the test programs and run them as a user would: mpirun with LD_PRELOAD."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+MPIEXEC_MPICH = ["mpiexec.mpich"]
+TIMEOUT = 180
+
+COMPILERS = {
+    ".c": ["mpicc", "-g", "-O0", "-Wall", "-Wextra"],
+    ".cpp": ["mpicxx", "-g", "-O0", "-Wall"],
+    # gfortran >= 10 rejects mpif.h's choice buffers of different types without this
+    ".f90": ["mpif90", "-g", "-O0", "-ffree-line-length-none", "-fallow-argument-mismatch"],
+}
+
+
+@dataclass
+class Job:
+    returncode: int
+    stdout: str
+    stderr: str
+    out: Path | None  # MPISCOPE_OUT of the run
+
+
+def interposer_lib(mpi: str = "openmpi") -> str:
+    """What a user would put in LD_PRELOAD: the output of `mpiscope lib`."""
+    args = ["mpiscope", "lib"] + (["--mpi", mpi] if mpi != "openmpi" else [])
+    return subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def build(source: str, into: Path, compiler: list[str] | None = None) -> Path:
+    """Compile programs/<source> with debug info into `into`; returns the executable."""
+    src = PROGRAMS / source
+    exe = into / src.stem
+    cmd = (compiler or COMPILERS[src.suffix]) + ["-o", str(exe), str(src)]
+    if src.name == "threads.c":
+        cmd.append("-lpthread")
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=into)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr}"
+    return exe
+
+
+def callsite(source: str, marker: str) -> str:
+    """`file:line` of the line carrying `CALLSITE:<marker>` in programs/<source>."""
+    lines = (PROGRAMS / source).read_text().splitlines()
+    hits = [i + 1 for i, line in enumerate(lines)
+            if re.search(rf"CALLSITE:{re.escape(marker)}\b", line)]
+    assert len(hits) == 1, f"marker CALLSITE:{marker} found {len(hits)} times in {source}"
+    return f"{source}:{hits[0]}"
+
+
+def run(cmd: list[str], np: int | None = None, out: Path | None = None, traced: bool = True,
+        env: dict[str, str] | None = None, launcher: list[str] | None = None,
+        mpi: str = "openmpi", timeout: float = TIMEOUT) -> Job:
+    """Run `cmd` (under `launcher -np np` unless np is None) with or without the interposer."""
+    e = dict(os.environ)
+    e.pop("LD_PRELOAD", None)
+    e.pop("MPISCOPE_OUT", None)
+    if traced:
+        e["LD_PRELOAD"] = interposer_lib(mpi)
+        if out is not None:
+            e["MPISCOPE_OUT"] = str(out)
+    e.update(env or {})
+    full = cmd if np is None else [*(launcher or MPIRUN), "-np", str(np), *cmd]
+    proc = subprocess.run(full, capture_output=True, text=True, env=e, timeout=timeout)
+    return Job(proc.returncode, proc.stdout, proc.stderr, out)
+
+
+def sorted_lines(text: str) -> list[str]:
+    """Ranks print concurrently: compare stdout as a multiset of lines. Blank lines are
+    left out: with PYTHONUNBUFFERED a print's text and its newline are separate writes,
+    and mpirun may forward another rank's line between them, traced or not."""
+    return sorted(line for line in text.splitlines() if line.strip())
+
+
+def have(program: str) -> bool:
+    return shutil.which(program) is not None

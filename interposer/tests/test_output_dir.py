@@ -1,0 +1,44 @@
+"""Where the trace goes: the default directory, an existing one, MPISCOPE_VERBOSE."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import mpijobs
+import tracechecks as tc
+
+
+def test_default_directory_is_one_per_job(programs, tmp_path: Path) -> None:
+    """Without MPISCOPE_OUT: ./mpiscope-YYYYmmdd-HHMMSS, the same for every rank."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPISCOPE")}
+    env["LD_PRELOAD"] = mpijobs.interposer_lib()
+    proc = subprocess.run([*mpijobs.MPIRUN, "-np", "4", str(programs["colls.c"])],
+                          cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=mpijobs.TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    (out,) = list(tmp_path.iterdir())
+    assert re.fullmatch(r"mpiscope-\d{8}-\d{6}", out.name)
+    t = tc.read_both(out)
+    tc.check_definitions(t, 4)
+
+
+def test_existing_trace_is_replaced(programs, tmp_path: Path) -> None:
+    out = tmp_path / "trace"
+    for iterations in (30, 20):
+        job = mpijobs.run([str(programs["loop.c"]), str(iterations)], np=2, out=out)
+        assert job.returncode == 0, job.stderr
+    t = tc.read_both(out)
+    for r in range(2):
+        assert t.enters(r)["MPI_Allreduce"] == 20
+
+
+def test_verbose_names_the_trace_once(programs, tmp_path: Path) -> None:
+    out = tmp_path / "trace"
+    job = mpijobs.run([str(programs["loop.c"]), "5"], np=2, out=out,
+                      env={"MPISCOPE_VERBOSE": "1"})
+    assert job.returncode == 0, job.stderr
+    lines = [line for line in job.stderr.splitlines() if "mpiscope" in line]
+    assert lines == [f"mpiscope: trace written to {out}/traces.otf2"]

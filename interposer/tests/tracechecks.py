@@ -1,0 +1,202 @@
+"""Properties every mpiscope trace must have, whatever the program (docs/trace-format.md)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from traceread import Event, Trace, read_print, read_python
+
+# Region roles as docs/trace-format.md assigns them (Score-P's choice)
+ROLE_OF = {
+    **{f: "BARRIER" for f in ("MPI_Barrier", "MPI_Ibarrier")},
+    **{f: "COLL_ONE2ALL" for f in ("MPI_Bcast", "MPI_Ibcast", "MPI_Scatter", "MPI_Scatterv")},
+    **{f: "COLL_ALL2ONE" for f in ("MPI_Reduce", "MPI_Ireduce", "MPI_Gather", "MPI_Gatherv")},
+    **{f: "COLL_ALL2ALL" for f in (
+        "MPI_Allreduce", "MPI_Iallreduce", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall",
+        "MPI_Alltoallv", "MPI_Alltoallw", "MPI_Reduce_scatter", "MPI_Reduce_scatter_block")},
+    **{f: "COLL_OTHER" for f in ("MPI_Scan", "MPI_Exscan")},
+    **{f: "POINT2POINT" for f in (
+        "MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Recv", "MPI_Sendrecv",
+        "MPI_Sendrecv_replace", "MPI_Isend", "MPI_Issend", "MPI_Irsend", "MPI_Irecv",
+        "MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Test", "MPI_Testall",
+        "MPI_Testany", "MPI_Testsome", "MPI_Probe", "MPI_Iprobe")},
+    **{f: "FUNCTION" for f in (
+        "MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort", "MPI_Comm_dup",
+        "MPI_Comm_split", "MPI_Comm_create", "MPI_Cart_create", "MPI_Comm_free")},
+}
+
+SEND_REGIONS = {"MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Sendrecv",
+                "MPI_Sendrecv_replace"}
+RECV_REGIONS = {"MPI_Recv", "MPI_Sendrecv", "MPI_Sendrecv_replace"}
+COMPLETION_REGIONS = {"MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Test",
+                      "MPI_Testall", "MPI_Testany", "MPI_Testsome"}
+ISEND_REGIONS = {"MPI_Isend", "MPI_Issend", "MPI_Irsend", "MPI_Start", "MPI_Startall"}
+IRECV_REGIONS = {"MPI_Irecv", "MPI_Start", "MPI_Startall"}
+# which region each payload event may appear in
+ALLOWED_IN = {
+    "MpiSend": SEND_REGIONS,
+    "MpiRecv": RECV_REGIONS,
+    "MpiIsend": ISEND_REGIONS,
+    "MpiIrecvRequest": IRECV_REGIONS,
+    "MpiIsendComplete": COMPLETION_REGIONS,
+    "MpiIrecv": COMPLETION_REGIONS,
+    "MpiRequestTest": {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome"},
+    "MpiRequestCancelled": COMPLETION_REGIONS | {"MPI_Cancel"},
+    "NonBlockingCollectiveRequest": {"MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce",
+                                     "MPI_Iallreduce"},
+    "NonBlockingCollectiveComplete": COMPLETION_REGIONS,
+}
+COLLECTIVE_REGIONS = {f for f, role in ROLE_OF.items() if role.startswith(("COLL", "BARRIER"))
+                      and f not in ALLOWED_IN["NonBlockingCollectiveRequest"]}
+
+
+def read_both(trace_dir: Path) -> Trace:
+    """Read with the Python reader and otf2-print; insist they see the same trace."""
+    assert (trace_dir / "traces.otf2").is_file(), f"no anchor file in {trace_dir}"
+    py, text = read_python(trace_dir), read_print(trace_dir)
+    assert py.comms == text.comms
+    assert py.hosts == text.hosts
+    assert py.regions == text.regions
+    assert py.events.keys() == text.events.keys()
+    for rank in py.events:
+        assert [(e.kind, e.time, e.fields) for e in py.events[rank]] == \
+            [(e.kind, e.time, e.fields) for e in text.events[rank]], f"readers differ on {rank}"
+    return py
+
+
+def check_definitions(trace: Trace, nranks: int) -> None:
+    assert sorted(trace.events) == list(range(nranks))
+    assert trace.locations == {r: f"rank {r}" for r in range(nranks)}
+    assert trace.comms[0].name == "MPI_COMM_WORLD"
+    assert trace.comms[0].members == list(range(nranks))
+    assert trace.comms[1].name == "MPI_COMM_SELF"
+    for name, (paradigm, role) in trace.regions.items():
+        assert paradigm == "MPI", name
+        if name in ROLE_OF:
+            assert role == ROLE_OF[name], f"{name}: role {role}, expected {ROLE_OF[name]}"
+
+
+def check_structure(trace: Trace) -> None:
+    """Enter/Leave balanced and never nested (the interposer's own MPI calls are not
+    recorded); payload events inside the region that may produce them; collectives
+    framed by Begin/End; per-rank time never goes backwards."""
+    check_placement(trace)
+    for rank, events in trace.events.items():
+        region: str | None = None
+        in_collective = False
+        last = 0
+        for e in events:
+            assert e.time >= last, f"rank {rank}: time goes backwards at {e}"
+            last = e.time
+            if e.kind == "Enter":
+                assert region is None, f"rank {rank}: {e['region']} entered inside {region}"
+                assert "callsite" in e.fields, f"rank {rank}: {e['region']} without call site"
+                region = str(e["region"])
+            elif e.kind == "Leave":
+                assert e["region"] == region, f"rank {rank}: leave {e['region']} in {region}"
+                assert not in_collective, f"rank {rank}: {region} left inside a collective"
+                region = None
+            elif e.kind == "BufferFlush":
+                continue
+            else:
+                assert region is not None, f"rank {rank}: {e.kind} outside any MPI call"
+                if e.kind == "MpiCollectiveBegin":
+                    assert region in COLLECTIVE_REGIONS and not in_collective, (rank, region)
+                    in_collective = True
+                elif e.kind == "MpiCollectiveEnd":
+                    assert in_collective, f"rank {rank}: collective end without begin"
+                    in_collective = False
+                else:
+                    assert region in ALLOWED_IN[e.kind], f"rank {rank}: {e.kind} in {region}"
+        assert region is None, f"rank {rank}: {region} never left"
+
+
+def check_placement(trace: Trace) -> None:
+    """docs/trace-format.md: MpiCollectiveBegin right after Enter, MpiCollectiveEnd right
+    before Leave, a blocking receive's MpiRecv just before Leave."""
+    for rank, events in trace.events.items():
+        events = [e for e in events if e.kind != "BufferFlush"]
+        for prev, e, nxt in zip(events, events[1:], events[2:], strict=False):
+            if e.kind == "MpiCollectiveBegin":
+                assert prev.kind == "Enter", (rank, prev, e)
+            if e.kind in ("MpiCollectiveEnd", "MpiRecv"):
+                assert nxt.kind == "Leave", (rank, e, nxt)
+
+
+def check_requests(trace: Trace) -> None:
+    """Every completion names a request that is outstanding; request ids of one-shot
+    non-blocking calls are never reused; nothing is left outstanding at the end."""
+    for rank, events in trace.events.items():
+        outstanding: dict[int, str] = {}
+        started: dict[int, str] = {}  # request id -> where, for messages
+        used: set[int] = set()
+        region = None
+        for e in events:
+            if e.kind == "Enter":
+                region = e["region"]
+            kind = {"MpiIsend": "send", "MpiIrecvRequest": "recv",
+                    "NonBlockingCollectiveRequest": "coll"}.get(e.kind)
+            if kind:
+                rid = int(e["request"])
+                assert rid not in outstanding, f"rank {rank}: request {rid} started twice"
+                if region not in ("MPI_Start", "MPI_Startall"):
+                    assert rid not in used, f"rank {rank}: request id {rid} reused"
+                outstanding[rid] = kind
+                started[rid] = f"{region}(tag {e.get('tag')}) at t={e.time}"
+                used.add(rid)
+            done = {"MpiIsendComplete": "send", "MpiIrecv": "recv", "MpiRequestCancelled": None,
+                    "NonBlockingCollectiveComplete": "coll"}
+            if e.kind in done:
+                rid = int(e["request"])
+                assert rid in outstanding, f"rank {rank}: {e.kind} of unknown request {rid}"
+                want = done[e.kind]
+                assert want is None or outstanding[rid] == want, (rank, e.kind, rid)
+                del outstanding[rid]
+            if e.kind == "MpiRequestTest":
+                assert int(e["request"]) in outstanding, (rank, e)
+        assert not outstanding, f"rank {rank}: requests never completed: " + ", ".join(
+            f"{rid}: {started[rid]}" for rid in outstanding)
+
+
+def world(trace: Trace, comm: int, rank_in_comm: int) -> int:
+    return trace.comms[comm].members[rank_in_comm]
+
+
+def messages(trace: Trace) -> tuple[Counter, Counter]:
+    """(sends, receives) as counters of (from, to, comm, tag, bytes) in world ranks."""
+    sends: Counter = Counter()
+    recvs: Counter = Counter()
+    for rank, events in trace.events.items():
+        for e in events:
+            if e.kind in ("MpiSend", "MpiIsend"):
+                sends[(rank, world(trace, e["comm"], e["peer"]), e["comm"], e["tag"],
+                       e["bytes"])] += 1
+            elif e.kind in ("MpiRecv", "MpiIrecv"):
+                recvs[(world(trace, e["comm"], e["peer"]), rank, e["comm"], e["tag"],
+                       e["bytes"])] += 1
+    return sends, recvs
+
+
+def p2p_of(trace: Trace, rank: int, kind: str) -> Counter:
+    """Counter of (peer as world rank, tag, bytes) of one message event kind."""
+    return Counter((world(trace, e["comm"], e["peer"]), e["tag"], e["bytes"])
+                   for e in trace.of(rank, kind))
+
+
+def callsites(trace: Trace, rank: int, region: str) -> list[str]:
+    """Call sites (basename:line) of every Enter of `region` on `rank`."""
+    return [Path(str(e["callsite"])).name for e in trace.of(rank, "Enter")
+            if e["region"] == region]
+
+
+def fnv1a(data: bytes) -> int:
+    """FNV-1a 64, the hash docs/trace-format.md specifies for collective payloads."""
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def first(events: list[Event], kind: str) -> Event:
+    return next(e for e in events if e.kind == kind)

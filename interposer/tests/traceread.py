@@ -1,0 +1,223 @@
+"""Read an mpiscope OTF2 trace back two independent ways, into the same plain records.
+
+`read_python(dir)` uses the `otf2` Python reader; `read_print(dir)` parses the text of
+`otf2-print` (the OTF2 reference tool). Tests compare the two and then assert on the
+records: per-rank event lists, communicator definitions, hosts, region properties.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import otf2
+
+UNDEFINED_ROOT = 0xFFFFFFFF
+
+
+@dataclass
+class Event:
+    kind: str  # Python reader class name: "Enter", "MpiSend", "MpiCollectiveEnd", ...
+    time: int
+    fields: dict[str, object] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> object:
+        return self.fields[key]
+
+    def get(self, key: str, default: object = None) -> object:
+        return self.fields.get(key, default)
+
+
+@dataclass
+class Comm:
+    ref: int
+    name: str
+    members: list[int]  # world ranks in communicator-rank order
+    parent: int | None
+
+
+@dataclass
+class Trace:
+    events: dict[int, list[Event]]  # by location = world rank
+    comms: dict[int, Comm]
+    hosts: dict[int, str]  # world rank -> system-tree node name
+    regions: dict[str, tuple[str, str]]  # region name -> (paradigm, role)
+    locations: dict[int, str] = field(default_factory=dict)  # rank -> location name
+
+    def of(self, rank: int, kind: str) -> list[Event]:
+        return [e for e in self.events[rank] if e.kind == kind]
+
+    def kinds(self, rank: int) -> Counter[str]:
+        return Counter(e.kind for e in self.events[rank])
+
+    def enters(self, rank: int) -> Counter[str]:
+        return Counter(e["region"] for e in self.of(rank, "Enter"))
+
+    def comm_world_ranks(self, comm: int) -> list[int]:
+        return self.comms[comm].members
+
+
+# ---------------------------------------------------------------- Python otf2 reader
+
+
+def _ref(definition: object) -> int:
+    # the otf2 package exposes a definition's reference number only as `_ref`
+    return int(definition._ref)  # type: ignore[attr-defined]
+
+
+def _enum(value: object) -> str:
+    return str(value).rsplit(".", 1)[-1]  # "Paradigm.MPI" -> "MPI"
+
+
+def _py_fields(ev: object) -> dict[str, object]:
+    f: dict[str, object] = {}
+    if hasattr(ev, "region"):
+        f["region"] = ev.region.name
+    for src, dst in (("receiver", "peer"), ("sender", "peer"), ("msg_tag", "tag"),
+                     ("msg_length", "bytes"), ("request_id", "request"),
+                     ("size_sent", "sent"), ("size_received", "received")):
+        if hasattr(ev, src):
+            f[dst] = int(getattr(ev, src))
+    if hasattr(ev, "communicator"):
+        f["comm"] = _ref(ev.communicator)
+    if hasattr(ev, "collective_op"):
+        f["op"] = _enum(ev.collective_op)
+    if hasattr(ev, "root"):
+        f["root"] = None if int(ev.root) == UNDEFINED_ROOT else int(ev.root)
+    for attr, value in (ev.attributes or {}).items():
+        if attr.name == "mpiscope:callsite":
+            f["callsite"] = f"{value.file}:{value.line_number}"
+        else:
+            f[attr.name] = int(value)
+    return f
+
+
+def read_python(trace_dir: Path) -> Trace:
+    with otf2.reader.open(str(trace_dir / "traces.otf2")) as tr:
+        d = tr.definitions
+        comms = {
+            _ref(c): Comm(_ref(c), c.name, [_ref(m) for m in c.group.members],
+                          None if c.parent is None else _ref(c.parent))
+            for c in d.comms
+        }
+        hosts = {_ref(loc): loc.group.system_tree_parent.name for loc in d.locations}
+        names = {_ref(loc): loc.name for loc in d.locations}
+        regions = {r.name: (_enum(r.paradigm), _enum(r.region_role)) for r in d.regions}
+        events: dict[int, list[Event]] = {rank: [] for rank in hosts}
+        for loc, ev in tr.events:
+            events[_ref(loc)].append(Event(type(ev).__name__, int(ev.time), _py_fields(ev)))
+    return Trace(events, comms, hosts, regions, names)
+
+
+# ---------------------------------------------------------------- otf2-print text
+
+_EVENT = re.compile(r"^([A-Z][A-Z_]+)\s+(\d+)\s+(\d+)\s*(.*)$")
+_INT_FIELDS = {"Receiver": "peer", "Sender": "peer", "Tag": "tag", "Length": "bytes",
+               "Request": "request", "Sent": "sent", "Received": "received"}
+_ATTR = re.compile(r'\("([^"]+)" <\d+>; (\w+); ([^)]*?)\)(?:, |$)')
+
+
+def _camel(kind: str) -> str:
+    """MPI_ISEND_COMPLETE -> MpiIsendComplete (the Python reader's class names)."""
+    return "".join(part.capitalize() for part in kind.split("_"))
+
+
+def _print_fields(text: str) -> dict[str, object]:
+    f: dict[str, object] = {}
+    if m := re.search(r'Region: "([^"]+)"', text):
+        f["region"] = m.group(1)
+    for key, dst in _INT_FIELDS.items():
+        if m := re.search(rf"\b{key}: (\d+)", text):
+            f[dst] = int(m.group(1))
+    if m := re.search(r'Communicator: "[^"]*" <(\d+)>', text):
+        f["comm"] = int(m.group(1))
+    if m := re.search(r"Operation: (\w+)", text):
+        f["op"] = m.group(1)
+    if m := re.search(r"Root: (NONE|\d+)", text):
+        f["root"] = None if m.group(1) == "NONE" else int(m.group(1))
+    return f
+
+
+def _print_attributes(text: str, f: dict[str, object]) -> None:
+    for name, _type, value in _ATTR.findall(text):
+        if name == "mpiscope:callsite":
+            f["callsite"] = value.split('"')[1]
+        else:
+            f[name] = int(value)
+
+
+def _print_defs(text: str) -> tuple[dict[int, Comm], dict[int, str], dict[str, tuple[str, str]],
+                                    dict[int, str]]:
+    groups: dict[int, list[int]] = {}
+    comms: dict[int, Comm] = {}
+    nodes: dict[int, str] = {}
+    group_node: dict[int, int] = {}
+    loc_group: dict[int, int] = {}
+    loc_name: dict[int, str] = {}
+    regions: dict[str, tuple[str, str]] = {}
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        rest = rest.strip()
+        ref_s, _, body = rest.partition(" ")
+        if not ref_s.isdigit():
+            continue
+        ref = int(ref_s)
+        if kind == "GROUP":
+            # COMM_GROUP members print as `N ("rank N" <N>)`; COMM_LOCATIONS as `"rank N" <N>`
+            listed = re.split(r"Members?:", body, maxsplit=1)
+            groups[ref] = [int(x) for x in re.findall(r"<(\d+)>\)?(?:,|$)", listed[1])] \
+                if len(listed) == 2 else []
+        elif kind == "COMM":
+            name = re.search(r'Name: "([^"]*)"', body).group(1)
+            group = int(re.search(r'Group: "[^"]*" <(\d+)>', body).group(1))
+            parent = re.search(r'Parent: "[^"]*" <(\d+)>', body)
+            comms[ref] = Comm(ref, name, groups[group], int(parent.group(1)) if parent else None)
+        elif kind == "SYSTEM_TREE_NODE":
+            nodes[ref] = re.search(r'Name: "([^"]*)"', body).group(1)
+        elif kind == "LOCATION_GROUP":
+            group_node[ref] = int(re.search(r'Parent: "[^"]*" <(\d+)>', body).group(1))
+        elif kind == "LOCATION":
+            loc_group[ref] = int(re.search(r'Group: "[^"]*" <(\d+)>', body).group(1))
+            loc_name[ref] = re.search(r'Name: "([^"]*)"', body).group(1)
+        elif kind == "REGION":
+            name = re.search(r'Name: "([^"]*)"', body).group(1)
+            role = re.search(r"Role: (\w+)", body).group(1)
+            paradigm = re.search(r'Paradigm: "([^"]*)"', body).group(1)
+            regions[name] = (paradigm, role)
+    hosts = {loc: nodes[group_node[g]] for loc, g in loc_group.items()}
+    return comms, hosts, regions, loc_name
+
+
+def otf2_print(trace_dir: Path, *args: str) -> str:
+    proc = subprocess.run(["otf2-print", *args, str(trace_dir / "traces.otf2")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"otf2-print failed: {proc.stderr}"
+    return proc.stdout
+
+
+def read_print(trace_dir: Path) -> Trace:
+    comms, hosts, regions, names = _print_defs(otf2_print(trace_dir, "-G"))
+    events: dict[int, list[Event]] = {rank: [] for rank in hosts}
+    last: Event | None = None
+    for line in otf2_print(trace_dir).splitlines():
+        if m := _EVENT.match(line):
+            kind, loc, time, rest = m.groups()
+            last = Event(_camel(kind), int(time), _print_fields(rest))
+            events[int(loc)].append(last)
+        elif last is not None and "ADDITIONAL ATTRIBUTES:" in line:
+            _print_attributes(line.split("ADDITIONAL ATTRIBUTES:", 1)[1].strip(), last.fields)
+    return Trace(events, comms, hosts, regions, names)
+
+
+def archive_properties(trace_dir: Path) -> dict[str, str]:
+    """Anchor-file properties (`otf2-print -A`), e.g. MPISCOPE::MPI_LIBRARY."""
+    lines = otf2_print(trace_dir, "-A").splitlines()
+    props: dict[str, str] = {}
+    for name, value in zip(lines, lines[1:], strict=False):
+        if name.startswith("Property name") and value.startswith("Property value"):
+            props[name.split(None, 2)[2]] = value.split(None, 2)[2] if len(
+                value.split(None, 2)) == 3 else ""
+    return props

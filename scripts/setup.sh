@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a Debian bookworm machine: installs only what is missing,
+# so a second run takes seconds. Called by `make setup` (and thus `make test`/`make demo`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PY:-python3}
+# A Debian system Python (e.g. in the Docker image) is "externally managed"; we own the machine.
+export PIP_BREAK_SYSTEM_PACKAGES=1
+APT_PACKAGES=(
+  build-essential cmake pkg-config gfortran python3-pip
+  openmpi-bin libopenmpi-dev
+  mpich libmpich-dev
+  libotf2-trace-dev otf2-tools
+  libdw-dev libelf-dev
+  iproute2 util-linux
+  chromium chromium-driver
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Open MPI is the default MPI (mpicc, mpirun); MPICH stays reachable as mpicc.mpich/mpiexec.mpich.
+# Re-install the Python package only when its metadata changed since the last install.
+stamp=build/.pip-stamp
+mkdir -p build
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$PY" -c "import mpiscope, mpi4py" 2>/dev/null; then
+  echo "setup: installing the mpiscope Python package and its dependencies"
+  "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
+  touch "$stamp"
+fi

@@ -1,0 +1,260 @@
+"""The Dash app: `create_app(trace_dirs)` serves one trace, or two side by side (compare)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import flask
+from dash import ALL, MATCH, Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
+
+from mpiscope_webui import compare, security, timeline, views
+from mpiscope_webui.controller import Controller, parse_relayout
+from mpiscope_webui.model import TraceModel
+from mpiscope_webui.timeline import View
+
+ASSETS = Path(__file__).parent / "assets"
+DEFAULT_WIDTH = 1400
+GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
+                "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
+
+
+def load_models(trace_dirs: Sequence[Path | str]) -> list[TraceModel]:
+    from mpiscope import reader
+
+    return [TraceModel.build(reader.load(Path(d))) for d in trace_dirs]
+
+
+def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
+               models: list[TraceModel] | None = None, analyze_now: bool = False) -> Dash:
+    """The app for one or two traces (raises mpiscope.errors.UserError on bad input)."""
+    models = models if models is not None else load_models(trace_dirs or [])
+    if not 1 <= len(models) <= 2:
+        raise ValueError("serve one trace, or two to compare")
+    for m in models:
+        # analyses run in the background; the timeline does not wait for them
+        if analyze_now:
+            m.analysis()
+        else:
+            threading.Thread(target=m.analysis, daemon=True).start()
+    server = flask.Flask("mpiscope_webui", static_folder=None)
+    security.install(server)
+    app = Dash("mpiscope_webui", server=server, assets_folder=str(ASSETS),
+               title="mpiscope", update_title=None, serve_locally=True,
+               suppress_callback_exceptions=True)
+    ctl = Controller(models)
+    app.layout = _layout(ctl)
+    _callbacks(app, ctl)
+    app.controller = ctl  # for tests and benchmarks
+    return app
+
+
+def _panel(ctl: Controller, p: int) -> html.Div:
+    m = ctl.models[p]
+    view = ctl.initial_view(p)
+    meta = m.trace.meta
+    info = (f"{m.trace.num_ranks} ranks on {len(set(m.lanes.hosts))} host(s) · "
+            f"{m.duration / 1e9:.4g} s · {len(m.trace.calls):,} MPI calls · "
+            f"{len(m.trace.messages):,} messages · {meta.creator or '?'}")
+    return html.Div([
+        html.Div([html.H3(m.label, className="trace-label"), html.Span(info, className="muted")],
+                 className="panel-head"),
+        dcc.Store(id={"type": "view", "panel": p}, data=view.to_dict()),
+        dcc.Graph(id={"type": "overview", "panel": p}, figure=timeline.overview(m, view),
+                  config={"displayModeBar": False, "scrollZoom": False, "responsive": False},
+                  className="overview"),
+        html.Div(id={"type": "status", "panel": p}, className="status"),
+        html.Div([
+            dcc.Graph(id={"type": "timeline", "panel": p}, config=GRAPH_CONFIG,
+                      clear_on_unhover=True, className="timeline"),
+            dcc.Tooltip(id={"type": "tip", "panel": p}, direction="bottom"),
+        ], className="timeline-wrap"),
+        html.Div(id={"type": "details", "panel": p}, className="details"),
+    ], className="panel", id=f"panel-{p}")
+
+
+def _layout(ctl: Controller) -> html.Div:
+    n = len(ctl.models)
+    head = [html.H1("mpiscope"),
+            html.Span("compare: A above, B below" if n == 2 else "", className="muted")]
+    controls = []
+    if n == 2:
+        controls = [dcc.Checklist(id="shared", options=[{"label": " one time scale for both",
+                                                          "value": "shared"}], value=[],
+                                  className="shared")]
+    tabs = [dcc.Tab(label="Breakdown", value="breakdown",
+                    children=_columns(n, "tab-breakdown")),
+            dcc.Tab(label="Functions", value="functions", children=_columns(n, "tab-functions")),
+            dcc.Tab(label="Messages", value="messages", children=_columns(n, "tab-messages")),
+            dcc.Tab(label="Findings", value="findings", children=_columns(n, "tab-findings"))]
+    if n == 2:
+        tabs.append(dcc.Tab(label="Differences", value="differences",
+                            children=html.Div(id="differences", children="analyzing…")))
+    return html.Div([
+        html.Div(head + controls, className="header"),
+        dcc.Store(id="boot", data=0), dcc.Store(id="viewport"),
+        *[dcc.Store(id=f"finding-click-{p}") for p in range(n)],
+        html.Div([_panel(ctl, p) for p in range(n)], id="timelines"),
+        dcc.Tabs(id="tabs", value="findings", children=tabs, className="tabs"),
+    ], className="page")
+
+
+def _columns(n: int, kind: str) -> html.Div:
+    return html.Div([html.Div("analyzing…", id={"type": kind, "panel": p}, className="column")
+                     for p in range(n)], className="columns")
+
+
+def _callbacks(app: Dash, ctl: Controller) -> None:
+    n = len(ctl.models)
+
+    app.clientside_callback(
+        """function(_) {
+            const el = document.getElementById('timelines');
+            return Math.max(600, el ? el.clientWidth : window.innerWidth - 40);
+        }""",
+        Output("viewport", "data"), Input("boot", "data"))
+
+    nav_inputs = [Input({"type": "timeline", "panel": ALL}, "relayoutData"),
+                  Input({"type": "timeline", "panel": ALL}, "restyleData"),
+                  Input({"type": "overview", "panel": ALL}, "relayoutData"),
+                  *[Input(f"finding-click-{p}", "data") for p in range(n)],
+                  Input({"type": "jump", "panel": ALL, "call": ALL, "also": ALL}, "n_clicks")]
+    if n == 2:
+        nav_inputs.append(Input("shared", "value"))
+
+    @app.callback(Output({"type": "view", "panel": ALL}, "data"), *nav_inputs,
+                  State({"type": "view", "panel": ALL}, "data"), prevent_initial_call=True)
+    def navigate(*args):
+        views_now = [View.from_dict(d) for d in args[-1]]
+        shared = n == 2 and "shared" in (args[4 + n] or [])
+        changed = False
+        # several inputs can fire at once (e.g. a zoom while the findings list appears)
+        for trig in ctx.triggered:
+            prop_id, value = trig["prop_id"], trig["value"]
+            if prop_id == ".":
+                continue
+            ident, prop = prop_id.rsplit(".", 1)
+            new = navigation(ctl, ident, prop, value, views_now, shared)
+            if new is not None:
+                views_now, changed = new, True
+        return [v.to_dict() for v in views_now] if changed else [no_update] * n
+
+    @app.callback(Output({"type": "timeline", "panel": MATCH}, "figure"),
+                  Output({"type": "status", "panel": MATCH}, "children"),
+                  Output({"type": "overview", "panel": MATCH}, "figure"),
+                  Input({"type": "view", "panel": MATCH}, "data"), Input("viewport", "data"))
+    def render(view, width):
+        p = int(ctx.outputs_list[0]["id"]["panel"])
+        v = View.from_dict(view)
+        fig, status = ctl.render(p, v, int(width or DEFAULT_WIDTH))
+        patch = Patch()
+        patch["layout"]["shapes"][0] = timeline.window_shape(v)
+        patch["layout"]["xaxis"]["range"] = list(ctl.full_window(p))
+        return fig, status, patch
+
+    @app.callback(Output({"type": "tip", "panel": MATCH}, "show"),
+                  Output({"type": "tip", "panel": MATCH}, "bbox"),
+                  Output({"type": "tip", "panel": MATCH}, "children"),
+                  Input({"type": "timeline", "panel": MATCH}, "hoverData"),
+                  State({"type": "view", "panel": MATCH}, "data"), State("viewport", "data"))
+    def tooltip(hover, view, width):
+        p = int(ctx.outputs_list[0]["id"]["panel"])
+        show, bbox, children = ctl.tooltip(p, hover, View.from_dict(view),
+                                           int(width or DEFAULT_WIDTH))
+        return show, bbox if bbox else no_update, children
+
+    @app.callback(Output({"type": "details", "panel": MATCH}, "children"),
+                  Input({"type": "timeline", "panel": MATCH}, "clickData"))
+    def details(click):
+        p = int(ctx.outputs_list["id"]["panel"])
+        return ctl.details(p, click)
+
+    @app.callback(Output({"type": "tab-breakdown", "panel": MATCH}, "children"),
+                  Output({"type": "tab-functions", "panel": MATCH}, "children"),
+                  Output({"type": "tab-messages", "panel": MATCH}, "children"),
+                  Output({"type": "tab-findings", "panel": MATCH}, "children"),
+                  Input({"type": "tab-breakdown", "panel": MATCH}, "id"))
+    def analysis_tabs(ident):
+        return analysis_panels(ctl, int(ident["panel"]))
+
+    @app.callback(Output({"type": "fhist", "panel": MATCH}, "figure"),
+                  Input({"type": "ftable", "panel": MATCH}, "selected_rows"),
+                  State({"type": "ftable", "panel": MATCH}, "data"))
+    def histogram(rows, data):
+        p = int(ctx.outputs_list["id"]["panel"])
+        name = data[rows[0]]["name"] if rows and data else None
+        return views.duration_histogram(ctl.models[p], name)
+
+    if n == 2:
+        @app.callback(Output("differences", "children"), Input("boot", "data"))
+        def differences(_):
+            return compare.differences(ctl.models[0], ctl.models[1])
+
+
+
+def navigation(ctl: Controller, ident: str, prop: str, value, views_now: list[View],
+               shared: bool) -> list[View] | None:
+    """The views after one user action, or None if the action changes nothing."""
+    import json
+
+    n = len(views_now)
+    if ident == "shared":
+        if not shared:
+            return None
+        t0, t1 = ctl.shared_window()
+        return [_with_window(v, t0, t1) for v in views_now]
+    if ident.startswith("finding-click-"):
+        p = int(ident.rsplit("-", 1)[1])
+        if not value:
+            return None
+        out = list(views_now)
+        out[p] = ctl.focus_finding(views_now[p], p, int(value["idx"]))
+        return out
+    tid = json.loads(ident)
+    p = int(tid["panel"])
+    v = views_now[p]
+    kind = tid["type"]
+    if kind in ("timeline", "overview") and prop == "relayoutData":
+        x, y, reset = parse_relayout(value)
+        if kind == "overview":
+            y = None
+        if x is None and y is None and not reset:
+            return None
+        new = ctl.zoom(v, x, y, reset, p)
+        if shared and reset:
+            new = _with_window(new, *ctl.shared_window())
+    elif prop == "restyleData":
+        new = ctl.toggle(v, p, value)
+    elif kind == "jump" and value:
+        also = int(tid["also"])
+        new = ctl.focus_call(v, p, int(tid["call"]), None if also < 0 else also)
+    else:
+        return None
+    out = list(views_now)
+    out[p] = new
+    if shared and kind != "jump" and prop != "restyleData":
+        out = [new if q == p else _with_window(views_now[q], new.t0, new.t1) for q in range(n)]
+    return out
+
+
+def _with_window(v: View, t0: float, t1: float) -> View:
+    out = View.from_dict(v.to_dict())
+    out.t0, out.t1 = t0, t1
+    return out
+
+
+def analysis_panels(ctl: Controller, p: int) -> tuple:
+    m = ctl.models[p]
+    a = m.analysis()
+    label = m.label if len(ctl.models) > 1 else ""
+    errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
+    title = [html.H4(label)] if label else []
+    breakdown = title + errors + [dcc.Graph(figure=views.breakdown_figure(a))]
+    functions = title + [
+        views.functions_table(a, {"type": "ftable", "panel": p}),
+        dcc.Graph(id={"type": "fhist", "panel": p})]
+    messages = title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
+                        dcc.Graph(figure=views.message_size_figure(a))]
+    findings = title + [views.findings_list(a, p)]
+    return breakdown, functions, messages, findings

@@ -1,0 +1,248 @@
+"""What the callbacks do, as plain methods on the served traces (tested without a browser)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from dash import html
+
+from mpiscope_webui import timeline
+from mpiscope_webui.model import TraceModel
+from mpiscope_webui.timeline import View
+
+MIN_WINDOW_S = 1e-7
+DETAIL_MESSAGES = 8
+
+
+def _fmt_s(s: float) -> str:
+    if abs(s) >= 1:
+        return f"{s:.6g} s"
+    if abs(s) >= 1e-3:
+        return f"{s * 1e3:.4g} ms"
+    return f"{s * 1e6:.4g} µs"
+
+
+def parse_relayout(rd: dict | None) -> tuple[list[float] | None, list[float] | None, bool]:
+    """(x range, y range, reset) from a Plotly relayout event; (None, None, False) if none."""
+    if not rd:
+        return None, None, False
+    reset = bool(rd.get("xaxis.autorange"))
+
+    def rng(axis: str) -> list[float] | None:
+        if f"{axis}.range" in rd:
+            a, b = rd[f"{axis}.range"]
+        elif f"{axis}.range[0]" in rd and f"{axis}.range[1]" in rd:
+            a, b = rd[f"{axis}.range[0]"], rd[f"{axis}.range[1]"]
+        else:
+            return None
+        return [float(a), float(b)]
+
+    return rng("xaxis"), rng("yaxis"), reset
+
+
+class Controller:
+    def __init__(self, models: list[TraceModel]) -> None:
+        self.models = models
+
+    # -- windows ---------------------------------------------------------------------------
+    def full_window(self, panel: int) -> tuple[float, float]:
+        idx = self.models[panel].index
+        return idx.origin / 1e9, (idx.origin + self.models[panel].duration) / 1e9
+
+    def shared_window(self) -> tuple[float, float]:
+        w = [self.full_window(p) for p in range(len(self.models))]
+        return min(a for a, _ in w), max(b for _, b in w)
+
+    def initial_view(self, panel: int) -> View:
+        return View(*self.full_window(panel))
+
+    def zoom(self, view: View, x: list[float] | None, y: list[float] | None,
+             reset: bool, panel: int) -> View:
+        v = View.from_dict(view.to_dict())
+        if reset:
+            v.t0, v.t1 = self.full_window(panel)
+            v.y_range = None
+        if x is not None:
+            a, b = sorted(x)
+            if b - a < MIN_WINDOW_S:
+                mid = (a + b) / 2
+                a, b = mid - MIN_WINDOW_S / 2, mid + MIN_WINDOW_S / 2
+            v.t0, v.t1 = a, b
+        if y is not None:
+            v.y_range = [max(y), min(y)]  # lanes run downwards
+        return v
+
+    def toggle(self, view: View, panel: int, restyle: list | None) -> View:
+        """A legend click: Plotly's restyle [{'visible': [...]}, [curve, ...]]."""
+        if not restyle or not isinstance(restyle, list) or len(restyle) < 2:
+            return view
+        change, curves = restyle[0], restyle[1]
+        if "visible" not in change:
+            return view
+        names = timeline.curve_names(self.models[panel])
+        vis = change["visible"]
+        vis = vis if isinstance(vis, list) else [vis] * len(curves)
+        hidden = set(view.hidden)
+        for value, curve in zip(vis, curves, strict=False):
+            if 0 <= curve < len(names) and names[curve] not in ("summary", "hover", "selected"):
+                if value is True:
+                    hidden.discard(names[curve])
+                else:
+                    hidden.add(names[curve])
+        v = View.from_dict(view.to_dict())
+        v.hidden = sorted(hidden)
+        return v
+
+    def focus_call(self, view: View, panel: int, call: int, also: int | None = None) -> View:
+        """Centre the window on a call (e.g. a message's partner) and outline it."""
+        c = self.models[panel].trace.calls
+        s, e = int(c["start"].iloc[call]), int(c["end"].iloc[call])
+        lo, hi = s, e
+        if also is not None:
+            lo, hi = min(lo, int(c["start"].iloc[also])), max(hi, int(c["end"].iloc[also]))
+        pad = max((hi - lo) * 4, 20_000)
+        v = View.from_dict(view.to_dict())
+        v.t0, v.t1 = (lo - pad) / 1e9, (hi + pad) / 1e9
+        v.selected = [call] + ([also] if also is not None else [])
+        v.y_range = None
+        return v
+
+    def focus_finding(self, view: View, panel: int, i: int) -> View:
+        f = self.models[panel].analysis().findings[i]
+        v = View.from_dict(view.to_dict())
+        if f.window:
+            v.t0, v.t1 = f.window
+        v.selected = [int(c) for c in f.calls[:500]]
+        v.y_range = None
+        return v
+
+    # -- drawing ---------------------------------------------------------------------------
+    def render(self, panel: int, view: View, width_px: int) -> tuple[object, str]:
+        model = self.models[panel]
+        r = timeline.render(model, view, width_px)
+        return r.figure, r.status(model)
+
+    # -- hover and click -------------------------------------------------------------------
+    def _point(self, panel: int, data: dict | None) -> tuple[str, dict] | None:
+        if not data or not data.get("points"):
+            return None
+        pt = data["points"][0]
+        names = timeline.curve_names(self.models[panel])
+        curve = pt.get("curveNumber", -1)
+        return (names[curve] if 0 <= curve < len(names) else "", pt)
+
+    def call_lines(self, panel: int, call: int) -> list[tuple[str, str]]:
+        model = self.models[panel]
+        c = model.call_row(call)
+        dur = (int(c["end"]) - int(c["start"])) / 1e9
+        rows = [("function", str(c["function"])), ("rank", str(int(c["rank"]))),
+                ("start", _fmt_s(int(c["start"]) / 1e9)), ("duration", _fmt_s(dur))]
+        if int(c["bytes_sent"]) or int(c["bytes_recv"]):
+            rows.append(("bytes", f"{int(c['bytes_sent']):,} sent, "
+                                  f"{int(c['bytes_recv']):,} received"))
+        if int(c["peer"]) >= 0:
+            rows.append(("peer", f"rank {int(c['peer'])}"))
+        if int(c["tag"]) >= 0:
+            rows.append(("tag", str(int(c["tag"]))))
+        if int(c["comm"]) >= 0:
+            rows.append(("communicator", model.comm_name(int(c["comm"]))))
+        rows.append(("call site", str(c["callsite"]) or "unknown"))
+        if model._analysis is not None:
+            w = int(model._analysis.wait_ns[call])
+            if w > 0:
+                share = 100 * w / 1e9 / max(dur, 1e-12)
+                rows.append(("waiting", f"{_fmt_s(w / 1e9)} ({share:.0f}%)"))
+        return rows
+
+    def message_lines(self, panel: int, row: int) -> list[tuple[str, str]]:
+        model = self.models[panel]
+        m = model.trace.messages.iloc[int(row)]
+        lat = (int(m["recv_time"]) - int(m["send_time"])) / 1e9
+        return [("message", f"rank {int(m['send_rank'])} → rank {int(m['recv_rank'])}"),
+                ("bytes", f"{int(m['bytes']):,}"), ("tag", str(int(m["tag"]))),
+                ("communicator", model.comm_name(int(m["comm"]))),
+                ("sent", _fmt_s(int(m["send_time"]) / 1e9)),
+                ("received", _fmt_s(int(m["recv_time"]) / 1e9)), ("in flight", _fmt_s(lat))]
+
+    def bin_lines(self, panel: int, view: View, width_px: int, x: float, lane: int) \
+            -> list[tuple[str, str]]:
+        """What a summary cell stands for: time per function in that pixel of that lane."""
+        model = self.models[panel]
+        idx = model.index
+        rank = int(model.lanes.ranks[int(round(lane))])
+        px = (view.t1 - view.t0) / max(width_px - timeline.MARGIN_L - timeline.MARGIN_R, 50)
+        t0 = int((x - px / 2) * 1e9) - idx.origin
+        t1 = int((x + px / 2) * 1e9) - idx.origin
+        nf = len(idx.functions)
+        segs = rank * nf + np.arange(nf, dtype=np.int64)
+        per = np.diff(idx.time_upto(segs, np.array([t0, t1], np.int64)), axis=1)[:, 0]
+        width = max(t1 - t0, 1)
+        top = np.argsort(-per)[:4]
+        rows = [("summary", f"rank {rank}, {_fmt_s(t0 / 1e9 + idx.origin / 1e9)} + "
+                            f"{_fmt_s(width / 1e9)}")]
+        rows += [(idx.functions[k], f"{100 * per[k] / width:.0f}%") for k in top if per[k] > 0]
+        rows.append(("compute", f"{100 * max(width - per.sum(), 0) / width:.0f}%"))
+        return rows
+
+    def tooltip(self, panel: int, hover: dict | None, view: View, width_px: int) \
+            -> tuple[bool, dict | None, list]:
+        hit = self._point(panel, hover)
+        if hit is None:
+            return False, None, []
+        name, pt = hit
+        if name == "hover" and pt.get("customdata") is not None:
+            lines = self.call_lines(panel, int(pt["customdata"]))
+        elif name == "messages" and pt.get("customdata") is not None:
+            lines = self.message_lines(panel, int(pt["customdata"]))
+        elif name == "summary":
+            lines = self.bin_lines(panel, view, width_px, float(pt["x"]), int(pt["y"]))
+        else:
+            return False, None, []
+        return True, pt.get("bbox"), [_table(lines)]
+
+    def partners(self, panel: int, call: int) -> pd.DataFrame:
+        """Messages this call sent or received (posting or completing them)."""
+        m = self.models[panel].trace.messages
+        hit = ((m["send_call"] == call) | (m["recv_call"] == call)
+               | (m["send_complete_call"] == call) | (m["recv_complete_call"] == call))
+        return m[hit].head(DETAIL_MESSAGES)
+
+    def details(self, panel: int, click: dict | None) -> list:
+        hit = self._point(panel, click)
+        if hit is None:
+            return [html.Div("Click a state or a message arrow for details.", className="muted")]
+        name, pt = hit
+        if name == "hover" and pt.get("customdata") is not None:
+            call = int(pt["customdata"])
+            out = [html.H4("Call"), _table(self.call_lines(panel, call))]
+            for _, m in self.partners(panel, call).iterrows():
+                sender = call in (int(m["send_call"]), int(m["send_complete_call"]))
+                other = int(m["recv_complete_call"] if sender else m["send_call"])
+                peer = int(m["recv_rank"] if sender else m["send_rank"])
+                if other >= 0:
+                    out.append(_jump(panel, other, call, f"→ partner: rank {peer} "
+                                     f"({int(m['bytes']):,} B, tag {int(m['tag'])})"))
+            return out
+        if name == "messages" and pt.get("customdata") is not None:
+            row = int(pt["customdata"])
+            m = self.models[panel].trace.messages.iloc[row]
+            out = [html.H4("Message"), _table(self.message_lines(panel, row))]
+            send, recv = int(m["send_call"]), int(m["recv_complete_call"])
+            if send >= 0:
+                out.append(_jump(panel, send, recv if recv >= 0 else None, "→ the send"))
+            if recv >= 0:
+                out.append(_jump(panel, recv, send if send >= 0 else None, "→ the receive"))
+            return out
+        return [html.Div("Zoom in to see the single calls of a summary block.",
+                         className="muted")]
+
+
+def _table(rows: list[tuple[str, str]]) -> html.Table:
+    return html.Table([html.Tr([html.Th(k), html.Td(v)]) for k, v in rows],
+                      className="kv")
+
+
+def _jump(panel: int, call: int, also: int | None, text: str) -> html.Button:
+    return html.Button(text, id={"type": "jump", "panel": panel, "call": int(call),
+                                 "also": -1 if also is None else int(also)},
+                       n_clicks=0, className="jump")

@@ -1,0 +1,280 @@
+"""Timeline figures (Plotly) from a level-of-detail view.
+
+Curve order is fixed so callbacks can tell which legend entry a restyle event is about
+without the figure being sent back: compute, summary, one curve per function (in
+StateIndex.functions order), waiting, messages, hover points, selection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mpiscope_webui import lod, palette
+from mpiscope_webui.model import TraceModel
+
+MARGIN_L, MARGIN_R = 170, 20
+MAX_ARROWS = 2000
+HALF = 0.42  # half the height of a depth-0 state, in lanes
+NEST = 0.12  # each nesting level is drawn this much slimmer (inside its parent)
+
+
+@dataclass
+class View:
+    """What a user looks at: a window (s, trace time) and what is switched off."""
+
+    t0: float
+    t1: float
+    hidden: list[str] = field(default_factory=list)
+    selected: list[int] = field(default_factory=list)  # call ids outlined
+    y_range: list[float] | None = None
+
+    def to_dict(self) -> dict:
+        return {"t0": self.t0, "t1": self.t1, "hidden": list(self.hidden),
+                "selected": [int(c) for c in self.selected], "y_range": self.y_range}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> View:
+        return cls(float(d["t0"]), float(d["t1"]), list(d.get("hidden", [])),
+                   [int(c) for c in d.get("selected", [])], d.get("y_range"))
+
+
+@dataclass
+class Rendered:
+    figure: go.Figure
+    view: lod.LodView
+    arrows: int
+    arrows_total: int
+
+    def status(self, model: TraceModel) -> str:
+        v = self.view
+        ns = model.index.origin
+        return (f"{(v.t0 + ns) / 1e9:.6f} – {(v.t1 + ns) / 1e9:.6f} s · "
+                f"{len(v.states)} states drawn, {v.summary_cells()} summary cells "
+                f"(shorter than {v.threshold_ns / 1e3:.3g} µs merged) · "
+                f"{self.arrows} of {self.arrows_total} messages")
+
+
+def curve_names(model: TraceModel) -> list[str]:
+    return ["compute", "summary", *model.index.functions, "waiting", "messages", "hover",
+            "selected"]
+
+
+def _rects(x0, x1, y0, y1, close: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Rectangles as one polygon path with NaN gaps (one SVG path for thousands)."""
+    n = len(x0)
+    k = 6 if close else 5
+    x = np.full((n, k), np.nan)
+    y = np.full((n, k), np.nan, dtype=np.float32)
+    x[:, 0], x[:, 1], x[:, 2], x[:, 3] = x0, x1, x1, x0
+    y[:, 0], y[:, 1], y[:, 2], y[:, 3] = y0, y0, y1, y1
+    if close:
+        x[:, 4], y[:, 4] = x0, y0
+    return x.ravel(), y.ravel()
+
+
+def _arrows(xs, ys, xr, yr, px_per_s: float, px_per_lane: float,
+            head_px: float = 7.0) -> tuple[np.ndarray, np.ndarray]:
+    """Arrows as one path: the shaft, then two barbs at the receive end (7 points each).
+
+    The barbs are computed in pixels so they look the same at every zoom; drawing them as
+    line segments keeps thousands of arrows one SVG path (markers are one element each)."""
+    n = len(xs)
+    dx, dy = (xr - xs) * px_per_s, (yr - ys) * px_per_lane
+    norm = np.maximum(np.hypot(dx, dy), 1e-9)
+    ux, uy = dx / norm, dy / norm
+    c, s = np.cos(np.radians(25)), np.sin(np.radians(25))
+    x = np.full((n, 7), np.nan)
+    y = np.full((n, 7), np.nan)
+    x[:, 0], y[:, 0], x[:, 1], y[:, 1] = xs, ys, xr, yr
+    for col, sign in ((3, 1), (5, -1)):
+        bx = -(ux * c - sign * uy * s) * head_px
+        by = -(sign * ux * s + uy * c) * head_px
+        x[:, col], y[:, col] = xr + bx / px_per_s, yr + by / px_per_lane
+    x[:, 4], y[:, 4] = xr, yr
+    return x.ravel(), y.ravel().astype(np.float32)
+
+
+def _colourscale(functions: list[str]) -> list:
+    """Function k occupies z in [k, k+1): light (sparse bin) to full colour (busy bin)."""
+    f = max(len(functions), 1)
+    scale = []
+    for k, name in enumerate(functions):
+        c = palette.colour(name)
+        scale.append([k / f, palette.blend(c, amount=0.75)])
+        scale.append([(k + 1) / f - 1e-9 if k + 1 < f else 1.0, c])
+    return scale or [[0, palette.COMPUTE], [1, palette.COMPUTE]]
+
+
+def summary_z(model: TraceModel, v: lod.LodView) -> np.ndarray:
+    dom = v.dominant
+    frac = np.clip(v.busy_fraction, 0, 1)
+    z = np.where(dom >= 0, dom + 0.02 + 0.96 * frac, np.nan).astype(np.float32)
+    return z[model.lanes.ranks]
+
+
+def _summary_trace(model: TraceModel, v: lod.LodView, to_s) -> go.Heatmap:
+    z = summary_z(model, v)
+    if np.isnan(z).all():  # deep zoom: everything is exact, send no empty grid
+        z = np.full((1, 1), np.nan, np.float32)
+    width = (v.edges[-1] - v.edges[0]) / max(v.nbins, 1)
+    return go.Heatmap(
+        z=z, x0=to_s(v.edges[0] + width / 2), dx=width / 1e9, y0=0, dy=1,
+        zmin=0, zmax=max(len(model.index.functions), 1), zsmooth=False,
+        colorscale=_colourscale(model.index.functions), showscale=False, hoverinfo="none",
+        hoverongaps=False,
+        name="summary", showlegend=False)
+
+
+def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod.MAX_EXACT,
+           height: int | None = None) -> Rendered:
+    idx = model.index
+    lanes = model.lanes
+    origin = idx.origin
+
+    def to_s(t):
+        return (np.asarray(t, dtype=np.float64) + origin) / 1e9
+
+    t0 = int(round(view.t0 * 1e9)) - origin
+    t1 = int(round(view.t1 * 1e9)) - origin
+    plot_px = max(width_px - MARGIN_L - MARGIN_R, 50)
+    hidden = set(view.hidden)
+    v = lod.query(idx, t0, t1, plot_px, hidden=hidden, max_exact=max_exact)
+    traces: list = []
+
+    # compute = lane background over each rank's lifetime
+    r = model.trace.ranks.set_index("rank").loc[lanes.ranks]
+    b0 = np.clip(r["first_ns"].to_numpy(np.int64) - origin, t0, t1)
+    b1 = np.clip(r["last_ns"].to_numpy(np.int64) - origin, t0, t1)
+    lane = np.arange(len(lanes.ranks))
+    x, y = _rects(to_s(b0), to_s(b1), lane - 0.5 + 0.04, lane + 0.5 - 0.04)
+    traces.append(go.Scatter(x=x, y=y, fill="toself", fillcolor=palette.COMPUTE, mode="lines",
+                             line={"width": 0}, name="compute", hoverinfo="skip",
+                             visible="legendonly" if "compute" in hidden else True))
+    traces.append(_summary_trace(model, v, to_s))
+
+    # exact states, one path per function
+    st = v.states
+    lane_of = lanes.lane_of_rank[idx.rank[st]]
+    half = np.maximum(HALF - NEST * idx.depth[st], 0.08)
+    for code, name in enumerate(idx.functions):
+        sel = idx.fcode[st] == code
+        x, y = _rects(to_s(v.state_start[sel]), to_s(v.state_end[sel]),
+                      lane_of[sel] - half[sel], lane_of[sel] + half[sel])
+        if not len(x):  # Plotly drops empty curves from the legend: one point off-lane
+            x, y = np.array([view.t0]), np.array([-100.0], np.float32)
+        c = palette.colour(name)
+        traces.append(go.Scatter(
+            x=x, y=y, fill="toself", fillcolor=c, mode="lines",
+            line={"width": 0.5, "color": palette.blend(c, "#000000", 0.3)}, name=name,
+            legendgroup=name, hoverinfo="skip",
+            visible="legendonly" if name in hidden else True))
+
+    # the waiting part of each drawn call (it waits from its start), hatched
+    wait = np.minimum(idx.wait[st], idx.end[st] - idx.start[st])
+    w = wait > 0
+    ws = np.maximum(idx.start[st][w], t0)
+    we = np.minimum(idx.start[st][w] + wait[w], t1)
+    ok = we > ws
+    x, y = _rects(to_s(ws[ok]), to_s(we[ok]), lane_of[w][ok] - half[w][ok],
+                  lane_of[w][ok] + half[w][ok])
+    traces.append(go.Scatter(
+        x=x, y=y, fill="toself", mode="lines", line={"width": 0}, name="waiting",
+        fillcolor="rgba(0,0,0,0.18)",
+        fillpattern={"shape": "/", "fgcolor": "rgba(0,0,0,0.55)", "size": 6, "solidity": 0.3},
+        hoverinfo="skip", visible="legendonly" if "waiting" in hidden else True))
+
+    # message arrows, send -> receive, merged per (pair, pixel) when too many
+    rows = model.messages.in_window(t0, t1)
+    total = len(rows)
+    m = model.trace.messages
+    if total:
+        st_t = m["send_time"].to_numpy(np.int64)[rows] - origin
+        px = ((st_t - t0) * plot_px // max(t1 - t0, 1)).astype(np.int64)
+        key = (m["send_rank"].to_numpy(np.int64)[rows] * idx.num_ranks
+               + m["recv_rank"].to_numpy(np.int64)[rows]) * (plot_px + 2) + np.clip(
+                   px, -1, plot_px)
+        if total > MAX_ARROWS:
+            _, first = np.unique(key, return_index=True)
+            rows = rows[np.sort(first)]
+        if len(rows) > MAX_ARROWS:
+            rows = rows[np.linspace(0, len(rows) - 1, MAX_ARROWS).astype(np.int64)]
+    n = len(rows)
+    nl = len(lanes.ranks)
+    lane_px = int(np.clip(560 / max(nl, 1), 8, 28))
+    xs = to_s(m["send_time"].to_numpy(np.int64)[rows] - origin)
+    xr = to_s(m["recv_time"].to_numpy(np.int64)[rows] - origin)
+    ys = lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
+    yr = lanes.lane_of_rank[m["recv_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
+    ax, ay = _arrows(xs, ys, xr, yr, plot_px / max(view.t1 - view.t0, 1e-12), lane_px)
+    # plain lists: Dash passes customdata of typed arrays on to hover/click events as nothing
+    mid = [None if k % 7 in (2, 6) else int(rows[k // 7]) for k in range(7 * n)]
+    traces.append(go.Scatter(
+        x=ax, y=ay, mode="lines", name="messages", line={"width": 1, "color": "#222222"},
+        customdata=mid, hoverinfo="none",
+        visible="legendonly" if "messages" in hidden else True))
+
+    # invisible points at state centres: hover/click target carrying the call id
+    cx = to_s((v.state_start + v.state_end) / 2)
+    traces.append(go.Scatter(
+        x=cx, y=lane_of.astype(np.float32), mode="markers", name="hover", showlegend=False,
+        marker={"size": 6, "opacity": 0}, customdata=idx.call[st].tolist(), hoverinfo="none"))
+
+    # outline of selected calls (details panel, finding occurrences)
+    sel_calls = np.asarray(view.selected[:500], np.int64)
+    if len(sel_calls):
+        c = model.trace.calls
+        ss = c["start"].to_numpy(np.int64)[sel_calls] - origin
+        se = c["end"].to_numpy(np.int64)[sel_calls] - origin
+        sl = lanes.lane_of_rank[c["rank"].to_numpy(np.int64)[sel_calls]]
+        x, y = _rects(to_s(ss), to_s(se), sl - 0.48, sl + 0.48, close=True)
+    else:
+        x, y = np.empty(0), np.empty(0, np.float32)
+    traces.append(go.Scatter(x=x, y=y, mode="lines", name="selected", hoverinfo="skip",
+                             line={"width": 2.5, "color": "#000000"}, showlegend=False))
+
+    fig = go.Figure(traces)
+    boundaries = [i - 0.5 for i in range(1, nl) if lanes.hosts[i] != lanes.hosts[i - 1]]
+    fig.update_layout(
+        template=go.layout.Template(), height=height or 110 + nl * lane_px,
+        margin={"l": MARGIN_L, "r": MARGIN_R, "t": 50, "b": 40}, plot_bgcolor="#ffffff",
+        paper_bgcolor="#ffffff", dragmode="zoom", hovermode="closest", hoverdistance=-1,
+        showlegend=True, font={"size": 11},
+        legend={"orientation": "h", "x": 0, "y": 1.01, "yanchor": "bottom",
+                "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
+        xaxis={"range": [view.t0, view.t1], "title": {"text": "time (s)"},
+               "showgrid": True, "gridcolor": "#dddddd", "zeroline": False,
+               "exponentformat": "none"},
+        yaxis={"range": view.y_range or [nl - 0.5, -0.5], "tickmode": "array",
+               "tickvals": list(range(nl)), "ticktext": lanes.labels(), "showgrid": False,
+               "zeroline": False},
+        shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": b, "y1": b,
+                 "line": {"color": "#555555", "width": 1, "dash": "dot"}} for b in boundaries],
+    )
+    return Rendered(fig, v, n, total)
+
+
+def overview(model: TraceModel, view: View, width_px: int = 1200) -> go.Figure:
+    """The whole run, small, with the current window marked."""
+    idx = model.index
+    full = View(idx.origin / 1e9, (idx.origin + model.duration) / 1e9)
+    t0 = 0
+    t1 = model.duration
+    v = lod.query(idx, t0, t1, max(width_px - MARGIN_L - MARGIN_R, 50), max_exact=0)
+    fig = go.Figure([_summary_trace(model, v, lambda t: (np.asarray(t) + idx.origin) / 1e9)])
+    fig.update_layout(
+        template=go.layout.Template(), height=90, showlegend=False, dragmode="zoom",
+        margin={"l": MARGIN_L, "r": MARGIN_R, "t": 4, "b": 22}, plot_bgcolor=palette.COMPUTE,
+        xaxis={"range": [full.t0, full.t1], "exponentformat": "none"},
+        yaxis={"range": [len(model.lanes.ranks) - 0.5, -0.5], "fixedrange": True,
+               "showticklabels": False, "title": {"text": "whole run", "font": {"size": 10}}},
+        shapes=[window_shape(view)])
+    return fig
+
+
+def window_shape(view: View) -> dict:
+    return {"type": "rect", "xref": "x", "yref": "paper", "x0": view.t0, "x1": view.t1,
+            "y0": 0, "y1": 1, "line": {"color": "#000000", "width": 2},
+            "fillcolor": "rgba(255,255,255,0)"}

@@ -1,0 +1,143 @@
+"""Analysis views: breakdown bars, function statistics, histograms, matrix, findings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from dash import dash_table, html
+
+from mpiscope_webui import palette
+from mpiscope_webui.analysis import Analysis
+from mpiscope_webui.model import TraceModel
+
+PARTS = (("compute_s", "compute", "#b8b8b8"), ("communication_s", "communication", "#1f77b4"),
+         ("synchronization_s", "synchronization", "#d62728"))
+
+
+def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
+    fig.update_layout(template="plotly_white", title={"text": title, "font": {"size": 14}},
+                      height=height, margin={"l": 60, "r": 20, "t": 40, "b": 45})
+    return fig
+
+
+def breakdown_figure(a: Analysis, label: str = "") -> go.Figure:
+    bd = a.breakdown
+    fig = go.Figure()
+    if not bd.empty:
+        x = [f"rank {r}" for r in bd["rank"]]
+        for col, name, colour in PARTS:
+            fig.add_bar(x=x, y=bd[col], name=name, marker_color=colour,
+                        hovertemplate=f"%{{x}}<br>{name}: %{{y:.4g}} s<extra></extra>")
+    fig.update_layout(barmode="stack", yaxis_title="seconds")
+    return _layout(fig, f"Time per rank {label}".strip())
+
+
+def functions_table(a: Analysis, table_id: dict | str) -> dash_table.DataTable:
+    df = a.functions.copy()
+    if not df.empty:
+        total = df["time_s"].sum() or 1.0
+        df["share_%"] = 100 * df["time_s"] / total
+    cols = [("name", "function", None), ("calls", "calls", None), ("time_s", "time (s)", ".4g"),
+            ("share_%", "% of MPI", ".1f"), ("mean_s", "mean (s)", ".3g"),
+            ("max_s", "max (s)", ".3g"), ("bytes", "bytes", ",")]
+    columns = []
+    for key, name, fmt in cols:
+        if key not in df:
+            continue
+        c = {"id": key, "name": name}
+        if fmt:
+            c.update(type="numeric", format={"specifier": fmt})
+        columns.append(c)
+    return dash_table.DataTable(
+        id=table_id, data=df.to_dict("records"), columns=columns, sort_action="native",
+        row_selectable="single", selected_rows=[0] if len(df) else [],
+        style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
+        style_header={"fontWeight": "bold"}, page_size=25)
+
+
+def duration_histogram(model: TraceModel, function: str | None) -> go.Figure:
+    """Jumpshot's statistics window: how long the calls of one function take."""
+    fig = go.Figure()
+    c = model.trace.calls
+    if function:
+        d = (c["end"] - c["start"])[c["function"].astype(str) == function].to_numpy()
+        d = np.maximum(d, 1)
+        if len(d):
+            edges = np.logspace(np.log10(d.min()), np.log10(d.max() * 1.0001), 41)
+            counts, edges = np.histogram(d, bins=edges)
+            centres = np.sqrt(edges[:-1] * edges[1:]) / 1e9
+            fig.add_bar(x=centres, y=counts, width=np.diff(edges) / 1e9,
+                        marker_color=palette.colour(function), name=function,
+                        hovertemplate="%{x:.3g} s: %{y} calls<extra></extra>")
+    fig.update_layout(xaxis={"type": "log", "title": "duration (s)"}, yaxis_title="calls")
+    return _layout(fig, f"Durations of {function or '…'}")
+
+
+def comm_matrix_figure(a: Analysis, num_ranks: int) -> go.Figure:
+    m = a.comm_matrix
+    z = np.zeros((num_ranks, num_ranks))
+    n = np.zeros((num_ranks, num_ranks), np.int64)
+    if not m.empty:
+        s, r = m["send_rank"].to_numpy(np.int64), m["recv_rank"].to_numpy(np.int64)
+        z[s, r] = m["bytes"].to_numpy()
+        n[s, r] = m["messages"].to_numpy()
+    fig = go.Figure(go.Heatmap(
+        z=np.where(z > 0, z, np.nan), customdata=n, colorscale="Blues",
+        x=list(range(num_ranks)), y=list(range(num_ranks)), colorbar={"title": "bytes"},
+        hovertemplate="rank %{y} → rank %{x}<br>%{z:,} bytes in %{customdata} "
+                      "messages<extra></extra>"))
+    fig.update_layout(xaxis_title="receiver", yaxis={"title": "sender", "autorange": "reversed"})
+    return _layout(fig, "Communication matrix (bytes sent)", 360)
+
+
+def message_size_figure(a: Analysis) -> go.Figure:
+    ms = a.message_sizes
+    fig = go.Figure()
+    if not ms.empty:
+        label = [_size(lo) for lo in ms["bucket_lo"]]
+        fig.add_bar(x=label, y=ms["messages"], name="messages", marker_color="#1f77b4",
+                    hovertemplate="%{x}: %{y} messages<extra></extra>")
+        fig.add_scatter(x=label, y=ms["bandwidth_MBps"], name="bandwidth (MB/s)", yaxis="y2",
+                        mode="lines+markers", line={"color": "#d62728"},
+                        hovertemplate="%{x}: %{y:.4g} MB/s<extra></extra>")
+    fig.update_layout(xaxis_title="message size (from)", yaxis_title="messages",
+                      yaxis2={"title": "MB/s", "overlaying": "y", "side": "right"},
+                      legend={"orientation": "h", "y": 1.12})
+    return _layout(fig, "Message sizes and achieved bandwidth")
+
+
+def _size(b: int) -> str:
+    for unit, f in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= f:
+            return f"{b / f:g} {unit}"
+    return f"{b} B"
+
+
+def findings_list(a: Analysis, panel: int) -> html.Div:
+    if not a.findings:
+        return html.Div("No findings.", className="muted")
+    items = []
+    for i, f in enumerate(a.findings):
+        items.append(html.Li([
+            html.Button(f"{f.kind}: {f.function} at {f.callsite or '?'}",
+                        className="finding", title="zoom the timeline to its occurrences",
+                        **{"data-panel": panel, "data-idx": i}),  # see assets/findings.js
+            html.Span(f" saves ≈ {f.estimated_savings_s:.3g} s of {f.time_s:.3g} s · "
+                      f"{len(f.calls)} calls", className="muted"),
+            html.Div(f.message, className="finding-msg"),
+        ]))
+    return html.Ol(items, className="findings")
+
+
+def breakdown_table(a: Analysis) -> pd.DataFrame:
+    """Summed over ranks: the three parts in seconds and as a share of the total."""
+    bd = a.breakdown
+    if bd.empty:
+        return pd.DataFrame(columns=["part", "seconds", "share"])
+    total = float(bd["total_s"].sum()) or 1.0
+    rows = [{"part": name, "seconds": float(bd[col].sum()),
+             "share": float(bd[col].sum()) / total} for col, name, _ in PARTS]
+    rows.append({"part": "wall (slowest rank)", "seconds": float(bd["total_s"].max()),
+                 "share": float("nan")})
+    return pd.DataFrame(rows)

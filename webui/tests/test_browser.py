@@ -1,0 +1,265 @@
+"""End to end in headless Chromium: `mpiscope serve` on real Himeno traces from the interposer.
+
+What a user does: look at the lanes, legend and arrows, zoom, hide a function, hover and
+click a call, jump to a message's partner, click a finding, open compare mode. Screenshots
+go to test-artifacts/webui/.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from webui_support import ARTIFACTS
+
+from mpiscope import reader
+
+pytestmark = pytest.mark.browser
+
+GD = "document.querySelector('#panel-{p} .timeline .js-plotly-plot')"
+
+
+def wait_until(driver, script: str, timeout: float = 30, what: str = ""):
+    """Poll a JS expression until it is truthy; returns its value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = driver.execute_script(script)
+        except Exception as err:  # noqa: BLE001 - the page may still be loading
+            last = err
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what or script}: last={last!r}")
+
+
+def curves(driver, p: int = 0) -> dict:
+    """name -> {points, visible} of the timeline as drawn (Plotly's _fullData)."""
+    return driver.execute_script(
+        f"const g={GD.format(p=p)}; const out={{}}; g._fullData.forEach(t => out[t.name] = "
+        "{points: (t.x || t.z || []).length, visible: t.visible}); return out;")
+
+
+def x_range(driver, p: int = 0) -> list[float]:
+    return driver.execute_script(f"return {GD.format(p=p)}._fullLayout.xaxis.range")
+
+
+def status(driver, p: int = 0) -> str:
+    return driver.find_element(By.CSS_SELECTOR, f"#panel-{p} .status").text
+
+
+def zoom_to(driver, a: float, b: float, p: int = 0) -> None:
+    """Zoom as box/wheel zoom does (a Plotly relayout) and wait for the server's redraw."""
+    driver.execute_script(f"Plotly.relayout({GD.format(p=p)}, "
+                          f"{{'xaxis.range[0]': {float(a)!r}, 'xaxis.range[1]': {float(b)!r}}})")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        first = status(driver, p).split(" ")[0]
+        if first and abs(float(first) - a) < 2e-6:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"window {a}..{b} not drawn: {status(driver, p)}")
+
+
+def merged_below_us(text: str) -> float:
+    return float(text.split("shorter than ")[1].split(" µs")[0])
+
+
+def open_tab(driver, label: str) -> None:
+    driver.find_element(By.XPATH, f"//div[contains(@class,'tab')][normalize-space(.)='{label}']"
+                        ).click()
+
+
+def shot(driver, name: str) -> None:
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def open_app(driver, url: str, panels: int = 1) -> None:
+    driver.get(url)
+    for p in range(panels):
+        wait_until(driver, f"const g={GD.format(p=p)}; return g && g._fullData && "
+                   "g._fullData.length > 5", what=f"timeline {p} drawn")
+    # as a user would: interact once the page has settled (analyses listed, nothing loading)
+    wait_until(driver, "return document.querySelector('button.finding') && document"
+               ".querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0", timeout=60,
+               what="page settled")
+    time.sleep(0.3)
+
+
+def click_at(driver, p: int, curve: str, point: int) -> None:
+    """A real mouse click on the point `point` of curve `curve` (data -> pixels)."""
+    off = driver.execute_script(f"""
+        const g={GD.format(p=p)}; const t=g._fullData.find(t => t.name === {curve!r});
+        const xa=g._fullLayout.xaxis, ya=g._fullLayout.yaxis;
+        const r=g.getBoundingClientRect();
+        return [xa._offset + xa.d2p(t.x[{point}]) - r.width / 2,
+                ya._offset + ya.d2p(t.y[{point}]) - r.height / 2];""")
+    el = driver.execute_script(f"return {GD.format(p=p)}")
+    ActionChains(driver).move_to_element_with_offset(el, int(off[0]), int(off[1])).click() \
+        .perform()
+
+
+@pytest.fixture(scope="module")
+def unpatched(himeno_traces):
+    return reader.load(himeno_traces["unpatched"])
+
+
+@pytest.fixture(scope="module")
+def app_url(serve, himeno_traces):
+    return serve(himeno_traces["unpatched"])
+
+
+def test_lanes_legend_and_arrows_render(browser, app_url, unpatched):
+    open_app(browser, app_url)
+    ticks = browser.execute_script(f"return {GD.format(p=0)}.layout.yaxis.ticktext")
+    assert ticks == [f"{h} · rank {r}" for r, h in zip(unpatched.ranks["rank"],
+                                                       unpatched.ranks["host"], strict=True)]
+    legend = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#panel-0 .timeline .legend .traces "
+        ".legendtext')).map(e => e.textContent)")
+    for name in ("MPI_Allreduce", "MPI_Waitall", "MPI_Isend", "compute", "messages"):
+        assert name in legend
+    c = curves(browser)
+    assert c["messages"]["points"] == 7 * len(unpatched.messages)  # all 480 fit in one view
+    assert c["MPI_Allreduce"]["points"] > 0 and c["compute"]["points"] == 5 * 4
+    assert "states drawn" in status(browser)
+    shot(browser, "01-whole-run")
+
+
+def test_zoom_changes_the_window_and_the_detail(browser, app_url, unpatched):
+    open_app(browser, app_url)
+    before = curves(browser)
+    merged_before = merged_below_us(status(browser))
+    allreduce = unpatched.calls[unpatched.calls["function"] == "MPI_Allreduce"]
+    a = allreduce["start"].iloc[len(allreduce) // 2] / 1e9
+    b = a + 0.004
+    zoom_to(browser, a, b)
+    lo, hi = x_range(browser)
+    assert lo == pytest.approx(a, abs=1e-9) and hi == pytest.approx(b, abs=1e-9)
+    after = curves(browser)
+    # zoomed in, the arrows shown are only those of the window, and states are exact
+    in_window = ((unpatched.messages["send_time"] <= b * 1e9)
+                 & (unpatched.messages["recv_time"] >= a * 1e9)).sum()
+    assert after["messages"]["points"] == 7 * in_window < before["messages"]["points"]
+    # states down to a 1000x shorter duration are drawn one by one now
+    assert merged_below_us(status(browser)) < merged_before / 50
+    # the overview strip marks the window
+    mark = browser.execute_script(
+        "const g=document.querySelector('#panel-0 .overview .js-plotly-plot');"
+        "return [g.layout.shapes[0].x0, g.layout.shapes[0].x1]")
+    assert mark == pytest.approx([a, b])
+    shot(browser, "02-zoomed")
+
+
+def test_hover_and_click_a_call_then_jump_to_its_partner(browser, app_url, unpatched):
+    open_app(browser, app_url)
+    waitall = unpatched.calls[unpatched.calls["function"] == "MPI_Waitall"].iloc[40]
+    a, b = waitall["start"] / 1e9 - 2e-4, waitall["end"] / 1e9 + 2e-4
+    zoom_to(browser, a, b)
+    point = browser.execute_script(
+        f"const t={GD.format(p=0)}._fullData.find(t => t.name === 'hover');"
+        f"return Array.from(t.customdata).indexOf({int(waitall['call'])})")
+    assert point >= 0, "the Waitall is drawn as a state"
+    click_at(browser, 0, "hover", point)
+    wait_until(browser, "return document.querySelector('#panel-0 .details').textContent"
+                        ".includes('call site')", what="details panel")
+    details = " ".join(browser.find_element(By.CSS_SELECTOR, "#panel-0 .details").text.split())
+    assert "MPI_Waitall" in details and "himeno.c:" in details
+    assert f"rank {int(waitall['rank'])}" in details
+    hover_tip = wait_until(browser, "const t=document.querySelector('.dcc-tooltip-bounding-box"
+                           "');return t && t.textContent", what="tooltip")
+    assert "duration" in hover_tip and "call site" in hover_tip
+    shot(browser, "03-details")
+    jump = browser.find_element(By.CSS_SELECTOR, "#panel-0 .details button.jump")
+    partner_rank = int(jump.text.split("rank ")[1].split()[0])
+    jump.click()
+    wait_until(browser, f"const t={GD.format(p=0)}._fullData.find(t => t.name === "
+                        "'selected'); return t.x.length >= 12", what="partner outlined")
+    lo, hi = x_range(browser)
+    m = unpatched.messages
+    mine = m[(m["recv_complete_call"] == waitall["call"]) | (m["send_complete_call"]
+                                                              == waitall["call"])]
+    assert partner_rank in set(mine["send_rank"]) | set(mine["recv_rank"])
+    assert lo <= waitall["start"] / 1e9 and hi >= waitall["end"] / 1e9
+    shot(browser, "04-partner")
+
+
+def test_legend_toggles_a_function(browser, app_url):
+    open_app(browser, app_url)
+    assert curves(browser)["MPI_Allreduce"]["points"] > 0
+    items = browser.find_elements(By.CSS_SELECTOR, "#panel-0 .timeline .legend .traces")
+    item = next(i for i in items if i.text == "MPI_Allreduce")
+    item.find_element(By.CSS_SELECTOR, ".legendtoggle").click()
+    wait_until(browser, "const t=" + GD.format(p=0) + "._fullData.find(t => t.name === "
+               "'MPI_Allreduce'); return t.visible === 'legendonly' && t.x.length <= 1",
+               what="redrawn by the server without MPI_Allreduce")
+    # the server redraws without it: no Allreduce in the summary cells either
+    code = browser.execute_script(
+        f"const g={GD.format(p=0)}; return g._fullData.filter(t => t.name.startsWith('MPI_'))"
+        ".map(t => t.name).indexOf('MPI_Allreduce')")
+    zs = browser.execute_script(f"const z={GD.format(p=0)}._fullData[1].z; "
+                                "return z.map(r => Array.from(r).map(v => Math.floor(v)))")
+    assert all(v != code for row in zs for v in row if v is not None)
+    shot(browser, "05-allreduce-hidden")
+    item = next(i for i in browser.find_elements(
+        By.CSS_SELECTOR, "#panel-0 .timeline .legend .traces") if i.text == "MPI_Allreduce")
+    item.find_element(By.CSS_SELECTOR, ".legendtoggle").click()
+    wait_until(browser, "const t=" + GD.format(p=0) + "._fullData.find(t => t.name === "
+               "'MPI_Allreduce'); return t.visible === true && t.x.length > 0")
+
+
+def test_clicking_a_finding_zooms_to_its_occurrences(browser, app_url, unpatched):
+    open_app(browser, app_url)
+    open_tab(browser, "Findings")
+    button = wait_until(browser, "return document.querySelector('button.finding')",
+                        what="findings listed")
+    kind_fn, site = button.text.rsplit(" at ", 1)
+    function = kind_fn.split(": ")[1]
+    full = x_range(browser)
+    button.click()
+    wait_until(browser, f"const t={GD.format(p=0)}._fullData.find(t => t.name === "
+                        "'selected'); return t.x.length > 0", what="occurrences outlined")
+    lo, hi = x_range(browser)
+    c = unpatched.calls
+    occ = c[(c["function"] == function) & (c["callsite"] == site)].sort_values("start")
+    first = occ.iloc[0]
+    assert lo <= first["start"] / 1e9 and first["end"] / 1e9 <= hi
+    assert hi - lo < 0.5 * (full[1] - full[0])
+    assert browser.execute_script("return window.scrollY") == 0
+    shot(browser, "06-finding")
+
+
+def test_analysis_tabs(browser, app_url):
+    open_app(browser, app_url)
+    for tab, probe in (("Breakdown", "synchronization"), ("Functions", "MPI_Allreduce"),
+                       ("Messages", "bandwidth")):
+        open_tab(browser, tab)
+        wait_until(browser, f"return document.body.textContent.includes('{probe}')",
+                   what=f"{tab} tab")
+        shot(browser, f"07-{tab.lower()}")
+
+
+def test_compare_mode(browser, serve, himeno_traces):
+    url = serve(himeno_traces["unpatched"], himeno_traces["patched"])
+    open_app(browser, url, panels=2)
+    assert curves(browser, 0)["MPI_Allreduce"]["points"] > curves(browser, 1)[
+        "MPI_Allreduce"]["points"]  # patched reduces once, not every iteration
+    browser.find_element(By.CSS_SELECTOR, "#shared input").click()
+    wait_until(browser, f"const a={GD.format(p=0)}._fullLayout.xaxis.range, "
+                        f"b={GD.format(p=1)}._fullLayout.xaxis.range; "
+                        "return a[0] === b[0] && a[1] === b[1]", what="one time scale")
+    a = x_range(browser, 0)
+    browser.execute_script(f"Plotly.relayout({GD.format(p=0)}, {{'xaxis.range[0]': "
+                           f"{a[0] + 0.45 * (a[1] - a[0])}, 'xaxis.range[1]': {a[1]}}})")
+    wait_until(browser, f"const a={GD.format(p=0)}._fullLayout.xaxis.range, "
+                        f"b={GD.format(p=1)}._fullLayout.xaxis.range; "
+                        f"return a[0] > {a[0]} && a[0] === b[0] && a[1] === b[1]",
+               what="zoom applied to both")
+    open_tab(browser, "Differences")
+    text = wait_until(browser, "const d=document.getElementById('diff-functions'); "
+                      "return d && d.textContent", what="differences table")
+    assert "MPI_Allreduce" in text and "delta" in text
+    shot(browser, "08-compare")

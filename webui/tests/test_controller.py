@@ -1,0 +1,124 @@
+"""The server callbacks as plain functions, on a real Himeno trace from the interposer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpiscope import reader
+from mpiscope_webui.app import create_app, navigation
+from mpiscope_webui.controller import parse_relayout
+from mpiscope_webui.timeline import curve_names
+
+TL = json.dumps({"panel": 0, "type": "timeline"}, separators=(",", ":"))
+
+
+@pytest.fixture(scope="module")
+def app(himeno_traces):
+    return create_app([himeno_traces["unpatched"], himeno_traces["patched"]], analyze_now=True)
+
+
+@pytest.fixture(scope="module")
+def ctl(app):
+    return app.controller
+
+
+def test_relayout_events_box_wheel_pan_and_reset():
+    assert parse_relayout({"xaxis.range[0]": 1.0, "xaxis.range[1]": 2.0}) == ([1.0, 2.0],
+                                                                             None, False)
+    assert parse_relayout({"xaxis.range": [3, 4], "yaxis.range": [2, 0]})[:2] == ([3.0, 4.0],
+                                                                                 [2.0, 0.0])
+    assert parse_relayout({"xaxis.autorange": True})[2] is True
+    assert parse_relayout({"autosize": True}) == (None, None, False)
+
+
+def test_zoom_then_reset(ctl):
+    v = ctl.initial_view(0)
+    views = navigation(ctl, TL, "relayoutData", {"xaxis.range[0]": v.t0 + 0.1,
+                                                 "xaxis.range[1]": v.t0 + 0.2}, [v, v], False)
+    assert views[0].t0 == pytest.approx(v.t0 + 0.1) and views[1] is v
+    back = navigation(ctl, TL, "relayoutData", {"xaxis.autorange": True}, views, False)
+    assert (back[0].t0, back[0].t1) == ctl.full_window(0)
+    assert navigation(ctl, TL, "relayoutData", {"autosize": True}, views, False) is None
+
+
+def test_shared_time_scale_moves_both(ctl):
+    v = [ctl.initial_view(0), ctl.initial_view(1)]
+    both = navigation(ctl, "shared", "value", ["shared"], v, True)
+    assert both[0].t0 == both[1].t0 and both[0].t1 == both[1].t1 == ctl.shared_window()[1]
+    z = navigation(ctl, TL, "relayoutData", {"xaxis.range[0]": 0.3, "xaxis.range[1]": 0.31},
+                   both, True)
+    assert (z[1].t0, z[1].t1) == (0.3, 0.31)
+
+
+def test_legend_click_hides_and_shows_a_function(ctl):
+    names = curve_names(ctl.models[0])
+    k = names.index("MPI_Allreduce")
+    v = ctl.toggle(ctl.initial_view(0), 0, [{"visible": ["legendonly"]}, [k]])
+    assert v.hidden == ["MPI_Allreduce"]
+    fig, _ = ctl.render(0, v, 1400)
+    assert fig.data[k].visible == "legendonly" and len(fig.data[k].x) <= 1
+    assert ctl.toggle(v, 0, [{"visible": [True]}, [k]]).hidden == []
+
+
+def test_hover_and_click_on_a_state_and_a_message(ctl):
+    v = ctl.initial_view(0)
+    fig, _ = ctl.render(0, v, 1400)
+    names = curve_names(ctl.models[0])
+    hover = names.index("hover")
+    call = fig.data[hover].customdata[0]
+    pt = {"curveNumber": hover, "pointNumber": 0, "customdata": call,
+          "bbox": {"x0": 1, "x1": 2, "y0": 1, "y1": 2}}
+    show, bbox, children = ctl.tooltip(0, {"points": [pt]}, v, 1400)
+    row = ctl.models[0].trace.calls.iloc[call]
+    text = str(children)
+    assert show and bbox and str(row["function"]) in text and "call site" in text
+    msg = names.index("messages")
+    m = ctl.models[0].trace.messages.iloc[fig.data[msg].customdata[0]]
+    details = str(ctl.details(0, {"points": [{"curveNumber": msg, "pointNumber": 0,
+                                              "customdata": fig.data[msg].customdata[0]}]}))
+    assert f"rank {int(m['send_rank'])} → rank {int(m['recv_rank'])}" in details
+    assert "the receive" in details and f"{int(m['bytes']):,}" in details
+
+
+def test_summary_cell_tooltip_accounts_the_pixel(ctl):
+    v = ctl.initial_view(0)
+    lines = dict(ctl.bin_lines(0, v, 1400, (v.t0 + v.t1) / 2, 0))
+    shares = [float(val.rstrip("%")) for k, val in lines.items() if k != "summary"]
+    assert sum(shares) == pytest.approx(100, abs=len(shares))  # rounded percentages
+
+
+def test_jump_to_partner_outlines_both_calls(ctl):
+    m = ctl.models[0].trace.messages.iloc[5]
+    v = ctl.focus_call(ctl.initial_view(0), 0, int(m["recv_complete_call"]),
+                       int(m["send_call"]))
+    c = ctl.models[0].trace.calls
+    assert v.selected == [int(m["recv_complete_call"]), int(m["send_call"])]
+    for call in v.selected:
+        assert v.t0 <= c["start"].iloc[call] / 1e9 and c["end"].iloc[call] / 1e9 <= v.t1
+
+
+def test_finding_zooms_to_its_first_occurrences(ctl, himeno_traces):
+    a = ctl.models[0].analysis()
+    assert a.findings, "unpatched Himeno has findings"
+    v = ctl.focus_finding(ctl.initial_view(0), 0, 0)
+    f = a.findings[0]
+    calls = reader.load(himeno_traces["unpatched"]).calls
+    first = calls.iloc[int(f.calls[0])]
+    assert v.t0 <= first["start"] / 1e9 <= first["end"] / 1e9 <= v.t1
+    assert v.selected[: len(f.calls)] == [int(c) for c in f.calls[:500]]
+
+
+def test_differences_table(ctl):
+    from mpiscope_webui import compare
+
+    d = compare.functions_delta(*ctl.models)
+    row = d[d["name"] == "MPI_Allreduce"].iloc[0]
+    assert row["calls_A"] > row["calls_B"]  # patched reduces only at the end
+    assert row["delta_s"] == pytest.approx(row["time_s_B"] - row["time_s_A"])
+
+
+def test_first_view_payload_is_bounded(ctl):
+    fig, status = ctl.render(0, ctl.initial_view(0), 1400)
+    assert len(fig.to_json()) < 2_000_000 and "states drawn" in status

@@ -1,0 +1,59 @@
+"""Helpers for the web UI tests (imported by conftest and by tests that need them)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HIMENO = REPO / "workloads" / "himeno" / "himeno"
+ARTIFACTS = REPO / "test-artifacts" / "webui"
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4"]
+
+
+def trace_himeno(out: Path, variant: str, iterations: int = 40) -> Path:
+    lib = subprocess.run([sys.executable, "-m", "mpiscope", "lib"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    env = dict(os.environ, LD_PRELOAD=lib, MPISCOPE_OUT=str(out))
+    subprocess.run([*MPIRUN, str(HIMENO), "--size", "XS", "--iterations", str(iterations),
+                    "--variant", variant], check=True, env=env, capture_output=True,
+                   timeout=120)
+    assert (out / "traces.otf2").is_file()
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log = getattr(proc, "log", None)
+            text = (log.seek(0), log.read())[1] if log else ""
+            raise RuntimeError(f"mpiscope serve exited {proc.returncode}: {text}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError("mpiscope serve did not start listening")
+
+
+def chromium_options(user_data_dir: Path):
+    from selenium.webdriver.chrome.options import Options
+
+    opts = Options()
+    opts.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run", "--window-size=1500,1300",
+                f"--user-data-dir={user_data_dir}"):
+        opts.add_argument(arg)
+    return opts
