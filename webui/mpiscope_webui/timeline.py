@@ -17,8 +17,10 @@ from mpiscope_webui.model import TraceModel
 
 MARGIN_L, MARGIN_R = 170, 20
 MAX_ARROWS = 2000
+ARROW_POINTS = 8  # per message arrow: a 7-point polygon and a NaN gap
 HALF = 0.42  # half the height of a depth-0 state, in lanes
 NEST = 0.12  # each nesting level is drawn this much slimmer (inside its parent)
+GAP_PX = 0.6  # space left after each exact state so that neighbours stay apart
 
 
 @dataclass
@@ -76,24 +78,33 @@ def _rects(x0, x1, y0, y1, close: bool = False) -> tuple[np.ndarray, np.ndarray]
 
 
 def _arrows(xs, ys, xr, yr, px_per_s: float, px_per_lane: float,
-            head_px: float = 7.0) -> tuple[np.ndarray, np.ndarray]:
-    """Arrows as one path: the shaft, then two barbs at the receive end (7 points each).
+            head_px: float = 7.0, head_half_px: float = 3.2,
+            shaft_half_px: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """Arrows as filled polygons (ARROW_POINTS points each, the last a NaN gap).
 
-    The barbs are computed in pixels so they look the same at every zoom; drawing them as
-    line segments keeps thousands of arrows one SVG path (markers are one element each)."""
+    Filled, because Plotly draws every NaN-separated piece of a *line* as an SVG element of
+    its own (thousands of arrows = thousands of elements, seconds to draw), while a fill of
+    any number of pieces is one element. The shape is computed in pixels so it looks the
+    same at every zoom: a shaft one pixel wide, then a head ending at the receive point."""
     n = len(xs)
     dx, dy = (xr - xs) * px_per_s, (yr - ys) * px_per_lane
-    norm = np.maximum(np.hypot(dx, dy), 1e-9)
+    length = np.hypot(dx, dy)
+    norm = np.maximum(length, 1e-9)
     ux, uy = dx / norm, dy / norm
-    c, s = np.cos(np.radians(25)), np.sin(np.radians(25))
-    x = np.full((n, 7), np.nan)
-    y = np.full((n, 7), np.nan)
-    x[:, 0], y[:, 0], x[:, 1], y[:, 1] = xs, ys, xr, yr
-    for col, sign in ((3, 1), (5, -1)):
-        bx = -(ux * c - sign * uy * s) * head_px
-        by = -(sign * ux * s + uy * c) * head_px
-        x[:, col], y[:, col] = xr + bx / px_per_s, yr + by / px_per_lane
-    x[:, 4], y[:, 4] = xr, yr
+    nx, ny = -uy, ux  # unit normal
+    head = np.minimum(head_px, length)
+    x = np.full((n, ARROW_POINTS), np.nan)
+    y = np.full((n, ARROW_POINTS), np.nan)
+    # offsets from the send point (S) or the receive point (R), in pixels:
+    # S+w, B+w, B+h, R, B-h, B-w, S-w with B = R - head along the arrow
+    for col, (at_r, back, side) in enumerate((
+            (False, 0, shaft_half_px), (True, 1, shaft_half_px), (True, 1, head_half_px),
+            (True, 0, 0.0), (True, 1, -head_half_px), (True, 1, -shaft_half_px),
+            (False, 0, -shaft_half_px))):
+        ox = -ux * head * back + nx * side
+        oy = -uy * head * back + ny * side
+        x[:, col] = (xr if at_r else xs) + ox / px_per_s
+        y[:, col] = (yr if at_r else ys) + oy / px_per_lane
     return x.ravel(), y.ravel().astype(np.float32)
 
 
@@ -150,25 +161,29 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     b1 = np.clip(r["last_ns"].to_numpy(np.int64) - origin, t0, t1)
     lane = np.arange(len(lanes.ranks))
     x, y = _rects(to_s(b0), to_s(b1), lane - 0.5 + 0.04, lane + 0.5 - 0.04)
-    traces.append(go.Scatter(x=x, y=y, fill="toself", fillcolor=palette.COMPUTE, mode="lines",
-                             line={"width": 0}, name="compute", hoverinfo="skip",
+    # mode "none" throughout: a fill is one SVG element however many rectangles it holds,
+    # but a line is one element per NaN-separated piece (see _arrows)
+    traces.append(go.Scatter(x=x, y=y, fill="toself", fillcolor=palette.COMPUTE, mode="none",
+                             name="compute", hoverinfo="skip",
                              visible="legendonly" if "compute" in hidden else True))
     traces.append(_summary_trace(model, v, to_s))
 
-    # exact states, one path per function
+    # exact states, one path per function; instead of an outline (one SVG element per
+    # state) neighbours are told apart by a gap of GAP_PX at the end of each state
     st = v.states
     lane_of = lanes.lane_of_rank[idx.rank[st]]
     half = np.maximum(HALF - NEST * idx.depth[st], 0.08)
+    s_per_px = (view.t1 - view.t0) / plot_px
+    xs0, xs1 = to_s(v.state_start), to_s(v.state_end)
+    xs1 = xs1 - np.minimum(GAP_PX * s_per_px, 0.25 * (xs1 - xs0))
     for code, name in enumerate(idx.functions):
         sel = idx.fcode[st] == code
-        x, y = _rects(to_s(v.state_start[sel]), to_s(v.state_end[sel]),
-                      lane_of[sel] - half[sel], lane_of[sel] + half[sel])
+        x, y = _rects(xs0[sel], xs1[sel], lane_of[sel] - half[sel], lane_of[sel] + half[sel])
         if not len(x):  # Plotly drops empty curves from the legend: one point off-lane
             x, y = np.array([view.t0]), np.array([-100.0], np.float32)
         c = palette.colour(name)
         traces.append(go.Scatter(
-            x=x, y=y, fill="toself", fillcolor=c, mode="lines",
-            line={"width": 0.5, "color": palette.blend(c, "#000000", 0.3)}, name=name,
+            x=x, y=y, fill="toself", fillcolor=c, mode="none", name=name,
             legendgroup=name, hoverinfo="skip",
             visible="legendonly" if name in hidden else True))
 
@@ -181,7 +196,7 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     x, y = _rects(to_s(ws[ok]), to_s(we[ok]), lane_of[w][ok] - half[w][ok],
                   lane_of[w][ok] + half[w][ok])
     traces.append(go.Scatter(
-        x=x, y=y, fill="toself", mode="lines", line={"width": 0}, name="waiting",
+        x=x, y=y, fill="toself", mode="none", name="waiting",
         fillcolor="rgba(0,0,0,0.18)",
         fillpattern={"shape": "/", "fgcolor": "rgba(0,0,0,0.55)", "size": 6, "solidity": 0.3},
         hoverinfo="skip", visible="legendonly" if "waiting" in hidden else True))
@@ -210,17 +225,19 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     yr = lanes.lane_of_rank[m["recv_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
     ax, ay = _arrows(xs, ys, xr, yr, plot_px / max(view.t1 - view.t0, 1e-12), lane_px)
     # plain lists: Dash passes customdata of typed arrays on to hover/click events as nothing
-    mid = [None if k % 7 in (2, 6) else int(rows[k // 7]) for k in range(7 * n)]
+    k = ARROW_POINTS
+    mid = [None if j % k == k - 1 else int(rows[j // k]) for j in range(k * n)]
     traces.append(go.Scatter(
-        x=ax, y=ay, mode="lines", name="messages", line={"width": 1, "color": "#222222"},
-        customdata=mid, hoverinfo="none",
+        x=ax, y=ay, mode="none", fill="toself", fillcolor="#222222", name="messages",
+        hoveron="points", customdata=mid, hoverinfo="none",
         visible="legendonly" if "messages" in hidden else True))
 
-    # invisible points at state centres: hover/click target carrying the call id
+    # points at state centres, not drawn (no SVG element each): hover/click target carrying
+    # the call id
     cx = to_s((v.state_start + v.state_end) / 2)
     traces.append(go.Scatter(
-        x=cx, y=lane_of.astype(np.float32), mode="markers", name="hover", showlegend=False,
-        marker={"size": 6, "opacity": 0}, customdata=idx.call[st].tolist(), hoverinfo="none"))
+        x=cx, y=lane_of.astype(np.float32), mode="none", hoveron="points", name="hover",
+        showlegend=False, customdata=idx.call[st].tolist(), hoverinfo="none"))
 
     # outline of selected calls (details panel, finding occurrences)
     sel_calls = np.asarray(view.selected[:500], np.int64)
@@ -244,12 +261,14 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         showlegend=True, font={"size": 11},
         legend={"orientation": "h", "x": 0, "y": 1.01, "yanchor": "bottom",
                 "itemclick": "toggle", "itemdoubleclick": "toggleothers"},
+        # ticklabeloverflow "allow": Plotly's default measures every tick label on every
+        # draw (a forced layout of the whole plot, ~50 ms with 64 lanes)
         xaxis={"range": [view.t0, view.t1], "title": {"text": "time (s)"},
                "showgrid": True, "gridcolor": "#dddddd", "zeroline": False,
-               "exponentformat": "none"},
+               "exponentformat": "none", "ticklabeloverflow": "allow"},
         yaxis={"range": view.y_range or [nl - 0.5, -0.5], "tickmode": "array",
                "tickvals": list(range(nl)), "ticktext": lanes.labels(), "showgrid": False,
-               "zeroline": False},
+               "zeroline": False, "ticklabeloverflow": "allow"},
         shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": b, "y1": b,
                  "line": {"color": "#555555", "width": 1, "dash": "dot"}} for b in boundaries],
     )

@@ -15,6 +15,7 @@ from selenium.webdriver.common.by import By
 from webui_support import ARTIFACTS
 
 from mpiscope import reader
+from mpiscope_webui.timeline import ARROW_POINTS
 
 pytestmark = pytest.mark.browser
 
@@ -123,7 +124,8 @@ def test_lanes_legend_and_arrows_render(browser, app_url, unpatched):
     for name in ("MPI_Allreduce", "MPI_Waitall", "MPI_Isend", "compute", "messages"):
         assert name in legend
     c = curves(browser)
-    assert c["messages"]["points"] == 7 * len(unpatched.messages)  # all 480 fit in one view
+    # all 480 messages fit in one view
+    assert c["messages"]["points"] == ARROW_POINTS * len(unpatched.messages)
     assert c["MPI_Allreduce"]["points"] > 0 and c["compute"]["points"] == 5 * 4
     assert "states drawn" in status(browser)
     shot(browser, "01-whole-run")
@@ -143,7 +145,7 @@ def test_zoom_changes_the_window_and_the_detail(browser, app_url, unpatched):
     # zoomed in, the arrows shown are only those of the window, and states are exact
     in_window = ((unpatched.messages["send_time"] <= b * 1e9)
                  & (unpatched.messages["recv_time"] >= a * 1e9)).sum()
-    assert after["messages"]["points"] == 7 * in_window < before["messages"]["points"]
+    assert after["messages"]["points"] == ARROW_POINTS * in_window < before["messages"]["points"]
     # states down to a 1000x shorter duration are drawn one by one now
     assert merged_below_us(status(browser)) < merged_before / 50
     # the overview strip marks the window

@@ -1,0 +1,51 @@
+// Timeline plumbing that Dash callbacks cannot express.
+(function () {
+  "use strict";
+
+  // The width the server computes the level of detail for (same rule as the boot callback
+  // in app.py): the plots are as wide as #timelines.
+  function plotWidth() {
+    const el = document.getElementById("timelines");
+    return Math.max(600, el ? el.clientWidth : window.innerWidth - 40);
+  }
+
+  // Follow window resizes: a new width means new pixel bins, so tell the server. Debounced:
+  // dragging a window edge fires dozens of events and only the final width matters.
+  let timer = null;
+  let sent = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const w = plotWidth();
+      if (w === sent || !window.dash_clientside || !window.dash_clientside.set_props) return;
+      sent = w;
+      window.dash_clientside.set_props("viewport", {data: w});
+    }, 250);
+  });
+
+  // dcc.Graph copies every zoom or pan into its `figure` prop, which makes it redraw the
+  // whole timeline once more with the old data (a full Plotly.react, 0.3 s on a 64-rank
+  // view) before the zoom callback is even sent. The timeline's figure always comes from
+  // the server, so on the timeline graphs that listener is replaced by one that only
+  // reports relayoutData, as dcc.Graph does besides.
+  function takeOver(gd) {
+    if (gd.__mpiscopeRelayout || !gd._ev || !gd.removeAllListeners) return;
+    if (!gd._ev.listeners("plotly_relayout").length) return;  // dcc has not bound yet
+    const holder = gd.closest(".dash-graph");
+    if (!holder || !holder.id) return;
+    let id = holder.id;
+    try { id = JSON.parse(id); } catch (e) { /* a plain string id */ }
+    gd.removeAllListeners("plotly_relayout");
+    gd.on("plotly_relayout", (ev) => {
+      if (ev && window.dash_clientside && window.dash_clientside.set_props) {
+        window.dash_clientside.set_props(id, {relayoutData: ev});
+      }
+    });
+    gd.__mpiscopeRelayout = true;
+  }
+  // dcc.Graph binds its listeners after its first draw, and a new graph div can appear
+  // (compare mode, re-mounts): a cheap periodic look is simpler than hooking React.
+  setInterval(() => {
+    document.querySelectorAll(".timeline .js-plotly-plot").forEach(takeOver);
+  }, 200);
+})();
