@@ -135,6 +135,8 @@ def main() -> int:
     ap.add_argument("--no-browser", action="store_true")
     args = ap.parse_args()
 
+    from plotly.io.json import to_json_plotly  # what Dash sends
+
     from mpiscope import reader
     from mpiscope_webui import lod
     from mpiscope_webui.app import create_app
@@ -153,7 +155,7 @@ def main() -> int:
     v0 = ctl.initial_view(0)
     t = time.perf_counter()
     fig, _ = ctl.render(0, v0, WIDTH)
-    first_bytes = len(fig.to_json())
+    first_bytes = len(to_json_plotly(fig))
     t_first = time.perf_counter() - t
 
     print(f"trace: {trace.num_ranks} ranks, {len(trace.calls):,} MPI calls, "
@@ -176,7 +178,7 @@ def main() -> int:
         t_lod = time.perf_counter() - t
         t = time.perf_counter()
         fig, _ = ctl.render(0, View(a, b), WIDTH)
-        size = len(fig.to_json())
+        size = len(to_json_plotly(fig))
         t_cb = time.perf_counter() - t
         worst, worst_bytes = max(worst, t_cb), max(worst_bytes, size)
         print(f"  {name:12} {fmt(t_lod)} {fmt(t_cb)} {size / 1e6:7.2f}MB  {len(lv.states):6d} "

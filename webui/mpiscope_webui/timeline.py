@@ -1,5 +1,9 @@
 """Timeline figures (Plotly) from a level-of-detail view.
 
+Figures are plain dicts with the big arrays as Plotly typed arrays (base64), not
+plotly.graph_objects: validating ~100 k values per view through graph_objects cost more
+than everything else in a zoom callback.
+
 Curve order is fixed so callbacks can tell which legend entry a restyle event is about
 without the figure being sent back: compute, summary, one curve per function (in
 StateIndex.functions order), waiting, messages, hover points, selection.
@@ -7,10 +11,10 @@ StateIndex.functions order), waiting, messages, hover points, selection.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 
 import numpy as np
-import plotly.graph_objects as go
 
 from mpiscope_webui import lod, palette
 from mpiscope_webui.model import TraceModel
@@ -43,9 +47,43 @@ class View:
                    [int(c) for c in d.get("selected", [])], d.get("y_range"))
 
 
+Figure = dict  # a Plotly figure as Dash sends it: {"data": [...], "layout": {...}}
+
+
+def typed(a: np.ndarray, dtype: str = "f8") -> dict | list:
+    """A Plotly.js typed array ({dtype, bdata[, shape]}): compact, and decoded without
+    parsing text in the browser. Only for x/y/z: Dash hands customdata to hover and click
+    events by indexing it, which a typed array does not support."""
+    a = np.ascontiguousarray(a, dtype={"f8": np.float64, "f4": np.float32}[dtype])
+    if a.size == 0:
+        return []
+    out = {"dtype": dtype, "bdata": base64.b64encode(a.tobytes()).decode("ascii")}
+    if a.ndim > 1:
+        out["shape"] = ", ".join(map(str, a.shape))
+    return out
+
+
+def untyped(spec) -> np.ndarray:
+    """The array behind a typed array (or a plain list): for tests and tools."""
+    if isinstance(spec, dict):
+        dt = {"f8": np.float64, "f4": np.float32}[spec["dtype"]]
+        a = np.frombuffer(base64.b64decode(spec["bdata"]), dt)
+        if "shape" in spec:
+            a = a.reshape([int(x) for x in spec["shape"].split(",")])
+        return a
+    return np.asarray(spec, dtype=float)
+
+
+def _scatter(name: str, x, y, hidden: set[str] | None = None, **kw) -> dict:
+    tr = {"type": "scatter", "name": name, "x": typed(x), "y": typed(y, "f4"), **kw}
+    if hidden is not None:
+        tr["visible"] = "legendonly" if name in hidden else True
+    return tr
+
+
 @dataclass
 class Rendered:
-    figure: go.Figure
+    figure: Figure
     view: lod.LodView
     arrows: int
     arrows_total: int
@@ -108,6 +146,20 @@ def _arrows(xs, ys, xr, yr, px_per_s: float, px_per_lane: float,
     return x.ravel(), y.ravel().astype(np.float32)
 
 
+def _one_per_key(key: np.ndarray) -> np.ndarray:
+    """Sorted positions of one element per distinct key: np.unique's first occurrences
+    without sorting, which took 75 ms for the ~1 M messages of a whole-run view."""
+    n = len(key)
+    lo = int(key.min())
+    span = int(key.max()) - lo + 1
+    if span > 4 * n + 4_000_000:  # sparse keys: a slot per key would cost too much memory
+        return np.sort(np.unique(key, return_index=True)[1])
+    pos = np.arange(n, dtype=np.int32)
+    slot = np.empty(span, np.int32)
+    slot[key - lo] = pos  # of several writes to one slot one wins: exactly one per key
+    return np.flatnonzero(slot[key - lo] == pos)
+
+
 def _colourscale(functions: list[str]) -> list:
     """Function k occupies z in [k, k+1): light (sparse bin) to full colour (busy bin)."""
     f = max(len(functions), 1)
@@ -126,17 +178,16 @@ def summary_z(model: TraceModel, v: lod.LodView) -> np.ndarray:
     return z[model.lanes.ranks]
 
 
-def _summary_trace(model: TraceModel, v: lod.LodView, to_s) -> go.Heatmap:
+def _summary_trace(model: TraceModel, v: lod.LodView, to_s) -> dict:
     z = summary_z(model, v)
     if np.isnan(z).all():  # deep zoom: everything is exact, send no empty grid
         z = np.full((1, 1), np.nan, np.float32)
     width = (v.edges[-1] - v.edges[0]) / max(v.nbins, 1)
-    return go.Heatmap(
-        z=z, x0=to_s(v.edges[0] + width / 2), dx=width / 1e9, y0=0, dy=1,
-        zmin=0, zmax=max(len(model.index.functions), 1), zsmooth=False,
-        colorscale=_colourscale(model.index.functions), showscale=False, hoverinfo="none",
-        hoverongaps=False,
-        name="summary", showlegend=False)
+    return {"type": "heatmap", "z": typed(z, "f4"), "x0": float(to_s(v.edges[0] + width / 2)),
+            "dx": width / 1e9, "y0": 0, "dy": 1, "zmin": 0,
+            "zmax": max(len(model.index.functions), 1), "zsmooth": False,
+            "colorscale": _colourscale(model.index.functions), "showscale": False,
+            "hoverinfo": "none", "hoverongaps": False, "name": "summary", "showlegend": False}
 
 
 def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod.MAX_EXACT,
@@ -153,7 +204,7 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     plot_px = max(width_px - MARGIN_L - MARGIN_R, 50)
     hidden = set(view.hidden)
     v = lod.query(idx, t0, t1, plot_px, hidden=hidden, max_exact=max_exact)
-    traces: list = []
+    traces: list[dict] = []
 
     # compute = lane background over each rank's lifetime
     r = model.trace.ranks.set_index("rank").loc[lanes.ranks]
@@ -163,9 +214,8 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     x, y = _rects(to_s(b0), to_s(b1), lane - 0.5 + 0.04, lane + 0.5 - 0.04)
     # mode "none" throughout: a fill is one SVG element however many rectangles it holds,
     # but a line is one element per NaN-separated piece (see _arrows)
-    traces.append(go.Scatter(x=x, y=y, fill="toself", fillcolor=palette.COMPUTE, mode="none",
-                             name="compute", hoverinfo="skip",
-                             visible="legendonly" if "compute" in hidden else True))
+    traces.append(_scatter("compute", x, y, hidden, fill="toself", fillcolor=palette.COMPUTE,
+                           mode="none", hoverinfo="skip"))
     traces.append(_summary_trace(model, v, to_s))
 
     # exact states, one path per function; instead of an outline (one SVG element per
@@ -182,10 +232,8 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         if not len(x):  # Plotly drops empty curves from the legend: one point off-lane
             x, y = np.array([view.t0]), np.array([-100.0], np.float32)
         c = palette.colour(name)
-        traces.append(go.Scatter(
-            x=x, y=y, fill="toself", fillcolor=c, mode="none", name=name,
-            legendgroup=name, hoverinfo="skip",
-            visible="legendonly" if name in hidden else True))
+        traces.append(_scatter(name, x, y, hidden, fill="toself", fillcolor=c, mode="none",
+                               legendgroup=name, hoverinfo="skip"))
 
     # the waiting part of each drawn call (it waits from its start), hatched
     wait = np.minimum(idx.wait[st], idx.end[st] - idx.start[st])
@@ -195,11 +243,10 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     ok = we > ws
     x, y = _rects(to_s(ws[ok]), to_s(we[ok]), lane_of[w][ok] - half[w][ok],
                   lane_of[w][ok] + half[w][ok])
-    traces.append(go.Scatter(
-        x=x, y=y, fill="toself", mode="none", name="waiting",
-        fillcolor="rgba(0,0,0,0.18)",
+    traces.append(_scatter(
+        "waiting", x, y, hidden, fill="toself", mode="none", fillcolor="rgba(0,0,0,0.18)",
         fillpattern={"shape": "/", "fgcolor": "rgba(0,0,0,0.55)", "size": 6, "solidity": 0.3},
-        hoverinfo="skip", visible="legendonly" if "waiting" in hidden else True))
+        hoverinfo="skip"))
 
     # message arrows, send -> receive, merged per (pair, pixel) when too many
     rows = model.messages.in_window(t0, t1)
@@ -212,8 +259,7 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
                + m["recv_rank"].to_numpy(np.int64)[rows]) * (plot_px + 2) + np.clip(
                    px, -1, plot_px)
         if total > MAX_ARROWS:
-            _, first = np.unique(key, return_index=True)
-            rows = rows[np.sort(first)]
+            rows = rows[_one_per_key(key)]
         if len(rows) > MAX_ARROWS:
             rows = rows[np.linspace(0, len(rows) - 1, MAX_ARROWS).astype(np.int64)]
     n = len(rows)
@@ -224,20 +270,19 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     ys = lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
     yr = lanes.lane_of_rank[m["recv_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
     ax, ay = _arrows(xs, ys, xr, yr, plot_px / max(view.t1 - view.t0, 1e-12), lane_px)
-    # plain lists: Dash passes customdata of typed arrays on to hover/click events as nothing
-    k = ARROW_POINTS
-    mid = [None if j % k == k - 1 else int(rows[j // k]) for j in range(k * n)]
-    traces.append(go.Scatter(
-        x=ax, y=ay, mode="none", fill="toself", fillcolor="#222222", name="messages",
-        hoveron="points", customdata=mid, hoverinfo="none",
-        visible="legendonly" if "messages" in hidden else True))
+    # customdata: the message's row at each point (-1 at the gaps, which cannot be hovered);
+    # an int array goes out as a JSON list, which Dash can index for hover/click events
+    mid = np.repeat(rows.astype(np.int64), ARROW_POINTS)
+    mid[ARROW_POINTS - 1::ARROW_POINTS] = -1
+    traces.append(_scatter("messages", ax, ay, hidden, mode="none", fill="toself",
+                           fillcolor="#222222", hoveron="points", customdata=mid,
+                           hoverinfo="none"))
 
     # points at state centres, not drawn (no SVG element each): hover/click target carrying
     # the call id
     cx = to_s((v.state_start + v.state_end) / 2)
-    traces.append(go.Scatter(
-        x=cx, y=lane_of.astype(np.float32), mode="none", hoveron="points", name="hover",
-        showlegend=False, customdata=idx.call[st].tolist(), hoverinfo="none"))
+    traces.append(_scatter("hover", cx, lane_of, mode="none", hoveron="points",
+                           showlegend=False, customdata=idx.call[st], hoverinfo="none"))
 
     # outline of selected calls (details panel, finding occurrences)
     sel_calls = np.asarray(view.selected[:500], np.int64)
@@ -249,13 +294,12 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         x, y = _rects(to_s(ss), to_s(se), sl - 0.48, sl + 0.48, close=True)
     else:
         x, y = np.empty(0), np.empty(0, np.float32)
-    traces.append(go.Scatter(x=x, y=y, mode="lines", name="selected", hoverinfo="skip",
-                             line={"width": 2.5, "color": "#000000"}, showlegend=False))
+    traces.append(_scatter("selected", x, y, mode="lines", hoverinfo="skip",
+                           line={"width": 2.5, "color": "#000000"}, showlegend=False))
 
-    fig = go.Figure(traces)
     boundaries = [i - 0.5 for i in range(1, nl) if lanes.hosts[i] != lanes.hosts[i - 1]]
-    fig.update_layout(
-        template=go.layout.Template(), height=height or 110 + nl * lane_px,
+    layout = dict(
+        height=height or 110 + nl * lane_px,
         margin={"l": MARGIN_L, "r": MARGIN_R, "t": 50, "b": 40}, plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff", dragmode="zoom", hovermode="closest", hoverdistance=-1,
         showlegend=True, font={"size": 11},
@@ -272,25 +316,25 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": b, "y1": b,
                  "line": {"color": "#555555", "width": 1, "dash": "dot"}} for b in boundaries],
     )
-    return Rendered(fig, v, n, total)
+    return Rendered({"data": traces, "layout": layout}, v, n, total)
 
 
-def overview(model: TraceModel, view: View, width_px: int = 1200) -> go.Figure:
+def overview(model: TraceModel, view: View, width_px: int = 1200) -> Figure:
     """The whole run, small, with the current window marked."""
     idx = model.index
     full = View(idx.origin / 1e9, (idx.origin + model.duration) / 1e9)
     t0 = 0
     t1 = model.duration
     v = lod.query(idx, t0, t1, max(width_px - MARGIN_L - MARGIN_R, 50), max_exact=0)
-    fig = go.Figure([_summary_trace(model, v, lambda t: (np.asarray(t) + idx.origin) / 1e9)])
-    fig.update_layout(
-        template=go.layout.Template(), height=90, showlegend=False, dragmode="zoom",
+    trace = _summary_trace(model, v, lambda t: (np.asarray(t) + idx.origin) / 1e9)
+    layout = dict(
+        height=90, showlegend=False, dragmode="zoom",
         margin={"l": MARGIN_L, "r": MARGIN_R, "t": 4, "b": 22}, plot_bgcolor=palette.COMPUTE,
         xaxis={"range": [full.t0, full.t1], "exponentformat": "none"},
         yaxis={"range": [len(model.lanes.ranks) - 0.5, -0.5], "fixedrange": True,
                "showticklabels": False, "title": {"text": "whole run", "font": {"size": 10}}},
         shapes=[window_shape(view)])
-    return fig
+    return {"data": [trace], "layout": layout}
 
 
 def window_shape(view: View) -> dict:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from plotly.io.json import to_json_plotly
 
 from mpiscope import reader
 from mpiscope_webui.app import create_app, navigation
 from mpiscope_webui.controller import parse_relayout
-from mpiscope_webui.timeline import curve_names
+from mpiscope_webui.timeline import curve_names, untyped
 
 TL = json.dumps({"panel": 0, "type": "timeline"}, separators=(",", ":"))
 
@@ -58,7 +59,7 @@ def test_legend_click_hides_and_shows_a_function(ctl):
     v = ctl.toggle(ctl.initial_view(0), 0, [{"visible": ["legendonly"]}, [k]])
     assert v.hidden == ["MPI_Allreduce"]
     fig, _ = ctl.render(0, v, 1400)
-    assert fig.data[k].visible == "legendonly" and len(fig.data[k].x) <= 1
+    assert fig["data"][k]["visible"] == "legendonly" and len(untyped(fig["data"][k]["x"])) <= 1
     assert ctl.toggle(v, 0, [{"visible": [True]}, [k]]).hidden == []
 
 
@@ -67,7 +68,7 @@ def test_hover_and_click_on_a_state_and_a_message(ctl):
     fig, _ = ctl.render(0, v, 1400)
     names = curve_names(ctl.models[0])
     hover = names.index("hover")
-    call = fig.data[hover].customdata[0]
+    call = int(fig["data"][hover]["customdata"][0])
     pt = {"curveNumber": hover, "pointNumber": 0, "customdata": call,
           "bbox": {"x0": 1, "x1": 2, "y0": 1, "y1": 2}}
     show, bbox, children = ctl.tooltip(0, {"points": [pt]}, v, 1400)
@@ -75,9 +76,10 @@ def test_hover_and_click_on_a_state_and_a_message(ctl):
     text = str(children)
     assert show and bbox and str(row["function"]) in text and "call site" in text
     msg = names.index("messages")
-    m = ctl.models[0].trace.messages.iloc[fig.data[msg].customdata[0]]
+    row = int(fig["data"][msg]["customdata"][0])
+    m = ctl.models[0].trace.messages.iloc[row]
     details = str(ctl.details(0, {"points": [{"curveNumber": msg, "pointNumber": 0,
-                                              "customdata": fig.data[msg].customdata[0]}]}))
+                                              "customdata": row}]}))
     assert f"rank {int(m['send_rank'])} → rank {int(m['recv_rank'])}" in details
     assert "the receive" in details and f"{int(m['bytes']):,}" in details
 
@@ -121,4 +123,4 @@ def test_differences_table(ctl):
 
 def test_first_view_payload_is_bounded(ctl):
     fig, status = ctl.render(0, ctl.initial_view(0), 1400)
-    assert len(fig.to_json()) < 2_000_000 and "states drawn" in status
+    assert len(to_json_plotly(fig)) < 2_000_000 and "states drawn" in status
