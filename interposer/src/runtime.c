@@ -1,12 +1,14 @@
 /* mpiscope runtime: the per-process OTF2 trace writer behind the generated wrappers.
  *
  * One static `S` holds everything (the per-process trace writer). Hot path:
- * mps_enter/mps_leave and the event helpers take a timestamp, look up a call site
- * id in an open-addressing table and append an OTF2 record; no allocation, no
- * syscall (clock_gettime is a vDSO call), no lock unless MPI_THREAD_MULTIPLE.
+ * mps_enter/mps_leave and the event helpers read the clock (rdtsc where the kernel
+ * trusts the TSC), look up a call site id in an open-addressing table and append a raw
+ * record to the event buffer (evbuf.h), which is encoded into OTF2 in batches; no
+ * allocation, no syscall, no lock unless MPI_THREAD_MULTIPLE.
  */
 #define _GNU_SOURCE
 #include "mpiscope.h"
+#include "evbuf.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,9 +26,9 @@
 #include <otf2/OTF2_MPI_Collectives.h>
 
 #define MPS_VERSION "0.1.0"
-#define ATTR_CALLSITE 0
-#define ATTR_IN_HASH 1
-#define ATTR_OUT_HASH 2
+#define ATTR_CALLSITE MPS_ATTR_CALLSITE
+#define ATTR_IN_HASH MPS_ATTR_IN_HASH
+#define ATTR_OUT_HASH MPS_ATTR_OUT_HASH
 #define COMM_WORLD_REF 0
 #define COMM_SELF_REF 1
 #define MPS_COMM_REF_SPAN 4096u /* refs a single creator rank may hand out */
@@ -73,6 +75,12 @@ typedef struct chunk {
 
 static struct {
     int state; /* 0: not initialised, 1: tracing, 2: pass-through */
+    int failed; /* OTF2 reported an error: stop encoding */
+    int tsc;    /* raw times are TSC ticks */
+    mps_evbuf eb;
+    mps_timemap tm; /* raw → trace time for the events now in eb */
+    uint64_t buffer_bytes;
+    uint64_t flushes, encode_ns; /* raw-buffer batches encoded mid-run; time encoding */
     int have_icomm;
     int rank, size, mt;
     pthread_mutex_t lock;
@@ -108,8 +116,8 @@ static struct {
 
 /* current call is filtered out; initial-exec: no __tls_get_addr call in the hot path */
 static __thread int tl_skip __attribute__((tls_model("initial-exec")));
-/* Timestamp of the current call's phase: taken at Enter and once after the PMPI call,
- * shared by the events of that phase (a clock read costs 20-60 ns, most of our budget) */
+/* Raw timestamp of the current call's phase: taken at Enter and once after the PMPI
+ * call, shared by the events of that phase (a clock read is a good part of our budget) */
 static __thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------------ utils */
@@ -134,7 +142,8 @@ static inline uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Trace time: this host's monotonic clock shifted onto rank 0's (offset from MPI_Init). */
+/* Trace time now, for records written straight to OTF2 (outside the hot path): this
+ * host's monotonic clock shifted onto rank 0's (offset from MPI_Init). */
 static inline uint64_t now(void)
 {
     uint64_t t = mono_ns() + (uint64_t)S.off_init;
@@ -148,7 +157,33 @@ static inline uint64_t now(void)
  * stays ordered; otherwise they share the phase's timestamp. */
 static inline uint64_t stamp(void)
 {
-    return S.mt ? now() : tl_t;
+    return S.mt ? mps_ticks(S.tsc) : tl_t;
+}
+
+/* Encode the buffered events into OTF2. In the middle of the run (`record`) the time it
+ * takes is recorded as a BufferFlush, as OTF2 records its own flushes to disk. */
+static __attribute__((noinline, cold)) void flush_events(int record)
+{
+    mps_anchor(S.tsc, &S.tm.raw1, &S.tm.ns1);
+    mps_timemap_fix(&S.tm);
+    uint64_t t_start = S.tm.ns1 + (uint64_t)S.tm.offset;
+    S.flushes += record;
+    mps_evbuf_encode(&S.eb, S.evt, S.attrs, &S.tm, &S.last_ts, &S.failed);
+    S.encode_ns += mono_ns() - S.tm.ns1;
+    if (record && !S.failed) {
+        if (t_start < S.last_ts) t_start = S.last_ts;
+        OTF2_EvtWriter_BufferFlush(S.evt, NULL, t_start, now());
+    }
+    mps_anchor(S.tsc, &S.tm.raw0, &S.tm.ns0);
+    tl_t = S.tm.raw0; /* events still to come in this call happen after the flush */
+}
+
+/* Room for one more record of any kind, then its header: the raw-buffer append. */
+static inline uint64_t *ev(enum mps_ev kind, unsigned op, unsigned region, uint32_t a,
+                           int nwords)
+{
+    if (__builtin_expect(mps_evbuf_full(&S.eb), 0)) flush_events(1);
+    return mps_ev_put(&S.eb, stamp(), kind, op, region, a, nwords);
 }
 
 #define LOCK() do { if (S.mt) pthread_mutex_lock(&S.lock); } while (0)
@@ -191,6 +226,7 @@ static OTF2_ErrorCode otf2_error(void *user, const char *file, uint64_t line,
     if (S.state == 1)
         warn_once("cannot write trace (OTF2: %s: %s)", OTF2_Error_GetDescription(code), msg);
     S.state = 2;
+    S.failed = 1;
     return code;
 }
 
@@ -237,24 +273,22 @@ void mps_enter(enum mps_fn fn, void *ra)
     tl_skip = S.filtered[fn];
     if (tl_skip) return;
     LOCK();
-    uint32_t cs = mps_callsite_id(ra);
-    if (cs != UINT32_MAX)
-        OTF2_AttributeList_AddSourceCodeLocationRef(S.attrs, ATTR_CALLSITE, cs);
-    tl_t = now();
-    OTF2_EvtWriter_Enter(S.evt, S.attrs, tl_t, (OTF2_RegionRef)fn);
+    if (__builtin_expect(mps_evbuf_full(&S.eb), 0)) flush_events(1);
+    tl_t = mps_ticks(S.tsc);
+    mps_ev_put(&S.eb, tl_t, MPS_EV_ENTER, 0, fn, mps_callsite_id(ra), 0);
     UNLOCK();
 }
 
 void mps_after(void)
 {
-    if (!tl_skip && S.state == 1 && !S.mt) tl_t = now();
+    if (!tl_skip && S.state == 1 && !S.mt) tl_t = mps_ticks(S.tsc);
 }
 
 void mps_leave(enum mps_fn fn)
 {
     if (S.filtered[fn] || S.state != 1) return;
     LOCK();
-    OTF2_EvtWriter_Leave(S.evt, NULL, stamp(), (OTF2_RegionRef)fn);
+    ev(MPS_EV_LEAVE, 0, fn, 0, 0);
     UNLOCK();
 }
 
@@ -475,8 +509,9 @@ void mps_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type)
     if (tl_skip || S.state != 1 || dest == MPI_PROC_NULL) return;
     uint64_t bytes = mps_type_bytes(count, type);
     LOCK();
-    OTF2_EvtWriter_MpiSend(S.evt, NULL, stamp(), (uint32_t)dest, comm_ref(comm), (uint32_t)tag,
-                           bytes);
+    uint64_t *x = ev(MPS_EV_SEND, 0, 0, (uint32_t)dest, 2);
+    x[0] = comm_ref(comm) | (uint64_t)(uint32_t)tag << 32;
+    x[1] = bytes;
     UNLOCK();
 }
 
@@ -486,8 +521,9 @@ void mps_recv_done(const MPI_Status *st, MPI_Comm comm)
     int n = 0;
     PMPI_Get_count(st, MPI_BYTE, &n);
     LOCK();
-    OTF2_EvtWriter_MpiRecv(S.evt, NULL, stamp(), (uint32_t)st->MPI_SOURCE, comm_ref(comm),
-                           (uint32_t)st->MPI_TAG, (uint64_t)(n > 0 ? n : 0));
+    uint64_t *x = ev(MPS_EV_RECV, 0, 0, (uint32_t)st->MPI_SOURCE, 2);
+    x[0] = comm_ref(comm) | (uint64_t)(uint32_t)st->MPI_TAG << 32;
+    x[1] = (uint64_t)(n > 0 ? n : 0);
     UNLOCK();
 }
 
@@ -495,15 +531,17 @@ static void post_send(req_slot *r)
 {
     r->id = ++S.next_req_id;
     r->active = 1;
-    OTF2_EvtWriter_MpiIsend(S.evt, NULL, stamp(), (uint32_t)r->peer, r->comm, (uint32_t)r->tag,
-                            r->bytes, r->id);
+    uint64_t *x = ev(MPS_EV_ISEND, 0, 0, (uint32_t)r->peer, 3);
+    x[0] = r->comm | (uint64_t)(uint32_t)r->tag << 32;
+    x[1] = r->bytes;
+    x[2] = r->id;
 }
 
 static void post_recv(req_slot *r)
 {
     r->id = ++S.next_req_id;
     r->active = 1;
-    OTF2_EvtWriter_MpiIrecvRequest(S.evt, NULL, stamp(), r->id);
+    ev(MPS_EV_IRECV_REQUEST, 0, 0, 0, 1)[0] = r->id;
 }
 
 void mps_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type,
@@ -558,21 +596,24 @@ static void complete_one(req_slot *r, const MPI_Status *st)
     int cancelled = 0;
     if (st && r->kind != REQ_COLL) PMPI_Test_cancelled(st, &cancelled);
     if (r->active && r->kind) {
-        uint64_t t = stamp();
         if (cancelled) {
-            OTF2_EvtWriter_MpiRequestCancelled(S.evt, NULL, t, r->id);
+            ev(MPS_EV_CANCELLED, 0, 0, 0, 1)[0] = r->id;
         } else if (r->kind == REQ_SEND) {
-            OTF2_EvtWriter_MpiIsendComplete(S.evt, NULL, t, r->id);
+            ev(MPS_EV_ISEND_DONE, 0, 0, 0, 1)[0] = r->id;
         } else if (r->kind == REQ_RECV && st && st->MPI_SOURCE != MPI_PROC_NULL) {
             int n = 0;
             PMPI_Get_count(st, MPI_BYTE, &n);
-            OTF2_EvtWriter_MpiIrecv(S.evt, NULL, t, (uint32_t)st->MPI_SOURCE, r->comm,
-                                    (uint32_t)st->MPI_TAG, (uint64_t)(n > 0 ? n : 0), r->id);
+            uint64_t *x = ev(MPS_EV_IRECV, 0, 0, (uint32_t)st->MPI_SOURCE, 3);
+            x[0] = r->comm | (uint64_t)(uint32_t)st->MPI_TAG << 32;
+            x[1] = (uint64_t)(n > 0 ? n : 0);
+            x[2] = r->id;
         } else if (r->kind == REQ_COLL) {
-            OTF2_EvtWriter_NonBlockingCollectiveComplete(
-                S.evt, NULL, t, (OTF2_CollectiveOp)r->coll_op, r->comm,
-                r->root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)r->root, r->sent, r->recvd,
-                r->id);
+            uint64_t *x = ev(MPS_EV_NBC_DONE, r->coll_op, 0,
+                             r->root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)r->root, 4);
+            x[0] = r->comm;
+            x[1] = r->sent;
+            x[2] = r->recvd;
+            x[3] = r->id;
         }
     }
     r->active = 0;
@@ -618,7 +659,7 @@ void mps_test_incomplete(int n, const MPI_Request *saved)
         if (saved[i] == MPI_REQUEST_NULL) continue;
         req_slot *r = req_find(HANDLE_KEY(saved[i]));
         if (r && r->active && r->kind)
-            OTF2_EvtWriter_MpiRequestTest(S.evt, NULL, stamp(), r->id);
+            ev(MPS_EV_TEST, 0, 0, 0, 1)[0] = r->id;
     }
     UNLOCK();
 }
@@ -664,7 +705,7 @@ void mps_coll_begin(void)
     if (tl_skip || S.state != 1) return;
     LOCK();
     /* single-threaded, Begin shares its region's Enter timestamp: one clock read less */
-    OTF2_EvtWriter_MpiCollectiveBegin(S.evt, NULL, stamp());
+    ev(MPS_EV_COLL_BEGIN, 0, 0, 0, 0);
     UNLOCK();
 }
 
@@ -697,15 +738,15 @@ void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint
 {
     if (tl_skip || S.state != 1) return;
     LOCK();
-    OTF2_AttributeList *al = NULL;
+    uint64_t *x = ev(MPS_EV_COLL_END, coll_ops[op], 0,
+                     root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)root, have_hash ? 5 : 3);
+    x[0] = comm_ref(comm) | (uint64_t)(have_hash != 0) << 32;
+    x[1] = sent;
+    x[2] = recvd;
     if (have_hash) {
-        al = S.attrs;
-        OTF2_AttributeList_AddUint64(al, ATTR_IN_HASH, in_hash);
-        OTF2_AttributeList_AddUint64(al, ATTR_OUT_HASH, out_hash);
+        x[3] = in_hash;
+        x[4] = out_hash;
     }
-    OTF2_EvtWriter_MpiCollectiveEnd(S.evt, al, stamp(), coll_ops[op], comm_ref(comm),
-                                    root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)root, sent,
-                                    recvd);
     UNLOCK();
 }
 
@@ -724,7 +765,7 @@ void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_
         r->recvd = recvd;
         r->id = ++S.next_req_id;
         r->active = 1;
-        OTF2_EvtWriter_NonBlockingCollectiveRequest(S.evt, NULL, stamp(), r->id);
+        ev(MPS_EV_NBC_REQUEST, 0, 0, 0, 1)[0] = r->id;
     }
     UNLOCK();
 }
@@ -794,7 +835,9 @@ static OTF2_FlushType pre_flush(void *u, OTF2_FileType ft, OTF2_LocationRef loc,
 static OTF2_TimeStamp post_flush(void *u, OTF2_FileType ft, OTF2_LocationRef loc)
 {
     (void)u; (void)ft; (void)loc;
-    return now(); /* OTF2 records a BufferFlush event ending here */
+    /* OTF2's own flushes to disk happen while a batch is encoded, long after those
+     * events: they take no time of the run (the batch's BufferFlush does) */
+    return S.last_ts;
 }
 
 static OTF2_FlushCallbacks flush_cbs = {.otf2_pre_flush = pre_flush,
@@ -935,8 +978,10 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     S.chunk_size = parse_size(getenv("MPISCOPE_CHUNK_SIZE"), 1024 * 1024);
     if (S.chunk_size < 256 * 1024) S.chunk_size = 256 * 1024;
     if (S.chunk_size > 16 * 1024 * 1024) S.chunk_size = 16 * 1024 * 1024;
-    S.pool_budget = parse_size(getenv("MPISCOPE_BUFFER_SIZE"), 16 * 1024 * 1024);
-    if (S.pool_budget < S.chunk_size) S.pool_budget = S.chunk_size;
+    /* raw events wait in MPISCOPE_BUFFER_SIZE; OTF2 encodes them into a few chunks that
+     * go to disk as they fill */
+    S.buffer_bytes = parse_size(getenv("MPISCOPE_BUFFER_SIZE"), 32 * 1024 * 1024);
+    S.pool_budget = 4 * S.chunk_size;
     S.hash_bytes = (size_t)parse_size(getenv("MPISCOPE_HASH_BYTES"), 64);
     parse_filter(getenv("MPISCOPE_FILTER"));
     const char *h = getenv("MPISCOPE_HOSTNAME");
@@ -959,7 +1004,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     if (good) {
         S.evt = OTF2_Archive_GetEvtWriter(S.archive, (OTF2_LocationRef)S.rank);
         S.attrs = OTF2_AttributeList_New();
-        good = S.evt && S.attrs;
+        good = S.evt && S.attrs && mps_evbuf_init(&S.eb, S.buffer_bytes) == 0;
     }
     int all_good = 0;
     PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
@@ -980,6 +1025,10 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     S.first_ts = t_enter + (uint64_t)S.off_init;
     OTF2_EvtWriter_Enter(S.evt, S.attrs, S.first_ts, (OTF2_RegionRef)fn);
     OTF2_EvtWriter_Leave(S.evt, NULL, now(), (OTF2_RegionRef)fn);
+    S.tsc = mps_tsc_usable();
+    S.tm.tsc = S.tsc;
+    S.tm.offset = S.off_init;
+    mps_anchor(S.tsc, &S.tm.raw0, &S.tm.ns0);
 }
 
 uint64_t mps_clock(void)
@@ -1326,8 +1375,15 @@ static void write_local_defs(OTF2_Archive *ar, const uint32_t *map, const uint32
 
 void mps_finalize_before(void)
 {
-    int good = S.state == 1;
     if (!S.have_icomm) return; /* never initialised, or disabled by MPISCOPE_DISABLE */
+    if (S.state == 1) {
+        /* encode before the ranks agree, so a write error now skips the write-out too */
+        LOCK();
+        flush_events(0); /* inside MPI_Finalize: its time is the encoding's */
+        UNLOCK();
+    }
+    mps_evbuf_free(&S.eb);
+    int good = S.state == 1;
     int all_good = 0;
     /* a rank whose writer failed makes everyone skip the collective write-out */
     PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
@@ -1375,8 +1431,12 @@ void mps_finalize_before(void)
     OTF2_Archive_CloseDefFiles(S.archive);
     OTF2_Archive_Close(S.archive);
     S.archive = NULL;
-    if (S.rank == 0 && getenv("MPISCOPE_VERBOSE"))
+    if (S.rank == 0 && getenv("MPISCOPE_VERBOSE")) { /* encoding cost: bench/overhead */
         fprintf(stderr, "mpiscope: trace written to %s/traces.otf2\n", S.outdir);
+        fprintf(stderr, "mpiscope: rank 0: %llu events encoded in %.3f ms (%llu flushes "
+                "during the run), %s clock\n", (unsigned long long)nevents,
+                S.encode_ns / 1e6, (unsigned long long)S.flushes, S.tsc ? "tsc" : "monotonic");
+    }
     free(map); free(hosts); free(cw); free(all_events); free(order);
     if (S.attrs) OTF2_AttributeList_Delete(S.attrs);
     S.attrs = NULL;
@@ -1458,6 +1518,8 @@ void mps_abort_before(void)
     if (S.state != 1) return;
     LOCK();
     S.state = 2; /* our own calls below are never recorded */
+    flush_events(0);
+    mps_evbuf_free(&S.eb);
     OTF2_EvtWriter_GetNumberOfEvents(S.evt, &S.nevents_closed);
     OTF2_Archive_CloseEvtWriter(S.archive, S.evt);
     UNLOCK();

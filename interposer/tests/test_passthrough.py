@@ -6,6 +6,7 @@ MPI_Finalize (interposer/README.md, "Outcomes")."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -43,6 +44,11 @@ def test_stdout_and_exit_code_unchanged(program, np, programs, tmp_path) -> None
     traced = mpijobs.run(exe, np=np, out=tmp_path / "trace")
     if program == "p2p.c":  # its polling counts vary from run to run: compare the rest
         bare.stdout, traced.stdout = without_polls(bare.stdout), without_polls(traced.stdout)
+    if program.endswith(".py"):
+        # Open MPI's output forwarding sometimes joins two ranks' Python lines into one,
+        # bare or traced alike (seen 5-6 times in 20 runs of each): compare the records
+        bare.stdout, traced.stdout = (
+            "\n".join(re.findall(r"rank \d+ sum \d+", job.stdout)) for job in (bare, traced))
     same_job(bare, traced)
     no_mpiscope_output(traced)
     assert (tmp_path / "trace" / "traces.otf2").is_file()

@@ -1,0 +1,172 @@
+/* Raw event buffer → OTF2 records (see evbuf.h for why events are buffered raw). */
+#define _GNU_SOURCE
+#include "evbuf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+int mps_evbuf_init(mps_evbuf *b, uint64_t bytes)
+{
+    uint64_t words = bytes / sizeof(uint64_t);
+    if (words < 64 * MPS_EV_MAX_WORDS) words = 64 * MPS_EV_MAX_WORDS;
+    size_t len = words * sizeof(uint64_t);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return -1;
+    /* Fault every page in now: a first touch costs ~1 us per 4 KiB page, which is
+     * ~45 ns per traced call if paid in the hot path. Huge pages where the kernel
+     * allows them on request make that cheaper and spare TLB misses. */
+    madvise(p, len, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(p, len, MADV_POPULATE_WRITE) != 0)
+#endif
+        for (size_t off = 0; off < len; off += 4096) ((volatile char *)p)[off] = 0;
+    b->base = b->pos = p;
+    b->end = b->base + words - MPS_EV_MAX_WORDS;
+    return 0;
+}
+
+void mps_evbuf_free(mps_evbuf *b)
+{
+    if (b->base) munmap(b->base, (size_t)(b->end - b->base + MPS_EV_MAX_WORDS) * 8);
+    b->base = b->pos = b->end = NULL;
+}
+
+int mps_tsc_usable(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    const char *force = getenv("MPISCOPE_CLOCK");
+    if (force && strcmp(force, "monotonic") == 0) return 0;
+    if (force && strcmp(force, "tsc") == 0) return 1;
+    /* The kernel only keeps "tsc" as its clocksource when the TSC is invariant and
+     * synchronised across CPUs: exactly what reading it on any core requires. */
+    char cs[32] = "";
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (!f) return 0;
+    if (!fgets(cs, sizeof cs, f)) cs[0] = 0;
+    fclose(f);
+    return strncmp(cs, "tsc", 3) == 0 && (cs[3] == '\n' || cs[3] == 0);
+#else
+    return 0;
+#endif
+}
+
+void mps_anchor(int tsc, uint64_t *raw, uint64_t *ns)
+{
+    if (!tsc) {
+        *raw = *ns = mps_mono_ns();
+        return;
+    }
+    uint64_t a = mps_ticks(1);
+    *ns = mps_mono_ns();
+    uint64_t b = mps_ticks(1);
+    *raw = a + (b - a) / 2;
+}
+
+void mps_timemap_fix(mps_timemap *m)
+{
+    uint64_t draw = m->raw1 - m->raw0;
+    m->mult = draw ? (uint64_t)(((unsigned __int128)(m->ns1 - m->ns0) << 32) / draw) : 0;
+}
+
+uint64_t mps_timemap_ns(const mps_timemap *m, uint64_t raw)
+{
+    uint64_t ns = raw;
+    if (m->tsc) {
+        int64_t dt = (int64_t)(raw - m->raw0);
+        if (dt < 0) dt = 0; /* cannot happen: the first anchor precedes the batch */
+        ns = m->ns0 + (uint64_t)(((unsigned __int128)dt * m->mult) >> 32);
+    }
+    return ns + (uint64_t)m->offset;
+}
+
+void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
+                      const mps_timemap *m, uint64_t *last, const int *stop)
+{
+    const uint64_t *p = b->base;
+    while (p < b->pos && !*stop) {
+        uint64_t t = mps_timemap_ns(m, p[0]);
+        if (t < *last) t = *last; /* anchors bracket the batch; this only guards rounding */
+        *last = t;
+        uint64_t h = p[1];
+        unsigned kind = h & 0xff, op = (h >> 8) & 0xff;
+        OTF2_RegionRef region = (h >> 16) & 0xffff;
+        uint32_t a = (uint32_t)(h >> 32);
+        const uint64_t *x = p + 2;
+        switch ((enum mps_ev)kind) {
+        case MPS_EV_ENTER:
+            if (a != UINT32_MAX)
+                OTF2_AttributeList_AddSourceCodeLocationRef(al, MPS_ATTR_CALLSITE, a);
+            OTF2_EvtWriter_Enter(w, a != UINT32_MAX ? al : NULL, t, region);
+            p = x;
+            break;
+        case MPS_EV_LEAVE:
+            OTF2_EvtWriter_Leave(w, NULL, t, region);
+            p = x;
+            break;
+        case MPS_EV_SEND:
+            OTF2_EvtWriter_MpiSend(w, NULL, t, a, (uint32_t)x[0], (uint32_t)(x[0] >> 32), x[1]);
+            p = x + 2;
+            break;
+        case MPS_EV_RECV:
+            OTF2_EvtWriter_MpiRecv(w, NULL, t, a, (uint32_t)x[0], (uint32_t)(x[0] >> 32), x[1]);
+            p = x + 2;
+            break;
+        case MPS_EV_ISEND:
+            OTF2_EvtWriter_MpiIsend(w, NULL, t, a, (uint32_t)x[0], (uint32_t)(x[0] >> 32), x[1],
+                                    x[2]);
+            p = x + 3;
+            break;
+        case MPS_EV_IRECV:
+            OTF2_EvtWriter_MpiIrecv(w, NULL, t, a, (uint32_t)x[0], (uint32_t)(x[0] >> 32), x[1],
+                                    x[2]);
+            p = x + 3;
+            break;
+        case MPS_EV_IRECV_REQUEST:
+            OTF2_EvtWriter_MpiIrecvRequest(w, NULL, t, x[0]);
+            p = x + 1;
+            break;
+        case MPS_EV_ISEND_DONE:
+            OTF2_EvtWriter_MpiIsendComplete(w, NULL, t, x[0]);
+            p = x + 1;
+            break;
+        case MPS_EV_CANCELLED:
+            OTF2_EvtWriter_MpiRequestCancelled(w, NULL, t, x[0]);
+            p = x + 1;
+            break;
+        case MPS_EV_TEST:
+            OTF2_EvtWriter_MpiRequestTest(w, NULL, t, x[0]);
+            p = x + 1;
+            break;
+        case MPS_EV_COLL_BEGIN:
+            OTF2_EvtWriter_MpiCollectiveBegin(w, NULL, t);
+            p = x;
+            break;
+        case MPS_EV_COLL_END: {
+            int have_hash = (int)(x[0] >> 32);
+            if (have_hash) {
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_IN_HASH, x[3]);
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_OUT_HASH, x[4]);
+            }
+            OTF2_EvtWriter_MpiCollectiveEnd(w, have_hash ? al : NULL, t, (OTF2_CollectiveOp)op,
+                                            (uint32_t)x[0], a, x[1], x[2]);
+            p = x + (have_hash ? 5 : 3);
+            break;
+        }
+        case MPS_EV_NBC_REQUEST:
+            OTF2_EvtWriter_NonBlockingCollectiveRequest(w, NULL, t, x[0]);
+            p = x + 1;
+            break;
+        case MPS_EV_NBC_DONE:
+            OTF2_EvtWriter_NonBlockingCollectiveComplete(w, NULL, t, (OTF2_CollectiveOp)op,
+                                                         (uint32_t)x[0], a, x[1], x[2], x[3]);
+            p = x + 4;
+            break;
+        default: /* cannot happen: only this file's writers fill the buffer */
+            p = b->pos;
+            break;
+        }
+    }
+    b->pos = b->base;
+}
