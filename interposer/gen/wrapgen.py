@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Generate the MPI wrappers from gen/mpi.spec (the one table of signatures).
 
-    wrapgen.py SPEC OUTDIR [--fortran]
+    wrapgen.py SPEC OUTDIR [--fortran | --fortran-forward]
 
 writes OUTDIR/functions.h (function ids, names, OTF2 region roles) and
-OUTDIR/wrappers.c (C wrappers, and with --fortran the Fortran entry points).
+OUTDIR/wrappers.c (C wrappers, and with --fortran the Fortran entry points; with
+--fortran-forward thin Fortran doors that note the caller and forward to the MPI
+library's own Fortran binding, which calls our C wrappers: MPICH's way).
 Every function gets one static implementation `impl_MPI_X(ra, args...)`; the C
 symbol and each Fortran symbol are thin doors into it, passing their caller's
 return address so call sites point at user code.
@@ -229,9 +231,38 @@ def fortran_door(fn: Function) -> str:
            f"{{\n{body}}}\n{alias_decls}"
 
 
+def forward_door(fn: Function) -> str:
+    """mpi_x_(...) that notes its caller as the call site, then runs the MPI library's own
+    binding (which converts handles and sentinels and calls the C MPI_X we wrap).
+
+    Every Fortran argument is a pointer (INTEGER, handles and buffers by reference), so
+    the door forwards the registers and stack slots unchanged as pointers."""
+    nargs = (len([p for p in fn.params if p.name not in ("argc", "argv")])
+             if fn.kind == "init" else len(fn.params)) + 1  # + ierr
+    params = ", ".join(f"void *a{i}" for i in range(nargs))
+    args = ", ".join(f"a{i}" for i in range(nargs))
+    ptype = f"void (*)({', '.join(['void *'] * nargs)})"
+    lower = fn.lower
+    names = [f"{lower}_", f"{lower}__", lower, fn.name.upper()]
+    # the binding's address never changes once found: remembered per door
+    return "".join(
+        f"void {name}({params});\nvoid {name}({params})\n{{\n"
+        f"    static void *next_;\n"
+        f"    void *next = __atomic_load_n(&next_, __ATOMIC_RELAXED);\n"
+        f"    if (!next) {{\n"
+        f"        next = mps_fortran_next(\"{name}\", \"p{lower}_\");\n"
+        f"        __atomic_store_n(&next_, next, __ATOMIC_RELAXED);\n"
+        f"    }}\n"
+        f"    mps_fortran_caller(__builtin_return_address(0));\n"
+        f"    (({ptype})next)({args});\n"
+        f"    mps_fortran_caller(NULL);\n}}\n"
+        for name in names)
+
+
 def main(argv: list[str]) -> int:
     spec, outdir = Path(argv[1]), Path(argv[2])
     fortran = "--fortran" in argv[3:]
+    forward = "--fortran-forward" in argv[3:]
     functions = parse_spec(spec)
     outdir.mkdir(parents=True, exist_ok=True)
     enum = "".join(f"    MPS_FN_{f.name},\n" for f in functions)
@@ -259,6 +290,11 @@ def main(argv: list[str]) -> int:
         for f in functions:
             if f.fortran:
                 parts += [fortran_door(f), "\n"]
+    if forward:
+        parts.append("/* ---- Fortran doors (mpif.h, use mpi) forwarding to the library ---- */\n")
+        for f in functions:
+            if f.fortran:
+                parts += [forward_door(f), "\n"]
     (outdir / "wrappers.c").write_text("".join(parts))
     return 0
 

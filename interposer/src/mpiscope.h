@@ -84,6 +84,10 @@ void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out);
 
 /* Fortran sentinels (MPI_IN_PLACE, MPI_BOTTOM, MPI_STATUS(ES)_IGNORE). */
 void *mps_f_buf(void *buf);
+/* Forwarding Fortran doors: the library's own binding `name` (else `pname`, its PMPI
+ * twin), and the caller to record as call site of the C call it makes next. */
+void *mps_fortran_next(const char *name, const char *pname);
+void mps_fortran_caller(void *ra);
 int mps_f_status_ignore(const void *st);
 int mps_f_statuses_ignore(const void *st);
 

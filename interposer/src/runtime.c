@@ -10,6 +10,7 @@
 #include "mpiscope.h"
 #include "evbuf.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -116,6 +117,9 @@ static struct {
 
 /* current call is filtered out; initial-exec: no __tls_get_addr call in the hot path */
 static __thread int tl_skip __attribute__((tls_model("initial-exec")));
+/* Set by a forwarding Fortran door (MPICH): the Fortran caller, to be recorded as the call
+ * site of the C call the library's binding makes next instead of the binding itself */
+static __thread void *tl_fcaller __attribute__((tls_model("initial-exec")));
 /* Raw timestamp of the current call's phase: taken at Enter and once after the PMPI
  * call, shared by the events of that phase (a clock read is a good part of our budget) */
 static __thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
@@ -266,6 +270,21 @@ uint32_t mps_callsite_id(void *ra)
     return S.cs_n++;
 }
 
+/* ---------------------------------------------- forwarding Fortran doors */
+
+void *mps_fortran_next(const char *name, const char *pname)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f) f = dlsym(RTLD_NEXT, pname);
+    if (!f) { /* a Fortran program always has its MPI's Fortran library loaded */
+        fprintf(stderr, "mpiscope: error: %s: not found in the MPI Fortran library\n", name);
+        abort();
+    }
+    return f;
+}
+
+void mps_fortran_caller(void *ra) { tl_fcaller = ra; }
+
 /* ------------------------------------------------------- enter / leave */
 
 void mps_enter(enum mps_fn fn, void *ra)
@@ -275,6 +294,7 @@ void mps_enter(enum mps_fn fn, void *ra)
     LOCK();
     if (__builtin_expect(mps_evbuf_full(&S.eb), 0)) flush_events(1);
     tl_t = mps_ticks(S.tsc);
+    if (__builtin_expect(tl_fcaller != NULL, 0)) { ra = tl_fcaller; tl_fcaller = NULL; }
     mps_ev_put(&S.eb, tl_t, MPS_EV_ENTER, 0, fn, mps_callsite_id(ra), 0);
     UNLOCK();
 }
@@ -1019,6 +1039,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     S.t_init_local = (int64_t)mono_ns();
     S.state = 1;
     /* MPI_Init's own region: entered before tracing could start, so stamped afterwards */
+    if (tl_fcaller) { ra = tl_fcaller; tl_fcaller = NULL; }
     uint32_t cs = mps_callsite_id(ra);
     if (cs != UINT32_MAX)
         OTF2_AttributeList_AddSourceCodeLocationRef(S.attrs, ATTR_CALLSITE, cs);
