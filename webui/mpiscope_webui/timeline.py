@@ -21,7 +21,9 @@ from mpiscope_webui.model import TraceModel
 
 MARGIN_L, MARGIN_R = 170, 20
 MAX_ARROWS = 2000
-ARROW_POINTS = 8  # per message arrow: a 7-point polygon and a NaN gap
+POLY_EXTRA = 2  # points _polygons adds to each polygon
+RECT_POINTS = 4 + POLY_EXTRA  # points per rectangle in a figure's x/y
+ARROW_POINTS = 7 + POLY_EXTRA  # points per message arrow
 HALF = 0.42  # half the height of a depth-0 state, in lanes
 NEST = 0.12  # each nesting level is drawn this much slimmer (inside its parent)
 GAP_PX = 0.6  # space left after each exact state so that neighbours stay apart
@@ -50,11 +52,14 @@ class View:
 Figure = dict  # a Plotly figure as Dash sends it: {"data": [...], "layout": {...}}
 
 
+_DTYPES = {"f8": np.float64, "f4": np.float32, "u1": np.uint8, "u2": np.uint16}
+
+
 def typed(a: np.ndarray, dtype: str = "f8") -> dict | list:
     """A Plotly.js typed array ({dtype, bdata[, shape]}): compact, and decoded without
     parsing text in the browser. Only for x/y/z: Dash hands customdata to hover and click
     events by indexing it, which a typed array does not support."""
-    a = np.ascontiguousarray(a, dtype={"f8": np.float64, "f4": np.float32}[dtype])
+    a = np.ascontiguousarray(a, dtype=_DTYPES[dtype])
     if a.size == 0:
         return []
     out = {"dtype": dtype, "bdata": base64.b64encode(a.tobytes()).decode("ascii")}
@@ -66,8 +71,7 @@ def typed(a: np.ndarray, dtype: str = "f8") -> dict | list:
 def untyped(spec) -> np.ndarray:
     """The array behind a typed array (or a plain list): for tests and tools."""
     if isinstance(spec, dict):
-        dt = {"f8": np.float64, "f4": np.float32}[spec["dtype"]]
-        a = np.frombuffer(base64.b64decode(spec["bdata"]), dt)
+        a = np.frombuffer(base64.b64decode(spec["bdata"]), _DTYPES[spec["dtype"]])
         if "shape" in spec:
             a = a.reshape([int(x) for x in spec["shape"].split(",")])
         return a
@@ -102,28 +106,53 @@ def curve_names(model: TraceModel) -> list[str]:
             "selected"]
 
 
-def _rects(x0, x1, y0, y1, close: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Rectangles as one polygon path with NaN gaps (one SVG path for thousands)."""
-    n = len(x0)
-    k = 6 if close else 5
-    x = np.full((n, k), np.nan)
-    y = np.full((n, k), np.nan, dtype=np.float32)
-    x[:, 0], x[:, 1], x[:, 2], x[:, 3] = x0, x1, x1, x0
-    y[:, 0], y[:, 1], y[:, 2], y[:, 3] = y0, y0, y1, y1
-    if close:
-        x[:, 4], y[:, 4] = x0, y0
-    return x.ravel(), y.ravel()
+def _polygons(px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """n polygons of k points each ((n, k) arrays) as ONE polygon without gaps, to fill.
+
+    Plotly's scatter makes an SVG element for every NaN-separated piece of a curve, even a
+    fill-only one (and then styles and removes them: ~0.3 s for a few thousand). So the
+    polygons are chained: each is closed back to its first point, the next starts from
+    there, and at the end the path walks back through all the first points. Every
+    connecting edge is then traversed once each way, which adds nothing to the winding
+    number: under SVG's nonzero rule the fill is exactly the union of the polygons (given
+    they all run the same way round, as _rects and _arrows make them). POLY_EXTRA points
+    are added per polygon."""
+    n, k = px.shape
+    x = np.empty((n, k + 1))
+    y = np.empty((n, k + 1), np.float32)
+    x[:, :k], y[:, :k] = px, py
+    x[:, k], y[:, k] = px[:, 0], py[:, 0]
+    back = slice(None, None, -1)
+    return (np.concatenate([x.ravel(), px[back, 0]]),
+            np.concatenate([y.ravel(), py[back, 0].astype(np.float32)]))
+
+
+def _rects(x0, x1, y0, y1) -> tuple[np.ndarray, np.ndarray]:
+    """Rectangles as one filled polygon (RECT_POINTS points each)."""
+    x = np.stack(np.broadcast_arrays(x0, x1, x1, x0), axis=1).astype(np.float64)
+    y = np.stack(np.broadcast_arrays(y0, y0, y1, y1), axis=1).astype(np.float64)
+    return _polygons(x.reshape(-1, 4), y.reshape(-1, 4))
+
+
+def _frames(x0, x1, y0, y1, wx: float, wy: float) -> tuple[np.ndarray, np.ndarray]:
+    """Rectangle outlines wx by wy thick (inwards), as one filled polygon: the outer ring,
+    then the inner one the other way round, which makes it a hole."""
+    xi0, xi1 = np.minimum(x0 + wx, x1), np.maximum(x1 - wx, x0)
+    yi0, yi1 = np.minimum(y0 + wy, y1), np.maximum(y1 - wy, y0)
+    x = np.stack(np.broadcast_arrays(x0, x1, x1, x0, x0, xi0, xi0, xi1, xi1, xi0), axis=1)
+    y = np.stack(np.broadcast_arrays(y0, y0, y1, y1, y0, yi0, yi1, yi1, yi0, yi0), axis=1)
+    return _polygons(x.astype(np.float64), y.astype(np.float64))
 
 
 def _arrows(xs, ys, xr, yr, px_per_s: float, px_per_lane: float,
             head_px: float = 7.0, head_half_px: float = 3.2,
             shaft_half_px: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """Arrows as filled polygons (ARROW_POINTS points each, the last a NaN gap).
+    """Arrows as one filled polygon (ARROW_POINTS points each, see _polygons).
 
-    Filled, because Plotly draws every NaN-separated piece of a *line* as an SVG element of
-    its own (thousands of arrows = thousands of elements, seconds to draw), while a fill of
-    any number of pieces is one element. The shape is computed in pixels so it looks the
-    same at every zoom: a shaft one pixel wide, then a head ending at the receive point."""
+    Filled, because Plotly draws every piece of a *line* as an SVG element of its own
+    (thousands of arrows = thousands of elements, seconds to draw). The shape is computed
+    in pixels so it looks the same at every zoom: a shaft one pixel wide, then a head
+    ending at the receive point."""
     n = len(xs)
     dx, dy = (xr - xs) * px_per_s, (yr - ys) * px_per_lane
     length = np.hypot(dx, dy)
@@ -131,8 +160,8 @@ def _arrows(xs, ys, xr, yr, px_per_s: float, px_per_lane: float,
     ux, uy = dx / norm, dy / norm
     nx, ny = -uy, ux  # unit normal
     head = np.minimum(head_px, length)
-    x = np.full((n, ARROW_POINTS), np.nan)
-    y = np.full((n, ARROW_POINTS), np.nan)
+    x = np.empty((n, 7))
+    y = np.empty((n, 7))
     # offsets from the send point (S) or the receive point (R), in pixels:
     # S+w, B+w, B+h, R, B-h, B-w, S-w with B = R - head along the arrow
     for col, (at_r, back, side) in enumerate((
@@ -143,7 +172,7 @@ def _arrows(xs, ys, xr, yr, px_per_s: float, px_per_lane: float,
         oy = -uy * head * back + ny * side
         x[:, col] = (xr if at_r else xs) + ox / px_per_s
         y[:, col] = (yr if at_r else ys) + oy / px_per_lane
-    return x.ravel(), y.ravel().astype(np.float32)
+    return _polygons(x, y)
 
 
 def _one_per_key(key: np.ndarray) -> np.ndarray:
@@ -160,34 +189,71 @@ def _one_per_key(key: np.ndarray) -> np.ndarray:
     return np.flatnonzero(slot[key - lo] == pos)
 
 
+def summary_levels(nf: int) -> int:
+    """Shades per function in the summary grid: z must fit one byte (two past 255
+    functions), because the grid is the bulk of a view's bytes."""
+    return max(1, (255 if nf <= 255 else 65535) // max(nf, 1))
+
+
 def _colourscale(functions: list[str]) -> list:
-    """Function k occupies z in [k, k+1): light (sparse bin) to full colour (busy bin)."""
-    f = max(len(functions), 1)
-    scale = []
+    """z = 0: empty (transparent); z = 1 + k * L + l: function k at shade l of L, light
+    (sparse bin) to full colour (busy bin)."""
+    nf = len(functions)
+    if not nf:
+        return [[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]]
+    levels = summary_levels(nf)
+    zmax = nf * levels
+    scale = [[0, "rgba(0,0,0,0)"]]
     for k, name in enumerate(functions):
         c = palette.colour(name)
-        scale.append([k / f, palette.blend(c, amount=0.75)])
-        scale.append([(k + 1) / f - 1e-9 if k + 1 < f else 1.0, c])
-    return scale or [[0, palette.COMPUTE], [1, palette.COMPUTE]]
+        scale.append([(1 + k * levels) / zmax, palette.blend(c, amount=0.75)])
+        scale.append([(k + 1) * levels / zmax, c])
+    return scale
 
 
 def summary_z(model: TraceModel, v: lod.LodView) -> np.ndarray:
+    """(lanes, bins) summary grid, coded as _colourscale says (0 where nothing is left)."""
+    levels = summary_levels(len(model.index.functions))
     dom = v.dominant
-    frac = np.clip(v.busy_fraction, 0, 1)
-    z = np.where(dom >= 0, dom + 0.02 + 0.96 * frac, np.nan).astype(np.float32)
+    shade = np.minimum((np.clip(v.busy_fraction, 0, 1) * levels).astype(np.int64), levels - 1)
+    z = np.where(dom >= 0, 1 + dom * levels + shade, 0)
     return z[model.lanes.ranks]
 
 
 def _summary_trace(model: TraceModel, v: lod.LodView, to_s) -> dict:
+    """The summary cells as a heatmap. Empty cells are transparent rather than gaps (NaN),
+    so that z fits one byte per cell; hovering one tells the time is all compute."""
     z = summary_z(model, v)
-    if np.isnan(z).all():  # deep zoom: everything is exact, send no empty grid
-        z = np.full((1, 1), np.nan, np.float32)
+    if not z.any():  # deep zoom: everything is exact, send no empty grid
+        z = np.zeros((1, 1), np.int64)
+    nf = len(model.index.functions)
+    levels = summary_levels(nf)
     width = (v.edges[-1] - v.edges[0]) / max(v.nbins, 1)
-    return {"type": "heatmap", "z": typed(z, "f4"), "x0": float(to_s(v.edges[0] + width / 2)),
-            "dx": width / 1e9, "y0": 0, "dy": 1, "zmin": 0,
-            "zmax": max(len(model.index.functions), 1), "zsmooth": False,
+    return {"type": "heatmap", "z": typed(z, "u1" if nf * levels <= 255 else "u2"),
+            "x0": float(to_s(v.edges[0] + width / 2)), "dx": width / 1e9, "y0": 0, "dy": 1,
+            "zmin": 0, "zmax": max(nf * levels, 1), "zsmooth": False,
             "colorscale": _colourscale(model.index.functions), "showscale": False,
-            "hoverinfo": "none", "hoverongaps": False, "name": "summary", "showlegend": False}
+            "hoverinfo": "none", "name": "summary", "showlegend": False,
+            "meta": {"levels": levels}}
+
+
+def _placeholder(view: View) -> tuple[np.ndarray, np.ndarray]:
+    """One point off the lanes: Plotly drops empty curves from the legend."""
+    return np.array([view.t0]), np.array([-100.0], np.float32)
+
+
+def _lanes_shape(model: TraceModel, to_s, t0: int, t1: int) -> dict:
+    """The lanes' backgrounds (compute) over each rank's lifetime, as one path shape drawn
+    between the grid and the traces."""
+    lanes = model.lanes
+    r = model.trace.ranks.set_index("rank").loc[lanes.ranks]
+    x0 = to_s(np.clip(r["first_ns"].to_numpy(np.int64) - model.index.origin, t0, t1))
+    x1 = to_s(np.clip(r["last_ns"].to_numpy(np.int64) - model.index.origin, t0, t1))
+    path = "".join(f"M{a!r},{lane - 0.46!r}H{b!r}V{lane + 0.46!r}H{a!r}Z"
+                   for lane, (a, b) in enumerate(zip(x0.tolist(), x1.tolist(), strict=True))
+                   if b > a)
+    return {"type": "path", "name": "compute", "xref": "x", "yref": "y", "layer": "between",
+            "path": path or "M0,-100Z", "fillcolor": palette.COMPUTE, "line": {"width": 0}}
 
 
 def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod.MAX_EXACT,
@@ -206,16 +272,12 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     v = lod.query(idx, t0, t1, plot_px, hidden=hidden, max_exact=max_exact)
     traces: list[dict] = []
 
-    # compute = lane background over each rank's lifetime
-    r = model.trace.ranks.set_index("rank").loc[lanes.ranks]
-    b0 = np.clip(r["first_ns"].to_numpy(np.int64) - origin, t0, t1)
-    b1 = np.clip(r["last_ns"].to_numpy(np.int64) - origin, t0, t1)
-    lane = np.arange(len(lanes.ranks))
-    x, y = _rects(to_s(b0), to_s(b1), lane - 0.5 + 0.04, lane + 0.5 - 0.04)
-    # mode "none" throughout: a fill is one SVG element however many rectangles it holds,
-    # but a line is one element per NaN-separated piece (see _arrows)
-    traces.append(_scatter("compute", x, y, hidden, fill="toself", fillcolor=palette.COMPUTE,
-                           mode="none", hoverinfo="skip"))
+    # compute = lane background over each rank's lifetime. A layout shape, not a trace:
+    # Plotly draws heatmaps under all scatter traces, so a filled trace would hide the
+    # summary cells. The "compute" curve is kept, empty, for its legend entry.
+    shapes = [] if "compute" in hidden else [_lanes_shape(model, to_s, t0, t1)]
+    traces.append(_scatter("compute", *_placeholder(view), hidden, fill="toself",
+                           fillcolor=palette.COMPUTE, mode="none", hoverinfo="skip"))
     traces.append(_summary_trace(model, v, to_s))
 
     # exact states, one path per function; instead of an outline (one SVG element per
@@ -229,8 +291,8 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     for code, name in enumerate(idx.functions):
         sel = idx.fcode[st] == code
         x, y = _rects(xs0[sel], xs1[sel], lane_of[sel] - half[sel], lane_of[sel] + half[sel])
-        if not len(x):  # Plotly drops empty curves from the legend: one point off-lane
-            x, y = np.array([view.t0]), np.array([-100.0], np.float32)
+        if not len(x):
+            x, y = _placeholder(view)
         c = palette.colour(name)
         traces.append(_scatter(name, x, y, hidden, fill="toself", fillcolor=c, mode="none",
                                legendgroup=name, hoverinfo="skip"))
@@ -243,6 +305,8 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     ok = we > ws
     x, y = _rects(to_s(ws[ok]), to_s(we[ok]), lane_of[w][ok] - half[w][ok],
                   lane_of[w][ok] + half[w][ok])
+    if not len(x):
+        x, y = _placeholder(view)
     traces.append(_scatter(
         "waiting", x, y, hidden, fill="toself", mode="none", fillcolor="rgba(0,0,0,0.18)",
         fillpattern={"shape": "/", "fgcolor": "rgba(0,0,0,0.55)", "size": 6, "solidity": 0.3},
@@ -269,14 +333,18 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     xr = to_s(m["recv_time"].to_numpy(np.int64)[rows] - origin)
     ys = lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
     yr = lanes.lane_of_rank[m["recv_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
-    ax, ay = _arrows(xs, ys, xr, yr, plot_px / max(view.t1 - view.t0, 1e-12), lane_px)
-    # customdata: the message's row at each point (-1 at the gaps, which cannot be hovered);
-    # an int array goes out as a JSON list, which Dash can index for hover/click events
-    mid = np.repeat(rows.astype(np.int64), ARROW_POINTS)
-    mid[ARROW_POINTS - 1::ARROW_POINTS] = -1
+    head = min(7.0, 0.6 * lane_px)  # in thin lanes a 7-pixel head would hide the lane
+    ax, ay = _arrows(xs, ys, xr, yr, plot_px / max(view.t1 - view.t0, 1e-12), lane_px,
+                     head_px=head, head_half_px=0.45 * head)
+    # customdata: the message's row at each point (in _polygons' order); an int array goes
+    # out as a JSON list, which Dash can index for hover/click events
+    mid = np.concatenate([np.repeat(rows.astype(np.int64), ARROW_POINTS - 1), rows[::-1]])
+    if not n:
+        ax, ay = _placeholder(view)
+        mid = np.array([-1])
     traces.append(_scatter("messages", ax, ay, hidden, mode="none", fill="toself",
                            fillcolor="#222222", hoveron="points", customdata=mid,
-                           hoverinfo="none"))
+                           hoverinfo="none" if n else "skip"))
 
     # points at state centres, not drawn (no SVG element each): hover/click target carrying
     # the call id
@@ -291,11 +359,12 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         ss = c["start"].to_numpy(np.int64)[sel_calls] - origin
         se = c["end"].to_numpy(np.int64)[sel_calls] - origin
         sl = lanes.lane_of_rank[c["rank"].to_numpy(np.int64)[sel_calls]]
-        x, y = _rects(to_s(ss), to_s(se), sl - 0.48, sl + 0.48, close=True)
+        x, y = _frames(to_s(ss), to_s(se), sl - 0.48, sl + 0.48, 2.5 * s_per_px,
+                       2.5 / lane_px)
     else:
         x, y = np.empty(0), np.empty(0, np.float32)
-    traces.append(_scatter("selected", x, y, mode="lines", hoverinfo="skip",
-                           line={"width": 2.5, "color": "#000000"}, showlegend=False))
+    traces.append(_scatter("selected", x, y, mode="none", fill="toself", hoverinfo="skip",
+                           fillcolor="#000000", showlegend=False))
 
     boundaries = [i - 0.5 for i in range(1, nl) if lanes.hosts[i] != lanes.hosts[i - 1]]
     layout = dict(
@@ -313,8 +382,9 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         yaxis={"range": view.y_range or [nl - 0.5, -0.5], "tickmode": "array",
                "tickvals": list(range(nl)), "ticktext": lanes.labels(), "showgrid": False,
                "zeroline": False, "ticklabeloverflow": "allow"},
-        shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": b, "y1": b,
-                 "line": {"color": "#555555", "width": 1, "dash": "dot"}} for b in boundaries],
+        shapes=shapes + [
+            {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": b, "y1": b,
+             "line": {"color": "#555555", "width": 1, "dash": "dot"}} for b in boundaries],
     )
     return Rendered({"data": traces, "layout": layout}, v, n, total)
 
