@@ -19,9 +19,9 @@ int mps_evbuf_init(mps_evbuf *b, uint64_t bytes)
      * allows them on request make that cheaper and spare TLB misses. */
     madvise(p, len, MADV_HUGEPAGE);
 #ifdef MADV_POPULATE_WRITE
-    if (madvise(p, len, MADV_POPULATE_WRITE) != 0)
+    /* best effort: where it fails (old kernel, no memory now) pages fault in as used */
+    madvise(p, len, MADV_POPULATE_WRITE);
 #endif
-        for (size_t off = 0; off < len; off += 4096) ((volatile char *)p)[off] = 0;
     b->base = b->pos = p;
     b->end = b->base + words - MPS_EV_MAX_WORDS;
     return 0;

@@ -843,6 +843,31 @@ static int mkdir_p(const char *path)
     return access(tmp, W_OK) == 0 ? 0 : -1;
 }
 
+/* The buffer is faulted in at Init, so an oversized MPISCOPE_BUFFER_SIZE must not take
+ * the node's memory from the job: all ranks on this node together get at most a quarter
+ * of the memory available now. */
+static uint64_t buffer_cap(uint64_t want)
+{
+    MPI_Comm node;
+    int local = 1;
+    if (PMPI_Comm_split_type(S.icomm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        PMPI_Comm_size(node, &local);
+        PMPI_Comm_free(&node);
+    }
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return want;
+    uint64_t cap = (uint64_t)pages * (uint64_t)page / 4 / (uint64_t)(local > 0 ? local : 1);
+    if (want > cap) {
+        if (S.rank == 0)
+            fprintf(stderr, "mpiscope: warning: MPISCOPE_BUFFER_SIZE=%llu MiB per rank exceeds "
+                    "a quarter of this node's free memory shared by %d ranks; using %llu MiB\n",
+                    (unsigned long long)(want >> 20), local, (unsigned long long)(cap >> 20));
+        want = cap;
+    }
+    return want;
+}
+
 /* ----------------------------------------------------- OTF2 callbacks */
 
 static OTF2_FlushType pre_flush(void *u, OTF2_FileType ft, OTF2_LocationRef loc, void *cd,
@@ -1001,6 +1026,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     /* raw events wait in MPISCOPE_BUFFER_SIZE; OTF2 encodes them into a few chunks that
      * go to disk as they fill */
     S.buffer_bytes = parse_size(getenv("MPISCOPE_BUFFER_SIZE"), 32 * 1024 * 1024);
+    S.buffer_bytes = buffer_cap(S.buffer_bytes);
     S.pool_budget = 4 * S.chunk_size;
     S.hash_bytes = (size_t)parse_size(getenv("MPISCOPE_HASH_BYTES"), 64);
     parse_filter(getenv("MPISCOPE_FILTER"));

@@ -211,3 +211,19 @@ def test_disk_full_warns_and_job_runs_untraced(programs, tiny_disk: Path) -> Non
         assert line.endswith("continuing untraced")
     assert len({w.split("traces/")[-1] for w in warnings}) == len(warnings)  # one per rank
     assert not (tiny_disk / "trace" / "traces.otf2").exists()
+
+
+def test_oversized_buffer_is_capped_not_fatal(programs, tmp_path: Path) -> None:
+    """The raw buffer is faulted in at Init: a buffer bigger than the node can give is
+    capped (one warning from rank 0), and the job and its trace are as usual."""
+    cmd = [str(programs["loop.c"]), "200"]
+    bare = mpijobs.run(cmd, np=2, traced=False)
+    traced = mpijobs.run(cmd, np=2, out=tmp_path / "trace",
+                         env={"MPISCOPE_BUFFER_SIZE": "1000000G"})
+    same_job(bare, traced)
+    warnings = [line for line in traced.stderr.splitlines() if "mpiscope" in line]
+    assert len(warnings) == 1, traced.stderr
+    assert warnings[0].startswith("mpiscope: warning: MPISCOPE_BUFFER_SIZE=1024000000 MiB")
+    t = read_python(tmp_path / "trace")
+    for r in range(2):
+        assert t.enters(r)["MPI_Allreduce"] == 200
