@@ -159,6 +159,24 @@ def test_zoom_changes_the_window_and_the_detail(browser, app_url, unpatched):
     shot(browser, "02-zoomed")
 
 
+def test_level_of_detail_follows_window_resizes(browser, app_url):
+    open_app(browser, app_url)
+    script = (f"const g={GD.format(p=0)}; "
+              "return [g._fullData[1].z[0].length, Math.round(g._fullLayout._size.w)]")
+    bins, plot_px = browser.execute_script(script)
+    assert abs(bins - plot_px) <= 2, "one summary bin per pixel of the plot"
+    try:
+        browser.set_window_size(1000, 1300)
+        narrow = wait_until(browser, f"const r=(() => {{ {script} }})(); "
+                            f"return r[0] < {bins} - 200 && r", what="redrawn for the new width")
+        assert abs(narrow[0] - narrow[1]) <= 2 and narrow[1] < plot_px - 200
+        shot(browser, "02b-narrow-window")
+    finally:
+        browser.set_window_size(1500, 1300)
+    wait_until(browser, f"const r=(() => {{ {script} }})(); return r[0] === {bins} && r",
+               what="back to the first width")
+
+
 def test_hover_and_click_a_call_then_jump_to_its_partner(browser, app_url, unpatched):
     open_app(browser, app_url)
     waitall = unpatched.calls[unpatched.calls["function"] == "MPI_Waitall"].iloc[40]
