@@ -62,7 +62,8 @@ def http_view(url: str, app, view: dict) -> tuple[float, int]:
     body = json.dumps({
         "output": key, "outputs": ids,
         "inputs": [{"id": {"panel": 0, "type": "view"}, "property": "data", "value": view},
-                   {"id": "viewport", "property": "data", "value": WIDTH}],
+                   {"id": "viewport", "property": "data", "value": WIDTH},
+                   {"id": {"panel": 0, "type": "waits"}, "property": "data", "value": True}],
         "changedPropIds": ['{"panel":0,"type":"view"}.data'], "state": []}).encode()
     req = urllib.request.Request(f"{url}/_dash-update-component", data=body,
                                  headers={"Content-Type": "application/json"})

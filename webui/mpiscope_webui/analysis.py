@@ -35,10 +35,13 @@ class Analysis:
     errors: list[str] = field(default_factory=list)
 
     @classmethod
-    def compute(cls, trace: Trace) -> Analysis:
-        from mpiscope import breakdown, findings, stats, waitstates
+    def compute(cls, trace: Trace, waits: WaitStates | None = None) -> Analysis:
+        """All analyses; `waits` if the wait states were computed already."""
+        from mpiscope import breakdown, findings, stats
 
-        errors: list[str] = []
+        w = waits or WaitStates.compute(trace)
+        errors = list(w.errors)
+        ws = w.result
 
         def attempt(what: str, fn, default):
             # one analysis failing must not take the timeline down with it
@@ -48,9 +51,6 @@ class Analysis:
                 errors.append(f"{what}: {type(err).__name__}: {err}".splitlines()[0])
                 return default
 
-        ws = attempt("wait states", lambda: waitstates.compute(trace), None)
-        wait = (ws.per_call["wait_ns"].to_numpy(np.int64) if ws is not None
-                else np.zeros(len(trace.calls), np.int64))
         empty = pd.DataFrame()
         bd = attempt("breakdown", lambda: breakdown.per_rank(trace, ws), empty) \
             if ws is not None else empty
@@ -60,21 +60,55 @@ class Analysis:
         found = attempt("findings", lambda: findings.find(trace, ws), []) \
             if ws is not None else []
         views = [finding_view(trace, f) for f in found]
-        return cls(wait, bd, fn, sizes, matrix, views, errors)
+        return cls(w.wait_ns, bd, fn, sizes, matrix, views, errors)
+
+
+@dataclass
+class WaitStates:
+    """The wait states alone: the first analysis, since the timeline shades them."""
+
+    result: object  # mpiscope.waitstates result, None if it failed
+    wait_ns: np.ndarray  # per call id (zeros if it failed)
+    errors: list[str]
+
+    @classmethod
+    def compute(cls, trace: Trace) -> WaitStates:
+        from mpiscope import waitstates
+
+        try:
+            ws = waitstates.compute(trace)
+        except Exception as err:  # noqa: BLE001 - shown to the user, one line
+            return cls(None, np.zeros(len(trace.calls), np.int64),
+                       [f"wait states: {type(err).__name__}: {err}".splitlines()[0]])
+        return cls(ws, ws.per_call["wait_ns"].to_numpy(np.int64), [])
+
+
+def _matches(column: pd.Series, value: str) -> np.ndarray:
+    """column == value for a categorical column, on its codes (comparing 3 M strings took
+    a second per finding)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        cats = column.cat.categories.astype(str)
+        hit = np.flatnonzero(cats == value)
+        return np.isin(column.cat.codes.to_numpy(), hit)
+    return column.astype(str).to_numpy() == value
 
 
 def finding_view(trace: Trace, f) -> FindingView:
     c = trace.calls
-    sel = c["function"].astype(str).to_numpy() == f.function
+    sel = _matches(c["function"], f.function)
     if f.callsite:
-        sel &= c["callsite"].astype(str).to_numpy() == f.callsite
-    hits = c[sel].sort_values("start")
+        sel &= _matches(c["callsite"], f.callsite)
+    rows = np.flatnonzero(sel)
+    start = c["start"].to_numpy(np.int64)[rows]
+    order = np.argsort(start, kind="stable")
+    rows, start = rows[order], start[order]
     window = None
-    if len(hits):
-        ranks = max(hits["rank"].nunique(), 1)
-        first = hits.iloc[: OCCURRENCES_SHOWN * ranks]
-        lo, hi = int(first["start"].min()), int(first["end"].max())
+    if len(rows):
+        ranks = max(len(np.unique(c["rank"].to_numpy()[rows])), 1)
+        first = slice(0, OCCURRENCES_SHOWN * ranks)
+        lo = int(start[first].min())
+        hi = int(c["end"].to_numpy(np.int64)[rows[first]].max())
         pad = max((hi - lo) // 10, 1000)
         window = ((lo - pad) / 1e9, (hi + pad) / 1e9)
     return FindingView(f.kind, f.function, f.callsite, f.message, float(f.time_s),
-                       float(f.estimated_savings_s), hits["call"].to_numpy(np.int64), window)
+                       float(f.estimated_savings_s), c["call"].to_numpy(np.int64)[rows], window)

@@ -44,7 +44,8 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
                title="mpiscope", update_title=None, serve_locally=True,
                suppress_callback_exceptions=True)
     ctl = Controller(models)
-    app.layout = _layout(ctl)
+    # a function: each page load gets the current state (e.g. wait states ready or not)
+    app.layout = lambda: _layout(ctl)
     _callbacks(app, ctl)
     app.controller = ctl  # for tests and benchmarks
     return app
@@ -61,6 +62,11 @@ def _panel(ctl: Controller, p: int) -> html.Div:
         html.Div([html.H3(m.label, className="trace-label"), html.Span(info, className="muted")],
                  className="panel-head"),
         dcc.Store(id={"type": "view", "panel": p}, data=view.to_dict()),
+        # the wait states come in the background; until then a cheap poll asks for them,
+        # and the timeline is drawn again, shaded, once they are there
+        dcc.Store(id={"type": "waits", "panel": p}, data=m.waits_ready),
+        dcc.Interval(id={"type": "wait-poll", "panel": p}, interval=400,
+                     disabled=m.waits_ready),
         dcc.Graph(id={"type": "overview", "panel": p}, figure=timeline.overview(m, view),
                   config={"displayModeBar": False, "scrollZoom": False, "responsive": False},
                   className="overview"),
@@ -143,8 +149,9 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
     @app.callback(Output({"type": "timeline", "panel": MATCH}, "figure"),
                   Output({"type": "status", "panel": MATCH}, "children"),
                   Output({"type": "overview", "panel": MATCH}, "figure"),
-                  Input({"type": "view", "panel": MATCH}, "data"), Input("viewport", "data"))
-    def render(view, width):
+                  Input({"type": "view", "panel": MATCH}, "data"), Input("viewport", "data"),
+                  Input({"type": "waits", "panel": MATCH}, "data"))
+    def render(view, width, _waits):
         p = int(ctx.outputs_list[0]["id"]["panel"])
         v = View.from_dict(view)
         fig, status = ctl.render(p, v, int(width or DEFAULT_WIDTH))
@@ -152,6 +159,14 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         patch["layout"]["shapes"][0] = timeline.window_shape(v)
         patch["layout"]["xaxis"]["range"] = list(ctl.full_window(p))
         return fig, status, patch
+
+    @app.callback(Output({"type": "waits", "panel": MATCH}, "data"),
+                  Output({"type": "wait-poll", "panel": MATCH}, "disabled"),
+                  Input({"type": "wait-poll", "panel": MATCH}, "n_intervals"),
+                  prevent_initial_call=True)
+    def waits_ready(_):
+        p = int(ctx.outputs_list[0]["id"]["panel"])
+        return (True, True) if ctl.models[p].waits_ready else (no_update, no_update)
 
     @app.callback(Output({"type": "tip", "panel": MATCH}, "show"),
                   Output({"type": "tip", "panel": MATCH}, "bbox"),

@@ -147,8 +147,8 @@ class Controller:
         if int(c["comm"]) >= 0:
             rows.append(("communicator", model.comm_name(int(c["comm"]))))
         rows.append(("call site", str(c["callsite"]) or "unknown"))
-        if model._analysis is not None:
-            w = int(model._analysis.wait_ns[call])
+        if model.wait_ns is not None:
+            w = int(model.wait_ns[call])
             if w > 0:
                 share = 100 * w / 1e9 / max(dur, 1e-12)
                 rows.append(("waiting", f"{_fmt_s(w / 1e9)} ({share:.0f}%)"))

@@ -70,7 +70,9 @@ class TraceModel:
     messages: MessageIndex
     lanes: Lanes
     _analysis: object = field(default=None, repr=False)
+    _waits: object = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _waits_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def build(cls, trace: Trace, label: str | None = None) -> TraceModel:
@@ -83,14 +85,37 @@ class TraceModel:
         """Span of the timeline in ns (relative times run from 0 to this)."""
         return int(self.index.span - 2)
 
+    def waits(self):
+        """The wait states (analysis.WaitStates), computed on first use. They come first
+        and on their own (well under a second where all analyses take several) because
+        the timeline shades them: from then on every view does."""
+        from mpiscope_webui.analysis import WaitStates
+
+        with self._waits_lock:
+            if self._waits is None:
+                w = WaitStates.compute(self.trace)
+                self.index.wait = w.wait_ns[self.index.call]
+                self._waits = w
+            return self._waits
+
+    @property
+    def waits_ready(self) -> bool:
+        return self._waits is not None
+
+    @property
+    def wait_ns(self) -> np.ndarray | None:
+        """Waiting time per call id, None until the wait states are computed."""
+        w = self._waits
+        return None if w is None else w.wait_ns
+
     def analysis(self):
         """The analyses (computed on first use, then shared by all sessions)."""
         from mpiscope_webui.analysis import Analysis
 
+        waits = self.waits()
         with self._lock:
             if self._analysis is None:
-                self._analysis = Analysis.compute(self.trace)
-                self.index.wait = self._analysis.wait_ns[self.index.call]
+                self._analysis = Analysis.compute(self.trace, waits)
             return self._analysis
 
     def call_row(self, call: int) -> pd.Series:

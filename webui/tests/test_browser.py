@@ -177,6 +177,40 @@ def test_level_of_detail_follows_window_resizes(browser, app_url):
                what="back to the first width")
 
 
+def test_waiting_shading_appears_as_soon_as_the_wait_states_are_known(
+        browser, himeno_traces, monkeypatch):
+    import threading
+
+    from werkzeug.serving import make_server
+
+    from mpiscope_webui import analysis
+    from mpiscope_webui.app import create_app, load_models
+
+    gate = threading.Event()
+    compute = analysis.WaitStates.compute
+
+    def held_back(trace):  # the wait states take their time, as on a big trace
+        gate.wait(60)
+        return compute(trace)
+
+    monkeypatch.setattr(analysis.WaitStates, "compute", held_back)
+    app = create_app(models=load_models([himeno_traces["unpatched"]]))
+    srv = make_server("127.0.0.1", 0, app.server, threaded=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    waiting = (f"const t={GD.format(p=0)}._fullData.find(t => t.name === 'waiting'); "
+               "return t && t.x.length")
+    try:
+        browser.get(f"http://127.0.0.1:{srv.server_port}")
+        assert wait_until(browser, waiting, what="timeline drawn") == 1  # legend entry only
+        gate.set()
+        # no user action: the page learns that the wait states are in and redraws
+        assert wait_until(browser, f"const n=(() => {{ {waiting} }})(); return n > 1 && n",
+                          what="waiting parts shaded") > 1
+    finally:
+        gate.set()
+        srv.shutdown()
+
+
 def test_hover_and_click_a_call_then_jump_to_its_partner(browser, app_url, unpatched):
     open_app(browser, app_url)
     waitall = unpatched.calls[unpatched.calls["function"] == "MPI_Waitall"].iloc[40]
