@@ -43,6 +43,7 @@ typedef struct {
     uint32_t comm;
     int32_t peer, tag, root;
     uint8_t used, kind, persistent, active, coll_op;
+    uint8_t cancel; /* MPI_Cancel was called: ask MPI_Test_cancelled at completion */
 } req_slot;
 
 typedef struct {
@@ -68,6 +69,14 @@ typedef struct {
     uint32_t id;
     uint8_t used;
 } cs_slot;
+
+/* predefined datatypes never change or go away: their sizes are remembered */
+#define MPS_TYPE_SLOTS 64
+typedef struct {
+    uint64_t key; /* the MPI_Datatype handle's bits */
+    int32_t size;
+    uint8_t used;
+} type_slot;
 
 typedef struct chunk {
     struct chunk *next;
@@ -107,6 +116,10 @@ static struct {
     /* communicators */
     comm_slot *comm;
     uint32_t comm_cap, comm_n, comm_dead, comm_counter;
+    type_slot types[MPS_TYPE_SLOTS];
+    /* each function's last call site: loops call the same site over and over */
+    void *last_ra[MPS_FN_COUNT];
+    uint32_t last_cs[MPS_FN_COUNT];
     comm_def *defs;
     uint32_t ndefs, defs_cap;
     uint64_t coll_seq;
@@ -295,7 +308,11 @@ void mps_enter(enum mps_fn fn, void *ra)
     if (__builtin_expect(mps_evbuf_full(&S.eb), 0)) flush_events(1);
     tl_t = mps_ticks(S.tsc);
     if (__builtin_expect(tl_fcaller != NULL, 0)) { ra = tl_fcaller; tl_fcaller = NULL; }
-    mps_ev_put(&S.eb, tl_t, MPS_EV_ENTER, 0, fn, mps_callsite_id(ra), 0);
+    if (ra != S.last_ra[fn]) {
+        S.last_ra[fn] = ra;
+        S.last_cs[fn] = mps_callsite_id(ra);
+    }
+    mps_ev_put(&S.eb, tl_t, MPS_EV_ENTER, 0, fn, S.last_cs[fn], 0);
     UNLOCK();
 }
 
@@ -508,12 +525,35 @@ static void req_remove(req_slot *r)
     S.req_dead++;
 }
 
+/* Size of a datatype, and whether it is predefined (those are remembered: Open MPI's
+ * MPI_Type_size and MPI_Type_get_envelope cost ~50 instructions each, several per call) */
+static int type_info(MPI_Datatype type, int *size)
+{
+    uint64_t k = HANDLE_KEY(type);
+    type_slot *e = &S.types[(k ^ k >> 6 ^ k >> 12) & (MPS_TYPE_SLOTS - 1)];
+    if (!S.mt && e->used && e->key == k) { /* multi-threaded: no shared cache */
+        *size = e->size;
+        return 1;
+    }
+    *size = 0;
+    PMPI_Type_size(type, size);
+    int ni, na, nd, combiner;
+    PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
+    if (combiner != MPI_COMBINER_NAMED) return 0;
+    if (!S.mt) {
+        e->key = k;
+        e->size = *size;
+        e->used = 1;
+    }
+    return 1;
+}
+
 uint64_t mps_type_bytes(int count, MPI_Datatype type)
 {
     int sz = 0;
     if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
-    PMPI_Type_size(type, &sz);
-    return (uint64_t)count * (uint64_t)sz;
+    type_info(type, &sz);
+    return (uint64_t)count * (uint64_t)(sz > 0 ? sz : 0);
 }
 
 uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type)
@@ -614,7 +654,8 @@ void mps_start(const MPI_Request *req)
 static void complete_one(req_slot *r, const MPI_Status *st)
 {
     int cancelled = 0;
-    if (st && r->kind != REQ_COLL) PMPI_Test_cancelled(st, &cancelled);
+    if (st && r->cancel && r->kind != REQ_COLL) PMPI_Test_cancelled(st, &cancelled);
+    r->cancel = 0;
     if (r->active && r->kind) {
         if (cancelled) {
             ev(MPS_EV_CANCELLED, 0, 0, 0, 1)[0] = r->id;
@@ -695,7 +736,13 @@ void mps_request_free(const MPI_Request *saved)
 
 void mps_cancelled_mark(const MPI_Request *req)
 {
-    (void)req; /* the cancellation is recorded when Wait/Test reports it (Test_cancelled) */
+    /* the cancellation is recorded when Wait/Test reports it (MPI_Test_cancelled), asked
+     * only of requests cancelled here */
+    if (S.state != 1 || *req == MPI_REQUEST_NULL) return;
+    LOCK();
+    req_slot *r = req_find_oldest(HANDLE_KEY(*req)); /* the one completion will find */
+    if (r) r->cancel = 1;
+    UNLOCK();
 }
 
 /* ----------------------------------------------------------- collectives */
@@ -732,12 +779,10 @@ void mps_coll_begin(void)
 int mps_hash_wanted(int count, MPI_Datatype type)
 {
     if (tl_skip || S.state != 1 || count < 0 || type == MPI_DATATYPE_NULL) return 0;
-    uint64_t bytes = mps_type_bytes(count, type);
-    if (bytes > S.hash_bytes) return 0;
+    int size = 0;
     /* only contiguous predefined types: their bytes are exactly count * size in memory */
-    int ni, na, nd, combiner;
-    PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
-    return combiner == MPI_COMBINER_NAMED;
+    int named = type_info(type, &size);
+    return named && (uint64_t)count * (uint64_t)(size > 0 ? size : 0) <= S.hash_bytes;
 }
 
 uint64_t mps_hash_buf(const void *buf, int count, MPI_Datatype type)
