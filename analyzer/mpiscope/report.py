@@ -29,6 +29,7 @@ class AnalysisReport:
     comm_matrix: pd.DataFrame
     host_split: pd.DataFrame
     time_bins: pd.DataFrame
+    flushes: pd.DataFrame
     loop: iterations.Loop | None
     per_iteration: pd.DataFrame | None
     extra: dict = field(default_factory=dict)
@@ -56,6 +57,9 @@ class AnalysisReport:
             "comm_matrix": _records(self.comm_matrix),
             "host_split": _records(self.host_split),
             "time_bins": _records(self.time_bins),
+            "buffer_flushes": {"count": int(self.flushes["flushes"].sum()),
+                               "seconds": float(self.flushes["seconds"].sum()),
+                               "per_rank": _records(self.flushes)},
             "main_loop": ({"callsite": self.loop.callsite, "function": self.loop.function,
                            "iterations": self.loop.iterations} if self.loop else None),
             "iterations": _records(self.per_iteration) if self.per_iteration is not None
@@ -83,5 +87,6 @@ def analyze(trace: Trace) -> AnalysisReport:
         wait_states=ws, findings=findings.find(trace, ws, ranks, loop),
         message_sizes=stats.message_sizes(trace), comm_matrix=stats.comm_matrix(trace),
         host_split=stats.host_split(trace), time_bins=breakdown.time_bins(trace, ws),
+        flushes=stats.flushes(trace),
         loop=loop, per_iteration=iterations.per_iteration(trace, loop, ws) if loop else None,
     )

@@ -118,3 +118,19 @@ def fit_hockney(trace: Trace) -> Hockney | None:
     alpha = float(intercept) if intercept > 0 else float(t.min())
     beta = 1.0 / slope if slope > 0 else 1e12
     return Hockney(alpha, beta)
+
+
+def flushes(trace: Trace) -> pd.DataFrame:
+    """Per rank: the tracer's buffer flushes that took time (rank, flushes, seconds).
+
+    They lie inside the measured run (as compute when outside MPI calls), so a large
+    share means the trace itself distorts what it shows. Zero-length flush records
+    (OTF2's own chunk writes while a batch was encoded) are not counted."""
+    f = trace.flushes
+    if f is None or not len(f):
+        return pd.DataFrame({"rank": pd.Series(dtype=int), "flushes": pd.Series(dtype=int),
+                             "seconds": pd.Series(dtype=float)})
+    f = f[f["end"] > f["start"]]
+    g = (f["end"] - f["start"]).groupby(f["rank"]).agg(["size", "sum"])
+    return pd.DataFrame({"rank": g.index.astype(int), "flushes": g["size"].astype(int),
+                         "seconds": g["sum"] / 1e9}).reset_index(drop=True)

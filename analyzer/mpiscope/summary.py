@@ -62,5 +62,11 @@ def print_summary(rep: AnalysisReport, console: Console, top: int = 10) -> None:
             console.print(f"[dim]• {f.kind} {f.callsite}: {f.message}[/dim]")
     else:
         console.print("No findings.")
+    fl = rep.flushes
+    if len(fl):
+        share = fl["seconds"].sum() / max(rep.ranks["total_s"].sum(), 1e-12)
+        console.print(f"[yellow]Tracing: {int(fl['flushes'].sum())} buffer flushes took "
+                      f"{_s(fl['seconds'].sum())} ({100 * share:.1f}% of the ranks' time), "
+                      "counted in the run; a larger MPISCOPE_BUFFER_SIZE avoids them[/yellow]")
     if t.unmatched is not None and len(t.unmatched):
         console.print(f"[yellow]{len(t.unmatched)} unmatched send/receive events[/yellow]")

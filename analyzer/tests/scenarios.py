@@ -154,14 +154,16 @@ def compile_program(name: str, dest: Path) -> Path:
     return exe
 
 
-def traced_run(name: str, ranks: int, args: list[str], workdir: Path) -> Path:
-    """Compile programs/<name>.c and run it under the interposer; return the trace dir."""
+def traced_run(name: str, ranks: int, args: list[str], workdir: Path,
+               env: dict[str, str] | None = None) -> Path:
+    """Compile programs/<name>.c and run it under the interposer (with `env` added);
+    return the trace dir."""
     exe = compile_program(name, workdir)
     out = workdir / f"{name}-{ranks}"
     lib = subprocess.run(["mpiscope", "lib"], check=True, capture_output=True,
                          text=True).stdout.strip()
     env = dict(os.environ, LD_PRELOAD=lib, MPISCOPE_OUT=str(out),
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **(env or {}))
     subprocess.run(["mpirun", "--oversubscribe", "-np", str(ranks), str(exe), *args],
                    check=True, env=env, capture_output=True, timeout=120)
     assert (out / "traces.otf2").exists(), f"no trace written to {out}"

@@ -2,6 +2,8 @@
 program traced by the interposer."""
 
 import json
+import os
+import subprocess
 
 import pytest
 from scenarios import SCOREP_PING_PONG, traced_run
@@ -54,3 +56,25 @@ def test_report_of_a_traced_program(tmp_path):
     for part in ("compute_s", "communication_s", "synchronization_s"):
         assert sum(b[part] for b in doc["time_bins"]) == pytest.approx(
             sum(r[part] for r in doc["ranks"]), rel=1e-6)
+
+
+def test_buffer_flushes_are_reported(tmp_path):
+    """A tiny event buffer makes the interposer encode mid-run: the report counts those
+    flushes and their time, which the breakdown holds as part of the run."""
+    trace = traced_run("imbalance", 2, ["20"], tmp_path, env={"MPISCOPE_BUFFER_SIZE": "4k"})
+    doc = json.loads(report.analyze(reader.load(trace)).to_json())
+    flushes = doc["buffer_flushes"]
+    assert flushes["count"] >= 2 and flushes["seconds"] > 0
+    assert {r["rank"] for r in flushes["per_rank"]} == {0, 1}
+    assert flushes["count"] == sum(r["flushes"] for r in flushes["per_rank"])
+    assert flushes["seconds"] < sum(r["total_s"] for r in doc["ranks"])
+    # and the terminal summary says so
+    out = subprocess.run(["mpiscope", "analyze", str(trace)], capture_output=True, text=True,
+                         check=True, env={**os.environ, "COLUMNS": "200"}).stdout
+    assert f"Tracing: {flushes['count']} buffer flushes took" in out
+
+
+def test_no_flushes_with_the_default_buffer(tmp_path):
+    doc = json.loads(report.analyze(reader.load(
+        traced_run("imbalance", 2, ["3"], tmp_path))).to_json())
+    assert doc["buffer_flushes"] == {"count": 0, "seconds": 0.0, "per_rank": []}
