@@ -154,8 +154,12 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
     def render(view, width, _waits):
         p = int(ctx.outputs_list[0]["id"]["panel"])
         v = View.from_dict(view)
-        fig, status = ctl.render(p, v, int(width or DEFAULT_WIDTH))
-        patch = Patch()
+        width = int(width or DEFAULT_WIDTH)
+        fig, status = ctl.render(p, v, width)
+        fired = {t["prop_id"] for t in ctx.triggered}
+        if "." in fired or "viewport.data" in fired:  # page load or a new width: new bins
+            return fig, status, timeline.overview(ctl.models[p], v, width)
+        patch = Patch()  # a zoom: only the window mark moves
         patch["layout"]["shapes"][0] = timeline.window_shape(v)
         patch["layout"]["xaxis"]["range"] = list(ctl.full_window(p))
         return fig, status, patch

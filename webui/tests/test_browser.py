@@ -162,14 +162,19 @@ def test_zoom_changes_the_window_and_the_detail(browser, app_url, unpatched):
 def test_level_of_detail_follows_window_resizes(browser, app_url):
     open_app(browser, app_url)
     script = (f"const g={GD.format(p=0)}; "
-              "return [g._fullData[1].z[0].length, Math.round(g._fullLayout._size.w)]")
-    bins, plot_px = browser.execute_script(script)
+              "const o=document.querySelector('#panel-0 .overview .js-plotly-plot'); "
+              "return [g._fullData[1].z[0].length, Math.round(g._fullLayout._size.w), "
+              "o._fullData[0].z[0].length]")
+    bins, plot_px, overview_bins = browser.execute_script(script)
     assert abs(bins - plot_px) <= 2, "one summary bin per pixel of the plot"
+    assert overview_bins == bins, "the overview strip too"
     try:
         browser.set_window_size(1000, 1300)
         narrow = wait_until(browser, f"const r=(() => {{ {script} }})(); "
                             f"return r[0] < {bins} - 200 && r", what="redrawn for the new width")
         assert abs(narrow[0] - narrow[1]) <= 2 and narrow[1] < plot_px - 200
+        wait_until(browser, f"const r=(() => {{ {script} }})(); return r[2] === r[0]",
+                   what="overview redrawn for the new width")
         shot(browser, "02b-narrow-window")
     finally:
         browser.set_window_size(1500, 1300)
