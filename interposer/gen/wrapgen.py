@@ -181,6 +181,14 @@ def fortran_door(fn: Function) -> str:
                     before.append(f"MPS_F2C_STATUSES({n}, {length});")
                     call.append(f"{n}_c")
                     after.append(f"MPS_C2F_STATUSES({n}, {length});")
+            elif p.array is not None and t == "MPI_Datatype":
+                # one datatype per peer (Alltoallw): sized from the communicator argument
+                if "comm" not in [q.name for q in fn.params]:
+                    raise SystemExit(f"wrapgen: {fn.name}: datatype array without comm")
+                fparams.append(f"MPI_Fint *{n}")
+                before.append(f"MPS_F2C_TYPES({n}, mps_comm_peers(PMPI_Comm_f2c(*comm)));")
+                call.append(f"{n}_c")
+                after.append(f"MPS_FREE_TYPES({n});")
             elif p.array is not None or t == "int *":
                 fparams.append(f"MPI_Fint *{n}")  # INTEGER == int on our platforms
                 call.append(n)

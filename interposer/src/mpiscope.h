@@ -66,6 +66,8 @@ void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
 void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
                const MPI_Request *req);
 int mps_comm_size(MPI_Comm comm);
+/* processes a collective addresses: the remote group's size for an intercommunicator */
+int mps_comm_peers(MPI_Comm comm);
 int mps_comm_rank(MPI_Comm comm);
 uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type);
 
@@ -132,6 +134,14 @@ int mps_f_statuses_ignore(const void *st);
     for (int k_ = 0; f##_c && k_ < (n); k_++) f##_c[k_] = PMPI_Request_f2c(f[k_])
 #define MPS_C2F_REQUESTS(f, n) \
     for (int k_ = 0; f##_c && k_ < (n); k_++) f[k_] = PMPI_Request_c2f(f##_c[k_]); \
+    if (f##_c != f##_small) free(f##_c)
+#define MPS_F2C_TYPES(f, n) \
+    int f##_n = (n); \
+    MPI_Datatype f##_small[MPS_SMALL]; \
+    MPI_Datatype *f##_c = f##_n <= MPS_SMALL ? f##_small \
+                                             : malloc(sizeof(MPI_Datatype) * (size_t)f##_n); \
+    for (int k_ = 0; f##_c && k_ < f##_n; k_++) f##_c[k_] = PMPI_Type_f2c(f[k_])
+#define MPS_FREE_TYPES(f) \
     if (f##_c != f##_small) free(f##_c)
 #define MPS_F2C_STATUSES(f, n) \
     MPI_Status f##_small[MPS_SMALL]; \

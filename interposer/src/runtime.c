@@ -458,6 +458,15 @@ int mps_comm_size(MPI_Comm comm)
     return n;
 }
 
+int mps_comm_peers(MPI_Comm comm)
+{
+    int inter = 0, n = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) PMPI_Comm_remote_size(comm, &n);
+    else PMPI_Comm_size(comm, &n);
+    return n;
+}
+
 int mps_comm_rank(MPI_Comm comm)
 {
     int r = 0;

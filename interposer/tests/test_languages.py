@@ -174,3 +174,30 @@ def test_fortran_under_mpich(tmp_path) -> None:
         assert t.enters(r) == fortran_calls(2, r), r
     check_fortran_call_sites(t, "f_mpifh.f90", 2)
     check_fortran_payloads(t, 2)
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", pytest.param("mpich", marks=pytest.mark.mpich)])
+def test_fortran_alltoallw(mpi, programs, tmp_path) -> None:
+    """MPI_Alltoallw's Fortran door converts the per-peer datatype arrays (Open MPI), or
+    forwards to the library's binding (MPICH): recorded once, with sizes and call site."""
+    if mpi == "mpich":
+        if not (mpijobs.have("mpif90.mpich") and mpijobs.have("mpiexec.mpich")):
+            pytest.skip("MPICH is not installed (mpif90.mpich / mpiexec.mpich missing)")
+        exe = mpijobs.build("f_alltoallw.f90", tmp_path,
+                            ["mpif90.mpich", *mpijobs.COMPILERS[".f90"][1:]])
+        job = mpijobs.run([str(exe)], np=2, out=tmp_path / "trace",
+                          launcher=mpijobs.MPIEXEC_MPICH, mpi="mpich")
+    else:
+        exe = programs["f_alltoallw.f90"]
+        job = mpijobs.run([str(exe)], np=2, out=tmp_path / "trace")
+    assert job.returncode == 0, job.stderr
+    # rank r receives 100 * q + r from every q: 0 + 100 + 2r
+    assert sorted(job.stdout.split("\n")[:2]) == ["rank 0 got 100", "rank 1 got 102"]
+    t = tc.read_both(tmp_path / "trace")
+    tc.check_structure(t)
+    for r in range(2):
+        assert t.enters(r)["MPI_Alltoallw"] == 1
+        assert tc.callsites(t, r, "MPI_Alltoallw") == [
+            mpijobs.callsite("f_alltoallw.f90", "alltoallw")]
+        (end,) = [e for e in t.of(r, "MpiCollectiveEnd") if e["op"] == "ALLTOALLW"]
+        assert (end["sent"], end["received"]) == (8, 8)  # one INTEGER to/from each rank
