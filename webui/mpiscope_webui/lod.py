@@ -60,19 +60,21 @@ class StateIndex:
     @classmethod
     def build(cls, calls: pd.DataFrame, num_ranks: int,
               wait_ns: np.ndarray | None = None) -> StateIndex:
-        fn = calls["function"].astype("category").cat.remove_unused_categories()
-        functions = [str(x) for x in fn.cat.categories]
+        functions, fcode = _function_codes(calls["function"])
         start = calls["start"].to_numpy(np.int64)
         end = np.maximum(calls["end"].to_numpy(np.int64), start)
         origin = int(start.min()) if len(start) else 0
         span = int(end.max() - origin) + 2 if len(end) else 2
         rank = calls["rank"].to_numpy(np.int32)
-        order = np.lexsort((start, rank))
+        # the reader's tables usually come sorted by (rank, start) already: check (10 ms)
+        # before sorting (200 ms on 3 M calls)
+        same_rank = rank[1:] == rank[:-1]
+        ordered = bool(np.all((rank[1:] > rank[:-1]) | (same_rank & (start[1:] >= start[:-1]))))
+        order = slice(None) if ordered else np.lexsort((start, rank))
         wait = (np.zeros(len(calls), np.int64) if wait_ns is None
                 else np.asarray(wait_ns, np.int64)[calls["call"].to_numpy()])
         idx = cls(functions, int(num_ranks), span, origin,
-                  start[order] - origin, end[order] - origin, rank[order],
-                  fn.cat.codes.to_numpy(np.int16)[order],
+                  start[order] - origin, end[order] - origin, rank[order], fcode[order],
                   calls["depth"].to_numpy(np.int8)[order],
                   calls["call"].to_numpy(np.int64)[order], wait[order])
         idx._build_segments()
@@ -82,7 +84,10 @@ class StateIndex:
     def _build_segments(self) -> None:
         nf = max(len(self.functions), 1)
         seg = self.rank.astype(np.int64) * nf + self.fcode
-        order = np.lexsort((self.start, seg))
+        # the states are sorted by (rank, start): a stable sort by segment alone keeps them
+        # by start within each segment, and is quickest on the narrowest integer type
+        narrow = np.int16 if self.num_ranks * nf < 2**15 else np.int32
+        order = np.argsort(seg.astype(narrow), kind="stable")
         s, e = self.start[order], self.end[order]
         self.seg_start = seg[order] * self.span + s
         self.seg_end = e
@@ -135,6 +140,20 @@ class StateIndex:
         s = np.maximum(self.start[cand], t0)
         e = np.minimum(self.end[cand], t1)
         return cand[(e - s >= max(min_dur, 1)) & (self.end[cand] > t0)]
+
+
+def _function_codes(column: pd.Series) -> tuple[list[str], np.ndarray]:
+    """(names, int16 code per row) of the functions that occur, in category order."""
+    fn = column.astype("category")
+    codes = fn.cat.codes.to_numpy()
+    if len(codes) and codes.min() < 0:  # missing names: let pandas sort it out
+        fn = fn.cat.remove_unused_categories()
+        return [str(x) for x in fn.cat.categories], fn.cat.codes.to_numpy(np.int16)
+    # which categories occur, by counting (pandas' remove_unused_categories sorts the codes)
+    used = np.flatnonzero(np.bincount(codes, minlength=len(fn.cat.categories)))
+    remap = np.zeros(len(fn.cat.categories), np.int16)
+    remap[used] = np.arange(len(used))
+    return [str(fn.cat.categories[i]) for i in used], remap[codes]
 
 
 @dataclass
