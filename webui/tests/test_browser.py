@@ -249,6 +249,23 @@ def test_hover_and_click_a_call_then_jump_to_its_partner(browser, app_url, unpat
     shot(browser, "04-partner")
 
 
+def test_click_a_message_arrow(browser, app_url, unpatched):
+    open_app(browser, app_url)
+    m = unpatched.messages
+    a = m["send_time"].iloc[100] / 1e9 - 1e-4
+    zoom_to(browser, a, a + 4e-4)
+    tip = 3  # the arrow's tip (the receive end), see timeline._arrows
+    row = browser.execute_script(f"const t={GD.format(p=0)}._fullData.find(t => t.name === "
+                                 f"'messages'); return t.customdata[{tip}]")
+    click_at(browser, 0, "messages", tip)
+    wait_until(browser, "return document.querySelector('#panel-0 .details').textContent"
+                        ".includes('in flight')", what="message details")
+    details = " ".join(browser.find_element(By.CSS_SELECTOR, "#panel-0 .details").text.split())
+    msg = m.iloc[int(row)]
+    assert f"rank {int(msg['send_rank'])} → rank {int(msg['recv_rank'])}" in details
+    assert "the receive" in details
+
+
 def test_legend_toggles_a_function(browser, app_url):
     open_app(browser, app_url)
     assert curves(browser)["MPI_Allreduce"]["points"] > 0
