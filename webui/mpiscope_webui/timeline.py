@@ -381,7 +381,9 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
                "exponentformat": "none", "ticklabeloverflow": "allow"},
         yaxis={"range": view.y_range or [nl - 0.5, -0.5], "tickmode": "array",
                "tickvals": list(range(nl)), "ticktext": lanes.labels(), "showgrid": False,
-               "zeroline": False, "ticklabeloverflow": "allow"},
+               "zeroline": False, "ticklabeloverflow": "allow",
+               # lane labels no taller than the lanes, or they overlap (64 ranks: 8 px)
+               "tickfont": {"size": max(6, min(11, lane_px - 1))}},
         shapes=shapes + [
             {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": b, "y1": b,
              "line": {"color": "#555555", "width": 1, "dash": "dot"}} for b in boundaries],
