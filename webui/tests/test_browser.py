@@ -221,10 +221,11 @@ def test_hover_and_click_a_call_then_jump_to_its_partner(browser, app_url, unpat
     waitall = unpatched.calls[unpatched.calls["function"] == "MPI_Waitall"].iloc[40]
     a, b = waitall["start"] / 1e9 - 2e-4, waitall["end"] / 1e9 + 2e-4
     zoom_to(browser, a, b)
-    point = browser.execute_script(
-        f"const t={GD.format(p=0)}._fullData.find(t => t.name === 'hover');"
-        f"return Array.from(t.customdata).indexOf({int(waitall['call'])})")
-    assert point >= 0, "the Waitall is drawn as a state"
+    # the figure is drawn a moment after the status it comes with
+    point = wait_until(
+        browser, f"const t={GD.format(p=0)}._fullData.find(t => t.name === 'hover');"
+        f"const i=Array.from(t.customdata).indexOf({int(waitall['call'])}); return i >= 0 && [i]",
+        what="the Waitall drawn as a state")[0]
     click_at(browser, 0, "hover", point)
     wait_until(browser, "return document.querySelector('#panel-0 .details').textContent"
                         ".includes('call site')", what="details panel")
@@ -252,11 +253,17 @@ def test_hover_and_click_a_call_then_jump_to_its_partner(browser, app_url, unpat
 def test_click_a_message_arrow(browser, app_url, unpatched):
     open_app(browser, app_url)
     m = unpatched.messages
-    a = m["send_time"].iloc[100] / 1e9 - 1e-4
-    zoom_to(browser, a, a + 4e-4)
-    tip = 3  # the arrow's tip (the receive end), see timeline._arrows
-    row = browser.execute_script(f"const t={GD.format(p=0)}._fullData.find(t => t.name === "
-                                 f"'messages'); return t.customdata[{tip}]")
+    sent, received = m["send_time"].iloc[100] / 1e9, m["recv_time"].iloc[100] / 1e9
+    zoom_to(browser, min(sent, received) - 1e-4, max(sent, received) + 1e-4)
+    # the tip (receive end, point 3 of each arrow, see timeline._arrows) of an arrow that
+    # ends inside the window
+    # ends inside the window (once the zoomed figure is drawn: it comes with the status)
+    tip, row = wait_until(
+        browser,
+        f"const g={GD.format(p=0)}; const t=g._fullData.find(t => t.name === 'messages'); "
+        f"const r=g._fullLayout.xaxis.range; for (let i = 3; i < t.x.length; i += "
+        f"{ARROW_POINTS}) if (t.x[i] > r[0] && t.x[i] < r[1]) return [i, t.customdata[i]];",
+        what="an arrow ending in the window")
     click_at(browser, 0, "messages", tip)
     wait_until(browser, "return document.querySelector('#panel-0 .details').textContent"
                         ".includes('in flight')", what="message details")
