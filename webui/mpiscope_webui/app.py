@@ -67,7 +67,7 @@ def _panel(ctl: Controller, p: int) -> html.Div:
         dcc.Store(id={"type": "waits", "panel": p}, data=m.waits_ready),
         dcc.Interval(id={"type": "wait-poll", "panel": p}, interval=400,
                      disabled=m.waits_ready),
-        dcc.Graph(id={"type": "overview", "panel": p}, figure=timeline.overview(m, view),
+        dcc.Graph(id={"type": "overview", "panel": p}, figure=timeline.overview_placeholder(),
                   config={"displayModeBar": False, "scrollZoom": False, "responsive": False},
                   className="overview"),
         html.Div(id={"type": "status", "panel": p}, className="status"),
