@@ -93,6 +93,7 @@ static struct {
     uint64_t flushes, encode_ns; /* raw-buffer batches encoded mid-run; time encoding */
     int have_icomm;
     int rank, size, mt;
+    pid_t pid; /* the traced process (a fork()ed child shares S but is not it) */
     pthread_mutex_t lock;
     MPI_Comm icomm; /* private duplicate of MPI_COMM_WORLD for our own messages */
     OTF2_Archive *archive;
@@ -1030,6 +1031,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     PMPI_Query_thread(&thread_level);
     S.mt = thread_level == MPI_THREAD_MULTIPLE;
     PMPI_Comm_rank(MPI_COMM_WORLD, &S.rank);
+    S.pid = getpid();
     PMPI_Comm_size(MPI_COMM_WORLD, &S.size);
     PMPI_Comm_dup(MPI_COMM_WORLD, &S.icomm);
     S.have_icomm = 1;
@@ -1629,7 +1631,9 @@ void mps_abort_before(void)
 
 static void at_exit(void)
 {
-    mps_abort_before();
+    /* a child fork()ed by the program and exiting must not salvage (and move away) the
+     * parent's event file */
+    if (getpid() == S.pid) mps_abort_before();
 }
 
 __attribute__((constructor)) static void mps_register_exit(void)

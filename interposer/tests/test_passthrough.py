@@ -227,3 +227,15 @@ def test_oversized_buffer_is_capped_not_fatal(programs, tmp_path: Path) -> None:
     t = read_python(tmp_path / "trace")
     for r in range(2):
         assert t.enters(r)["MPI_Allreduce"] == 200
+
+
+def test_forked_child_leaves_the_trace_alone(programs, tmp_path: Path) -> None:
+    """A child fork()ed by a traced rank runs the atexit hook too: it must not salvage
+    (nor move away) its parent's events; the parent's trace is complete."""
+    out = tmp_path / "trace"
+    job = mpijobs.run([str(programs["forkexit.c"])], np=2, out=out)
+    assert job.returncode == 0, job.stderr
+    assert not list(out.glob("rank*"))  # no salvaged archive from a child
+    t = read_python(out)
+    for r in range(2):
+        assert t.enters(r) == Counter({"MPI_Init": 1, "MPI_Allreduce": 2, "MPI_Finalize": 1})
