@@ -11,19 +11,16 @@ StateIndex.functions order), waiting, messages, hover points, selection.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mpiscope_webui import lod, palette
+from mpiscope_webui.geometry import ARROW_POINTS, arrows, frames, one_per_key, rects, typed
 from mpiscope_webui.model import TraceModel
 
 MARGIN_L, MARGIN_R = 170, 20
 MAX_ARROWS = 2000
-POLY_EXTRA = 2  # points _polygons adds to each polygon
-RECT_POINTS = 4 + POLY_EXTRA  # points per rectangle in a figure's x/y
-ARROW_POINTS = 7 + POLY_EXTRA  # points per message arrow
 HALF = 0.42  # half the height of a depth-0 state, in lanes
 NEST = 0.12  # each nesting level is drawn this much slimmer (inside its parent)
 GAP_PX = 0.6  # space left after each exact state so that neighbours stay apart
@@ -52,32 +49,6 @@ class View:
 Figure = dict  # a Plotly figure as Dash sends it: {"data": [...], "layout": {...}}
 
 
-_DTYPES = {"f8": np.float64, "f4": np.float32, "u1": np.uint8, "u2": np.uint16}
-
-
-def typed(a: np.ndarray, dtype: str = "f8") -> dict | list:
-    """A Plotly.js typed array ({dtype, bdata[, shape]}): compact, and decoded without
-    parsing text in the browser. Only for x/y/z: Dash hands customdata to hover and click
-    events by indexing it, which a typed array does not support."""
-    a = np.ascontiguousarray(a, dtype=_DTYPES[dtype])
-    if a.size == 0:
-        return []
-    out = {"dtype": dtype, "bdata": base64.b64encode(a.tobytes()).decode("ascii")}
-    if a.ndim > 1:
-        out["shape"] = ", ".join(map(str, a.shape))
-    return out
-
-
-def untyped(spec) -> np.ndarray:
-    """The array behind a typed array (or a plain list): for tests and tools."""
-    if isinstance(spec, dict):
-        a = np.frombuffer(base64.b64decode(spec["bdata"]), _DTYPES[spec["dtype"]])
-        if "shape" in spec:
-            a = a.reshape([int(x) for x in spec["shape"].split(",")])
-        return a
-    return np.asarray(spec, dtype=float)
-
-
 def _scatter(name: str, x, y, hidden: set[str] | None = None, **kw) -> dict:
     tr = {"type": "scatter", "name": name, "x": typed(x), "y": typed(y, "f4"), **kw}
     if hidden is not None:
@@ -104,89 +75,6 @@ class Rendered:
 def curve_names(model: TraceModel) -> list[str]:
     return ["compute", "summary", *model.index.functions, "waiting", "messages", "hover",
             "selected"]
-
-
-def _polygons(px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """n polygons of k points each ((n, k) arrays) as ONE polygon without gaps, to fill.
-
-    Plotly's scatter makes an SVG element for every NaN-separated piece of a curve, even a
-    fill-only one (and then styles and removes them: ~0.3 s for a few thousand). So the
-    polygons are chained: each is closed back to its first point, the next starts from
-    there, and at the end the path walks back through all the first points. Every
-    connecting edge is then traversed once each way, which adds nothing to the winding
-    number: under SVG's nonzero rule the fill is exactly the union of the polygons (given
-    they all run the same way round, as _rects and _arrows make them). POLY_EXTRA points
-    are added per polygon."""
-    n, k = px.shape
-    x = np.empty((n, k + 1))
-    y = np.empty((n, k + 1), np.float32)
-    x[:, :k], y[:, :k] = px, py
-    x[:, k], y[:, k] = px[:, 0], py[:, 0]
-    back = slice(None, None, -1)
-    return (np.concatenate([x.ravel(), px[back, 0]]),
-            np.concatenate([y.ravel(), py[back, 0].astype(np.float32)]))
-
-
-def _rects(x0, x1, y0, y1) -> tuple[np.ndarray, np.ndarray]:
-    """Rectangles as one filled polygon (RECT_POINTS points each)."""
-    x = np.stack(np.broadcast_arrays(x0, x1, x1, x0), axis=1).astype(np.float64)
-    y = np.stack(np.broadcast_arrays(y0, y0, y1, y1), axis=1).astype(np.float64)
-    return _polygons(x.reshape(-1, 4), y.reshape(-1, 4))
-
-
-def _frames(x0, x1, y0, y1, wx: float, wy: float) -> tuple[np.ndarray, np.ndarray]:
-    """Rectangle outlines wx by wy thick (inwards), as one filled polygon: the outer ring,
-    then the inner one the other way round, which makes it a hole."""
-    xi0, xi1 = np.minimum(x0 + wx, x1), np.maximum(x1 - wx, x0)
-    yi0, yi1 = np.minimum(y0 + wy, y1), np.maximum(y1 - wy, y0)
-    x = np.stack(np.broadcast_arrays(x0, x1, x1, x0, x0, xi0, xi0, xi1, xi1, xi0), axis=1)
-    y = np.stack(np.broadcast_arrays(y0, y0, y1, y1, y0, yi0, yi1, yi1, yi0, yi0), axis=1)
-    return _polygons(x.astype(np.float64), y.astype(np.float64))
-
-
-def _arrows(xs, ys, xr, yr, px_per_s: float, px_per_lane: float,
-            head_px: float = 7.0, head_half_px: float = 3.2,
-            shaft_half_px: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """Arrows as one filled polygon (ARROW_POINTS points each, see _polygons).
-
-    Filled, because Plotly draws every piece of a *line* as an SVG element of its own
-    (thousands of arrows = thousands of elements, seconds to draw). The shape is computed
-    in pixels so it looks the same at every zoom: a shaft one pixel wide, then a head
-    ending at the receive point."""
-    n = len(xs)
-    dx, dy = (xr - xs) * px_per_s, (yr - ys) * px_per_lane
-    length = np.hypot(dx, dy)
-    norm = np.maximum(length, 1e-9)
-    ux, uy = dx / norm, dy / norm
-    nx, ny = -uy, ux  # unit normal
-    head = np.minimum(head_px, length)
-    x = np.empty((n, 7))
-    y = np.empty((n, 7))
-    # offsets from the send point (S) or the receive point (R), in pixels:
-    # S+w, B+w, B+h, R, B-h, B-w, S-w with B = R - head along the arrow
-    for col, (at_r, back, side) in enumerate((
-            (False, 0, shaft_half_px), (True, 1, shaft_half_px), (True, 1, head_half_px),
-            (True, 0, 0.0), (True, 1, -head_half_px), (True, 1, -shaft_half_px),
-            (False, 0, -shaft_half_px))):
-        ox = -ux * head * back + nx * side
-        oy = -uy * head * back + ny * side
-        x[:, col] = (xr if at_r else xs) + ox / px_per_s
-        y[:, col] = (yr if at_r else ys) + oy / px_per_lane
-    return _polygons(x, y)
-
-
-def _one_per_key(key: np.ndarray) -> np.ndarray:
-    """Sorted positions of one element per distinct key: np.unique's first occurrences
-    without sorting, which took 75 ms for the ~1 M messages of a whole-run view."""
-    n = len(key)
-    lo = int(key.min())
-    span = int(key.max()) - lo + 1
-    if span > 4 * n + 4_000_000:  # sparse keys: a slot per key would cost too much memory
-        return np.sort(np.unique(key, return_index=True)[1])
-    pos = np.arange(n, dtype=np.int32)
-    slot = np.empty(span, np.int32)
-    slot[key - lo] = pos  # of several writes to one slot one wins: exactly one per key
-    return np.flatnonzero(slot[key - lo] == pos)
 
 
 def summary_levels(nf: int) -> int:
@@ -290,7 +178,7 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     xs1 = xs1 - np.minimum(GAP_PX * s_per_px, 0.25 * (xs1 - xs0))
     for code, name in enumerate(idx.functions):
         sel = idx.fcode[st] == code
-        x, y = _rects(xs0[sel], xs1[sel], lane_of[sel] - half[sel], lane_of[sel] + half[sel])
+        x, y = rects(xs0[sel], xs1[sel], lane_of[sel] - half[sel], lane_of[sel] + half[sel])
         if not len(x):
             x, y = _placeholder(view)
         c = palette.colour(name)
@@ -303,7 +191,7 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     ws = np.maximum(idx.start[st][w], t0)
     we = np.minimum(idx.start[st][w] + wait[w], t1)
     ok = we > ws
-    x, y = _rects(to_s(ws[ok]), to_s(we[ok]), lane_of[w][ok] - half[w][ok],
+    x, y = rects(to_s(ws[ok]), to_s(we[ok]), lane_of[w][ok] - half[w][ok],
                   lane_of[w][ok] + half[w][ok])
     if not len(x):
         x, y = _placeholder(view)
@@ -323,7 +211,7 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
                + m["recv_rank"].to_numpy(np.int64)[rows]) * (plot_px + 2) + np.clip(
                    px, -1, plot_px)
         if total > MAX_ARROWS:
-            rows = rows[_one_per_key(key)]
+            rows = rows[one_per_key(key)]
         if len(rows) > MAX_ARROWS:
             rows = rows[np.linspace(0, len(rows) - 1, MAX_ARROWS).astype(np.int64)]
     n = len(rows)
@@ -334,9 +222,9 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     ys = lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
     yr = lanes.lane_of_rank[m["recv_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
     head = min(7.0, 0.6 * lane_px)  # in thin lanes a 7-pixel head would hide the lane
-    ax, ay = _arrows(xs, ys, xr, yr, plot_px / max(view.t1 - view.t0, 1e-12), lane_px,
+    ax, ay = arrows(xs, ys, xr, yr, plot_px / max(view.t1 - view.t0, 1e-12), lane_px,
                      head_px=head, head_half_px=0.45 * head)
-    # customdata: the message's row at each point (in _polygons' order); an int array goes
+    # customdata: the message's row at each point (in geometry.polygons' order); an int array goes
     # out as a JSON list, which Dash can index for hover/click events
     mid = np.concatenate([np.repeat(rows.astype(np.int64), ARROW_POINTS - 1), rows[::-1]])
     if not n:
@@ -359,7 +247,7 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         ss = c["start"].to_numpy(np.int64)[sel_calls] - origin
         se = c["end"].to_numpy(np.int64)[sel_calls] - origin
         sl = lanes.lane_of_rank[c["rank"].to_numpy(np.int64)[sel_calls]]
-        x, y = _frames(to_s(ss), to_s(se), sl - 0.48, sl + 0.48, 2.5 * s_per_px,
+        x, y = frames(to_s(ss), to_s(se), sl - 0.48, sl + 0.48, 2.5 * s_per_px,
                        2.5 / lane_px)
     else:
         x, y = np.empty(0), np.empty(0, np.float32)

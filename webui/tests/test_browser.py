@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 from webui_support import ARTIFACTS
 
 from mpiscope import reader
-from mpiscope_webui.timeline import ARROW_POINTS
+from mpiscope_webui.geometry import ARROW_POINTS, ARROW_STRIDE, ARROW_TIP
 
 pytestmark = pytest.mark.browser
 
@@ -255,14 +255,14 @@ def test_click_a_message_arrow(browser, app_url, unpatched):
     m = unpatched.messages
     sent, received = m["send_time"].iloc[100] / 1e9, m["recv_time"].iloc[100] / 1e9
     zoom_to(browser, min(sent, received) - 1e-4, max(sent, received) + 1e-4)
-    # the tip (receive end, point 3 of each arrow, see timeline._arrows) of an arrow that
-    # ends inside the window
-    # ends inside the window (once the zoomed figure is drawn: it comes with the status)
+    # the tip (receive end) of an arrow that ends inside the window (once the zoomed
+    # figure is drawn: it comes with the status)
     tip, row = wait_until(
         browser,
         f"const g={GD.format(p=0)}; const t=g._fullData.find(t => t.name === 'messages'); "
-        f"const r=g._fullLayout.xaxis.range; for (let i = 3; i < t.x.length; i += "
-        f"{ARROW_POINTS}) if (t.x[i] > r[0] && t.x[i] < r[1]) return [i, t.customdata[i]];",
+        f"const r=g._fullLayout.xaxis.range; for (let i = {ARROW_TIP}; "
+        f"i < t.x.length - t.x.length / {ARROW_POINTS}; i += {ARROW_STRIDE}) "
+        "if (t.x[i] > r[0] && t.x[i] < r[1]) return [i, t.customdata[i]];",
         what="an arrow ending in the window")
     click_at(browser, 0, "messages", tip)
     wait_until(browser, "return document.querySelector('#panel-0 .details').textContent"

@@ -10,7 +10,8 @@ from plotly.io.json import to_json_plotly
 from mpiscope import reader
 from mpiscope_webui.app import create_app, navigation
 from mpiscope_webui.controller import parse_relayout
-from mpiscope_webui.timeline import curve_names, untyped
+from mpiscope_webui.geometry import untyped
+from mpiscope_webui.timeline import curve_names
 
 TL = json.dumps({"panel": 0, "type": "timeline"}, separators=(",", ":"))
 
