@@ -70,12 +70,13 @@ typedef struct {
     uint8_t used;
 } cs_slot;
 
-/* predefined datatypes never change or go away: their sizes are remembered */
+/* predefined datatypes never change or go away: their sizes are remembered (and which
+ * handles are derived, so those skip the envelope query) */
 #define MPS_TYPE_SLOTS 64
 typedef struct {
     uint64_t key; /* the MPI_Datatype handle's bits */
-    int32_t size;
-    uint8_t used;
+    int32_t size; /* predefined types only */
+    uint8_t used, named;
 } type_slot;
 
 typedef struct chunk {
@@ -541,21 +542,26 @@ static int type_info(MPI_Datatype type, int *size)
 {
     uint64_t k = HANDLE_KEY(type);
     type_slot *e = &S.types[(k ^ k >> 6 ^ k >> 12) & (MPS_TYPE_SLOTS - 1)];
-    if (!S.mt && e->used && e->key == k) { /* multi-threaded: no shared cache */
+    int known = !S.mt && e->used && e->key == k; /* multi-threaded: no shared cache */
+    if (known && e->named) {
         *size = e->size;
         return 1;
     }
     *size = 0;
     PMPI_Type_size(type, size);
+    if (known) return 0; /* derived: its size may change with the handle's reuse */
     int ni, na, nd, combiner;
     PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
-    if (combiner != MPI_COMBINER_NAMED) return 0;
+    int named = combiner == MPI_COMBINER_NAMED;
+    /* a derived handle stays non-predefined even when freed and reused: both kinds of
+     * entry stay true */
     if (!S.mt) {
         e->key = k;
         e->size = *size;
+        e->named = (uint8_t)named;
         e->used = 1;
     }
-    return 1;
+    return named;
 }
 
 uint64_t mps_type_bytes(int count, MPI_Datatype type)
