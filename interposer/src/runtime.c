@@ -27,9 +27,6 @@
 #include <otf2/OTF2_MPI_Collectives.h>
 
 #define MPS_VERSION "0.1.0"
-#define ATTR_CALLSITE MPS_ATTR_CALLSITE
-#define ATTR_IN_HASH MPS_ATTR_IN_HASH
-#define ATTR_OUT_HASH MPS_ATTR_OUT_HASH
 #define COMM_WORLD_REF 0
 #define COMM_SELF_REF 1
 #define MPS_COMM_REF_SPAN 4096u /* refs a single creator rank may hand out */
@@ -90,7 +87,6 @@ static struct {
     int tsc;    /* raw times are TSC ticks */
     mps_evbuf eb;
     mps_timemap tm; /* raw → trace time for the events now in eb */
-    uint64_t buffer_bytes;
     uint64_t flushes, encode_ns; /* raw-buffer batches encoded mid-run; time encoding */
     int have_icomm;
     int rank, size, mt;
@@ -154,18 +150,11 @@ static void warn_once(const char *fmt, ...)
     fprintf(stderr, "mpiscope: warning: %s; continuing untraced\n", msg);
 }
 
-static inline uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Trace time now, for records written straight to OTF2 (outside the hot path): this
  * host's monotonic clock shifted onto rank 0's (offset from MPI_Init). */
 static inline uint64_t now(void)
 {
-    uint64_t t = mono_ns() + (uint64_t)S.off_init;
+    uint64_t t = mps_mono_ns() + (uint64_t)S.off_init;
     if (!S.first_ts)
         S.first_ts = t;
     S.last_ts = t;
@@ -188,7 +177,7 @@ static __attribute__((noinline, cold)) void flush_events(int record)
     uint64_t t_start = S.tm.ns1 + (uint64_t)S.tm.offset;
     S.flushes += record;
     mps_evbuf_encode(&S.eb, S.evt, S.attrs, &S.tm, &S.last_ts, &S.failed);
-    S.encode_ns += mono_ns() - S.tm.ns1;
+    S.encode_ns += mps_mono_ns() - S.tm.ns1;
     if (record && !S.failed) {
         if (t_start < S.last_ts) t_start = S.last_ts;
         OTF2_EvtWriter_BufferFlush(S.evt, NULL, t_start, now());
@@ -549,6 +538,7 @@ static int type_info(MPI_Datatype type, int *size)
     }
     *size = 0;
     PMPI_Type_size(type, size);
+    if (*size < 0) *size = 0; /* MPI_UNDEFINED: larger than an int */
     if (known) return 0; /* derived: its size may change with the handle's reuse */
     int ni, na, nd, combiner;
     PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
@@ -569,7 +559,7 @@ uint64_t mps_type_bytes(int count, MPI_Datatype type)
     int sz = 0;
     if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
     type_info(type, &sz);
-    return (uint64_t)count * (uint64_t)(sz > 0 ? sz : 0);
+    return (uint64_t)count * (uint64_t)sz;
 }
 
 uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type)
@@ -798,7 +788,7 @@ int mps_hash_wanted(int count, MPI_Datatype type)
     int size = 0;
     /* only contiguous predefined types: their bytes are exactly count * size in memory */
     int named = type_info(type, &size);
-    return named && (uint64_t)count * (uint64_t)(size > 0 ? size : 0) <= S.hash_bytes;
+    return named && (uint64_t)count * (uint64_t)size <= S.hash_bytes;
 }
 
 uint64_t mps_hash_buf(const void *buf, int count, MPI_Datatype type)
@@ -1001,13 +991,13 @@ static int64_t clock_offset(void)
             if (S.rank == 0) {
                 uint64_t dummy, t0;
                 PMPI_Recv(&dummy, 1, MPI_UINT64_T, r, TAG, S.icomm, MPI_STATUS_IGNORE);
-                t0 = mono_ns();
+                t0 = mps_mono_ns();
                 PMPI_Send(&t0, 1, MPI_UINT64_T, r, TAG, S.icomm);
             } else if (S.rank == r) {
-                uint64_t t1 = mono_ns(), t0;
+                uint64_t t1 = mps_mono_ns(), t0;
                 PMPI_Send(&t1, 1, MPI_UINT64_T, 0, TAG, S.icomm);
                 PMPI_Recv(&t0, 1, MPI_UINT64_T, 0, TAG, S.icomm, MPI_STATUS_IGNORE);
-                uint64_t t2 = mono_ns();
+                uint64_t t2 = mps_mono_ns();
                 if (t2 - t1 < best_rtt) {
                     best_rtt = t2 - t1;
                     best_off = (int64_t)t0 - (int64_t)((t1 + t2) / 2);
@@ -1087,8 +1077,8 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     if (S.chunk_size > 16 * 1024 * 1024) S.chunk_size = 16 * 1024 * 1024;
     /* raw events wait in MPISCOPE_BUFFER_SIZE; OTF2 encodes them into a few chunks that
      * go to disk as they fill */
-    S.buffer_bytes = parse_size(getenv("MPISCOPE_BUFFER_SIZE"), 32 * 1024 * 1024);
-    S.buffer_bytes = buffer_cap(S.buffer_bytes);
+    uint64_t buffer_bytes =
+        buffer_cap(parse_size(getenv("MPISCOPE_BUFFER_SIZE"), 32 * 1024 * 1024));
     S.pool_budget = 4 * S.chunk_size;
     S.hash_bytes = (size_t)parse_size(getenv("MPISCOPE_HASH_BYTES"), 64);
     parse_filter(getenv("MPISCOPE_FILTER"));
@@ -1112,25 +1102,26 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     if (good) {
         S.evt = OTF2_Archive_GetEvtWriter(S.archive, (OTF2_LocationRef)S.rank);
         S.attrs = OTF2_AttributeList_New();
-        good = S.evt && S.attrs && mps_evbuf_init(&S.eb, S.buffer_bytes) == 0;
+        good = S.evt && S.attrs && mps_evbuf_init(&S.eb, buffer_bytes) == 0;
     }
     int all_good = 0;
     PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
     if (!all_good) {
         if (S.rank == 0) warn_once("cannot open OTF2 archive in %s", S.outdir);
+        mps_evbuf_free(&S.eb);
         disable();
         return;
     }
 
     PMPI_Barrier(S.icomm);
     S.off_init = clock_offset();
-    S.t_init_local = (int64_t)mono_ns();
+    S.t_init_local = (int64_t)mps_mono_ns();
     S.state = 1;
     /* MPI_Init's own region: entered before tracing could start, so stamped afterwards */
     if (tl_fcaller) { ra = tl_fcaller; tl_fcaller = NULL; }
     uint32_t cs = mps_callsite_id(ra);
     if (cs != UINT32_MAX)
-        OTF2_AttributeList_AddSourceCodeLocationRef(S.attrs, ATTR_CALLSITE, cs);
+        OTF2_AttributeList_AddSourceCodeLocationRef(S.attrs, MPS_ATTR_CALLSITE, cs);
     S.first_ts = t_enter + (uint64_t)S.off_init;
     OTF2_EvtWriter_Enter(S.evt, S.attrs, S.first_ts, (OTF2_RegionRef)fn);
     OTF2_EvtWriter_Leave(S.evt, NULL, now(), (OTF2_RegionRef)fn);
@@ -1142,7 +1133,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
 
 uint64_t mps_clock(void)
 {
-    return mono_ns();
+    return mps_mono_ns();
 }
 
 /* --------------------------------------------------------- finalize */
@@ -1309,13 +1300,13 @@ static int write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t g
     OTF2_GlobalDefWriter_WriteParadigm(gw, OTF2_PARADIGM_MPI, gstr(gw, "MPI"),
                                        OTF2_PARADIGM_CLASS_PROCESS);
     /* attributes: same refs on every rank */
-    OTF2_GlobalDefWriter_WriteAttribute(gw, ATTR_CALLSITE, gstr(gw, "mpiscope:callsite"),
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CALLSITE, gstr(gw, "mpiscope:callsite"),
                                         gstr(gw, "call site of the MPI call"),
                                         OTF2_TYPE_SOURCE_CODE_LOCATION);
-    OTF2_GlobalDefWriter_WriteAttribute(gw, ATTR_IN_HASH, gstr(gw, "mpiscope:in_hash"),
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_IN_HASH, gstr(gw, "mpiscope:in_hash"),
                                         gstr(gw, "FNV-1a 64 of the collective's input"),
                                         OTF2_TYPE_UINT64);
-    OTF2_GlobalDefWriter_WriteAttribute(gw, ATTR_OUT_HASH, gstr(gw, "mpiscope:out_hash"),
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_OUT_HASH, gstr(gw, "mpiscope:out_hash"),
                                         gstr(gw, "FNV-1a 64 of the collective's result"),
                                         OTF2_TYPE_UINT64);
     /* regions: one per MPI function, ref = function index */
@@ -1436,7 +1427,7 @@ static void set_properties(void)
     PMPI_Get_library_version(lib, &len);
     lib[strcspn(lib, "\n,")] = 0;
     OTF2_Archive_SetProperty(S.archive, "MPISCOPE::MPI_LIBRARY", lib, true);
-    time_t t = time(NULL) - (time_t)((mono_ns() - (uint64_t)S.t_init_local) / 1000000000u);
+    time_t t = time(NULL) - (time_t)((mps_mono_ns() - (uint64_t)S.t_init_local) / 1000000000u);
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -1503,7 +1494,7 @@ void mps_finalize_before(void)
         return;
     }
     S.off_fin = clock_offset();
-    S.t_fin_local = (int64_t)mono_ns();
+    S.t_fin_local = (int64_t)mps_mono_ns();
     LOCK();
     OTF2_EvtWriter_Leave(S.evt, NULL, now(), (OTF2_RegionRef)MPS_FN_MPI_Finalize);
     S.state = 2; /* from here on our own calls are never recorded */
