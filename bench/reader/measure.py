@@ -67,14 +67,19 @@ class Run:
     rss_base: int = 0
 
 
-def env() -> dict[str, str]:
+def env(path: Path | None = None) -> dict[str, str]:
+    """The child's environment; `path` (a pipit checkout) goes first on PYTHONPATH."""
     # numpy's BLAS threads would only add idle spinning to the CPU time
-    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    e = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    if path is not None and (path / "pipit" / "__init__.py").is_file():
+        e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(path), e.get("PYTHONPATH")]))
+    return e
 
 
-def python_run(code: str, *args: str, timeout: float = 1800) -> Run:
+def python_run(code: str, *args: str, timeout: float = 1800,
+               path: Path | None = None) -> Run:
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=timeout, env=env())
+                          timeout=timeout, env=env(path))
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip()
                            else f"exit {proc.returncode}")
@@ -113,17 +118,17 @@ def rate(r: Run) -> float:
     return r.events / r.cpu / 1e6 if r.cpu > 0 else float("inf")
 
 
-def pipit_status() -> str | None:
+def pipit_status(path: Path | None) -> str | None:
     """None if pipit's OTF2 reader can be used, else why not."""
     probe = subprocess.run([sys.executable, "-c",
                             "import pipit; pipit.Trace.from_otf2"], capture_output=True,
-                           text=True, env=env())
+                           text=True, env=env(path))
     if probe.returncode == 0:
         return None
     last = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "import failed"
     if "No module named" in last:
-        return "not installed (PyPI's `pipit` 0.0.1 is an empty placeholder; the real " \
-               "one is github.com/hpcgroup/pipit)"
+        return "not installed, no PIPIT_SRC, and github.com/hpcgroup/pipit could not be " \
+               "cloned (PyPI's `pipit` 0.0.1 is an empty placeholder)"
     return last
 
 
@@ -135,9 +140,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--pipit-max-events", type=int, default=1_000_000,
                     help="skip pipit above this size (it needs GBs of memory there)")
+    ap.add_argument("--pipit-src", type=Path, help="a checkout of github.com/hpcgroup/pipit")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
-    pipit_why = pipit_status()
+    pipit_why = pipit_status(a.pipit_src)
     print(f"bench/reader: synthetic traces from mpiscope-synth ({a.ranks} ranks, halo exchange "
           f"+ Allreduce + Barrier + small Send/Recv), best of {a.repeat} fresh processes, "
           "rates per core = events / CPU seconds (user+sys)")
@@ -163,14 +169,16 @@ def main() -> int:
               f"{ours.rss_base / 2**20:.0f} MiB after imports)")
         print(f"  first open + cache  : {first.wall:.3f} s wall; re-open from cache: "
               f"{cached.wall:.3f} s wall (CPU {cached.cpu:.3f} s)")
+        vs_pipit = None
         if pipit_why is None and n <= a.pipit_max_events:
             try:
-                pip = python_run(PIPIT, str(trace))
+                pip = python_run(PIPIT, str(trace), path=a.pipit_src)
                 print(f"  pipit.from_otf2     : {rate(pip):6.2f} M events/s per core  "
                       f"(CPU {pip.cpu:.2f} s over its processes, wall {pip.wall:.2f} s), "
                       f"peak {pip.rss / 2**20:.0f} MiB = {pip.rss / pip.events:.0f} bytes/event;"
                       f" mpiscope is {rate(ours) / rate(pip):.0f}x pipit per core, "
                       f"{pip.wall / ours.wall:.0f}x in wall time")
+                vs_pipit = rate(ours) / rate(pip)
             except (RuntimeError, subprocess.TimeoutExpired) as err:
                 print(f"  pipit: not available ({err})")
         elif pipit_why is None:
@@ -182,6 +190,8 @@ def main() -> int:
             ("speed >= 5 M events/s per core", rate(ours) >= 5.0),
             (">= 1/3 of the decode loop", rate(ours) >= rate(dec) / 3),
         ]
+        if vs_pipit is not None:
+            verdict.append((">= 40x pipit per core", vs_pipit >= 40))
         if n >= 10_000_000:  # where the interpreter's fixed ~100 MiB no longer dominates
             verdict.append(("memory <= 100 bytes/event", per_event <= 100))
         for what, passed in verdict:
