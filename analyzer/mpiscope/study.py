@@ -96,15 +96,22 @@ def run_all(cfg: StudyConfig, on_run: Callable[[RunResult], None] | None = None)
     if not cfg.binary.is_file():
         raise UserError(str(cfg.binary), "Himeno binary not built (run `make build`)")
     cfg.out.mkdir(parents=True, exist_ok=True)
+    brought_up = None
     if cfg.cluster:  # the emulated Beowulf cluster the study ran on (needs root)
         from mpiscope import cluster
 
-        cluster.ensure_up(cluster.parse_spec(cfg.cluster))
+        spec = cluster.parse_spec(cfg.cluster)
+        if cluster.ensure_up(spec).created:  # ours to remove; a cluster already up stays
+            brought_up = spec.prefix
     result = StudyResult(cfg)
-    for ranks in cfg.ranks:
-        for variant in VARIANTS:
-            run = run_one(cfg, ranks, variant)
-            result.runs.append(run)
-            if on_run:
-                on_run(run)
+    try:
+        for ranks in cfg.ranks:
+            for variant in VARIANTS:
+                run = run_one(cfg, ranks, variant)
+                result.runs.append(run)
+                if on_run:
+                    on_run(run)
+    finally:
+        if brought_up is not None:
+            cluster.down(brought_up)
     return result

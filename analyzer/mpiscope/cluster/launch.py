@@ -26,7 +26,8 @@ _AGENT = """\
 #!/bin/sh
 # mpiscope emulated cluster: Open MPI launch agent (plm_rsh_agent), written by
 # `mpiscope cluster up`. Called as `agent HOST COMMAND...` like ssh; runs COMMAND in
-# HOST's network namespace with HOST as host name. Removed by `mpiscope cluster down`.
+# HOST's network namespace with the node's name as host name. Removed by
+# `mpiscope cluster down`.
 host=$1
 shift
 case "$host" in
@@ -35,18 +36,20 @@ case "$host" in
 esac
 exec ip netns exec "$ns" unshare --uts sh -c \\
   'hostname "$0" && MPISCOPE_HOSTNAME="$0" && export MPISCOPE_HOSTNAME && exec sh -c "$1"' \\
-  "$host" "$*"
+  "$name" "$*"
 """
 
 
 def agent_script(state: ClusterState) -> str:
-    cases = "\n".join(f"  {n.name}|{n.address}) ns={shlex.quote(n.netns)} ;;"
+    cases = "\n".join(f"  {n.name}|{n.address}) ns={shlex.quote(n.netns)} name={n.name} ;;"
                       for n in state.nodes)
     return _AGENT.format(cases=cases)
 
 
 def hostfile_text(state: ClusterState) -> str:
-    return "".join(f"{n.name} slots={state.slots}\n" for n in state.nodes)
+    # addresses, not names: mpirun would ask the host's DNS resolver for `node0` and so
+    # send traffic outside the cluster's range
+    return "".join(f"{n.address} slots={state.slots}\n" for n in state.nodes)
 
 
 def write_launch_files(state: ClusterState) -> None:
@@ -87,6 +90,10 @@ def mpirun_options(state: ClusterState, *, traced: bool = True,
             "--mca", "oob_tcp_if_include", state.subnet,
             # every "node" sees all cores: per-node binding would stack ranks on core 0
             "--bind-to", "none",
+            # all nodes' slots add up to more than the cores: ranks waiting in MPI must
+            # yield, not spin, or they steal the CPU from the ranks they wait for and
+            # the run measures the busy-waiting instead of the network
+            "--mca", "mpi_yield_when_idle", "1",
             "--oversubscribe"]
     if os.geteuid() == 0:
         opts.append("--allow-run-as-root")

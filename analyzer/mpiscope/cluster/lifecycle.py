@@ -52,8 +52,15 @@ def plan(spec: ClusterSpec, delay_applied: bool) -> ClusterState:
 
 
 def healthy(state: ClusterState) -> bool:
+    """Every piece `up` builds is there: namespaces, links, node addresses, both tbfs."""
+    def shaped(lines: list[str]) -> bool:
+        return any(line.startswith("qdisc tbf 1: root") for line in lines)
+
     return netops.link_exists(state.bridge) and all(
-        netops.netns_exists(n.netns) and netops.link_exists(n.veth_host) for n in state.nodes)
+        netops.netns_exists(n.netns) and netops.link_exists(n.veth_host)
+        and shaped(netops.qdiscs(n.veth_host)) and shaped(netops.qdiscs("eth0", n.netns))
+        and n.address in netops.addresses("eth0", n.netns)
+        for n in state.nodes)
 
 
 def _matches(state: ClusterState, spec: ClusterSpec) -> bool:
@@ -85,7 +92,13 @@ def ensure_up(spec: ClusterSpec) -> UpResult:
                             "rate only, the requested delay is not applied")
     state = plan(spec, delay_applied)
     try:
-        _build(state)
+        try:
+            _build(state)
+        except netops.NetError as err:
+            if "Operation not permitted" in str(err):  # e.g. a user namespace's fake root
+                raise UserError("cluster", "the kernel refused to create namespaces and "
+                                f"links ({err}); run as real root") from None
+            raise
         write_launch_files(state)
         save(state)
     except BaseException:
@@ -131,20 +144,29 @@ def _check_subnet_free() -> None:
     for line in out.splitlines():
         if line.startswith("default"):
             continue
+        words = line.split()
+        dev = words[words.index("dev") + 1] if "dev" in words[:-1] else ""
+        hint = "another emulated cluster up?"
+        if dev.endswith("-br0"):  # one of ours, under another prefix
+            hint = f"another emulated cluster is up: `mpiscope cluster down --prefix {dev[:-4]}`"
         raise UserError("cluster", f"{SUBNET_BASE}.0/24 is already routed on this host "
-                        f"({line.strip()}); another emulated cluster up?")
+                        f"({line.strip()}); {hint}")
 
 
-def _sweep_leftovers(prefix: str) -> None:
+def _sweep_leftovers(prefix: str) -> list[str]:
     """Remove namespaces/links carrying our names that no state file accounts for."""
+    removed: list[str] = []
     for ns in netops.netns_list():
         if ns.startswith(f"{prefix}-node") and ns[len(prefix) + 5:].isdigit():
             _kill_netns_processes(ns)
             netops.run("ip", "netns", "del", ns, check=False)
+            removed.append(f"netns {ns}")
     for link in netops.links_with_prefix(f"{prefix}-"):
         rest = link[len(prefix) + 1:]
         if rest == "br0" or (rest[:1] in "vp" and rest[1:].isdigit()):
-            netops.run("ip", "link", "del", link, check=False)
+            if netops.run("ip", "link", "del", link, check=False).returncode == 0:
+                removed.append(f"link {link}")
+    return removed
 
 
 def _kill_netns_processes(netns: str) -> None:
@@ -189,12 +211,12 @@ def teardown(state: ClusterState) -> list[str]:
 
 
 def down(prefix: str = "mpiscope") -> list[str]:
-    """Tear the recorded cluster down; [] if none was up."""
+    """Tear the recorded cluster down, and any half-built leftovers with our names
+    (an `up` killed before it recorded its state); [] if there was nothing."""
     netops.check_privileges()
     state = load(prefix)
-    if state is None:
-        return []
-    return teardown(state)
+    removed = teardown(state) if state is not None else []
+    return removed + _sweep_leftovers(prefix)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -77,6 +78,13 @@ def qdiscs(dev: str, netns: str | None = None) -> list[str]:
     cmd = ["ip", "netns", "exec", netns, "tc"] if netns else ["tc"]
     out = run(*cmd, "qdisc", "show", "dev", dev, check=False).stdout
     return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def addresses(dev: str, netns: str | None = None) -> list[str]:
+    """IPv4 addresses (without prefix length) of `dev`."""
+    cmd = ["ip", "-n", netns] if netns else ["ip"]
+    out = run(*cmd, "-4", "-o", "addr", "show", "dev", dev, check=False).stdout
+    return re.findall(r"\binet (\d+\.\d+\.\d+\.\d+)", out)
 
 
 def netem_available() -> bool:
