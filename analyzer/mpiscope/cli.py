@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from pathlib import Path
 
 from mpiscope import __version__
 from mpiscope.errors import UserError
@@ -50,6 +52,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# options naming a file a command writes: checked before any work is done
+OUTPUT_OPTIONS = ("json", "html", "md", "png")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """One clear line now, not a traceback after minutes of analysis."""
+    for name in OUTPUT_OPTIONS:
+        path = getattr(args, name, None)
+        if not isinstance(path, Path):
+            continue
+        if path.is_dir():
+            raise UserError(str(path), "is a directory; give a file name to write")
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise UserError(str(path), f"cannot write: directory {parent} does not exist")
+        if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise UserError(str(path), "cannot write: permission denied")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)
@@ -60,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        check_outputs(args)
         return int(_load(args.command).run(args) or 0)
     except UserError as err:
         print(err.one_line(), file=sys.stderr)
