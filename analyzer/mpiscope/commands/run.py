@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from mpiscope import capture, fom
 from mpiscope.errors import UserError
 from mpiscope.paths import MPI_FLAVOURS, interposer_library
 
@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
         cmd = cluster_command(cmd, traced=True, prefix=args.cluster_prefix)
     env = traced_env(out, args.mpi or guess_mpi(cmd))
     try:
-        proc = subprocess.run(cmd, env=env)
+        # stdout passes through unchanged; a copy beside the trace keeps the program's
+        # figures of merit (e.g. Himeno's MFLOPS) for `mpiscope compare`
+        proc = capture.run(cmd, env, out / fom.OUTPUT_FILE)
     except FileNotFoundError:
         raise UserError(cmd[0], "command not found") from None
     if (out / "traces.otf2").is_file():
