@@ -81,6 +81,30 @@ uint64_t mps_timemap_ns(const mps_timemap *m, uint64_t raw)
     return ns + (uint64_t)m->offset;
 }
 
+/* Words of the record at p, header included (payloads: see enum mps_ev); 0 for an
+ * unknown kind, which cannot happen (only this file's writers fill the buffer) and
+ * ends any walk. */
+static size_t record_words(const uint64_t *p)
+{
+    switch ((enum mps_ev)(p[1] & 0xff)) {
+    case MPS_EV_ENTER: case MPS_EV_LEAVE: case MPS_EV_COLL_BEGIN: return 2;
+    case MPS_EV_IRECV_REQUEST: case MPS_EV_ISEND_DONE: case MPS_EV_CANCELLED:
+    case MPS_EV_TEST: case MPS_EV_NBC_REQUEST: return 3;
+    case MPS_EV_SEND: case MPS_EV_RECV: return 4;
+    case MPS_EV_ISEND: case MPS_EV_IRECV: return 5;
+    case MPS_EV_NBC_DONE: return 6;
+    case MPS_EV_COLL_END: return p[2] >> 32 ? 7 : 5;
+    }
+    return 0;
+}
+
+void mps_evbuf_drop_unfinished(mps_evbuf *b)
+{
+    uint64_t *p = b->base, *last = NULL;
+    for (size_t n; p < b->pos && (n = record_words(p)) != 0; p += n) last = p;
+    if (last && record_words(last) > 2) b->pos = last;
+}
+
 void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
                       const mps_timemap *m, uint64_t *last, const int *stop)
 {
@@ -99,49 +123,38 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
             if (a != UINT32_MAX)
                 OTF2_AttributeList_AddSourceCodeLocationRef(al, MPS_ATTR_CALLSITE, a);
             OTF2_EvtWriter_Enter(w, a != UINT32_MAX ? al : NULL, t, region);
-            p = x;
             break;
         case MPS_EV_LEAVE:
             OTF2_EvtWriter_Leave(w, NULL, t, region);
-            p = x;
             break;
         case MPS_EV_SEND:
             OTF2_EvtWriter_MpiSend(w, NULL, t, a, (uint32_t)x[0], (uint32_t)(x[0] >> 32), x[1]);
-            p = x + 2;
             break;
         case MPS_EV_RECV:
             OTF2_EvtWriter_MpiRecv(w, NULL, t, a, (uint32_t)x[0], (uint32_t)(x[0] >> 32), x[1]);
-            p = x + 2;
             break;
         case MPS_EV_ISEND:
             OTF2_EvtWriter_MpiIsend(w, NULL, t, a, (uint32_t)x[0], (uint32_t)(x[0] >> 32), x[1],
                                     x[2]);
-            p = x + 3;
             break;
         case MPS_EV_IRECV:
             OTF2_EvtWriter_MpiIrecv(w, NULL, t, a, (uint32_t)x[0], (uint32_t)(x[0] >> 32), x[1],
                                     x[2]);
-            p = x + 3;
             break;
         case MPS_EV_IRECV_REQUEST:
             OTF2_EvtWriter_MpiIrecvRequest(w, NULL, t, x[0]);
-            p = x + 1;
             break;
         case MPS_EV_ISEND_DONE:
             OTF2_EvtWriter_MpiIsendComplete(w, NULL, t, x[0]);
-            p = x + 1;
             break;
         case MPS_EV_CANCELLED:
             OTF2_EvtWriter_MpiRequestCancelled(w, NULL, t, x[0]);
-            p = x + 1;
             break;
         case MPS_EV_TEST:
             OTF2_EvtWriter_MpiRequestTest(w, NULL, t, x[0]);
-            p = x + 1;
             break;
         case MPS_EV_COLL_BEGIN:
             OTF2_EvtWriter_MpiCollectiveBegin(w, NULL, t);
-            p = x;
             break;
         case MPS_EV_COLL_END: {
             int have_hash = (int)(x[0] >> 32);
@@ -151,22 +164,21 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
             }
             OTF2_EvtWriter_MpiCollectiveEnd(w, have_hash ? al : NULL, t, (OTF2_CollectiveOp)op,
                                             (uint32_t)x[0], a, x[1], x[2]);
-            p = x + (have_hash ? 5 : 3);
             break;
         }
         case MPS_EV_NBC_REQUEST:
             OTF2_EvtWriter_NonBlockingCollectiveRequest(w, NULL, t, x[0]);
-            p = x + 1;
             break;
         case MPS_EV_NBC_DONE:
             OTF2_EvtWriter_NonBlockingCollectiveComplete(w, NULL, t, (OTF2_CollectiveOp)op,
                                                          (uint32_t)x[0], a, x[1], x[2], x[3]);
-            p = x + 4;
             break;
-        default: /* cannot happen: only this file's writers fill the buffer */
-            p = b->pos;
+        default:
             break;
         }
+        size_t n = record_words(p);
+        if (!n) break;
+        p += n;
     }
     b->pos = b->base;
 }

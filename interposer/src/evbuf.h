@@ -92,6 +92,10 @@ static inline uint64_t *mps_ev_put(mps_evbuf *b, uint64_t t, enum mps_ev kind, u
 static inline int mps_evbuf_full(const mps_evbuf *b) { return b->pos >= b->end; }
 
 int mps_evbuf_init(mps_evbuf *b, uint64_t bytes);
+/* Forget the newest record if it has a payload: a signal may have stopped its writer
+ * between header and payload. A header-only record (Enter, Leave: the call a rank was
+ * blocked in when it was killed) is whole once counted, and kept. */
+void mps_evbuf_drop_unfinished(mps_evbuf *b);
 void mps_evbuf_free(mps_evbuf *b);
 /* 1 if the TSC may stand in for CLOCK_MONOTONIC here (override: MPISCOPE_CLOCK) */
 int mps_tsc_usable(void);

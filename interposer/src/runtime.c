@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,7 +125,10 @@ static struct {
     uint64_t nevents_closed;
     struct chunk *spare; /* flushed event chunks kept for reuse */
     int warned;
+    volatile sig_atomic_t encoding; /* inside flush_events: a signal must not salvage */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void catch_stop_signals(void);
 
 /* current call is filtered out; initial-exec: no __tls_get_addr call in the hot path */
 static __thread int tl_skip __attribute__((tls_model("initial-exec")));
@@ -172,6 +176,7 @@ static inline uint64_t stamp(void)
  * takes is recorded as a BufferFlush, as OTF2 records its own flushes to disk. */
 static __attribute__((noinline, cold)) void flush_events(int record)
 {
+    S.encoding = 1;
     mps_anchor(S.tsc, &S.tm.raw1, &S.tm.ns1);
     mps_timemap_fix(&S.tm);
     uint64_t t_start = S.tm.ns1 + (uint64_t)S.tm.offset;
@@ -184,6 +189,7 @@ static __attribute__((noinline, cold)) void flush_events(int record)
     }
     mps_anchor(S.tsc, &S.tm.raw0, &S.tm.ns0);
     tl_t = S.tm.raw0; /* events still to come in this call happen after the flush */
+    S.encoding = 0;
 }
 
 /* Room for one more record of any kind, then its header: the raw-buffer append. */
@@ -1117,6 +1123,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     S.off_init = clock_offset();
     S.t_init_local = (int64_t)mps_mono_ns();
     S.state = 1;
+    catch_stop_signals();
     /* MPI_Init's own region: entered before tracing could start, so stamped afterwards */
     if (tl_fcaller) { ra = tl_fcaller; tl_fcaller = NULL; }
     uint32_t cs = mps_callsite_id(ra);
@@ -1624,6 +1631,45 @@ void mps_abort_before(void)
     OTF2_Archive_CloseEvtWriter(S.archive, S.evt);
     UNLOCK();
     salvage();
+}
+
+/* The signals launchers and batch systems stop a job with (mpirun sends SIGTERM to
+ * the surviving ranks when one dies; SIGXCPU is a time limit). The rank salvages its
+ * events as at MPI_Abort, then dies of the same signal, so the job ends as it would
+ * untraced. Crash signals are left alone: after a SIGSEGV the heap cannot be trusted. */
+static const int stop_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGXCPU};
+
+static void on_stop_signal(int sig)
+{
+    int saved = errno;
+    /* not while our own code is mid-way through the buffers (an encoding batch, or the
+     * trace lock held by the interrupted thread itself) */
+    int free_to_go = getpid() == S.pid && S.state == 1 && !S.encoding &&
+                     (!S.mt || pthread_mutex_trylock(&S.lock) == 0);
+    if (free_to_go) {
+        if (S.mt) pthread_mutex_unlock(&S.lock);
+        mps_evbuf_drop_unfinished(&S.eb); /* the interrupted call may be mid-record */
+        mps_abort_before();
+    }
+    errno = saved;
+    raise(sig); /* SA_RESETHAND has restored the default action: delivered on return */
+}
+
+/* Only where the program (or the MPI library) left the default action: a handler of
+ * theirs is never replaced. */
+static void catch_stop_signals(void)
+{
+    for (size_t i = 0; i < sizeof stop_signals / sizeof *stop_signals; i++) {
+        struct sigaction old, sa;
+        if (sigaction(stop_signals[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+            old.sa_handler != SIG_DFL)
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND | SA_RESTART;
+        sigaction(stop_signals[i], &sa, NULL);
+    }
 }
 
 static void at_exit(void)

@@ -120,7 +120,8 @@ def salvaged(out: Path, rank: int, nranks: int, source: str) -> Counter:
 
 def test_mpi_abort_as_documented(programs, tmp_path) -> None:
     """README: exit code is MPI_Abort's; the aborting rank writes a salvaged archive of
-    its own events; the killed ranks write nothing; no DIR/traces.otf2."""
+    its own events; so does every rank the launcher then stops with SIGTERM, up to the
+    call it was blocked in; no DIR/traces.otf2."""
     exe = [str(programs["abort.c"])]
     bare = mpijobs.run(exe, np=2, traced=False, timeout=ABORT_TIMEOUT)
     out = tmp_path / "trace"
@@ -128,9 +129,55 @@ def test_mpi_abort_as_documented(programs, tmp_path) -> None:
     assert bare.returncode == traced.returncode == 7
     assert "rank 1 aborting" in traced.stdout
     assert not (out / "traces.otf2").exists()
-    assert not (out / "rank0").exists()
     assert salvaged(out, 1, 2, "abort.c") == Counter({"MPI_Init": 1, "MPI_Allreduce": 1,
                                            "MPI_Barrier": 1, "MPI_Abort": 1})
+    # rank 0 was waiting in MPI_Recv when it was killed: entered, never left
+    t = tc.read_both(out / "rank0")
+    assert t.enters(0) == Counter({"MPI_Init": 1, "MPI_Allreduce": 1, "MPI_Barrier": 1,
+                                   "MPI_Recv": 1})
+    assert t.of(0, "Leave")[-1] != t.of(0, "Enter")[-1]
+
+
+def test_ranks_stopped_by_a_signal_salvage_and_die_of_it(tmp_path) -> None:
+    """One rank is killed (SIGKILL: nothing to save); mpirun stops the others with
+    SIGTERM, and each writes its events up to the call it was blocked in, then dies of
+    the signal as it would untraced. A handler of the program's own is left alone."""
+    src = tmp_path / "die.c"
+    src.write_text(r"""
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void mine(int s) { (void)s; printf("own handler\n"); fflush(stdout); _exit(5); }
+int main(int argc, char **argv) {
+    int rank, x = 1, y;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 2 && getenv("OWN_HANDLER")) signal(SIGTERM, mine);
+    for (int i = 0; i < 5; i++) MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 1) raise(SIGKILL);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
+""")
+    exe = tmp_path / "die"
+    subprocess.run(["mpicc", "-g", "-o", str(exe), str(src)], check=True, timeout=120)
+    bare = mpijobs.run([str(exe)], np=3, traced=False,
+                       timeout=ABORT_TIMEOUT)
+    out = tmp_path / "trace"
+    traced = mpijobs.run([str(exe)], np=3, out=out, timeout=ABORT_TIMEOUT)
+    assert traced.returncode == bare.returncode != 0
+    assert sorted(p.name for p in out.glob("rank*")) == ["rank0", "rank2"]
+    for rank in (0, 2):
+        t = tc.read_both(out / f"rank{rank}")
+        assert t.enters(rank) == Counter({"MPI_Init": 1, "MPI_Allreduce": 5,
+                                          "MPI_Barrier": 1})
+    out = tmp_path / "own"
+    traced = mpijobs.run([str(exe)], np=3, out=out, timeout=ABORT_TIMEOUT,
+                         env={"OWN_HANDLER": "1"})
+    assert "own handler" in traced.stdout
+    assert sorted(p.name for p in out.glob("rank*")) == ["rank0"]
 
 
 def test_exit_without_finalize_as_documented(programs, tmp_path) -> None:
