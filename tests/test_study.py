@@ -10,17 +10,34 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts" / "study"
+SCREENSHOT = ROOT / "docs" / "report.png"  # the README's picture of a report, made here
+ITERATIONS = 40
+REPEAT = 3  # the default
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory, himeno) -> Path:
+def study_run(tmp_path_factory, himeno) -> tuple[Path, str]:
+    """The study as a user runs it (default --repeat); its output directory and stderr."""
     out = tmp_path_factory.mktemp("study")
-    proc = subprocess.run(["mpiscope", "study", "himeno", "--size", "XS", "--iterations", "40",
-                           "--ranks", "1,2,4", "--out", str(out)],
+    proc = subprocess.run(["mpiscope", "study", "himeno", "--size", "XS", "--iterations",
+                           str(ITERATIONS), "--ranks", "1,2,4", "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    return out
+    return out, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def study(study_run) -> Path:
+    return study_run[0]
+
+
+def study_error(tmp_path: Path, *args: str) -> str:
+    """stderr of a study the user got wrong; it must fail with exit code 2."""
+    proc = subprocess.run(["mpiscope", "study", "himeno", "--size", "XS", "--iterations", "5",
+                           "--ranks", "1", "--repeat", "1", "--out", str(tmp_path / "s"), *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    return proc.stderr
 
 
 def analyzer_json(trace: Path, tmp: Path) -> dict:
@@ -51,7 +68,7 @@ def test_patched_runs_compute_the_same_answer_with_one_allreduce(study, tmp_path
                  for v in ("unpatched", "patched")}
         allreduce = {v: next(f["calls"] for f in calls[v] if f["name"] == "MPI_Allreduce")
                      for v in calls}
-        assert allreduce == {"unpatched": 40 * n, "patched": 1 * n}
+        assert allreduce == {"unpatched": ITERATIONS * n, "patched": 1 * n}
 
 
 def test_report_numbers_are_the_analyzers(study, tmp_path):
@@ -74,7 +91,6 @@ def test_report_numbers_are_the_analyzers(study, tmp_path):
 
 
 def test_report_opens_offline_in_a_browser_without_errors(study, chromium):
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     chromium.get((study / "compare-4.html").as_uri())
     plots = chromium.execute_script("return document.querySelectorAll('.js-plotly-plot').length")
     assert plots >= 3  # breakdown bars and two timelines drawn by the inlined Plotly
@@ -83,4 +99,91 @@ def test_report_opens_offline_in_a_browser_without_errors(study, chromium):
     errors = [e for e in chromium.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []
     assert "speed-up" in chromium.find_element("tag name", "body").text
-    chromium.save_screenshot(str(ARTIFACTS / "compare-4.png"))
+    chromium.save_screenshot(str(SCREENSHOT))  # committed: the README shows this run's report
+
+
+def test_each_variant_runs_repeat_times_alternating_and_the_best_is_kept(study_run):
+    study, stderr = study_run
+    doc = json.loads((study / "study.json").read_text())
+    assert doc["repeat"] == REPEAT and "best MFLOPS" in doc["selection"]
+    # the order the user watched: per rank count U P, P U, U P (neither variant always last)
+    order = re.findall(r"(\d) ranks (unpatched|patched)\s+run (\d)/(\d)", stderr)
+    assert [(int(n), v, int(r)) for n, v, r, _ in order] == [
+        (n, v, r) for n in (1, 2, 4) for r in (1, 2, 3)
+        for v in (("unpatched", "patched") if r % 2 else ("patched", "unpatched"))]
+    index = (study / "index.html").read_text()
+    assert "best MFLOPS" in index and f"ran {REPEAT} times" in index
+    for run in doc["runs"]:
+        figures = run["mflops_all_runs"]
+        assert len(figures) == REPEAT
+        assert run["mflops"] == max(figures) == figures[run["kept_run"] - 1]
+        # the kept trace is the kept run's: its own output says so
+        kept = json.loads((Path(run["trace"]) / "program-output.txt").read_text()
+                          .splitlines()[-1])
+        assert kept["mflops"] == run["mflops"]
+        for m in figures:  # every run's figure is on the index page
+            assert f"{m:.1f}" in index
+    # the progress lines carry the same figures, run by run
+    for n, v, r, _ in order:
+        run = next(x for x in doc["runs"] if x["ranks"] == int(n) and x["variant"] == v)
+        line = re.search(rf"{n} ranks {v}\s+run {r}/{REPEAT}\s+([\d.]+) MFLOPS", stderr)
+        assert float(line[1]) == pytest.approx(run["mflops_all_runs"][int(r) - 1], abs=0.06)
+    # only the kept traces stay
+    assert sorted(p.name for p in study.iterdir() if p.is_dir()) == sorted(
+        f"himeno-{n}-{v}" for n in (1, 2, 4) for v in ("unpatched", "patched"))
+    # patched/unpatched ratios are stated, best against best and over all runs
+    for n in (1, 2, 4):
+        runs = {r["variant"]: r for r in doc["runs"] if r["ranks"] == n}
+        best = runs["patched"]["mflops"] / runs["unpatched"]["mflops"]
+        assert re.search(rf"<tr><td>{n}</td><td>{best:.3f}×</td>", index)
+
+
+def test_markdown_summary_has_runs_ranks_wait_states_and_mflops(study, tmp_path):
+    md = (study / "compare-4.md").read_text()
+    runs = json.loads((study / "study.json").read_text())["runs"]
+    u, p = (next(r for r in runs if r["ranks"] == 4 and r["variant"] == v)
+            for v in ("unpatched", "patched"))
+    assert re.search(rf"\| MFLOPS \(program output\) \| {u['mflops']:.1f} \| "
+                     rf"{p['mflops']:.1f} \|", md)
+    assert f"**speed-up {p['mflops'] / u['mflops']:.3f}×** (MFLOPS)" in md
+    assert "| MPI library | Open MPI" in md and "--variant patched" in md
+    reps = {v: analyzer_json(study / f"himeno-4-{v}", tmp_path) for v in ("unpatched", "patched")}
+    for rank in range(4):  # per-rank breakdown, before → after
+        ra, rb = (next(r for r in reps[v]["ranks"] if r["rank"] == rank)
+                  for v in ("unpatched", "patched"))
+        row = next(line for line in md.splitlines() if line.startswith(f"| {rank} | "))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == 6
+        for cell, key in zip(cells[2:], ("total_s", "compute_s", "communication_s",
+                                         "synchronization_s"), strict=True):
+            before, after = (float(x.split()[0]) * (1e-3 if x.endswith("ms") else 1)
+                             for x in cell.split(" → "))
+            assert before == pytest.approx(ra[key], rel=2e-3, abs=1e-6)
+            assert after == pytest.approx(rb[key], rel=2e-3, abs=1e-6)
+    assert "#### Wait states" in md
+    for key in reps["unpatched"]["wait_states"]:
+        assert f"| {key.removesuffix('_s').replace('_', ' ')} |" in md
+    assert re.search(r"\| MPI_Allreduce \| " + rf"{ITERATIONS * 4} → 4 \|", md)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--ranks", "0"], "--ranks wants rank counts >= 1 like 1,2,4, not '0'"),
+    (["--ranks", "2,-1"], "--ranks wants rank counts >= 1"),
+    (["--ranks", "two"], "--ranks wants rank counts >= 1 like 1,2,4, not 'two'"),
+    (["--allreduce-every", "0"], "--allreduce-every wants K >= 1, not 0"),
+    (["--repeat", "0"], "--repeat wants R >= 1, not 0"),
+])
+def test_bad_study_arguments_are_one_line_errors(tmp_path, args, says):
+    err = study_error(tmp_path, *args)
+    assert err.count("\n") == 1 and err.startswith("mpiscope: study: ") and says in err
+    assert not (tmp_path / "s").exists()  # refused before anything ran
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--size", "Q"], "himeno: --size is XS, S, M, L or XL"),
+    (["--iterations", "0"], "himeno: --iterations wants N >= 1"),
+])
+def test_arguments_himeno_refuses_show_himenos_reason(tmp_path, himeno, args, says):
+    err = study_error(tmp_path, *args)
+    assert err.count("\n") == 1 and says in err, err
+    assert "---" not in err  # not mpirun's banner

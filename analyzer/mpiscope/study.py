@@ -1,12 +1,21 @@
 """The Himeno study: unpatched vs patched at several rank counts, traced and compared.
 
-Data flows one way: run each (ranks, variant) traced -> analyze each trace ->
-comparison report per rank count -> scaling report -> index page.
+Data flows one way: run each (ranks, variant) traced, `repeat` times -> keep the run with
+the best MFLOPS -> analyze each kept trace -> comparison report per rank count -> scaling
+report -> index page.
+
+Why best of several: on a small shared machine one run of each variant is mostly noise
+(4-rank patched/unpatched ratios of 1.46, 0.64, 0.76, 0.59 in four single-run passes).
+Interference only ever slows a run down, so the fastest of R runs is the best estimate of
+what the code can do, as bench/himeno does. To favour neither variant, both get the same
+rule, the same number of runs, and their runs alternate (U P, P U, U P, ...) so a slow
+spell of the machine hits both.
 """
 
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -36,6 +45,7 @@ class StudyConfig:
     cluster: str | None = None
     binary: Path = HIMENO
     timeout_s: float = 900.0
+    repeat: int = 3  # runs of each (ranks, variant); the best MFLOPS one is kept
 
 
 @dataclass
@@ -46,6 +56,16 @@ class RunResult:
     returncode: int
     wall_s: float
     figures: dict | None = None
+    attempt: int = 1  # which of the `repeat` runs this is (1-based)
+    all_mflops: list[float | None] = field(default_factory=list)  # every run, in order
+
+    @property
+    def mflops(self) -> float | None:
+        return (self.figures or {}).get("mflops")
+
+    def speed(self) -> float:
+        """What "best" means: the program's MFLOPS, else the shortest wall time."""
+        return self.mflops if self.mflops is not None else -self.wall_s
 
 
 @dataclass
@@ -70,10 +90,29 @@ def mpirun_command(cfg: StudyConfig, ranks: int, variant: str) -> list[str]:
     return launch.mpirun(ranks) + args
 
 
-def run_one(cfg: StudyConfig, ranks: int, variant: str) -> RunResult:
-    trace_dir = cfg.out / run_dir_name(ranks, variant)
+def job_reason(stderr: str, program: str) -> str:
+    """The line that says why a job failed: the program's own message (Himeno prints
+    `himeno: <problem>` and its usage), not mpirun's dashed banners around it."""
+    lines = [line.strip() for line in stderr.splitlines()]
+    own = next((line for line in lines if line.startswith(f"{program}:")), None)
+    if own:
+        return own
+    outside, inside = [], []
+    in_banner = False
+    for line in lines:
+        if line.startswith("-----"):
+            in_banner = not in_banner
+        elif line:
+            (inside if in_banner else outside).append(line)
+    if outside:
+        return outside[0]
+    return " ".join(inside)[:300] or "no output on stderr"
+
+
+def run_one(cfg: StudyConfig, ranks: int, variant: str, trace_dir: Path,
+            attempt: int = 1) -> RunResult:
     if trace_dir.exists():
-        subprocess.run(["rm", "-rf", str(trace_dir)], check=True)
+        shutil.rmtree(trace_dir)
     cmd = mpirun_command(cfg, ranks, variant)
     env = traced_env(trace_dir, "openmpi")
     t0 = time.perf_counter()
@@ -84,12 +123,28 @@ def run_one(cfg: StudyConfig, ranks: int, variant: str) -> RunResult:
         raise UserError(shlex.join(cmd), f"timed out after {cfg.timeout_s:.0f} s") from None
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UserError(shlex.join(cmd), f"exit code {proc.returncode}: {last}")
+        reason = job_reason(proc.stderr, cfg.binary.name)
+        raise UserError("study", f"{reason} ({ranks} rank{'s' if ranks > 1 else ''}, "
+                                 f"{variant}, exit code {proc.returncode})")
     trace_dir.mkdir(parents=True, exist_ok=True)
     (trace_dir / fom.OUTPUT_FILE).write_text(proc.stdout)
     return RunResult(ranks, variant, trace_dir, proc.returncode, wall,
-                     fom.last_json_line(proc.stdout))
+                     fom.last_json_line(proc.stdout), attempt)
+
+
+def keep_best(tries: list[RunResult], final_dir: Path) -> RunResult:
+    """The fastest of one configuration's runs, its trace moved to `final_dir`; the other
+    traces are removed (their MFLOPS stay in `all_mflops`)."""
+    best = max(tries, key=RunResult.speed)  # the first of equals: no preference hidden here
+    if final_dir.exists():
+        shutil.rmtree(final_dir)
+    best.trace_dir.rename(final_dir)
+    for t in tries:
+        if t is not best:
+            shutil.rmtree(t.trace_dir, ignore_errors=True)
+    best.trace_dir = final_dir
+    best.all_mflops = [t.mflops for t in tries]
+    return best
 
 
 def run_all(cfg: StudyConfig, on_run: Callable[[RunResult], None] | None = None) -> StudyResult:
@@ -106,11 +161,19 @@ def run_all(cfg: StudyConfig, on_run: Callable[[RunResult], None] | None = None)
     result = StudyResult(cfg)
     try:
         for ranks in cfg.ranks:
+            tries: dict[str, list[RunResult]] = {v: [] for v in VARIANTS}
+            for attempt in range(1, cfg.repeat + 1):
+                # alternate which variant goes first, so neither always runs second
+                order = VARIANTS if attempt % 2 else VARIANTS[::-1]
+                for variant in order:
+                    scratch = cfg.out / f"{run_dir_name(ranks, variant)}.run{attempt}"
+                    run = run_one(cfg, ranks, variant, scratch, attempt)
+                    tries[variant].append(run)
+                    if on_run:
+                        on_run(run)
             for variant in VARIANTS:
-                run = run_one(cfg, ranks, variant)
-                result.runs.append(run)
-                if on_run:
-                    on_run(run)
+                result.runs.append(keep_best(tries[variant],
+                                             cfg.out / run_dir_name(ranks, variant)))
     finally:
         if brought_up is not None:
             cluster.down(brought_up)
