@@ -88,6 +88,12 @@ class Comparison:
             return fb / fa
         return self.a.wall_s / self.b.wall_s if self.b.wall_s else None
 
+    @property
+    def speedup_basis(self) -> str:
+        """What `speedup` is the ratio of, so a report can say so."""
+        fa, fb = self.figure("mflops")
+        return "MFLOPS" if fa and fb else "wall time"
+
 
 def _finding_key(f: dict) -> tuple[str, str, str]:
     return (f["kind"], f.get("function", ""), f.get("callsite", ""))

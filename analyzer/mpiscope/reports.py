@@ -92,5 +92,5 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
         t.add_row(f"{f.name} share", f"{100 * f.share_a:.1f}%", f"{100 * f.share_b:.1f}%")
     console.print(t)
     if cmp.speedup:
-        console.print(f"speed-up {cmp.speedup:.3f}×; predicted gain {cmp.predicted_gain_s:.4f} s,"
-                      f" measured {cmp.measured_gain_s:.4f} s")
+        console.print(f"speed-up {cmp.speedup:.3f}× ({cmp.speedup_basis}); predicted gain "
+                      f"{cmp.predicted_gain_s:.4f} s, measured {cmp.measured_gain_s:.4f} s")
