@@ -2,7 +2,7 @@
 
 What a user does: look at the lanes, legend and arrows, zoom, hide a function, hover and
 click a call, jump to a message's partner, click a finding, open compare mode. Screenshots
-go to test-artifacts/webui/.
+go to test-artifacts/webui/; the zoomed view is also the README's docs/timeline.png.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
-from webui_support import ARTIFACTS
+from webui_support import ARTIFACTS, REPO
 
 from mpiscope import reader
 from mpiscope_webui.geometry import ARROW_POINTS, ARROW_STRIDE, ARROW_TIP
@@ -20,6 +20,7 @@ from mpiscope_webui.geometry import ARROW_POINTS, ARROW_STRIDE, ARROW_TIP
 pytestmark = pytest.mark.browser
 
 GD = "document.querySelector('#panel-{p} .timeline .js-plotly-plot')"
+README_SHOT = REPO / "docs" / "timeline.png"  # committed, shown in README
 
 
 def wait_until(driver, script: str, timeout: float = 30, what: str = ""):
@@ -157,6 +158,7 @@ def test_zoom_changes_the_window_and_the_detail(browser, app_url, unpatched):
         "return [g.layout.shapes[0].x0, g.layout.shapes[0].x1]")
     assert mark == pytest.approx([a, b])
     shot(browser, "02-zoomed")
+    browser.save_screenshot(str(README_SHOT))
 
 
 def test_level_of_detail_follows_window_resizes(browser, app_url):
