@@ -187,3 +187,4 @@ def test_arguments_himeno_refuses_show_himenos_reason(tmp_path, himeno, args, sa
     err = study_error(tmp_path, *args)
     assert err.count("\n") == 1 and says in err, err
     assert "---" not in err  # not mpirun's banner
+    assert list((tmp_path / "s").iterdir()) == []  # no trace of the refused run left behind

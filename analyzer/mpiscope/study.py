@@ -123,6 +123,7 @@ def run_one(cfg: StudyConfig, ranks: int, variant: str, trace_dir: Path,
         raise UserError(shlex.join(cmd), f"timed out after {cfg.timeout_s:.0f} s") from None
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
+        shutil.rmtree(trace_dir, ignore_errors=True)  # a failed run's trace is no result
         reason = job_reason(proc.stderr, cfg.binary.name)
         raise UserError("study", f"{reason} ({ranks} rank{'s' if ranks > 1 else ''}, "
                                  f"{variant}, exit code {proc.returncode})")
