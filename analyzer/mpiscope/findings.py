@@ -8,7 +8,9 @@ Kinds (the contract's definitions):
   call site at a notable share of run time; saving from `replay.every_kth`.
 - message_aggregation: bursts of small back-to-back messages between one pair; saving
   (m-1)*alpha per burst with alpha from a Hockney fit on the trace's own messages.
-- load_imbalance: ranks waiting at a synchronizing call site because others are late.
+- load_imbalance: ranks waiting at a synchronizing call site because others are late;
+  the waiting is attributed to the rank(s) that caused it (the late sender of each
+  message, the last rank to arrive at each collective), weighted by the time it cost.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pandas as pd
 
 from mpiscope import iterations, replay, stats
 from mpiscope.trace import Trace
-from mpiscope.waitstates import NXN, WaitStates
+from mpiscope.waitstates import ALL2ONE, NXN, ONE2ALL, WaitStates
 
 SYNCHRONIZING = NXN | {"MPI_Barrier"}
 SMALL_COLLECTIVE_BYTES = 1024  # per rank and call
@@ -44,6 +46,15 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _where(function: str, callsite: str) -> str:
+    """`MPI_Allreduce at x.c:5`, or a plain statement that the trace has no call site."""
+    return f"{function} at {callsite}" if callsite else f"{function} (no call site recorded)"
 
 
 def _with_callsite(trace: Trace, coll: pd.DataFrame) -> pd.DataFrame:
@@ -109,8 +120,9 @@ def _group_redundant(rows: pd.DataFrame, wait: np.ndarray, why: str,
         found.append(Finding(
             "redundant_collective", str(function), str(callsite), len(g),
             float((g["end"] - g["start"]).sum() / 1e9), saving,
-            f"{function} at {callsite} is provably redundant in {g['instance'].nunique()} "
-            f"instances: {why}; removing it saves its transfer time (~{saving:.3g} s).",
+            f"{_where(str(function), str(callsite))} is provably redundant in "
+            f"{_plural(int(g['instance'].nunique()), 'instance')}: {why}; removing it saves "
+            f"its transfer time (~{saving:.3g} s).",
             {"proof": proof, "instances": int(g["instance"].nunique()),
              "ranks": sorted(int(r) for r in g["rank"].unique())}))
     return found
@@ -123,29 +135,37 @@ def frequent_collectives(trace: Trace, loop: iterations.Loop | None,
     coll = _with_callsite(trace, trace.collectives)
     coll = coll[coll["function"] != "MPI_Barrier"]
     found = []
-    per_rank = coll.groupby(["callsite", "function", "rank"]).size()
-    for (callsite, function), counts in per_rank.groupby(level=[0, 1]):
-        if not callsite or counts.min() < loop.iterations:
+    for (callsite, function), g in coll.groupby(["callsite", "function"], observed=True):
+        site = loop.sites[(loop.sites["function"] == function)
+                          & (loop.sites["callsite"] == callsite)]
+        # only a collective in every iteration on every rank calling it: one that already
+        # runs only every k-th iteration is not frequent
+        if (site.empty or int(site["every"].iloc[0]) != 1
+                or int(site["ranks"].iloc[0]) < g["rank"].nunique()):
             continue
-        g = coll[(coll["callsite"] == callsite) & (coll["function"] == function)]
+        per_iteration = max(int(round(float(site["per_iteration"].iloc[0]))), 1)
         size = (g["bytes_sent"] + g["bytes_recv"]).mean()
         time_ns = float((g["end"] - g["start"]).sum())
         share = time_ns / max(total_rank_ns, 1)
         if size > SMALL_COLLECTIVE_BYTES or share < NOTABLE_SHARE:
             continue
-        r = replay.every_kth(g, k)
+        # every k-th iteration keeps one of the k * per_iteration calls
+        r = replay.every_kth(g, k * per_iteration)
         if r is None:
             continue
+        times = "" if per_iteration == 1 else f"{per_iteration} times "
         found.append(Finding(
             "frequent_collective", str(function), str(callsite), len(g), time_ns / 1e9,
             r.saving_s,
-            f"{function} at {callsite} runs every iteration ({int(counts.min())} times per "
-            f"rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
+            f"{_where(str(function), str(callsite))} runs {times}in every iteration of the "
+            f"main loop ({loop.iterations} iterations; {g.groupby('rank').size().min()} calls "
+            f"per rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
             f"iteration saves ~{r.saving_s:.3g} s (iteration-level replay: ranks run their "
             "measured work independently between the kept calls, which synchronize them).",
             {"k": k, "share": share, "bytes_per_call": float(size),
-             "iterations": loop.iterations, "model": "replay.every_kth",
-             "replayed_with_all_s": r.measured_model_s, "replayed_every_k_s": r.replayed_s}))
+             "iterations": loop.iterations, "per_iteration": per_iteration,
+             "model": "replay.every_kth", "replayed_with_all_s": r.measured_model_s,
+             "replayed_every_k_s": r.replayed_s}))
     return found
 
 
@@ -183,8 +203,9 @@ def message_aggregation(trace: Trace) -> list[Finding]:
         pairs = g.groupby(["send_rank", "recv_rank"]).size().sort_values(ascending=False)
         found.append(Finding(
             "message_aggregation", str(function), str(callsite), len(g), time_s, saving,
-            f"{len(bursts)} bursts of {bursts['m'].mean():.1f} small messages "
-            f"(mean {g['bytes'].mean():.0f} B) between one pair from {callsite}; sending each "
+            f"{_plural(len(bursts), 'burst')} of {bursts['m'].mean():.1f} small messages "
+            f"(mean {g['bytes'].mean():.0f} B) between one pair from "
+            f"{_where(str(function), str(callsite))}; sending each "
             f"burst as one message saves (m-1)*alpha with alpha={model.alpha_s * 1e6:.2f} us "
             f"(Hockney fit t = alpha + n/beta on this trace, beta={model.beta_Bps / 1e6:.0f} "
             "MB/s).",
@@ -194,55 +215,113 @@ def message_aggregation(trace: Trace) -> list[Finding]:
     return found
 
 
-def _last_arrivers(trace: Trace) -> pd.DataFrame:
-    """instance -> rank that entered last (the one the others waited for)."""
+WAITING_KINDS = ["wait_at_barrier", "wait_at_nxn", "late_sender", "late_broadcast",
+                 "early_reduce"]
+
+
+def _last_per_group(group: np.ndarray, time: np.ndarray, value: np.ndarray,
+                    size: int) -> np.ndarray:
+    """Per group id (0..size-1): `value` of its row with the latest `time` (-1: none)."""
+    out = np.full(size, -1, dtype=np.int64)
+    order = np.lexsort((time, group))
+    g = group[order]
+    last = np.r_[g[1:] != g[:-1], True] if len(g) else np.zeros(0, dtype=bool)
+    out[g[last]] = value[order][last]
+    return out
+
+
+def _culprits(trace: Trace, ws: WaitStates) -> np.ndarray:
+    """Per call: the rank it waited for (-1: none). The latest sender of the messages a
+    receive completes, the last rank to enter a barrier or N×N collective, the root of a
+    broadcast, the last contributor to a reduce; on the clock-skew corrected times the
+    wait states were computed from."""
+    calls = trace.calls
+    off = np.zeros(max(int(trace.num_ranks), 1), dtype=np.int64)
+    for r, o in ws.skew.offsets_ns.items():
+        off[r] = o
+    culprit = np.full(len(calls), -1, dtype=np.int64)
+    m = trace.messages
+    m = m[m["recv_complete_call"] >= 0]
+    if len(m):
+        rc = m["recv_complete_call"].to_numpy()
+        begin = calls["start"].to_numpy()[rc] + off[m["recv_rank"].to_numpy()]
+        late = m["send_enter"].to_numpy() + off[m["send_rank"].to_numpy()] - begin
+        latest = _last_per_group(rc, late, m["send_rank"].to_numpy(), len(calls))
+        culprit[latest >= 0] = latest[latest >= 0]
     coll = trace.collectives
-    if coll.empty:
-        return pd.DataFrame(columns=["instance", "rank", "callsite"])
-    last = coll.loc[coll.groupby("instance")["start"].idxmax(), ["instance", "rank", "call"]]
-    return last.assign(callsite=trace.calls["callsite"].take(last["call"].to_numpy())
-                       .to_numpy())
+    if len(coll):
+        rank, root = coll["rank"].to_numpy(), coll["root"].to_numpy()
+        start = coll["start"].to_numpy() + off[rank]
+        inst = coll["instance"].to_numpy()
+        size = int(inst.max()) + 1
+        last = _last_per_group(inst, start, rank, size)[inst]
+        nonroot = rank != root
+        last_nonroot = _last_per_group(inst[nonroot], start[nonroot], rank[nonroot],
+                                       size)[inst]
+        fn = coll["function"].astype(str).to_numpy()
+        who = np.where(np.isin(fn, list(ONE2ALL)), root,
+                       np.where(np.isin(fn, list(ALL2ONE)), last_nonroot, last))
+        culprit[coll["call"].to_numpy()] = who
+    return culprit
+
+
+def _ranks(seconds: pd.Series) -> str:
+    return ", ".join(f"rank {r} {s:.3g} s" for r, s in seconds.items())
+
+
+def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
+                    by_rank: pd.Series, caused: pd.Series, compute: pd.Series) -> str:
+    """Who is late, who waits and how much; "computes longer" only where it does."""
+    text = (f"ranks wait {wait_s:.3g} s in {_where(function, callsite)} "
+            f"({kind.replace('_', ' ')})")
+    if caused.empty:
+        return text + f"; waiting: {_ranks(by_rank.head(3))}."
+    late = int(caused.index[0])
+    others = f"; next: {_ranks(caused.iloc[1:3])}" if len(caused) > 1 else ""
+    text += (f": rank {late} is late, causing {caused.iloc[0]:.3g} s of it "
+             f"({caused.iloc[0] / wait_s:.0%}{others}); waiting: {_ranks(by_rank.head(3))}. ")
+    extra = float(compute.get(late, np.nan) - compute.mean())
+    if extra > 0:
+        return text + (f"Rank {late} computes longer: {extra:.3g} s more than the mean "
+                       "rank over the run. Balancing the work would save about the mean "
+                       "wait per rank.")
+    return text + (f"Rank {late} does not compute longer than the others "
+                   f"({compute.get(late, np.nan):.3g} s vs the mean {compute.mean():.3g} s "
+                   "over the run), so its delay comes from elsewhere, e.g. its own "
+                   "communication or waiting before this call. Removing the delay would "
+                   "save about the mean wait per rank.")
 
 
 def load_imbalance(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
                    total_rank_ns: float) -> list[Finding]:
     pc = ws.per_call
-    waits = pc[(pc["wait_ns"] > 0) & pc["wait_kind"].isin(
-        ["wait_at_barrier", "wait_at_nxn", "late_sender", "late_broadcast", "early_reduce"])]
+    waits = pc[(pc["wait_ns"] > 0) & pc["wait_kind"].isin(WAITING_KINDS)]
     if waits.empty:
         return []
     calls = trace.calls
     compute = breakdown.set_index("rank")["compute_s"]
-    last = _last_arrivers(trace)
+    waits = waits.assign(culprit=_culprits(trace, ws)[waits["call"].to_numpy()])
     found = []
     for (function, callsite), g in waits.groupby(["function", "callsite"], observed=True):
         total_wait = float(g["wait_ns"].sum())
         if total_wait < NOTABLE_SHARE * total_rank_ns:
             continue
         by_rank = g.groupby("rank")["wait_ns"].sum().sort_values(ascending=False) / 1e9
+        caused_ns = (g[g["culprit"] >= 0].groupby("culprit")["wait_ns"].sum()
+                     .sort_values(ascending=False, kind="stable"))
+        caused = caused_ns / 1e9
         saving = total_wait / 1e9 / max(int(trace.num_ranks), 1)  # all arrive at the mean
-        late = last[last["callsite"] == str(callsite)]["rank"].value_counts()
-        if len(late):  # a collective: who entered last
-            late_rank, late_share = int(late.index[0]), float(late.iloc[0] / late.sum())
-        else:  # point-to-point: the senders of the messages these calls waited for
-            m = trace.messages
-            senders = m[m["recv_complete_call"].isin(g["call"])]["send_rank"].value_counts()
-            late_rank = int(senders.index[0]) if len(senders) else int(compute.idxmax())
-            late_share = float("nan")
         sel = calls.loc[g["call"].to_numpy()]
         kinds = g["wait_kind"].astype(str).value_counts()
-        share_txt = "" if np.isnan(late_share) else f", last to arrive in {late_share:.0%}"
+        late_rank = int(caused.index[0]) if len(caused) else None
+        late_share = float(caused_ns.iloc[0] / total_wait) if len(caused) else None
+        found_text = _imbalance_text(str(function), str(callsite), total_wait / 1e9,
+                                     kinds.index[0], by_rank, caused, compute)
         found.append(Finding(
             "load_imbalance", str(function), str(callsite), len(g),
-            float((sel["end"] - sel["start"]).sum() / 1e9), saving,
-            f"ranks wait {total_wait / 1e9:.3g} s in {function} at {callsite} "
-            f"({kinds.index[0].replace('_', ' ')}) because others compute longer: rank "
-            f"{late_rank} is late (computes {compute[late_rank] - compute.mean():+.3g} s vs "
-            f"the mean{share_txt}); most waiting: "
-            + ", ".join(f"rank {r} {s:.3g} s" for r, s in by_rank.head(3).items())
-            + ". Balancing the work would save about the mean wait per rank.",
-            {"late_rank": late_rank,
-             "late_share": None if np.isnan(late_share) else late_share,
+            float((sel["end"] - sel["start"]).sum() / 1e9), saving, found_text,
+            {"late_rank": late_rank, "late_share": late_share,
+             "caused_by_rank_s": {int(r): float(s) for r, s in caused.items()},
              "wait_by_rank_s": {int(r): float(s) for r, s in by_rank.items()},
              "wait_kinds": {str(k): int(v) for k, v in kinds.items()},
              "compute_by_rank_s": {int(r): float(s) for r, s in compute.items()}}))

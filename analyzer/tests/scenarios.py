@@ -5,6 +5,7 @@
 - `traced_run(...)`: compile one of ./programs with -g and run it under the interposer
   (a real MPI job writing a real OTF2 trace).
 - `marker_line(...)`: the line of a `MARK:<name>` comment, so tests never hard-code lines.
+- `traced_himeno(...)`: trace workloads/himeno/himeno with `mpiscope run`, as a user does.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 from mpiscope.trace import Trace, TraceMeta
 
 PROGRAMS = Path(__file__).parent / "programs"
+HIMENO = Path(__file__).resolve().parents[2] / "workloads" / "himeno" / "himeno"
 # the Score-P trace of a 2-rank ping-pong shipped beside the repository (../shared/testdata)
 SCOREP_PING_PONG = Path(os.environ.get(
     "MPISCOPE_TESTDATA", Path(__file__).resolve().parents[3] / "shared" / "testdata")
@@ -166,5 +168,16 @@ def traced_run(name: str, ranks: int, args: list[str], workdir: Path,
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **(env or {}))
     subprocess.run(["mpirun", "--oversubscribe", "-np", str(ranks), str(exe), *args],
                    check=True, env=env, capture_output=True, timeout=120)
+    assert (out / "traces.otf2").exists(), f"no trace written to {out}"
+    return out
+
+
+def traced_himeno(ranks: int, args: list[str], workdir: Path) -> Path:
+    """`mpiscope run --out DIR -- mpirun -np RANKS himeno ARGS`; return the trace dir."""
+    assert HIMENO.is_file(), f"{HIMENO} not built (run `make build`)"
+    out = workdir / f"himeno-{ranks}-{'-'.join(args).replace('--', '')}"
+    subprocess.run(["mpiscope", "run", "--out", str(out), "--", "mpirun", "--allow-run-as-root",
+                    "--oversubscribe", "-np", str(ranks), str(HIMENO), *args],
+                   check=True, capture_output=True, timeout=300)
     assert (out / "traces.otf2").exists(), f"no trace written to {out}"
     return out

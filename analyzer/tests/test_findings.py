@@ -34,7 +34,8 @@ def test_barrier_directly_after_a_synchronizing_collective():
         sc.call(r, "MPI_Barrier", 30, 35, callsite="y.c:4")  # after a Bcast: not proved
     [f] = by_kind(findings.find(sc.trace()), "redundant_collective")
     assert (f.function, f.callsite, f.calls) == ("MPI_Barrier", "y.c:2", 2)
-    assert "MPI_Allreduce" in f.message
+    assert "MPI_Barrier at y.c:2 is provably redundant in 1 instance: barrier directly " \
+        "follows MPI_Allreduce" in f.message
 
 
 def test_message_aggregation_saves_latency_per_burst():
@@ -80,8 +81,15 @@ def test_frequent_small_collective_in_the_main_loop():
     [f] = by_kind(findings.find(sc.trace()), "frequent_collective")
     assert (f.function, f.callsite, f.calls) == ("MPI_Allreduce", "cg.c:40", 60)
     assert "k=10" in f.message and "replay" in f.message
-    # alternating imbalance cancels out over 10 iterations: most of the waiting goes
-    assert 0 < f.estimated_savings_s < f.time_s
+    # replay over instances 1..29: between two calls a rank works 600 ns plus its 300 or
+    # 100 ns before the next, and a call costs its shortest duration (400 - 300 = 100)
+    with_all = 29 * (600 + 300 + 100)
+    # every 10th kept: blocks of 10, 10 and 9 spans; in each the alternating imbalance
+    # cancels out (900 and 700 ns turn about), leaving the slower rank's sum per block
+    every_10 = 2 * (5 * 900 + 5 * 700) + (5 * 900 + 4 * 700) + 3 * 100
+    assert f.evidence["replayed_with_all_s"] * 1e9 == pytest.approx(with_all)
+    assert f.evidence["replayed_every_k_s"] * 1e9 == pytest.approx(every_10)
+    assert f.estimated_savings_s * 1e9 == pytest.approx(with_all - every_10)
 
 
 def test_load_imbalance_names_who_is_late_and_who_waits():
@@ -95,7 +103,10 @@ def test_load_imbalance_names_who_is_late_and_who_waits():
     assert f.callsite == "solve.c:77"
     assert f.evidence["late_rank"] == 2 and f.evidence["late_share"] == 1.0
     assert f.evidence["wait_by_rank_s"][0] == pytest.approx(5 * 800e-9)
+    assert f.evidence["caused_by_rank_s"] == {2: pytest.approx(2 * 5 * 800e-9)}
     assert f.estimated_savings_s == pytest.approx(2 * 5 * 800e-9 / 3)
+    assert f.message.startswith("ranks wait 8e-06 s in MPI_Allreduce at solve.c:77 (wait "
+                                "at nxn): rank 2 is late, causing 8e-06 s of it (100%)")
 
 
 def test_findings_are_ranked_by_savings():

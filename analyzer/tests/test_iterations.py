@@ -2,7 +2,7 @@
 iteration."""
 
 import pytest
-from scenarios import PROGRAMS, Scenario, marker_line, traced_run
+from scenarios import HIMENO, PROGRAMS, Scenario, marker_line, traced_himeno, traced_run
 
 from mpiscope import iterations, reader, waitstates
 
@@ -37,10 +37,16 @@ def test_loop_marker_is_the_call_site_every_rank_repeats():
 def test_per_iteration_shows_the_slow_iteration():
     t = loop_trace()
     per_it = iterations.per_iteration(t, iterations.detect(t), waitstates.compute(t))
-    assert len(per_it) == 4
-    sync = list(per_it["synchronization_s"] * 1e9)
-    # iteration 2's Allreduce (the span starting at it) has rank 0 waiting 40 ns more
-    assert sync[2] == pytest.approx(max(sync)) and sync[2] > sync[0]
+    ns = {col: [round(v * 1e9) for v in per_it[col]]
+          for col in ("compute_s", "communication_s", "synchronization_s")}
+    # an iteration runs from one Allreduce to the next on each rank: usually 100 ns, both
+    # ranks in the Allreduce from +10 to +60, then 10 ns of Send/Recv: 60 ns of MPI and 40
+    # of compute each. Rank 1 computes 40 ns longer before its third Allreduce (so its
+    # iteration 1 lasts 140 ns and its iteration 2 60 ns) and enters it at +50: there rank
+    # 0 waits 40 ns, and rank 1's Allreduce takes 10 ns
+    assert ns["synchronization_s"] == [0, 0, 40, 0]
+    assert ns["communication_s"] == [120, 120, (60 - 40) + (10 + 10), 120]
+    assert ns["compute_s"] == [80, 40 + (140 - 60), 40 + (60 - 20), 80]
 
 
 def test_no_loop_in_a_straight_line_program():
@@ -57,3 +63,105 @@ def test_main_loop_of_a_real_program(tmp_path):
     src = PROGRAMS / "imbalance.c"
     assert loop.callsite == f"imbalance.c:{marker_line(src, 'allreduce')}"
     assert loop.iterations == 6  # the program's own loop count
+
+
+# --- the loop is the most frequent repeating period; rarer calls run every k-th ----------
+
+def halo_loop(ranks: int, iterations_: int, reduce_every: int) -> Scenario:
+    """Himeno's shape: per iteration a sweep (700 ns of compute), then three halo
+    exchanges (one per dimension) from the same three lines, then every k-th iteration
+    an Allreduce. Only dimension 0 has a neighbour (the other rank), so its exchange is
+    the only one with a peer; on one rank no exchange has one."""
+    sc = Scenario()
+    for r in range(ranks):
+        for it in range(iterations_):
+            t = 1000 * it + 700
+            for d in range(3):
+                peer = 1 - r if ranks == 2 and d == 0 else -1
+                sc.call(r, "MPI_Irecv", t, t + 5, callsite="halo.c:10")
+                sc.call(r, "MPI_Isend", t + 5, t + 10, callsite="halo.c:11", peer=peer)
+                sc.call(r, "MPI_Waitall", t + 10, t + 30, callsite="halo.c:12")
+                t += 30
+            if (it + 1) % reduce_every == 0:
+                sc.call(r, "MPI_Allreduce", t, t + 50, callsite="jacobi.c:20",
+                        bytes_sent=8, bytes_recv=8)
+    return sc
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_reduction_every_5th_iteration_does_not_mark_the_loop(ranks):
+    loop = iterations.detect(halo_loop(ranks, 30, reduce_every=5).trace())
+    # 30 iterations (the Allreduce ran 6 times: the old detector reported 6)
+    assert loop.iterations == 30
+    assert (loop.function, loop.callsite) == ("MPI_Irecv", "halo.c:10")
+    r0 = loop.bounds[loop.bounds["rank"] == 0]
+    assert list(r0["start"]) == [1000 * it + 700 for it in range(29)]
+    assert loop.every("MPI_Allreduce", "jacobi.c:20") == 5
+    assert loop.every("MPI_Waitall", "halo.c:12") == 1
+    sites = loop.sites.set_index("callsite")
+    assert sites.loc["halo.c:11", "per_iteration"] == 3  # three exchanges per iteration
+    assert sites.loc["jacobi.c:20", "in_iterations"] == 6
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_reduction_every_iteration_is_part_of_the_loop(ranks):
+    loop = iterations.detect(halo_loop(ranks, 30, reduce_every=1).trace())
+    assert loop.iterations == 30
+    assert loop.every("MPI_Allreduce", "jacobi.c:20") == 1
+
+
+def test_a_barrier_every_10th_iteration():
+    sc = Scenario()
+    for r in range(2):
+        for it in range(100):
+            t = 1000 * it
+            sc.call(r, "MPI_Send" if r == 0 else "MPI_Recv", t + 500, t + 520,
+                    callsite="step.c:5", peer=1 - r)
+            sc.call(r, "MPI_Allreduce", t + 600, t + 650, callsite="step.c:6")
+            if it % 10 == 9:
+                sc.call(r, "MPI_Barrier", t + 700, t + 720, callsite="step.c:7")
+    loop = iterations.detect(sc.trace())
+    assert loop.iterations == 100  # not 10, the barrier's count
+    assert loop.every("MPI_Barrier", "step.c:7") == 10
+    assert loop.every("MPI_Allreduce", "step.c:6") == 1
+
+
+def test_repeated_polling_counts_once():
+    sc = Scenario()
+    for r in range(2):
+        for it in range(8):
+            t = 1000 * it
+            sc.call(r, "MPI_Isend", t + 100, t + 110, callsite="p.c:1", peer=1 - r)
+            for k in range(1 + (it + r) % 3):  # 1 to 3 MPI_Test calls until it is done
+                sc.call(r, "MPI_Test", t + 120 + 20 * k, t + 130 + 20 * k, callsite="p.c:2")
+            sc.call(r, "MPI_Allreduce", t + 200, t + 250, callsite="p.c:3")
+    loop = iterations.detect(sc.trace())
+    assert loop.iterations == 8
+    assert loop.every("MPI_Test", "p.c:2") == 1
+
+
+def test_without_call_sites_the_function_sequence_is_the_loop():
+    sc = Scenario()  # as in a Score-P trace: no call sites recorded
+    for r in range(2):
+        for it in range(6):
+            t = 1000 * it
+            sc.call(r, "MPI_Send" if r == 0 else "MPI_Recv", t + 100, t + 120, peer=1 - r)
+            sc.call(r, "MPI_Recv" if r == 0 else "MPI_Send", t + 200, t + 220, peer=1 - r)
+    loop = iterations.detect(sc.trace())
+    assert (loop.iterations, loop.function, loop.callsite) == (6, "MPI_Send", "")
+    assert set(loop.sites["function"]) == {"MPI_Send", "MPI_Recv"}
+
+
+def test_loop_of_a_score_p_trace(scorep_trace):
+    loop = iterations.detect(reader.load(scorep_trace))
+    assert (loop.iterations, loop.function, loop.callsite) == (8, "MPI_Send", "")
+
+
+def test_patched_himeno_reducing_every_5th_iteration(tmp_path):
+    trace = traced_himeno(2, ["--size", "XS", "--iterations", "60", "--variant", "patched",
+                              "--allreduce-every", "5"], tmp_path)
+    loop = iterations.detect(reader.load(trace))
+    src = HIMENO.with_suffix(".c").read_text().splitlines()
+    allreduce = next(i for i, s in enumerate(src, 1) if "MPI_Allreduce(&wgosa" in s)
+    assert loop.iterations == 60
+    assert loop.every("MPI_Allreduce", f"himeno.c:{allreduce}") == 5
