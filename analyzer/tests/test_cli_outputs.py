@@ -34,3 +34,12 @@ def test_a_good_output_path_is_written(two_rank_trace, tmp_path):
     proc = mpiscope("analyze", two_rank_trace, "--json", tmp_path / "a.json")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "a.json").read_text().startswith("{")
+
+
+@pytest.mark.parametrize("top", ["0", "-1", "many"])
+def test_top_must_be_a_positive_count(top, two_rank_trace):
+    proc = mpiscope("analyze", two_rank_trace, "--top", top)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == (
+        f"mpiscope analyze: error: argument --top: expected a whole number of at least 1, "
+        f"not '{top}'")

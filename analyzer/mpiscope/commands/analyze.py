@@ -8,10 +8,20 @@ from pathlib import Path
 HELP = "analyze a trace: time breakdown, wait states, findings"
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", type=Path, metavar="DIR", help="trace directory (or traces.otf2)")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the analysis as JSON")
-    p.add_argument("--top", type=int, default=10, help="rows in the summary tables")
+    p.add_argument("--top", type=positive_int, default=10, help="rows in the summary tables")
     p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
 
 
