@@ -413,3 +413,27 @@ def test_teardown_leaves_no_namespace_link_or_qdisc(two_nodes):
     assert proc.returncode == 0
     assert leftovers() == []  # ...and nothing of it remains
     assert not (two_nodes.agent.exists() or two_nodes.hostfile.exists())
+
+
+@needs_netns
+@pytest.mark.skipif(not HIMENO.is_file(), reason="workloads/himeno/himeno not built")
+def test_study_on_the_cluster_spends_much_of_4_ranks_in_messaging_and_cleans_up(tmp_path):
+    """`mpiscope study himeno --cluster 4x100mbit`: the study's shape at 4 nodes is a large
+    messaging share; the cluster it brought up is gone afterwards."""
+    if cluster_state.load("mpiscope") is not None:
+        pytest.skip("a cluster of the user's own is up under the default prefix")
+    out = tmp_path / "study"
+    job = run_job(["mpiscope", "study", "himeno", "--cluster", "4x100mbit", "--size", "XS",
+                   "--iterations", "40", "--ranks", "4", "--repeat", "1", "--out", str(out)],
+                  cwd=tmp_path)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert not [ns for ns in netops.netns_list() if ns.startswith("mpiscope-")]
+    assert cluster_state.load("mpiscope") is None
+    proc = mpiscope("analyze", str(out / "himeno-4-unpatched"), "--json",
+                    str(tmp_path / "a.json"))
+    assert proc.returncode == 0, proc.stderr
+    ranks = json.loads((tmp_path / "a.json").read_text())["ranks"]
+    assert sorted(r["host"] for r in ranks) == ["node0", "node1", "node2", "node3"]
+    total = sum(r["total_s"] for r in ranks)
+    messaging = sum(r["communication_s"] + r["synchronization_s"] for r in ranks)
+    assert messaging / total > 0.3, (messaging, total)
