@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mpiscope import _native, cache
+from mpiscope import _native, cache, salvaged
 from mpiscope.errors import UserError
 from mpiscope.trace import Trace, TraceMeta
 
@@ -82,19 +82,20 @@ def _silence_otf2_package() -> None:
 
 
 def anchor_of(path: Path) -> Path:
-    """The anchor file of a trace given as a directory or as its traces.otf2."""
+    """The anchor file of a trace given as a directory or as its traces.otf2.
+
+    A directory of a job that died (per-rank archives only) has none: load/build read it
+    through `salvaged` before asking for an anchor."""
     path = Path(path)
     if not path.exists():
         raise UserError(str(path), "no such file or directory")
     anchor = path / "traces.otf2" if path.is_dir() else path
     if not anchor.is_file():
-        from mpiscope.commands.run import salvaged_ranks
-
-        salvaged = salvaged_ranks(path) if path.is_dir() else []
-        if salvaged:
-            names = ", ".join(p.parent.name for p in salvaged)
-            raise UserError(str(path), f"the job ended without MPI_Finalize; analyze the "
-                                       f"per-rank traces it left instead ({names})")
+        cut = salvaged.incomplete(path) if path.is_dir() else []
+        if cut:  # per-rank archives begun, none finished: every rank was killed writing
+            raise UserError(str(path), "the job ended without MPI_Finalize and no rank "
+                            "finished writing its trace (incomplete: "
+                            f"{', '.join(f'rank{r}' for r in cut)})")
         raise UserError(str(path), "not an OTF2 archive (no traces.otf2)")
     try:
         with open(anchor, "rb") as f:
@@ -257,11 +258,19 @@ def _calls_frame(cols: dict[str, np.ndarray], functions: list[str],
 
 
 def build(path: Path, progress: Progress | None = None) -> Trace:
-    """Read the archive at `path` from scratch (no cache)."""
+    """Read the trace at `path` from scratch (no cache): one archive, or the per-rank
+    archives of a job that died (salvaged.py)."""
+    if salvaged.is_salvaged(Path(path)):
+        return salvaged.build(Path(path), progress)
     anchor = anchor_of(path)
+    if progress:
+        progress("definitions")
+    return build_archive(anchor, _Defs(anchor), progress)
+
+
+def build_archive(anchor: Path, defs: _Defs, progress: Progress | None = None) -> Trace:
+    """The tables of one archive whose definitions are read already."""
     say = progress or (lambda _msg: None)
-    say("definitions")
-    defs = _Defs(anchor)
     if not defs.locations:
         raise UserError(str(anchor.parent), "OTF2 archive without locations")
 
@@ -344,6 +353,8 @@ def load(path: Path | str, *, use_cache: bool = True, progress: Progress | None 
     Raises UserError(path, problem) for anything that is not a readable OTF2 archive.
     """
     path = Path(path)
+    if salvaged.is_salvaged(path):  # a job that died: its per-rank archives as one trace
+        return salvaged.load(path, use_cache=use_cache, progress=progress)
     anchor = anchor_of(path)
     if use_cache:
         # the cache is per directory; the anchor's name tells archives in one dir apart

@@ -49,10 +49,34 @@ def traced_env(out: Path, mpi: str, base: dict[str, str] | None = None) -> dict[
     return env
 
 
-def salvaged_ranks(out: Path) -> list[Path]:
-    """Anchors of the single-rank archives a job that aborted leaves (DIR/rank<N>/)."""
-    return sorted(out.glob("rank*/traces.otf2"),
-                  key=lambda p: int(p.parent.name[4:]) if p.parent.name[4:].isdigit() else 0)
+def salvaged_ranks(out: Path, since: float = 0.0) -> list[int]:
+    """Ranks whose per-rank trace (DIR/rank<N>/traces.otf2) a job that died left in `out`,
+    written at or after `since` (rank<N>/ directories of an earlier job may remain)."""
+    from mpiscope import salvaged  # lazy: pandas & co. only after a job that died
+
+    return [rank for rank, anchor in salvaged.archives(out).items()
+            if anchor.stat().st_mtime >= since]
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+
+
+def died_message(out: Path, ranks: list[int]) -> str:
+    """What we tell the user when the job ended without MPI_Finalize: where the per-rank
+    traces are, which ranks left none, and that `mpiscope analyze DIR` reads them."""
+    from mpiscope import salvaged
+
+    try:
+        size = salvaged.num_ranks(salvaged.archives(out)[ranks[0]])
+    except (UserError, KeyError):
+        size = 0
+    text = (f"mpiscope: job ended without MPI_Finalize; {_ranks(ranks)}"
+            f"{f' of {size}' if size else ''} saved per-rank traces in {out}/rank<N>/")
+    lost = sorted(set(range(size)) - set(ranks))
+    if lost:
+        text += f" (none from {_ranks(lost)}: killed before writing one)"
+    return text + f"; `mpiscope analyze {out}` reads them as one trace"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(None, "run: --cluster works with Open MPI only")
         cmd = cluster_command(cmd, traced=True, prefix=args.cluster_prefix)
     env = traced_env(out, args.mpi or guess_mpi(cmd))
+    started = time.time() - 2  # per-rank traces older than this are an earlier job's
     try:
         # stdout passes through unchanged; a copy beside the trace keeps the program's
         # figures of merit (e.g. Himeno's MFLOPS) for `mpiscope compare`
@@ -79,7 +104,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(cmd[0], "command not found") from None
     if (out / "traces.otf2").is_file():
         print(f"mpiscope: trace written to {out}/traces.otf2", file=sys.stderr)
-    elif salvaged := salvaged_ranks(out):  # MPI_Abort or no MPI_Finalize: per-rank archives
-        print(f"mpiscope: job ended without MPI_Finalize; per-rank traces in "
-              f"{', '.join(str(p.parent) for p in salvaged)}", file=sys.stderr)
+    elif ranks := salvaged_ranks(out, started):  # MPI_Abort or no MPI_Finalize
+        print(died_message(out, ranks), file=sys.stderr)
     return proc.returncode
