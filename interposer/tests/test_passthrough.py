@@ -18,6 +18,9 @@ import tracechecks as tc
 from traceread import otf2_print, read_python
 
 ABORT_TIMEOUT = 90  # a hang is a failure, not a stuck test run
+# Open MPI SIGKILLs 1 s after its SIGTERM; on a loaded 2-core machine the stopped ranks
+# may need longer to write their salvaged traces (README: "Jobs that die")
+PATIENT = [*mpijobs.MPIRUN, "--mca", "odls_base_sigkill_timeout", "3"]
 
 
 def same_job(a: mpijobs.Job, b: mpijobs.Job) -> None:
@@ -123,9 +126,9 @@ def test_mpi_abort_as_documented(programs, tmp_path) -> None:
     its own events; so does every rank the launcher then stops with SIGTERM, up to the
     call it was blocked in; no DIR/traces.otf2."""
     exe = [str(programs["abort.c"])]
-    bare = mpijobs.run(exe, np=2, traced=False, timeout=ABORT_TIMEOUT)
+    bare = mpijobs.run(exe, np=2, traced=False, launcher=PATIENT, timeout=ABORT_TIMEOUT)
     out = tmp_path / "trace"
-    traced = mpijobs.run(exe, np=2, out=out, timeout=ABORT_TIMEOUT)
+    traced = mpijobs.run(exe, np=2, out=out, launcher=PATIENT, timeout=ABORT_TIMEOUT)
     assert bare.returncode == traced.returncode == 7
     assert "rank 1 aborting" in traced.stdout
     assert not (out / "traces.otf2").exists()
@@ -163,10 +166,11 @@ int main(int argc, char **argv) {
 """)
     exe = tmp_path / "die"
     subprocess.run(["mpicc", "-g", "-o", str(exe), str(src)], check=True, timeout=120)
-    bare = mpijobs.run([str(exe)], np=3, traced=False,
+    bare = mpijobs.run([str(exe)], np=3, traced=False, launcher=PATIENT,
                        timeout=ABORT_TIMEOUT)
     out = tmp_path / "trace"
-    traced = mpijobs.run([str(exe)], np=3, out=out, timeout=ABORT_TIMEOUT)
+    traced = mpijobs.run([str(exe)], np=3, out=out, launcher=PATIENT,
+                         timeout=ABORT_TIMEOUT)
     assert traced.returncode == bare.returncode != 0
     assert sorted(p.name for p in out.glob("rank*")) == ["rank0", "rank2"]
     for rank in (0, 2):
@@ -174,7 +178,8 @@ int main(int argc, char **argv) {
         assert t.enters(rank) == Counter({"MPI_Init": 1, "MPI_Allreduce": 5,
                                           "MPI_Barrier": 1})
     out = tmp_path / "own"
-    traced = mpijobs.run([str(exe)], np=3, out=out, timeout=ABORT_TIMEOUT,
+    traced = mpijobs.run([str(exe)], np=3, out=out, launcher=PATIENT,
+                         timeout=ABORT_TIMEOUT,
                          env={"OWN_HANDLER": "1"})
     assert "own handler" in traced.stdout
     assert sorted(p.name for p in out.glob("rank*")) == ["rank0"]
