@@ -1,6 +1,7 @@
 """The Parquet cache: a re-open equals a fresh read, a changed trace is re-read, a
-read-only trace directory caches under $XDG_CACHE_HOME, and a reader of the Parquet
-files (pyarrow, Dask) can fetch one rank's rows through the rank-partitioned row groups."""
+read-only trace directory caches under $XDG_CACHE_HOME, and the per-rank tables are
+hive-partitioned datasets (`calls/rank=K/part-0.parquet`) that pyarrow.dataset and Dask
+read on their own, one rank or all."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
+import pyarrow.dataset as ds
 import pytest
 from tracegen import copy_trace
 
@@ -33,7 +35,7 @@ def test_reopen_from_cache_equals_fresh_read(trace: Path, monkeypatch) -> None:
     fresh = reader.load(trace)
     manifest = json.loads((trace / ".mpiscope-cache" / "manifest.json").read_text())
     assert manifest["version"] == f"{reader.READER_VERSION}:traces.otf2"
-    assert (trace / ".mpiscope-cache" / "calls.parquet").is_file()
+    assert (trace / ".mpiscope-cache" / "calls" / "rank=0" / "part-0.parquet").is_file()
 
     def no_reading(*_a, **_k):
         raise AssertionError("the OTF2 archive was read again")
@@ -73,24 +75,86 @@ def test_read_only_trace_directory_caches_in_xdg(trace: Path, tmp_path: Path,
             p.chmod(0o755 if p.is_dir() else 0o644)
 
 
-def test_row_groups_partition_the_tables_by_rank(trace: Path, monkeypatch) -> None:
-    monkeypatch.setattr(cache, "ROW_GROUP_ROWS", 1)  # one rank per row group
+def per_rank(df: pd.DataFrame, key: str) -> dict[int, pd.DataFrame]:
+    """The rows of each rank, in table order, with plain (not categorical) columns."""
+    df = df.astype({c: object for c, t in df.dtypes.items()
+                    if isinstance(t, pd.CategoricalDtype)})
+    return {int(k): g.drop(columns=key).reset_index(drop=True)
+            for k, g in df.groupby(key, observed=True, sort=True)}
+
+
+def assert_same_per_rank(got: pd.DataFrame, want: pd.DataFrame, key: str) -> None:
+    a, b = per_rank(got, key), per_rank(want, key)
+    assert sorted(a) == sorted(b)
+    for k in b:
+        pd.testing.assert_frame_equal(a[k][b[k].columns], b[k], check_dtype=False,
+                                      obj=f"{key}={k}")
+
+
+def test_per_rank_tables_are_a_hive_dataset_pyarrow_reads(trace: Path) -> None:
     t = reader.load(trace)
-    path = trace / ".mpiscope-cache" / "calls.parquet"
-    meta = pq.ParquetFile(path).metadata
-    col = meta.schema.to_arrow_schema().get_field_index("rank")
-    stats = [(meta.row_group(g).column(col).statistics.min,
-              meta.row_group(g).column(col).statistics.max) for g in range(meta.num_row_groups)]
-    assert stats == [(r, r) for r in range(4)]
-    rank2 = pq.read_table(path, filters=[("rank", "==", 2)]).to_pandas()
+    where = trace / ".mpiscope-cache"
+    assert sorted(p.name for p in (where / "calls").iterdir()) == sorted(
+        f"rank={r}" for r in range(4))
+    for name, key in (("calls", "rank"), ("p2p", "rank"), ("collectives", "rank"),
+                      ("messages", "send_rank")):
+        got = ds.dataset(where / name, partitioning="hive").to_table().to_pandas()
+        assert_same_per_rank(got, getattr(t, name), key)
+    # one rank alone, without touching the others' files
+    rank2 = ds.dataset(where / "calls", partitioning="hive").to_table(
+        filter=ds.field("rank") == 2).to_pandas()
     assert rank2["call"].tolist() == t.calls.loc[t.calls["rank"] == 2, "call"].tolist()
-    sent = pq.read_table(trace / ".mpiscope-cache" / "messages.parquet").to_pandas()
-    assert len(sent) == len(t.messages)
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # inside Dask, pandas 3.1
+def test_dask_reads_the_cache(trace: Path) -> None:
+    import dask.dataframe as dd  # in the test extras
+
+    t = reader.load(trace)
+    calls = dd.read_parquet(trace / ".mpiscope-cache" / "calls")
+    assert calls.npartitions == 4  # one per rank
+    got = calls.compute()
+    got["rank"] = got["rank"].astype(int)  # Dask reads a hive key as a category
+    assert_same_per_rank(got, t.calls, "rank")
+    late = calls[calls["rank"] == 3].compute()
+    assert late["call"].tolist() == t.calls.loc[t.calls["rank"] == 3, "call"].tolist()
+
+
+def test_a_table_not_in_rank_order_keeps_its_order(trace: Path, monkeypatch) -> None:
+    """Rows the cache cannot split by rank without reordering stay in one file."""
+    t = reader.load(trace, use_cache=False)
+    t.messages = t.messages.iloc[::-1].reset_index(drop=True)
+    assert cache.store(t, "v-test") is not None
+    assert (trace / ".mpiscope-cache" / "messages.parquet").is_file()
+    assert_same(cache.load(trace, "v-test"), t)
+
+
+def test_a_cache_in_an_older_layout_is_rebuilt(trace: Path, monkeypatch) -> None:
+    fresh = reader.load(trace)
+    manifest = trace / ".mpiscope-cache" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["layout"] = "one file per table"
+    manifest.write_text(json.dumps(doc))
+    rebuilt = []
+    build = reader.build
+    monkeypatch.setattr(reader, "build", lambda *a, **k: rebuilt.append(1) or build(*a, **k))
+    assert_same(reader.load(trace), fresh)
+    assert rebuilt == [1]
+    assert json.loads(manifest.read_text())["layout"] == cache.LAYOUT
+
+
+def test_empty_per_rank_tables_round_trip(trace: Path) -> None:
+    """The synthetic trace has no user regions: no files, and an empty table back."""
+    fresh = reader.load(trace)
+    assert fresh.regions.empty and not (trace / ".mpiscope-cache" / "regions").exists()
+    again = reader.load(trace)
+    assert again.regions.empty and list(again.regions.columns) == list(fresh.regions.columns)
+    assert np.array_equal(again.regions.dtypes.to_numpy(), fresh.regions.dtypes.to_numpy())
 
 
 def test_a_damaged_cache_is_ignored(trace: Path) -> None:
     fresh = reader.load(trace)
-    part = trace / ".mpiscope-cache" / "p2p.parquet"
+    part = trace / ".mpiscope-cache" / "p2p" / "rank=1" / "part-0.parquet"
     part.write_bytes(b"not parquet")
     assert_same(reader.load(trace), fresh)
     os.utime(trace / "traces.otf2")  # touching the trace rebuilds the cache
