@@ -32,6 +32,7 @@ class AnalysisReport:
     flushes: pd.DataFrame
     loop: iterations.Loop | None
     per_iteration: pd.DataFrame | None
+    protocol_switches: list[stats.ProtocolSwitch] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -54,6 +55,7 @@ class AnalysisReport:
                 names="rank")),
             "findings": [f.to_dict() for f in self.findings],
             "message_sizes": _records(self.message_sizes),
+            "protocol_switches": [p.to_dict() for p in self.protocol_switches],
             "comm_matrix": _records(self.comm_matrix),
             "host_split": _records(self.host_split),
             "time_bins": _records(self.time_bins),
@@ -89,4 +91,5 @@ def analyze(trace: Trace) -> AnalysisReport:
         host_split=stats.host_split(trace), time_bins=breakdown.time_bins(trace, ws),
         flushes=stats.flushes(trace),
         loop=loop, per_iteration=iterations.per_iteration(trace, loop, ws) if loop else None,
+        protocol_switches=stats.protocol_switches(trace),
     )

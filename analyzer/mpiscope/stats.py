@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
@@ -43,26 +43,139 @@ def transfer_ns(trace: Trace) -> np.ndarray:
     return np.maximum(m["recv_time"].to_numpy() - ready, 1)
 
 
-def message_sizes(trace: Trace) -> pd.DataFrame:
-    """Power-of-two size buckets: messages, bytes, median transfer time, bandwidth.
+SIZE_COLUMNS = ["bucket_lo", "bucket_hi", "messages", "bytes", "median_transfer_s",
+                "p90_transfer_s", "bandwidth_MBps"]
 
-    The bandwidth per bucket shows where the MPI library switches from eager to
-    rendezvous (a step around 8-64 KiB)."""
+
+def _size_bucket(nbytes: np.ndarray) -> np.ndarray:
+    """Lower bound of the power-of-two bucket of each size (0 for empty messages)."""
+    return np.where(nbytes > 0, 2 ** np.floor(np.log2(np.maximum(nbytes, 1))),
+                    0).astype(np.int64)
+
+
+def message_sizes(trace: Trace) -> pd.DataFrame:
+    """Power-of-two size buckets: messages, bytes, median and 90th percentile of the
+    transfer time, and the achieved bandwidth as the median of the messages' own rates
+    (bytes / transfer time).
+
+    A median, not total bytes / total time: one message that waited (a receive posted
+    long before its Wait) would otherwise pull a whole bucket down by 10x. The bandwidth
+    per bucket shows where the MPI library switches from eager to rendezvous (a dip
+    around 4-64 KiB); `protocol_switches` finds it."""
     m = trace.messages
     if m.empty:
-        return pd.DataFrame(columns=["bucket_lo", "bucket_hi", "messages", "bytes",
-                                     "median_transfer_s", "bandwidth_MBps"])
+        return pd.DataFrame(columns=SIZE_COLUMNS)
     b = m["bytes"].to_numpy()
-    lo = np.where(b > 0, 2 ** np.floor(np.log2(np.maximum(b, 1))), 0).astype(np.int64)
     t = transfer_ns(trace)
-    df = pd.DataFrame({"lo": lo, "bytes": b, "t": t})
+    df = pd.DataFrame({"lo": _size_bucket(b), "bytes": b, "t": t, "rate": b / t * 1e3})
     g = df.groupby("lo")
     out = pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum(),
-                        "median_transfer_s": g["t"].median() / 1e9})
-    out["bandwidth_MBps"] = g["bytes"].sum() / (g["t"].sum() / 1e9) / 1e6
+                        "median_transfer_s": g["t"].median() / 1e9,
+                        "p90_transfer_s": g["t"].quantile(0.9) / 1e9,
+                        "bandwidth_MBps": g["rate"].median()})
     out = out.rename_axis("bucket_lo").reset_index()
     out.insert(1, "bucket_hi", np.maximum(out["bucket_lo"] * 2 - 1, 0))
-    return out
+    return out[SIZE_COLUMNS]
+
+
+# Eager/rendezvous switch (protocol_switches). Evidence needed before we name one:
+SWITCH_MIN_MESSAGES = 3  # messages in a size bucket for its median to count
+SWITCH_MIN_BELOW = 4  # size buckets below the switch, to know the trend
+SWITCH_MIN_ABOVE = 2  # size buckets from the switch on: a step, not one slow size
+SWITCH_JUMP = 1.25  # the switch's bucket takes >= this times what the trend predicts,
+SWITCH_STEP = 1.5  # and >= this many latencies (alpha) more: a handshake is a round trip
+SWITCH_PERSIST = 1.0  # the next bucket is still >= this many latencies above the trend
+
+@dataclass
+class ProtocolSwitch:
+    """Where per-message transfer time jumps above the latency/bandwidth trend of the
+    smaller sizes: the MPI library's switch from eager to rendezvous (or its limit
+    between two copy mechanisms), on one path (intra-node or inter-node)."""
+
+    path: str
+    bytes: int  # first size with the jump (median size of its bucket)
+    last_below_bytes: int  # largest size still on the trend: the limit lies in between
+    transfer_s: float  # median transfer time at `bytes`
+    predicted_s: float  # what the trend of the smaller sizes predicts there
+    alpha_s: float  # that trend: t = alpha + n / beta
+    beta_Bps: float
+    sizes_below: int  # size buckets the trend was fitted on
+    sizes_above: int  # size buckets from the switch on
+
+    @property
+    def jump(self) -> float:
+        return self.transfer_s / self.predicted_s
+
+    def to_dict(self) -> dict:
+        d = {**asdict(self), "jump": self.jump}
+        if not np.isfinite(self.beta_Bps):  # a flat trend: JSON has no Infinity
+            d["beta_Bps"] = None
+        return d
+
+
+def _trend(n: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """(alpha, seconds per byte) of t = alpha + n * s, least squares on relative errors
+    so the many small, latency-bound sizes count as much as the few large ones."""
+    if len(n) < 2 or np.ptp(n) == 0:
+        return float(np.median(t)), 0.0
+    slope, alpha = np.polyfit(n, t, 1, w=1 / t)
+    if slope < 0:  # latency-bound sizes with noise: flat
+        return float(np.median(t)), 0.0
+    if alpha < 0:  # bandwidth-bound: through the origin, relative errors again
+        w2 = 1 / t ** 2
+        return 0.0, float(np.sum(w2 * n * t) / np.sum(w2 * n * n))
+    return float(alpha), float(slope)
+
+
+def _switch(path: str, nbytes: np.ndarray, t_s: np.ndarray) -> ProtocolSwitch | None:
+    df = pd.DataFrame({"lo": _size_bucket(nbytes), "n": nbytes, "t": t_s})
+    g = df[df["n"] > 0].groupby("lo").agg(n=("n", "median"), t=("t", "median"),
+                                          count=("t", "size"))
+    g = g[g["count"] >= SWITCH_MIN_MESSAGES]
+    n, t = g["n"].to_numpy(float), g["t"].to_numpy(float)
+    best: ProtocolSwitch | None = None
+    for j in range(SWITCH_MIN_BELOW, len(n) - SWITCH_MIN_ABOVE + 1):
+        alpha, slope = _trend(n[:j], t[:j])
+        latency = alpha if alpha > 0 else float(t[:j].min())
+        pred = alpha + slope * n[j:j + 2]
+        step, after = t[j:j + 2] - pred
+        if (t[j] >= SWITCH_JUMP * pred[0] and step >= SWITCH_STEP * latency
+                and after >= SWITCH_PERSIST * latency):
+            cand = ProtocolSwitch(
+                path=path, bytes=int(n[j]), last_below_bytes=int(n[j - 1]),
+                transfer_s=float(t[j]), predicted_s=float(pred[0]), alpha_s=alpha,
+                beta_Bps=1 / slope if slope > 0 else float("inf"), sizes_below=j,
+                sizes_above=len(n) - j)
+            # under load a size just below the switch may pass too: the switch is
+            # where the step is sharpest
+            if best is None or cand.jump > best.jump:
+                best = cand
+    return best
+
+
+def protocol_switches(trace: Trace) -> list[ProtocolSwitch]:
+    """The eager/rendezvous switch per path (intra-node, inter-node), where the trace
+    shows it.
+
+    Per path, messages go into power-of-two size buckets (>= SWITCH_MIN_MESSAGES each;
+    the bucket's median size and median transfer time). For each candidate bucket with
+    >= SWITCH_MIN_BELOW buckets below it and one above, the trend t = alpha + n / beta
+    is fitted on all buckets below; the candidate qualifies if its time is >=
+    SWITCH_JUMP times the trend's prediction and >= SWITCH_STEP latencies (alpha) above
+    it, and the next bucket is still >= SWITCH_PERSIST latencies above the trend (a
+    rendezvous adds a handshake, a round trip, to every larger message; one slow size
+    is noise). Of the qualifying candidates the one with the largest jump (time /
+    prediction) is the switch. Paths are apart because their limits differ (shared
+    memory ~4 KiB, TCP ~64 KiB in Open MPI)."""
+    m = trace.messages
+    if m.empty:
+        return []
+    hosts = trace.host_of()
+    same = m["send_rank"].map(hosts).to_numpy() == m["recv_rank"].map(hosts).to_numpy()
+    b, t = m["bytes"].to_numpy(), transfer_ns(trace) / 1e9
+    found = (_switch(path, b[sel], t[sel])
+             for path, sel in (("intra-node", same), ("inter-node", ~same)))
+    return [s for s in found if s is not None]
 
 
 def comm_matrix(trace: Trace) -> pd.DataFrame:

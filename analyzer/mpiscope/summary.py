@@ -6,10 +6,51 @@ from rich.console import Console
 from rich.table import Table
 
 from mpiscope.report import AnalysisReport
+from mpiscope.stats import ProtocolSwitch
 
 
 def _s(x: float) -> str:
     return f"{x:.4f}" if x >= 0.001 else f"{x * 1e3:.3f} ms"
+
+
+def _us(x: float) -> str:
+    v = x * 1e6
+    return f"{v:.2f} µs" if v < 100 else f"{v:.0f} µs"
+
+
+def size_text(n: float) -> str:
+    """4096 -> '4 KiB', 1536 -> '1.5 KiB', 100 -> '100 B'."""
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _switch_line(p: ProtocolSwitch, hosts: int) -> str:
+    where = f" ({p.path})" if hosts > 1 else ""
+    trend = _us(p.alpha_s)
+    if p.beta_Bps != float("inf"):
+        trend += f", {p.beta_Bps / 1e6:.0f} MB/s"
+    size = size_text(p.bytes)
+    return (f"Protocol switch near {size}{where}: {size} messages take "
+            f"{_us(p.transfer_s)}, {p.jump:.1f}x the {_us(p.predicted_s)} predicted by the "
+            f"latency/bandwidth of smaller ones ({trend}): eager up to "
+            f"{size_text(p.last_below_bytes)}, rendezvous from {size}")
+
+
+def _messages(rep: AnalysisReport, console: Console, hosts: int) -> None:
+    """Intra- vs inter-node traffic (when there is more than one host) and the
+    eager/rendezvous switch (where the message sizes show one)."""
+    split = rep.host_split
+    if hosts > 1 and len(split):
+        ht = Table(title=f"Messages within and between the {hosts} hosts")
+        for col in ("path", "messages", "bytes", "bandwidth (MB/s)"):
+            ht.add_column(col, justify="left" if col == "path" else "right")
+        for r in split.itertuples():
+            ht.add_row(r.path, str(r.messages), str(r.bytes), f"{r.bandwidth_MBps:.1f}")
+        console.print(ht)
+    for p in rep.protocol_switches:
+        console.print(_switch_line(p, hosts))
 
 
 def print_summary(rep: AnalysisReport, console: Console, top: int = 10) -> None:
@@ -49,6 +90,7 @@ def print_summary(rep: AnalysisReport, console: Console, top: int = 10) -> None:
     if rep.loop:
         console.print(f"Main loop: {rep.loop.iterations} iterations, marked by "
                       f"{rep.loop.function} at {rep.loop.callsite}")
+    _messages(rep, console, int(t.ranks["host"].nunique()))
     if rep.findings:
         fd = Table(title=f"Top {top} findings (by estimated savings)")
         for col in ("kind", "function", "call site", "calls", "time (s)", "saves (s)"):

@@ -39,6 +39,9 @@ def test_scorep_trace_has_a_breakdown_for_every_rank():
     funcs = {f["name"]: f for f in doc["functions"]}
     assert funcs["MPI_Send"]["calls"] == 16 and funcs["MPI_Recv"]["calls"] == 16
     assert doc["messages"] == {"matched": 16, "unmatched_sends": 0, "unmatched_receives": 0}
+    # two messages per size are too few to name a protocol switch
+    assert [b["messages"] for b in doc["message_sizes"]] == [2] * 8
+    assert doc["protocol_switches"] == []
     assert all(r["communication_s"] > 0 for r in doc["ranks"])
 
 

@@ -1,5 +1,6 @@
 """Per-function / per-call-site statistics, message sizes with bandwidth, comm matrix,
-intra- vs inter-node split, and the Hockney fit."""
+intra- vs inter-node split, the Hockney fit, and the eager/rendezvous switch (here on
+synthetic networks; on a real ping-pong in test_protocol_switch.py)."""
 
 import pytest
 from scenarios import SCOREP_PING_PONG, Scenario
@@ -48,6 +49,26 @@ def test_message_size_histogram_with_bandwidth_per_bucket():
     assert h.loc[65536, "bandwidth_MBps"] == pytest.approx(70000 / (ALPHA_NS + 70000) * 1e3)
 
 
+def test_one_late_message_does_not_rule_its_bucket():
+    """Eight 4 KiB messages arrive at network speed; two were received 20x later (say,
+    the receiver posted early and waited in compute). The bucket's bandwidth is that of
+    the typical message; the slow tail shows in the 90th percentile."""
+    n, fast = 4096, ALPHA_NS + 4096 / BETA_B_PER_NS
+    sc = Scenario()
+    t = 0
+    for i in range(10):
+        took = int(fast * (20 if i in (3, 7) else 1))
+        s = sc.call(0, "MPI_Send", t, t + 50, bytes_sent=n)
+        r = sc.call(1, "MPI_Recv", t, t + took, bytes_recv=n)
+        sc.message(s, r, n, send_time=t, recv_time=t + took)
+        t += took + 10
+    [row] = stats.message_sizes(sc.trace()).to_dict("records")
+    assert row["messages"] == 10 and row["bytes"] == 10 * n
+    assert row["median_transfer_s"] * 1e9 == pytest.approx(fast)
+    assert row["p90_transfer_s"] * 1e9 == pytest.approx(20 * fast)
+    assert row["bandwidth_MBps"] == pytest.approx(n / fast * 1e3)  # 1e3: B/ns -> MB/s
+
+
 def test_hockney_fit_recovers_the_model():
     fit = stats.fit_hockney(network([8, 100, 5000, 70000, 500000]))
     assert fit.alpha_s == pytest.approx(ALPHA_NS * 1e-9, rel=1e-6)
@@ -73,3 +94,60 @@ def test_scorep_ping_pong_shows_the_protocol_switch():
     assert list(h["bucket_lo"]) == [2 ** k for k in range(14, 22)]
     assert (h["messages"] == 2).all()
     assert h["bandwidth_MBps"].iloc[-1] > h["bandwidth_MBps"].iloc[0]
+
+
+SIZES = [2 ** k for k in range(21)]  # 1 B .. 1 MiB
+
+
+def stepped(sizes, limit, *, hosts=None, per_size=3, inter_limit=None):
+    """Rank 0 sends `per_size` messages of each size to rank 1, over shared memory
+    (latency 250 ns, 10 GB/s), and to rank 2 on another host if `inter_limit` is given
+    (a network: 20 us, 1 GB/s). Above a path's limit a rendezvous handshake adds a
+    round trip and more: 4 latencies."""
+    sc = Scenario(hosts=hosts or {})
+    t = 0
+    paths = [(1, limit, 250, 10.0)] + ([(2, inter_limit, 20000, 1.0)] if inter_limit else [])
+    for n in sizes:
+        for peer, lim, alpha, beta in paths:
+            for _ in range(per_size):
+                dur = int(alpha + n / beta + (4 * alpha if n > lim else 0))
+                s = sc.call(0, "MPI_Send", t, t + dur, bytes_sent=n)
+                r = sc.call(peer, "MPI_Recv", t, t + dur, bytes_recv=n)
+                sc.message(s, r, n, send_time=t, recv_time=t + dur)
+                t += dur + 10
+    return sc.trace()
+
+
+def test_protocol_switch_is_where_time_jumps_above_the_trend():
+    [sw] = stats.protocol_switches(stepped(SIZES, limit=4000))
+    assert (sw.path, sw.bytes, sw.last_below_bytes) == ("intra-node", 4096, 2048)
+    # the trend of the smaller sizes is the eager network itself
+    assert sw.alpha_s == pytest.approx(250e-9, rel=0.05)
+    assert sw.beta_Bps == pytest.approx(10e9, rel=0.05)
+    assert sw.predicted_s == pytest.approx((250 + 4096 / 10) * 1e-9, rel=0.05)
+    assert sw.transfer_s == pytest.approx((250 + 4096 / 10 + 4 * 250) * 1e-9, rel=1e-3)
+    assert sw.jump == pytest.approx(sw.transfer_s / sw.predicted_s)
+    assert (sw.sizes_below, sw.sizes_above) == (12, 9)
+
+
+def test_no_switch_on_a_network_without_one():
+    assert stats.protocol_switches(stepped(SIZES, limit=2 ** 30)) == []
+
+
+@pytest.mark.parametrize("sizes, why", [
+    ([2 ** k for k in range(13)], "only one size above the switch"),
+    ([2 ** k for k in range(9, 21)], "only three sizes below it"),
+])
+def test_no_switch_without_evidence_on_both_sides(sizes, why):
+    assert stats.protocol_switches(stepped(sizes, limit=3000)) == [], why
+
+
+def test_too_few_messages_per_size_are_no_evidence():
+    assert stats.protocol_switches(stepped(SIZES, limit=4000, per_size=2)) == []
+
+
+def test_each_path_has_its_own_switch():
+    """Shared memory on one host, a slower network to the other host: two limits."""
+    t = stepped(SIZES, limit=4000, hosts={0: "a", 1: "a", 2: "b"}, inter_limit=60000)
+    found = {s.path: s.bytes for s in stats.protocol_switches(t)}
+    assert found == {"intra-node": 4096, "inter-node": 65536}
