@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
@@ -233,3 +234,20 @@ def store(trace: Trace, version: str) -> Path | None:
         except (OSError, ValueError, pa.ArrowException):
             shutil.rmtree(tmp, ignore_errors=True)  # a cache we cannot write is only slower
     return None
+
+
+def load_or_build(trace_dir: Path, version: str, build: Callable[[], Trace], *,
+                  use_cache: bool = True,
+                  progress: Callable[[str], None] | None = None) -> Trace:
+    """The trace from the cache in `trace_dir` when it is current under `version`, else
+    `build()`, stored for next time."""
+    if use_cache:
+        cached = load(trace_dir, version)
+        if cached is not None:
+            return cached
+    trace = build()
+    if use_cache:
+        if progress:
+            progress("writing cache")
+        store(trace, version)
+    return trace

@@ -356,15 +356,7 @@ def load(path: Path | str, *, use_cache: bool = True, progress: Progress | None 
     if salvaged.is_salvaged(path):  # a job that died: its per-rank archives as one trace
         return salvaged.load(path, use_cache=use_cache, progress=progress)
     anchor = anchor_of(path)
-    if use_cache:
-        # the cache is per directory; the anchor's name tells archives in one dir apart
-        key = f"{READER_VERSION}:{anchor.name}"
-        cached = cache.load(anchor.parent, key)
-        if cached is not None:
-            return cached
-    trace = build(path, progress)
-    if use_cache:
-        if progress:
-            progress("writing cache")
-        cache.store(trace, key)
-    return trace
+    # the cache is per directory; the anchor's name tells archives in one dir apart
+    return cache.load_or_build(anchor.parent, f"{READER_VERSION}:{anchor.name}",
+                               lambda: build(path, progress), use_cache=use_cache,
+                               progress=progress)

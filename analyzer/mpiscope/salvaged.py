@@ -334,13 +334,5 @@ def load(trace_dir: Path, *, use_cache: bool = True,
          progress: reader.Progress | None = None) -> Trace:
     """The merged trace, from the Parquet cache in DIR when it is current."""
     key = cache_key(trace_dir) if use_cache else ""
-    if use_cache:
-        cached = cache.load(trace_dir, key)
-        if cached is not None:
-            return cached
-    trace = build(trace_dir, progress)
-    if use_cache:
-        if progress:
-            progress("writing cache")
-        cache.store(trace, key)
-    return trace
+    return cache.load_or_build(trace_dir, key, lambda: build(trace_dir, progress),
+                               use_cache=use_cache, progress=progress)
