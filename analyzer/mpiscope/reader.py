@@ -26,6 +26,19 @@ READER_VERSION = "4"
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
+
+class Step(str):
+    """A progress text that can also be measured: `done` of `total` events (else None), so
+    a display can draw a bar while plain callers just see the text."""
+
+    done: int | None
+    total: int | None
+
+    def __new__(cls, text: str, done: int | None = None, total: int | None = None) -> Step:
+        step = super().__new__(cls, text)
+        step.done, step.total = done, total
+        return step
+
 # MPI function -> call kind (docs/data-model.md)
 _KINDS = {
     "p2p_send": ("MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend", "MPI_Issend",
@@ -276,10 +289,10 @@ def build_archive(anchor: Path, defs: _Defs, progress: Progress | None = None) -
 
     def on_events(done: int, expected: int) -> None:
         if expected:
-            say(f"events {done / 1e6:.1f}M of {expected / 1e6:.1f}M "
-                f"({min(100, 100 * done // expected)}%)")
+            say(Step(f"events {done / 1e6:.1f}M of {expected / 1e6:.1f}M "
+                     f"({min(100, 100 * done // expected)}%)", done, expected))
         else:
-            say(f"events {done / 1e6:.1f}M")
+            say(Step(f"events {done / 1e6:.1f}M", done))
 
     props = _native.archive_properties(anchor)
     ev = _native.read_events(anchor, defs.lookup(), on_events if progress else None)

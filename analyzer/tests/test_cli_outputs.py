@@ -1,6 +1,8 @@
 """Output files a command cannot write are refused up front in one line, exit 2 — not a
 traceback after the whole analysis has run."""
 
+import os
+import re
 import subprocess
 
 import pytest
@@ -43,3 +45,17 @@ def test_top_must_be_a_positive_count(top, two_rank_trace):
     assert proc.stderr.splitlines()[-1] == (
         f"mpiscope analyze: error: argument --top: expected a whole number of at least 1, "
         f"not '{top}'")
+
+
+def test_reading_shows_a_progress_bar_of_events_on_a_terminal(synth_trace):
+    """On a terminal (FORCE_COLOR makes rich treat the pipe as one) `analyze` draws a bar
+    of events decoded on stderr while reading; stdout keeps only the summary."""
+    trace = synth_trace(ranks=4, events=200_000)
+    proc = subprocess.run(["mpiscope", "analyze", str(trace), "--no-cache"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "FORCE_COLOR": "1", "COLUMNS": "120"})
+    assert proc.returncode == 0, proc.stderr
+    frames = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", proc.stderr)  # colours, cursor moves
+    assert f"reading {trace}: events" in frames
+    assert "━" in frames and "100%" in frames
+    assert f"reading {trace}" not in proc.stdout

@@ -28,13 +28,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def load_with_progress(path: Path, use_cache: bool = True):
     """Read a trace with a progress display on stderr; warn about ranks cut short."""
     from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        SpinnerColumn,
+        TaskProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     from mpiscope import reader
 
     err = Console(stderr=True)
-    with err.status(f"reading {path}") as status:
-        trace = reader.load(path, use_cache=use_cache,
-                            progress=lambda step: status.update(f"reading {path}: {step}"))
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                   TaskProgressColumn(), TimeRemainingColumn(), console=err, transient=True)
+
+    def show(step: str) -> None:
+        total = getattr(step, "total", None)
+        if total:  # decoding events: a bar of events read
+            bar.update(task, description=f"reading {path}: events", completed=step.done,
+                       total=total)
+        else:  # the other steps are short: their name, the bar pulsing
+            bar.update(task, description=f"reading {path}: {step}")
+
+    with bar:
+        task = bar.add_task(f"reading {path}", total=None)
+        trace = reader.load(path, use_cache=use_cache, progress=show)
     if trace.meta.truncated_ranks:
         ranks = ", ".join(map(str, trace.meta.truncated_ranks))
         err.print(f"mpiscope: warning: {path}: ranks cut short (no MPI_Finalize or "
