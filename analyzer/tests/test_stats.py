@@ -49,12 +49,12 @@ def test_message_size_histogram_with_bandwidth_per_bucket():
     assert h.loc[65536, "bandwidth_MBps"] == pytest.approx(70000 / (ALPHA_NS + 70000) * 1e3)
 
 
-def test_one_late_message_does_not_rule_its_bucket():
-    """Eight 4 KiB messages arrive at network speed; two were received 20x later (say,
-    the receiver posted early and waited in compute). The bucket's bandwidth is that of
-    the typical message; the slow tail shows in the 90th percentile."""
-    n, fast = 4096, ALPHA_NS + 4096 / BETA_B_PER_NS
-    sc = Scenario()
+def late_tail(n, hosts=None):
+    """Ten n-byte messages from rank 0 to rank 1 arriving at network speed, except two
+    received 20x later (say, the receiver posted early and waited in compute). Returns the
+    trace and the network-speed transfer time (ns)."""
+    fast = ALPHA_NS + n / BETA_B_PER_NS
+    sc = Scenario(hosts=hosts or {})
     t = 0
     for i in range(10):
         took = int(fast * (20 if i in (3, 7) else 1))
@@ -62,11 +62,27 @@ def test_one_late_message_does_not_rule_its_bucket():
         r = sc.call(1, "MPI_Recv", t, t + took, bytes_recv=n)
         sc.message(s, r, n, send_time=t, recv_time=t + took)
         t += took + 10
-    [row] = stats.message_sizes(sc.trace()).to_dict("records")
+    return sc.trace(), fast
+
+
+def test_one_late_message_does_not_rule_its_bucket():
+    """The bucket's bandwidth is that of the typical message; the slow tail shows in the
+    90th percentile."""
+    n = 4096
+    trace, fast = late_tail(n)
+    [row] = stats.message_sizes(trace).to_dict("records")
     assert row["messages"] == 10 and row["bytes"] == 10 * n
     assert row["median_transfer_s"] * 1e9 == pytest.approx(fast)
     assert row["p90_transfer_s"] * 1e9 == pytest.approx(20 * fast)
     assert row["bandwidth_MBps"] == pytest.approx(n / fast * 1e3)  # 1e3: B/ns -> MB/s
+
+
+def test_one_late_message_does_not_rule_the_host_split():
+    n = 1 << 17
+    trace, fast = late_tail(n, hosts={0: "a", 1: "b"})
+    [row] = stats.host_split(trace).to_dict("records")
+    assert (row["path"], row["messages"]) == ("inter-node", 10)
+    assert row["bandwidth_MBps"] == pytest.approx(n / fast * 1e3)
 
 
 def test_hockney_fit_recovers_the_model():
