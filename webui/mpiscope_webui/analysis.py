@@ -33,6 +33,7 @@ class Analysis:
     comm_matrix: pd.DataFrame
     findings: list[FindingView]
     errors: list[str] = field(default_factory=list)
+    protocol_switches: list = field(default_factory=list)  # mpiscope.stats.ProtocolSwitch
 
     @classmethod
     def compute(cls, trace: Trace, waits: WaitStates | None = None) -> Analysis:
@@ -56,11 +57,12 @@ class Analysis:
             if ws is not None else empty
         fn = attempt("functions", lambda: stats.functions(trace), empty)
         sizes = attempt("message sizes", lambda: stats.message_sizes(trace), empty)
+        switches = attempt("protocol switch", lambda: stats.protocol_switches(trace), [])
         matrix = attempt("communication matrix", lambda: stats.comm_matrix(trace), empty)
         found = attempt("findings", lambda: findings.find(trace, ws), []) \
             if ws is not None else []
         views = [finding_view(trace, f) for f in found]
-        return cls(w.wait_ns, bd, fn, sizes, matrix, views, errors)
+        return cls(w.wait_ns, bd, fn, sizes, matrix, views, errors, switches)
 
 
 @dataclass

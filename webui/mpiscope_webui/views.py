@@ -101,6 +101,20 @@ def message_size_figure(a: Analysis) -> go.Figure:
         fig.add_scatter(x=label, y=ms["bandwidth_MBps"], name="bandwidth (MB/s)", yaxis="y2",
                         mode="lines+markers", line={"color": "#d62728"},
                         hovertemplate="%{x}: %{y:.4g} MB/s<extra></extra>")
+        buckets = list(ms["bucket_lo"])
+        for sw in a.protocol_switches:
+            lo = 1 << (int(sw.bytes).bit_length() - 1) if sw.bytes > 0 else 0
+            if lo not in buckets:
+                continue
+            # categories sit at 0, 1, 2...: the line goes between the last eager bucket
+            # and the first one past the switch
+            x = buckets.index(lo) - 0.5
+            fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, yref="paper",
+                          line={"color": "#555", "dash": "dash", "width": 1})
+            fig.add_annotation(x=x, y=1, yref="paper", showarrow=False, xanchor="left",
+                               yanchor="top", font={"size": 11},
+                               text=f"{sw.path}: eager up to {_size(sw.last_below_bytes)}, "
+                                    f"rendezvous from {_size(sw.bytes)} ({sw.jump:.1f}x)")
     fig.update_layout(xaxis_title="message size (from)", yaxis_title="messages",
                       yaxis2={"title": "MB/s", "overlaying": "y", "side": "right"},
                       legend={"orientation": "h", "y": 1.12})
