@@ -44,16 +44,21 @@ def load_with_progress(path: Path, use_cache: bool = True):
                    TaskProgressColumn(), TimeRemainingColumn(), console=err, transient=True)
 
     def show(step: str) -> None:
+        # drawn at once: the steps are few (events come in 1M-event chunks), and a fast
+        # read would otherwise end before the bar's next timed refresh
         total = getattr(step, "total", None)
         if total:  # decoding events: a bar of events read
             bar.update(task, description=f"reading {path}: events", completed=step.done,
-                       total=total)
+                       total=total, refresh=True)
         else:  # the other steps are short: their name, the bar pulsing
-            bar.update(task, description=f"reading {path}: {step}")
+            bar.update(task, description=f"reading {path}: {step}", refresh=True)
 
-    with bar:
-        task = bar.add_task(f"reading {path}", total=None)
-        trace = reader.load(path, use_cache=use_cache, progress=show)
+    if not err.is_terminal:  # a pipe or a log file gets the results, not the animation
+        trace = reader.load(path, use_cache=use_cache)
+    else:
+        with bar:
+            task = bar.add_task(f"reading {path}", total=None)
+            trace = reader.load(path, use_cache=use_cache, progress=show)
     if trace.meta.truncated_ranks:
         ranks = ", ".join(map(str, trace.meta.truncated_ranks))
         err.print(f"mpiscope: warning: {path}: ranks cut short (no MPI_Finalize or "
