@@ -52,7 +52,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _where(function: str, callsite: str) -> str:
+def where(function: str, callsite: str) -> str:
     """`MPI_Allreduce at x.c:5`, or a plain statement that the trace has no call site."""
     return f"{function} at {callsite}" if callsite else f"{function} (no call site recorded)"
 
@@ -120,7 +120,7 @@ def _group_redundant(rows: pd.DataFrame, wait: np.ndarray, why: str,
         found.append(Finding(
             "redundant_collective", str(function), str(callsite), len(g),
             float((g["end"] - g["start"]).sum() / 1e9), saving,
-            f"{_where(str(function), str(callsite))} is provably redundant in "
+            f"{where(str(function), str(callsite))} is provably redundant in "
             f"{_plural(int(g['instance'].nunique()), 'instance')}: {why}; removing it saves "
             f"its transfer time (~{saving:.3g} s).",
             {"proof": proof, "instances": int(g["instance"].nunique()),
@@ -157,7 +157,7 @@ def frequent_collectives(trace: Trace, loop: iterations.Loop | None,
         found.append(Finding(
             "frequent_collective", str(function), str(callsite), len(g), time_ns / 1e9,
             r.saving_s,
-            f"{_where(str(function), str(callsite))} runs {times}in every iteration of the "
+            f"{where(str(function), str(callsite))} runs {times}in every iteration of the "
             f"main loop ({loop.iterations} iterations; {g.groupby('rank').size().min()} calls "
             f"per rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
             f"iteration saves ~{r.saving_s:.3g} s (iteration-level replay: ranks run their "
@@ -205,7 +205,7 @@ def message_aggregation(trace: Trace) -> list[Finding]:
             "message_aggregation", str(function), str(callsite), len(g), time_s, saving,
             f"{_plural(len(bursts), 'burst')} of {bursts['m'].mean():.1f} small messages "
             f"(mean {g['bytes'].mean():.0f} B) between one pair from "
-            f"{_where(str(function), str(callsite))}; sending each "
+            f"{where(str(function), str(callsite))}; sending each "
             f"burst as one message saves (m-1)*alpha with alpha={model.alpha_s * 1e6:.2f} us "
             f"(Hockney fit t = alpha + n/beta on this trace, beta={model.beta_Bps / 1e6:.0f} "
             "MB/s).",
@@ -272,7 +272,7 @@ def _ranks(seconds: pd.Series) -> str:
 def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
                     by_rank: pd.Series, caused: pd.Series, compute: pd.Series) -> str:
     """Who is late, who waits and how much; "computes longer" only where it does."""
-    text = (f"ranks wait {wait_s:.3g} s in {_where(function, callsite)} "
+    text = (f"ranks wait {wait_s:.3g} s in {where(function, callsite)} "
             f"({kind.replace('_', ' ')})")
     if caused.empty:
         return text + f"; waiting: {_ranks(by_rank.head(3))}."

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from mpiscope import findings
 from mpiscope.report import AnalysisReport
 from mpiscope.stats import ProtocolSwitch
 
@@ -88,10 +89,8 @@ def print_summary(rep: AnalysisReport, console: Console, top: int = 10) -> None:
                        str(w.calls), _s(w.wait_ns / 1e9))
         console.print(wt)
     if rep.loop:
-        where = (f"at {rep.loop.callsite}" if rep.loop.callsite
-                 else "(no call site recorded)")
         console.print(f"Main loop: {rep.loop.iterations} iterations, marked by "
-                      f"{rep.loop.function} {where}")
+                      f"{findings.where(rep.loop.function, rep.loop.callsite)}")
     _messages(rep, console, int(t.ranks["host"].nunique()))
     if rep.findings:
         fd = Table(title=f"Top {top} findings (by estimated savings)")

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from mpiscope.cluster.state import ClusterState, load
 from mpiscope.errors import UserError
-from mpiscope.paths import interposer_library
 
 OPENMPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "mpirun.openmpi", "mpiexec.openmpi")
 # user options that choose a mapping themselves: then we leave the mapping to them
@@ -138,9 +137,6 @@ def cluster_command(cmd: list[str], *, traced: bool = True,
 
 def traced_env(out: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for mpirun that makes every rank (on every node) write to `out`."""
-    env = dict(os.environ if base is None else base)
-    lib = str(interposer_library("openmpi"))
-    preload = env.get("LD_PRELOAD", "")
-    env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else lib
-    env["MPISCOPE_OUT"] = str(Path(out).resolve())
-    return env
+    from mpiscope.commands.run import traced_env as preload  # the one way to preload
+
+    return preload(Path(out), "openmpi", base)
