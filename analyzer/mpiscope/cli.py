@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from pathlib import Path
 
-from mpiscope import __version__
+from mpiscope import __version__, output, stdio
 from mpiscope.errors import UserError
 
 # subcommand name -> module under mpiscope.commands
@@ -60,15 +59,8 @@ def check_outputs(args: argparse.Namespace) -> None:
     """One clear line now, not a traceback after minutes of analysis."""
     for name in OUTPUT_OPTIONS:
         path = getattr(args, name, None)
-        if not isinstance(path, Path):
-            continue
-        if path.is_dir():
-            raise UserError(str(path), "is a directory; give a file name to write")
-        parent = path.parent if str(path.parent) else Path(".")
-        if not parent.is_dir():
-            raise UserError(str(path), f"cannot write: directory {parent} does not exist")
-        if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            raise UserError(str(path), "cannot write: permission denied")
+        if isinstance(path, Path):
+            output.check_writable(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,12 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        check_outputs(args)
-        return int(_load(args.command).run(args) or 0)
+        with stdio.guarded_stdout():
+            check_outputs(args)
+            return int(_load(args.command).run(args) or 0)
     except UserError as err:
         print(err.one_line(), file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # a pipe other than stdout (stdout's own are handled in stdio)
         return 0

@@ -34,6 +34,11 @@ class RunSummary:
     def rank_time_s(self) -> float:
         return sum(r["total_s"] for r in self.report["ranks"])
 
+    @property
+    def truncated_ranks(self) -> list[int]:
+        """Ranks whose trace was cut short (no MPI_Finalize, truncated events)."""
+        return list(self.report.get("meta", {}).get("truncated_ranks") or [])
+
 
 @dataclass
 class FunctionDelta:

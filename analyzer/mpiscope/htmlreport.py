@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from mpiscope.compare import Comparison, RunSummary
+from mpiscope.cutshort import cut_short_text
 
 PARTS = ("compute", "communication", "synchronization")
 PART_COLOURS = {"compute": "#9bbb59", "communication": "#4f81bd", "synchronization": "#c0504d"}
@@ -29,6 +30,7 @@ th{background:#f4f4f4} td:first-child,th:first-child{text-align:left}
 .good{color:#1a7f37;font-weight:600} .bad{color:#b42318;font-weight:600}
 .muted{color:#666} .kpi{display:inline-block;margin-right:2rem}
 .kpi b{font-size:1.5rem;display:block} code{background:#f4f4f4;padding:0 .2rem}
+.warning{background:#fff4e5;border-left:4px solid #b54708;padding:.5rem .8rem;margin:1rem 0}
 """
 
 
@@ -77,6 +79,17 @@ def breakdown_figure(runs: Sequence[RunSummary]) -> go.Figure:
     return fig
 
 
+def cut_short_notes(cmp: Comparison) -> list[tuple[RunSummary, str]]:
+    """(run, warning) for each run whose trace has ranks cut short: its numbers cover only
+    the part of the run that was traced, which the reader of a report must be told."""
+    notes = []
+    for run in (cmp.a, cmp.b):
+        text = cut_short_text(run.truncated_ranks)
+        if text:
+            notes.append((run, text))
+    return notes
+
+
 def run_meta_rows(run: RunSummary) -> list[list[object]]:
     meta = run.report.get("meta", {})
     hosts = sorted({r["host"] for r in run.report["ranks"]})
@@ -96,6 +109,9 @@ def render_html(cmp: Comparison, timelines: Sequence[go.Figure] = (), title: str
     now = datetime.now(timezone.utc)
     parts: list[str] = [f"<h1>{esc(title)}</h1>",
                         f'<p class="muted">generated {now:%Y-%m-%d %H:%M UTC} by mpiscope</p>']
+    for run, text in cut_short_notes(cmp):
+        parts.append(f'<p class="warning cut-short"><b>warning:</b> {esc(run.label)} '
+                     f'(<code>{esc(run.trace_dir)}</code>): {esc(text)}</p>')
 
     # headline figures
     kpis = []
@@ -225,6 +241,8 @@ def render_markdown(cmp: Comparison) -> str:
     (the HTML report has the same numbers plus the charts and timelines)."""
     a, b = cmp.a, cmp.b
     lines = [f"### mpiscope: {md(a.label)} vs {md(b.label)}", ""]
+    for run, text in cut_short_notes(cmp):
+        lines += [f"> **warning:** {md(run.label)} (`{run.trace_dir}`): {md(text)}", ""]
 
     headline: list[list[object]] = []
     fa, fb = cmp.figure("mflops")

@@ -12,6 +12,7 @@ import contextlib
 import ctypes as C
 import io
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,6 +104,7 @@ def anchor_of(path: Path) -> Path:
     if not path.exists():
         raise UserError(str(path), "no such file or directory")
     anchor = path / "traces.otf2" if path.is_dir() else path
+    _require_regular(anchor)
     if not anchor.is_file():
         cut = salvaged.incomplete(path) if path.is_dir() else []
         if cut:  # per-rank archives begun, none finished: every rank was killed writing
@@ -120,6 +122,33 @@ def anchor_of(path: Path) -> Path:
     return anchor
 
 
+def _require_regular(path: Path) -> None:
+    """Refuse a FIFO, device or socket: reading one would block (a FIFO with no writer)
+    or never end. A missing file is left to the caller's own message."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise UserError(str(path), f"cannot read: {err.strerror}") from None
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise UserError(str(path), "not a regular file")
+
+
+def require_regular_files(anchor: Path) -> None:
+    """Every file libotf2 will open for this archive (anchor, global definitions, the
+    per-location `.def`/`.evt` files under `traces/`) is a regular file: libotf2 would
+    open a FIFO and wait forever for a writer."""
+    files = [anchor, anchor.with_suffix(".def")]
+    local = anchor.with_suffix("")
+    try:
+        files += sorted(local.iterdir()) if local.is_dir() else []
+    except OSError as err:
+        raise UserError(str(local), f"cannot read: {err.strerror}") from None
+    for f in files:
+        _require_regular(f)
+
+
 def callsite_label(file: str, line: int) -> str:
     return f"{os.path.basename(file)}:{line}" if line > 0 else file
 
@@ -134,6 +163,7 @@ class _Defs:
     def __init__(self, anchor: Path) -> None:
         import otf2
 
+        require_regular_files(anchor)  # before libotf2 opens (and blocks on) any of them
         _silence_otf2_package()
         # its definition callbacks print Python tracebacks on damaged records: keep them
         captured = io.StringIO()

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from rich.console import Console
 from rich.table import Table
 
-from mpiscope import fom, htmlreport, iterations, reader, report
+from mpiscope import fom, htmlreport, iterations, output, reader, report
 from mpiscope.compare import Comparison, RunSummary, build
 from mpiscope.trace import Trace
 from mpiscope_webui.palette import COMPUTE, colour  # same colours as the web UI
@@ -66,14 +66,21 @@ def comparison(a: Path, b: Path, label_a: str | None = None,
                  timeline_figure(tb, f"{sb.label}: a few iterations")]
 
 
+def _make_parent(out: Path) -> None:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise output.cannot_write(out, err) from None
+
+
 def write_html(cmp: Comparison, timelines: list[go.Figure], out: Path, title: str = "") -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(htmlreport.render_html(cmp, timelines, title))
+    _make_parent(out)
+    output.write_text(out, htmlreport.render_html(cmp, timelines, title))
 
 
 def write_markdown(cmp: Comparison, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(htmlreport.render_markdown(cmp))
+    _make_parent(out)
+    output.write_text(out, htmlreport.render_markdown(cmp))
 
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:

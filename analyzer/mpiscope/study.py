@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpiscope import fom, launch
+from mpiscope import fom, launch, output
 from mpiscope.commands.run import traced_env
 from mpiscope.errors import UserError
 from mpiscope.paths import REPO_ROOT
@@ -128,7 +128,7 @@ def run_one(cfg: StudyConfig, ranks: int, variant: str, trace_dir: Path,
         raise UserError("study", f"{reason} ({ranks} rank{'s' if ranks > 1 else ''}, "
                                  f"{variant}, exit code {proc.returncode})")
     trace_dir.mkdir(parents=True, exist_ok=True)
-    (trace_dir / fom.OUTPUT_FILE).write_text(proc.stdout)
+    output.write_text(trace_dir / fom.OUTPUT_FILE, proc.stdout)
     return RunResult(ranks, variant, trace_dir, proc.returncode, wall,
                      fom.last_json_line(proc.stdout), attempt)
 

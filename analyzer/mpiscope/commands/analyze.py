@@ -38,6 +38,7 @@ def load_with_progress(path: Path, use_cache: bool = True):
     )
 
     from mpiscope import reader
+    from mpiscope.cutshort import cut_short_warning
 
     err = Console(stderr=True)
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -59,22 +60,20 @@ def load_with_progress(path: Path, use_cache: bool = True):
         with bar:
             task = bar.add_task(f"reading {path}", total=None)
             trace = reader.load(path, use_cache=use_cache, progress=show)
-    if trace.meta.truncated_ranks:
-        ranks = ", ".join(map(str, trace.meta.truncated_ranks))
-        err.print(f"mpiscope: warning: {path}: ranks cut short (no MPI_Finalize or "
-                  f"truncated events): {ranks}; analyzing as far as the trace goes",
-                  highlight=False, soft_wrap=True)
+    warning = cut_short_warning(path, trace.meta.truncated_ranks)
+    if warning:
+        err.print(warning, highlight=False, soft_wrap=True, markup=False)
     return trace
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from mpiscope import report, summary
+    from mpiscope import output, report, summary
 
     trace = load_with_progress(args.trace, not args.no_cache)
     rep = report.analyze(trace)
     summary.print_summary(rep, Console(), top=args.top)
     if args.json:
-        args.json.write_text(rep.to_json())
+        output.write_text(args.json, rep.to_json())
     return 0

@@ -21,9 +21,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from mpiscope import reports
+    from mpiscope.cutshort import cut_short_warning
 
     console = Console(stderr=True)
     cmp, timelines = reports.comparison(args.a, args.b, args.label_a, args.label_b)
+    for path, run in ((args.a, cmp.a), (args.b, cmp.b)):
+        warning = cut_short_warning(path, run.truncated_ranks)
+        if warning:  # the reports say it too (htmlreport.cut_short_notes)
+            console.print(warning, highlight=False, soft_wrap=True, markup=False)
     if args.html:
         reports.write_html(cmp, timelines, args.html)
         console.print(f"report: {args.html}")

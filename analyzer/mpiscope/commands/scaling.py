@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mpiscope import output
 from mpiscope.errors import UserError
 
 HELP = "compare runs of one program at several rank counts: breakdown shares vs ranks"
@@ -34,16 +35,18 @@ def run(args: argparse.Namespace) -> int:
                     f"{r.communication_share:.1%}", f"{r.synchronization_share:.1%}", r.trace)
     Console().print(tab)
     if args.json:
-        args.json.write_text(df.to_json(orient="records", indent=2, double_precision=15))
+        output.write_text(args.json,
+                          df.to_json(orient="records", indent=2, double_precision=15))
     if args.html or args.png:
         fig = scaling.figure(df)
-        if args.html:
-            fig.write_html(args.html, include_plotlyjs=True)  # self-contained, no network
+        if args.html:  # self-contained, no network
+            output.write_text(args.html, fig.to_html(include_plotlyjs=True))
         else:
             try:
-                fig.write_image(args.png)
+                image = fig.to_image(format="png")
             except Exception as e:  # plotly raises several types when kaleido is absent
                 why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise UserError(str(args.png), f"PNG export needs kaleido ({why}); "
                                 "use --html instead") from None
+            output.write_bytes(args.png, image)
     return 0

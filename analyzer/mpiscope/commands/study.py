@@ -9,6 +9,7 @@ import json
 import statistics
 from pathlib import Path
 
+from mpiscope import output
 from mpiscope.errors import UserError
 
 HELP = "run the Himeno study: both variants at 1, 2, 4 ranks, traced and compared"
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             # the comparison already analyzed this run: reuse its breakdown
             scaling_rows[run_.variant].append(scaling.row_from_breakdown(
                 str(run_.trace_dir), pd.DataFrame(s.report["ranks"])))
-    (cfg.out / "study.json").write_text(json.dumps(
+    output.write_text(cfg.out / "study.json", json.dumps(
         {"size": cfg.size, "iterations": cfg.iterations, "ranks": list(ranks),
          "cluster": cfg.cluster, "repeat": cfg.repeat, "selection": selection_note(cfg),
          "runs": summary}, indent=2))
@@ -133,9 +134,9 @@ def _scaling_page(out: Path, rows: dict, summary: list[dict]) -> None:
                       template="plotly_white")
     divs.append(plotly.offline.plot(fig, output_type="div", include_plotlyjs=False))
     js = plotly.offline.get_plotlyjs()
-    out.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Himeno scaling"
-                   f"</title><script>{js}</script></head><body><h1>Himeno scaling</h1>"
-                   + "".join(divs) + "</body></html>")
+    output.write_text(out, f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Himeno "
+                      f"scaling</title><script>{js}</script></head><body><h1>Himeno scaling"
+                      "</h1>" + "".join(divs) + "</body></html>")
 
 
 def selection_note(cfg) -> str:
@@ -175,7 +176,8 @@ def _index_page(out: Path, cfg, links: list[tuple[str, str]], summary: list[dict
     items = "".join(f"<li><a href='{html.escape(href)}'>{html.escape(text)}</a></li>"
                     for text, href in links)
     where = f" on the emulated cluster {html.escape(cfg.cluster)}" if cfg.cluster else ""
-    out.write_text(
+    output.write_text(
+        out,
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mpiscope: Himeno study</title>"
         "<style>body{font-family:system-ui,sans-serif;max-width:900px;margin:2rem auto}"
         "td,th{border:1px solid #ddd;padding:.2rem .6rem;text-align:right}"

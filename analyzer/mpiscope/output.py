@@ -1,0 +1,137 @@
+"""Files the CLI writes: all or nothing, and any failure is one UserError naming the file.
+
+A regular file is written to a temporary file in the same directory, fsynced and renamed
+over the target (`os.replace`), so a full disk, `ulimit -f` or Ctrl-C leaves either no
+file or the old one, never half a report. A target that exists and is not a regular file
+(`/dev/stdout`, `/dev/null`, a FIFO from `>(jq .)`) is a stream: it is written in place,
+since renaming over it would replace the device node or pipe.
+
+CPython ignores SIGXFSZ, so a write beyond `ulimit -f` fails with EFBIG (an OSError)
+instead of killing the process; it is reported like any other failed write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from mpiscope.errors import UserError
+
+
+def cannot_write(path: Path | str, err: OSError) -> UserError:
+    """`mpiscope: <path>: cannot write: No space left on device` (exit 2)."""
+    return UserError(str(path), f"cannot write: {err.strerror or err}")
+
+
+def _is_stream(path: Path) -> bool:
+    """An existing target that is not a regular file (device, FIFO, socket)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # absent (or unreadable): created as a regular file
+
+
+def _target(path: Path) -> Path:
+    """Where the bytes end up: a symlink's target is replaced, not the link itself."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _mode_for(path: Path) -> int:
+    """The old file's permissions, else those a plain open() would give (mkstemp: 0600)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _temp_in(directory: Path, name: str) -> tuple[int, Path]:
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    return fd, Path(tmp)
+
+
+def check_writable(path: Path) -> None:
+    """Refuse an output path now (before minutes of analysis) if a file cannot be created
+    there: creates and removes a temporary file beside it, which also catches what
+    os.access cannot see (root on /proc, a read-only file system)."""
+    if path.is_dir():
+        raise UserError(str(path), "is a directory; give a file name to write")
+    if _is_stream(path):
+        return  # a device or FIFO: only writing into it tells (and a FIFO would block)
+    target = _target(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(str(path), f"cannot write: directory {parent} does not exist")
+    try:
+        fd, tmp = _temp_in(parent, target.name)
+    except OSError as err:
+        raise cannot_write(path, err) from None
+    os.close(fd)
+    tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """A temporary path to write `path`'s new content to (for writers that want a file
+    name, e.g. Plotly's write_html); on normal exit it replaces `path`, on any exception
+    it is removed and `path` is left as it was. OSError becomes a one-line UserError."""
+    path = Path(path)
+    if _is_stream(path):
+        try:
+            yield path
+        except OSError as err:
+            raise cannot_write(path, err) from None
+        return
+    target = _target(path)
+    try:
+        fd, tmp = _temp_in(target.parent if str(target.parent) else Path("."), target.name)
+    except OSError as err:
+        raise cannot_write(path, err) from None
+    os.close(fd)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:  # the content must be on disk before the rename
+            os.fchmod(f.fileno(), _mode_for(target))
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise cannot_write(path, err) from None
+    except BaseException:  # Ctrl-C, a bug in the writer: still no half-written file
+        tmp.unlink(missing_ok=True)
+        raise
+    _sync_dir(target.parent)
+
+
+def _sync_dir(directory: Path) -> None:
+    """Make the rename itself durable (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(directory if str(directory) else ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_bytes(path: Path | str, data: bytes) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+
+
+def write_text(path: Path | str, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_with(path: Path | str, writer: Callable[[Path], object]) -> None:
+    """`writer(tmp)` writes the file by name; `path` gets it all or nothing."""
+    with atomic_path(path) as tmp:
+        writer(tmp)
