@@ -67,13 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     first = next((a for a in argv if not a.startswith("-")), None)
     only = first if first in COMMANDS else None
-    parser = build_parser(only)
-    args = parser.parse_args(argv)
-    if not args.command:
-        parser.print_help()
-        return 2
     try:
-        with stdio.guarded_stdout():
+        with stdio.guarded_stdout():  # also around argparse: `--help > /dev/full`
+            parser = build_parser(only)
+            args = parser.parse_args(argv)
+            if not args.command:
+                parser.print_help()
+                return 2
             check_outputs(args)
             return int(_load(args.command).run(args) or 0)
     except UserError as err:

@@ -69,8 +69,8 @@ class GuardedStream:
 
 @contextlib.contextmanager
 def guarded_stdout() -> Iterator[GuardedStream | None]:
-    """sys.stdout guarded for the block, flushed at its end (inside it, so a failure of
-    that last flush is still reported in one line)."""
+    """sys.stdout guarded for the block and flushed at its end, however it ends (a failure
+    of that last flush is a UserError too, not an error at interpreter exit)."""
     real = sys.stdout
     if real is None:  # started with fd 1 closed: Python has no stdout to guard
         yield None  # type: ignore[misc]
@@ -79,6 +79,8 @@ def guarded_stdout() -> Iterator[GuardedStream | None]:
     sys.stdout = guarded  # type: ignore[assignment]  # rich looks sys.stdout up per print
     try:
         yield guarded
-        guarded.flush()
-    finally:
-        sys.stdout = real
+    finally:  # also after SystemExit (argparse's --help) and errors: what was printed
+        try:  # before them is still flushed, and a failure of that is one line too
+            guarded.flush()
+        finally:
+            sys.stdout = real

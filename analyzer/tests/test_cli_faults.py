@@ -1,0 +1,235 @@
+"""What the user sees when the CLI cannot write, is given a FIFO, or reads a trace cut short.
+
+Every failure is one line `mpiscope: <path>: <problem>` on stderr, exit code 2, no
+traceback; a report that could not be written completely is not there at all (or the
+old one is, unchanged). The faults are real: /proc, /dev/full, `ulimit -f`, a pipe whose
+reader has gone, FIFOs made with os.mkfifo.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+TIMEOUT = 120  # a reader that blocks on a FIFO fails the test instead of hanging it
+CUT_SHORT = ("ranks cut short (no MPI_Finalize or truncated events): 2; "
+             "analyzing as far as the trace goes")
+
+
+def mpiscope(*args: object, stdout: int | None = subprocess.PIPE, cwd: Path | None = None,
+             shell_prefix: str = "") -> subprocess.CompletedProcess:
+    """`python3 -m mpiscope ARGS` as a user runs it; `shell_prefix` (e.g. `ulimit -f 20;`)
+    runs first in a bash that then execs it."""
+    cmd = [sys.executable, "-m", "mpiscope", *map(str, args)]
+    if shell_prefix:
+        cmd = ["bash", "-c", f'{shell_prefix} exec "$@"', "bash", *cmd]
+    return subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                          timeout=TIMEOUT)
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """The failed command's single stderr line (and that it is single, no traceback)."""
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def trace(synth_trace, tmp_path: Path) -> Path:
+    """A private copy of a small 4-rank trace (tests may damage it)."""
+    out = tmp_path / "trace"
+    shutil.copytree(synth_trace(ranks=4, events=20000), out,
+                    ignore=shutil.ignore_patterns(".mpiscope-cache*"))
+    return out
+
+
+@pytest.fixture
+def cut(trace: Path, tmp_path: Path) -> Path:
+    """The trace with rank 2's event file cut in half: rank 2 is cut short."""
+    out = tmp_path / "cut"
+    shutil.copytree(trace, out)
+    evt = out / "traces" / "2.evt"
+    evt.write_bytes(evt.read_bytes()[: evt.stat().st_size // 2])
+    return out
+
+
+# --- outputs that cannot be written ----------------------------------------------------
+
+
+def test_an_output_under_proc_is_refused_before_the_analysis(trace: Path) -> None:
+    """os.access says root may write in /proc; creating a file there says otherwise."""
+    proc = mpiscope("analyze", trace, "--json", "/proc/x.json")
+    line = one_error_line(proc)
+    assert line.startswith("mpiscope: /proc/x.json: cannot write: ")
+    assert proc.stdout == ""  # refused before reading the trace
+
+
+@pytest.mark.parametrize("command, option", [("analyze", "--json"), ("compare", "--md"),
+                                             ("compare", "--html")])
+def test_a_full_device_as_output_is_one_line(trace: Path, command: str, option: str) -> None:
+    traces = [trace] * (1 if command == "analyze" else 2)
+    proc = mpiscope(command, *traces, option, "/dev/full")
+    assert one_error_line(proc) == "mpiscope: /dev/full: cannot write: No space left on device"
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)  # written into, never replaced
+
+
+def test_stdout_on_a_full_device_is_one_line(trace: Path) -> None:
+    with open("/dev/full", "w") as full:
+        proc = mpiscope("analyze", trace, stdout=full.fileno())
+    assert one_error_line(proc) == "mpiscope: <stdout>: No space left on device"
+
+
+def test_help_on_a_full_device_is_one_line() -> None:
+    """argparse prints --help itself and exits; the failed flush still is one line."""
+    with open("/dev/full", "w") as full:
+        proc = mpiscope("--help", stdout=full.fileno())
+    assert one_error_line(proc) == "mpiscope: <stdout>: No space left on device"
+
+
+def test_a_reader_that_goes_away_ends_the_display_quietly(trace: Path,
+                                                         tmp_path: Path) -> None:
+    """`mpiscope analyze T --json out.json | head -1`: head closes the pipe early. Like
+    any Unix filter, no error for that (exit 0, nothing on stderr); the files asked for
+    are still written in full."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line: every write is EPIPE
+    try:
+        proc = mpiscope("analyze", trace, "--json", tmp_path / "out.json", stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert json.loads((tmp_path / "out.json").read_text())["ranks"]
+
+
+def test_ulimit_leaves_no_partial_report(trace: Path, tmp_path: Path) -> None:
+    """The HTML report (megabytes: Plotly inlined) does not fit in `ulimit -f 20` (20 KiB):
+    one line, exit 2, and no 20 KiB stump of it, nor a temporary file."""
+    work = tmp_path / "out"
+    work.mkdir()
+    proc = mpiscope("compare", trace, trace, "--html", "r.html", cwd=work,
+                    shell_prefix="ulimit -f 20;")
+    assert one_error_line(proc) == "mpiscope: r.html: cannot write: File too large"
+    assert os.listdir(work) == []
+
+
+def test_a_failed_write_leaves_the_old_report_unchanged(trace: Path, tmp_path: Path) -> None:
+    old = tmp_path / "r.html"
+    old.write_text("the report of yesterday\n")
+    os.chmod(old, 0o640)
+    before = os.stat(old)
+    proc = mpiscope("compare", trace, trace, "--html", old, shell_prefix="ulimit -f 20;")
+    assert one_error_line(proc) == f"mpiscope: {old}: cannot write: File too large"
+    assert old.read_text() == "the report of yesterday\n"
+    after = os.stat(old)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert sorted(os.listdir(tmp_path)) == sorted(["r.html", "trace"])
+
+
+def test_a_rewritten_report_keeps_its_permissions(trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "a.json"
+    out.write_text("{}")
+    os.chmod(out, 0o640)
+    proc = mpiscope("analyze", trace, "--json", out)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["ranks"]
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
+
+
+def test_an_output_through_a_symlink_replaces_its_target(trace: Path, tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    real = tmp_path / "reports" / "a.json"
+    real.write_text("{}")
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+    proc = mpiscope("analyze", trace, "--json", link)
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink()
+    assert json.loads(real.read_text())["ranks"]
+
+
+def test_an_output_fifo_is_written_into_not_replaced(trace: Path, tmp_path: Path) -> None:
+    """`--json >(jq .)` hands over a pipe: the JSON goes into it, the pipe stays a pipe."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    proc = mpiscope("analyze", trace, "--json", fifo)
+    reader.join(TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(got[0])["ranks"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_an_unwritable_directory_is_refused_up_front(trace: Path, tmp_path: Path) -> None:
+    """A directory on a read-only mount: /proc/sys is one every machine has."""
+    proc = mpiscope("analyze", trace, "--json", "/proc/sys/x.json")
+    assert one_error_line(proc).startswith("mpiscope: /proc/sys/x.json: cannot write: ")
+    assert proc.stdout == ""
+
+
+# --- non-regular files in place of trace files -----------------------------------------
+
+
+@pytest.mark.parametrize("name", ["traces.otf2", "traces.def", "traces/0.evt",
+                                  "traces/3.def"])
+def test_a_fifo_in_the_trace_is_refused_not_read(trace: Path, name: str) -> None:
+    fifo = trace / name
+    fifo.unlink()
+    os.mkfifo(fifo)
+    proc = mpiscope("analyze", trace)
+    assert one_error_line(proc) == f"mpiscope: {fifo}: not a regular file"
+
+
+def test_a_fifo_given_as_the_trace_is_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "traces.otf2"
+    os.mkfifo(fifo)
+    proc = mpiscope("analyze", fifo)
+    assert one_error_line(proc) == f"mpiscope: {fifo}: not a regular file"
+
+
+def test_a_character_device_given_as_the_trace_is_refused() -> None:
+    proc = mpiscope("analyze", "/dev/zero")  # would read zeros for ever
+    assert one_error_line(proc) == "mpiscope: /dev/zero: not a regular file"
+
+
+# --- traces with ranks cut short -------------------------------------------------------
+
+
+def test_compare_warns_about_ranks_cut_short_like_analyze(trace: Path, cut: Path,
+                                                           tmp_path: Path) -> None:
+    analyzed = mpiscope("analyze", cut, "--no-cache")
+    assert analyzed.returncode == 0, analyzed.stderr
+    warning = f"mpiscope: warning: {cut}: {CUT_SHORT}"
+    assert warning in analyzed.stderr.splitlines()
+
+    html, md = tmp_path / "r.html", tmp_path / "r.md"
+    proc = mpiscope("compare", trace, cut, "--html", html, "--md", md)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert warning in lines
+    assert not any(str(trace) + ":" in line for line in lines)  # the complete run: no warning
+    report = html.read_text()
+    assert 'class="warning cut-short"' in report and CUT_SHORT in report
+    assert report.count('class="warning cut-short"') == 1
+    assert f"> **warning:** cut (`{cut}`): {CUT_SHORT}" in md.read_text().splitlines()
+
+
+def test_compare_of_complete_runs_has_no_warning(trace: Path, tmp_path: Path) -> None:
+    proc = mpiscope("compare", trace, trace, "--html", tmp_path / "r.html",
+                    "--md", tmp_path / "r.md")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stderr
+    assert "cut-short" not in (tmp_path / "r.html").read_text()
+    assert "warning" not in (tmp_path / "r.md").read_text()
