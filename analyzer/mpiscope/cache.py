@@ -219,13 +219,35 @@ def _write_table(df: pd.DataFrame, tmp: Path, name: str, pool: Executor) -> dict
     return info
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: someone else's process, alive
+        return True
+    return True
+
+
+def _remove_stale_temps(d: Path) -> None:
+    """Temporary caches of writers that were killed (SIGKILL, power loss): never a cache,
+    only clutter in the user's trace directory."""
+    for tmp in d.parent.glob(f"{d.name}.tmp*"):
+        pid = tmp.name.rpartition(".tmp")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def store(trace: Trace, version: str) -> Path | None:
-    """Write the cache (beside the trace if we may, else in the user's cache dir)."""
+    """Write the cache (beside the trace if we may, else in the user's cache dir): into a
+    temporary directory, manifest last, renamed into place when complete, so a failed
+    write (full disk, `ulimit -f`, Ctrl-C) leaves no half cache."""
     local, fallback = candidates(trace.path)
     targets = [local, fallback] if _writable(trace.path) else [fallback]
     for d in targets:
         tmp = d.with_name(d.name + f".tmp{os.getpid()}")
         try:
+            _remove_stale_temps(d)
             shutil.rmtree(tmp, ignore_errors=True)
             _write(trace, tmp, version)
             shutil.rmtree(d, ignore_errors=True)
@@ -233,6 +255,9 @@ def store(trace: Trace, version: str) -> Path | None:
             return d
         except (OSError, ValueError, pa.ArrowException):
             shutil.rmtree(tmp, ignore_errors=True)  # a cache we cannot write is only slower
+        except BaseException:  # Ctrl-C while writing: no temporary cache left behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return None
 
 

@@ -233,3 +233,32 @@ def test_compare_of_complete_runs_has_no_warning(trace: Path, tmp_path: Path) ->
     assert "warning" not in proc.stderr
     assert "cut-short" not in (tmp_path / "r.html").read_text()
     assert "warning" not in (tmp_path / "r.md").read_text()
+
+
+# --- the Parquet cache -------------------------------------------------------------------
+
+
+def test_ulimit_leaves_no_half_written_cache(trace: Path) -> None:
+    """The cache's per-rank files exceed 20 KiB: it cannot be written, which only costs
+    speed (exit 0); no cache and no temporary cache is left in the trace directory."""
+    before = sorted(os.listdir(trace))
+    proc = mpiscope("analyze", trace, shell_prefix="ulimit -f 20;")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(trace)) == before
+    again = mpiscope("analyze", trace)  # and the next run writes it whole
+    assert again.returncode == 0, again.stderr
+    assert (trace / ".mpiscope-cache" / "manifest.json").is_file()
+    assert sorted(os.listdir(trace)) == sorted([*before, ".mpiscope-cache"])
+
+
+def test_a_killed_writers_temporary_cache_is_cleared(trace: Path) -> None:
+    """A writer killed by SIGKILL leaves `.mpiscope-cache.tmp<pid>`; the next writer
+    removes it (its pid is gone), while the cache it writes is used."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = trace / f".mpiscope-cache.tmp{dead.pid}"
+    (stale / "calls").mkdir(parents=True)
+    proc = mpiscope("analyze", trace)
+    assert proc.returncode == 0, proc.stderr
+    assert not stale.exists()
+    assert (trace / ".mpiscope-cache" / "manifest.json").is_file()
