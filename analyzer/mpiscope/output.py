@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
+import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from mpiscope.errors import UserError
@@ -27,12 +29,40 @@ def cannot_write(path: Path | str, err: OSError) -> UserError:
     return UserError(str(path), f"cannot write: {err.strerror or err}")
 
 
+_STD_FDS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_OWN_FD = re.compile(r"/(?:proc/(?:self|thread-self)|dev)/fd/(\d+)")
+
+
+def own_fd(path: Path | str) -> int | None:
+    """The descriptor `path` names in this process (`/dev/stdout`, `/dev/fd/3`,
+    `/proc/self/fd/1`), else None. Such a path behind `> out.txt` resolves to a regular
+    file; renaming over it, or reopening it (O_TRUNC), would lose what stdout already
+    wrote, so it is written through the descriptor itself."""
+    text = os.path.abspath(path)
+    if text in _STD_FDS:
+        return _STD_FDS[text]
+    m = _OWN_FD.fullmatch(text) or re.fullmatch(rf"/proc/{os.getpid()}/fd/(\d+)", text)
+    return int(m.group(1)) if m else None
+
+
 def _is_stream(path: Path) -> bool:
-    """An existing target that is not a regular file (device, FIFO, socket)."""
+    """An existing target that is not a regular file (device, FIFO, socket), or one of
+    our own descriptors."""
+    if own_fd(path) is not None:
+        return True
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False  # absent (or unreadable): created as a regular file
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    for stream in (sys.stdout, sys.stderr):  # what they hold comes first
+        if stream is not None:
+            stream.flush()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _target(path: Path) -> Path:
@@ -123,15 +153,16 @@ def _sync_dir(directory: Path) -> None:
 
 
 def write_bytes(path: Path | str, data: bytes) -> None:
+    fd = own_fd(path)
+    if fd is not None:
+        try:
+            _write_fd(fd, data)
+        except OSError as err:
+            raise cannot_write(path, err) from None
+        return
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
 
 
 def write_text(path: Path | str, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
-
-
-def write_with(path: Path | str, writer: Callable[[Path], object]) -> None:
-    """`writer(tmp)` writes the file by name; `path` gets it all or nothing."""
-    with atomic_path(path) as tmp:
-        writer(tmp)

@@ -172,6 +172,19 @@ def test_an_output_fifo_is_written_into_not_replaced(trace: Path, tmp_path: Path
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
+def test_json_to_dev_stdout_follows_the_summary(trace: Path, tmp_path: Path) -> None:
+    """`--json /dev/stdout > out.txt`: /dev/stdout resolves to out.txt, a regular file; it
+    must be written through fd 1, after the summary, not renamed over or truncated."""
+    out = tmp_path / "out.txt"
+    with open(out, "w") as f:
+        proc = mpiscope("analyze", trace, "--json", "/dev/stdout", stdout=f.fileno())
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    summary, brace, rest = text.partition("\n{")
+    assert "Time per rank" in summary
+    assert json.loads(brace.strip() + rest)["ranks"]
+
+
 def test_an_unwritable_directory_is_refused_up_front(trace: Path, tmp_path: Path) -> None:
     """A directory on a read-only mount: /proc/sys is one every machine has."""
     proc = mpiscope("analyze", trace, "--json", "/proc/sys/x.json")
