@@ -2,9 +2,10 @@
 
 A regular file is written to a temporary file in the same directory, fsynced and renamed
 over the target (`os.replace`), so a full disk, `ulimit -f` or Ctrl-C leaves either no
-file or the old one, never half a report. A target that exists and is not a regular file
-(`/dev/stdout`, `/dev/null`, a FIFO from `>(jq .)`) is a stream: it is written in place,
-since renaming over it would replace the device node or pipe.
+file or the old one, never half a report. A symlink's target is replaced, not the link.
+A target that exists and is not a regular file (`/dev/null`, `/dev/full`, a FIFO from
+`>(jq .)`) is a stream: it is written in place, since renaming over it would replace the
+device node or pipe; `/dev/stdout` and `/dev/fd/N` are written through the descriptor.
 
 CPython ignores SIGXFSZ, so a write beyond `ulimit -f` fails with EFBIG (an OSError)
 instead of killing the process; it is reported like any other failed write.

@@ -275,3 +275,16 @@ def test_a_killed_writers_temporary_cache_is_cleared(trace: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert not stale.exists()
     assert (trace / ".mpiscope-cache" / "manifest.json").is_file()
+
+
+def test_an_interrupted_writer_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    """Ctrl-C half-way through a write (in-process: the signal's exception)."""
+    from mpiscope import output
+
+    old = tmp_path / "r.json"
+    old.write_text("old\n")
+    with pytest.raises(KeyboardInterrupt), output.atomic_path(old) as tmp:
+        tmp.write_text("half of the new")
+        raise KeyboardInterrupt
+    assert old.read_text() == "old\n"
+    assert os.listdir(tmp_path) == ["r.json"]
