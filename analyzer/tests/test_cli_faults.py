@@ -192,6 +192,11 @@ def test_an_unwritable_directory_is_refused_up_front(trace: Path, tmp_path: Path
     assert proc.stdout == ""
 
 
+def test_a_study_directory_that_cannot_be_made_is_refused_before_any_run() -> None:
+    proc = mpiscope("study", "himeno", "--out", "/proc/mpiscope-study")
+    assert one_error_line(proc).startswith("mpiscope: /proc/mpiscope-study: cannot write: ")
+
+
 # --- non-regular files in place of trace files -----------------------------------------
 
 

@@ -60,6 +60,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("study", f"--allreduce-every wants K >= 1, not {args.allreduce_every}")
     if args.repeat < 1:
         raise UserError("study", f"--repeat wants R >= 1, not {args.repeat}")
+    # the pages are written after minutes of runs: a directory we cannot write is
+    # refused now, in one line
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise output.cannot_write(args.out, err) from None
+    output.check_writable(args.out / "study.json")
     cfg = StudyConfig(out=args.out, size=args.size, iterations=args.iterations, ranks=ranks,
                       allreduce_every=args.allreduce_every, cluster=args.cluster,
                       repeat=args.repeat)
