@@ -23,7 +23,10 @@ from urllib.parse import unquote
 
 import flask
 
-ALLOWED_PREFIXES = ("/_dash-", "/assets/", "/_favicon.ico", "/_reload-hash")
+# Dash's routes; anything else would reach its catch-all route (the page again)
+ALLOWED_PATHS = ("/", "/_dash-layout", "/_dash-dependencies", "/_dash-update-component",
+                 "/_favicon.ico", "/_reload-hash")
+ALLOWED_PREFIXES = ("/assets/", "/_dash-component-suites/")
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 
 
@@ -36,9 +39,13 @@ def refused(raw_path: str) -> str | None:
     if ".." in parts or any(p.startswith("..") and p.strip(".") == "" for p in parts):
         return "path traversal"
     path = decoded.split("?", 1)[0]
-    if path != "/" and not path.startswith(ALLOWED_PREFIXES):
-        return "no such page"
-    return None
+    if path in ALLOWED_PATHS:
+        return None
+    # a file under one of the prefixes (a suite: package/file), not the directory itself
+    rest = next((path[len(p):] for p in ALLOWED_PREFIXES if path.startswith(p)), "")
+    if rest and not rest.endswith("/") and ("/" in rest or path.startswith("/assets/")):
+        return None
+    return "no such page"
 
 
 def is_loopback(host: str) -> bool:
