@@ -266,16 +266,20 @@ def payloads(page: Page) -> Iterator[tuple[str, dict | bytes]]:
         yield f"raw body {raw[:20]!r}", raw
 
 
-@pytest.fixture(scope="module")
-def server(himeno_traces):
-    srv = Server(str(himeno_traces["unpatched"]))
+@pytest.fixture(scope="module", params=["one trace", "compare"])
+def server(request, himeno_traces):
+    dirs = [himeno_traces["unpatched"]]
+    if request.param == "compare":
+        dirs.append(himeno_traces["patched"])
+    srv = Server(*map(str, dirs))
+    srv.panels = len(dirs)
     yield srv
     srv.stop()
 
 
 def test_crafted_callback_requests_get_no_5xx_and_no_traceback(server):
     page = Page(server.url)
-    assert page.panels == 1 and len(page.deps) >= 6
+    assert page.panels == server.panels and len(page.deps) >= 6
     bad = []
     count = 0
     statuses: dict[int, int] = {}
