@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import http.client
 import json
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from webui_support import Server, free_port
+from webui_support import Server, free_port, printed_url
 
 from mpiscope_webui import security
 
@@ -132,21 +131,6 @@ def request(port: int, path: str = "/", *, host: str | None = None, addr: str = 
     return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
 
 
-def non_loopback_address() -> str | None:
-    """An address of this machine that is not loopback (the sandbox's eth0), if any."""
-    import ipaddress
-
-    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
-    v4 = [a for a in out if ipaddress.ip_address(a).version == 4
-          and not ipaddress.ip_address(a).is_loopback]
-    return v4[0] if v4 else None
-
-
-def printed_url(server: Server) -> str:
-    line = next(x for x in server.log().splitlines() if x.startswith("mpiscope: serving"))
-    return re.search(r" on (http://\S+) \(Ctrl-C stops\)", line).group(1)
-
-
 def wait_states_request(panel: int = 0) -> bytes:
     """A callback request as the page's XHRs send it (the wait-state poll)."""
     ident = {"panel": panel, "type": "wait-poll"}
@@ -191,14 +175,6 @@ def test_loopback_names_are_served_without_a_token(loopback_server, host):
     assert status in (200, 204)
     log = loopback_server.log()
     assert "warning" not in log and "token" not in log and "Traceback" not in log
-
-
-@pytest.fixture(scope="module")
-def lan_address() -> str:
-    addr = non_loopback_address()
-    if addr is None:
-        pytest.skip("no non-loopback address on this machine")
-    return addr
 
 
 def test_non_loopback_address_warns_and_needs_the_printed_token(himeno_traces, lan_address):

@@ -92,3 +92,21 @@ class Server:
             self.proc.kill()
             self.proc.wait()
         self._log.close()
+
+
+def non_loopback_address() -> str | None:
+    """An IPv4 address of this machine that is not loopback (e.g. eth0's), if any."""
+    import ipaddress
+
+    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    v4 = [a for a in out if ipaddress.ip_address(a).version == 4
+          and not ipaddress.ip_address(a).is_loopback]
+    return v4[0] if v4 else None
+
+
+def printed_url(server: Server) -> str:
+    """The URL `mpiscope serve` printed (with its token, if any)."""
+    import re
+
+    line = next(x for x in server.log().splitlines() if x.startswith("mpiscope: serving"))
+    return re.search(r" on (http://\S+) \(Ctrl-C stops\)", line).group(1)

@@ -93,5 +93,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    # Dash's own "running on" line has no token and would be the second, wrong URL
+    logging.getLogger("dash.dash").setLevel(logging.WARNING)
     app.run(host=args.host, port=args.port, debug=False)
     return 0
