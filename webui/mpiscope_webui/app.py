@@ -8,8 +8,9 @@ from pathlib import Path
 
 import flask
 from dash import ALL, MATCH, Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
-from mpiscope_webui import compare, security, timeline, views
+from mpiscope_webui import compare, inputs, safety_net, security, timeline, views
 from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
@@ -27,8 +28,10 @@ def load_models(trace_dirs: Sequence[Path | str]) -> list[TraceModel]:
 
 
 def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
-               models: list[TraceModel] | None = None, analyze_now: bool = False) -> Dash:
-    """The app for one or two traces (raises mpiscope.errors.UserError on bad input)."""
+               models: list[TraceModel] | None = None, analyze_now: bool = False,
+               guard: security.Guard | None = None) -> Dash:
+    """The app for one or two traces (raises mpiscope.errors.UserError on bad input).
+    `guard`: which Host headers and token requests need (default: loopback, no token)."""
     models = models if models is not None else load_models(trace_dirs or [])
     if not 1 <= len(models) <= 2:
         raise ValueError("serve one trace, or two to compare")
@@ -39,10 +42,11 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
         else:
             threading.Thread(target=m.analysis, daemon=True).start()
     server = flask.Flask("mpiscope_webui", static_folder=None)
-    security.install(server)
+    security.install(server, guard or security.Guard.loopback())
     app = Dash("mpiscope_webui", server=server, assets_folder=str(ASSETS),
                title="mpiscope", update_title=None, serve_locally=True,
-               suppress_callback_exceptions=True)
+               suppress_callback_exceptions=True, on_error=safety_net.callback_failed)
+    safety_net.install(server)
     ctl = Controller(models)
     # a function: each page load gets the current state (e.g. wait states ready or not)
     app.layout = lambda: _layout(ctl)
@@ -132,16 +136,22 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
     @app.callback(Output({"type": "view", "panel": ALL}, "data"), *nav_inputs,
                   State({"type": "view", "panel": ALL}, "data"), prevent_initial_call=True)
     def navigate(*args):
-        views_now = [View.from_dict(d) for d in args[-1]]
-        shared = n == 2 and "shared" in (args[4 + n] or [])
+        stored = args[-1]
+        if not inputs.all_panels(ctx.outputs_list, n) or not isinstance(stored, list) \
+                or len(stored) != n:
+            raise PreventUpdate
+        views_now = [ctl.view(p, d) for p, d in enumerate(stored)]
+        if None in views_now:
+            raise PreventUpdate
+        shared = n == 2 and "shared" in (inputs.strings(args[4 + n]) or [])
         changed = False
         # several inputs can fire at once (e.g. a zoom while the findings list appears)
         for trig in ctx.triggered:
-            prop_id, value = trig["prop_id"], trig["value"]
-            if prop_id == ".":
+            parsed = inputs.trigger(trig.get("prop_id"))
+            if parsed is None:
                 continue
-            ident, prop = prop_id.rsplit(".", 1)
-            new = navigation(ctl, ident, prop, value, views_now, shared)
+            ident, prop = parsed
+            new = navigation(ctl, ident, prop, trig.get("value"), views_now, shared)
             if new is not None:
                 views_now, changed = new, True
         return [v.to_dict() for v in views_now] if changed else [no_update] * n
@@ -152,9 +162,11 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   Input({"type": "view", "panel": MATCH}, "data"), Input("viewport", "data"),
                   Input({"type": "waits", "panel": MATCH}, "data"))
     def render(view, width, _waits):
-        p = int(ctx.outputs_list[0]["id"]["panel"])
-        v = View.from_dict(view)
-        width = int(width or DEFAULT_WIDTH)
+        p = inputs.output_panel(ctx.outputs_list, n)
+        v = None if p is None else ctl.view(p, view)
+        if v is None:
+            raise PreventUpdate
+        width = inputs.width_px(width, DEFAULT_WIDTH)
         fig, status = ctl.render(p, v, width)
         fired = {t["prop_id"] for t in ctx.triggered}
         if "." in fired or "viewport.data" in fired:  # page load or a new width: new bins
@@ -169,7 +181,9 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   Input({"type": "wait-poll", "panel": MATCH}, "n_intervals"),
                   prevent_initial_call=True)
     def waits_ready(_):
-        p = int(ctx.outputs_list[0]["id"]["panel"])
+        p = inputs.output_panel(ctx.outputs_list, n)
+        if p is None:
+            raise PreventUpdate
         return (True, True) if ctl.models[p].waits_ready else (no_update, no_update)
 
     @app.callback(Output({"type": "tip", "panel": MATCH}, "show"),
@@ -178,15 +192,19 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   Input({"type": "timeline", "panel": MATCH}, "hoverData"),
                   State({"type": "view", "panel": MATCH}, "data"), State("viewport", "data"))
     def tooltip(hover, view, width):
-        p = int(ctx.outputs_list[0]["id"]["panel"])
-        show, bbox, children = ctl.tooltip(p, hover, View.from_dict(view),
-                                           int(width or DEFAULT_WIDTH))
+        p = inputs.output_panel(ctx.outputs_list, n)
+        v = None if p is None else ctl.view(p, view)
+        if v is None:
+            raise PreventUpdate
+        show, bbox, children = ctl.tooltip(p, hover, v, inputs.width_px(width, DEFAULT_WIDTH))
         return show, bbox if bbox else no_update, children
 
     @app.callback(Output({"type": "details", "panel": MATCH}, "children"),
                   Input({"type": "timeline", "panel": MATCH}, "clickData"))
     def details(click):
-        p = int(ctx.outputs_list["id"]["panel"])
+        p = inputs.output_panel(ctx.outputs_list, n)
+        if p is None:
+            raise PreventUpdate
         return ctl.details(p, click)
 
     @app.callback(Output({"type": "tab-breakdown", "panel": MATCH}, "children"),
@@ -195,14 +213,19 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   Output({"type": "tab-findings", "panel": MATCH}, "children"),
                   Input({"type": "tab-breakdown", "panel": MATCH}, "id"))
     def analysis_tabs(ident):
-        return analysis_panels(ctl, int(ident["panel"]))
+        p = inputs.output_panel(ctx.outputs_list, n)
+        if p is None or inputs.panel(ident, n) != p:
+            raise PreventUpdate
+        return analysis_panels(ctl, p)
 
     @app.callback(Output({"type": "fhist", "panel": MATCH}, "figure"),
                   Input({"type": "ftable", "panel": MATCH}, "selected_rows"),
                   State({"type": "ftable", "panel": MATCH}, "data"))
     def histogram(rows, data):
-        p = int(ctx.outputs_list["id"]["panel"])
-        name = data[rows[0]]["name"] if rows and data else None
+        p = inputs.output_panel(ctx.outputs_list, n)
+        if p is None:
+            raise PreventUpdate
+        name = inputs.selected_name(rows, data, ctl.models[p].index.functions)
         return views.duration_histogram(ctl.models[p], name)
 
     if n == 2:
@@ -212,28 +235,35 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
 
 
 
-def navigation(ctl: Controller, ident: str, prop: str, value, views_now: list[View],
+def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: list[View],
                shared: bool) -> list[View] | None:
-    """The views after one user action, or None if the action changes nothing."""
-    import json
-
+    """The views after one user action, or None if the action changes nothing (or is
+    not one the page can send: every value is checked by mpiscope_webui.inputs)."""
     n = len(views_now)
     if ident == "shared":
-        if not shared:
+        if not shared or prop != "value":
             return None
         t0, t1 = ctl.shared_window()
         return [_with_window(v, t0, t1) for v in views_now]
-    if ident.startswith("finding-click-"):
-        p = int(ident.rsplit("-", 1)[1])
-        if not value:
+    if isinstance(ident, str) and ident.startswith("finding-click-"):
+        p = next((q for q in range(n) if ident == f"finding-click-{q}"), None)
+        if p is None or prop != "data" or not value:
+            return None
+        i = inputs.finding(value, len(ctl.models[p].analysis().findings))
+        if i is None:
             return None
         out = list(views_now)
-        out[p] = ctl.focus_finding(views_now[p], p, int(value["idx"]))
+        out[p] = ctl.focus_finding(views_now[p], p, i)
         return out
-    tid = json.loads(ident)
-    p = int(tid["panel"])
+    tid = ident
+    if isinstance(ident, str):  # a pattern id as Dash spells it in a trigger: JSON
+        parsed = inputs.trigger(ident + ".prop")
+        tid = parsed[0] if parsed else None
+    p = inputs.panel(tid, n)
+    if p is None:
+        return None
     v = views_now[p]
-    kind = tid["type"]
+    kind = tid.get("type")
     if kind in ("timeline", "overview") and prop == "relayoutData":
         x, y, reset = parse_relayout(value)
         if kind == "overview":
@@ -243,11 +273,15 @@ def navigation(ctl: Controller, ident: str, prop: str, value, views_now: list[Vi
         new = ctl.zoom(v, x, y, reset, p)
         if shared and reset:
             new = _with_window(new, *ctl.shared_window())
-    elif prop == "restyleData":
+    elif kind == "timeline" and prop == "restyleData":
         new = ctl.toggle(v, p, value)
-    elif kind == "jump" and value:
-        also = int(tid["also"])
-        new = ctl.focus_call(v, p, int(tid["call"]), None if also < 0 else also)
+    elif kind == "jump" and prop == "n_clicks" and inputs.clicks(value):
+        calls = len(ctl.models[p].trace.calls)
+        call = inputs.integer(tid.get("call"), 0, calls)
+        also = inputs.integer(tid.get("also"), -1, calls)
+        if call is None or also is None:
+            return None
+        new = ctl.focus_call(v, p, call, None if also < 0 else also)
     else:
         return None
     out = list(views_now)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from dash import html
 
-from mpiscope_webui import timeline
+from mpiscope_webui import inputs, timeline
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
 
@@ -22,22 +22,10 @@ def _fmt_s(s: float) -> str:
     return f"{s * 1e6:.4g} µs"
 
 
-def parse_relayout(rd: dict | None) -> tuple[list[float] | None, list[float] | None, bool]:
+def parse_relayout(rd: object) -> tuple[list[float] | None, list[float] | None, bool]:
     """(x range, y range, reset) from a Plotly relayout event; (None, None, False) if none."""
-    if not rd:
-        return None, None, False
-    reset = bool(rd.get("xaxis.autorange"))
-
-    def rng(axis: str) -> list[float] | None:
-        if f"{axis}.range" in rd:
-            a, b = rd[f"{axis}.range"]
-        elif f"{axis}.range[0]" in rd and f"{axis}.range[1]" in rd:
-            a, b = rd[f"{axis}.range[0]"], rd[f"{axis}.range[1]"]
-        else:
-            return None
-        return [float(a), float(b)]
-
-    return rng("xaxis"), rng("yaxis"), reset
+    r = inputs.relayout(rd)
+    return r.x, r.y, r.reset
 
 
 class Controller:
@@ -56,35 +44,38 @@ class Controller:
     def initial_view(self, panel: int) -> View:
         return View(*self.full_window(panel))
 
+    def view(self, panel: int, data: object) -> View | None:
+        """A view sent back by the page, checked (None: not one this panel can show)."""
+        m = self.models[panel]
+        return inputs.view(data, self.full_window(panel), MIN_WINDOW_S, len(m.trace.calls),
+                           timeline.curve_names(m), len(m.lanes.ranks))
+
     def zoom(self, view: View, x: list[float] | None, y: list[float] | None,
              reset: bool, panel: int) -> View:
         v = View.from_dict(view.to_dict())
         if reset:
             v.t0, v.t1 = self.full_window(panel)
             v.y_range = None
-        if x is not None:
-            a, b = sorted(x)
-            if b - a < MIN_WINDOW_S:
-                mid = (a + b) / 2
-                a, b = mid - MIN_WINDOW_S / 2, mid + MIN_WINDOW_S / 2
-            v.t0, v.t1 = a, b
+        w = None if x is None else inputs.window(*x, self.full_window(panel), MIN_WINDOW_S)
+        if w is not None:
+            v.t0, v.t1 = w
         if y is not None:
-            v.y_range = [max(y), min(y)]  # lanes run downwards
+            nl = len(self.models[panel].lanes.ranks)
+            lo, hi = -0.5 - nl, 2 * nl + 0.5  # lanes run 0..nl-1; keep near them
+            y = [min(max(float(b), lo), hi) for b in y]
+            if y[0] != y[1]:
+                v.y_range = [max(y), min(y)]  # lanes run downwards
         return v
 
     def toggle(self, view: View, panel: int, restyle: list | None) -> View:
         """A legend click: Plotly's restyle [{'visible': [...]}, [curve, ...]]."""
-        if not restyle or not isinstance(restyle, list) or len(restyle) < 2:
-            return view
-        change, curves = restyle[0], restyle[1]
-        if "visible" not in change:
-            return view
         names = timeline.curve_names(self.models[panel])
-        vis = change["visible"]
-        vis = vis if isinstance(vis, list) else [vis] * len(curves)
+        change = inputs.restyle(restyle, len(names))
+        if change is None:
+            return view
         hidden = set(view.hidden)
-        for value, curve in zip(vis, curves, strict=False):
-            if 0 <= curve < len(names) and names[curve] not in ("summary", "hover", "selected"):
+        for value, curve in zip(*change, strict=True):
+            if names[curve] not in ("summary", "hover", "selected"):
                 if value is True:
                     hidden.discard(names[curve])
                 else:
@@ -96,6 +87,10 @@ class Controller:
     def focus_call(self, view: View, panel: int, call: int, also: int | None = None) -> View:
         """Centre the window on a call (e.g. a message's partner) and outline it."""
         c = self.models[panel].trace.calls
+        if inputs.integer(call, 0, len(c)) is None:
+            return view
+        if also is not None and inputs.integer(also, 0, len(c)) is None:
+            also = None
         s, e = int(c["start"].iloc[call]), int(c["end"].iloc[call])
         lo, hi = s, e
         if also is not None:
@@ -108,7 +103,10 @@ class Controller:
         return v
 
     def focus_finding(self, view: View, panel: int, i: int) -> View:
-        f = self.models[panel].analysis().findings[i]
+        findings = self.models[panel].analysis().findings
+        if inputs.integer(i, 0, len(findings)) is None:
+            return view
+        f = findings[i]
         v = View.from_dict(view.to_dict())
         if f.window:
             v.t0, v.t1 = f.window
@@ -123,13 +121,19 @@ class Controller:
         return r.figure, r.status(model)
 
     # -- hover and click -------------------------------------------------------------------
-    def _point(self, panel: int, data: dict | None) -> tuple[str, dict] | None:
-        if not data or not data.get("points"):
-            return None
-        pt = data["points"][0]
+    def _point(self, panel: int, data: object) -> tuple[str, inputs.Point] | None:
+        """The curve a hover or click event is about and its point, with the point's
+        customdata kept only if it names a row of that curve's table."""
         names = timeline.curve_names(self.models[panel])
-        curve = pt.get("curveNumber", -1)
-        return (names[curve] if 0 <= curve < len(names) else "", pt)
+        pt = inputs.point(data, len(names))
+        if pt is None:
+            return None
+        name = names[pt.curve]
+        trace = self.models[panel].trace
+        rows = {"hover": len(trace.calls), "messages": len(trace.messages)}.get(name, 0)
+        if pt.customdata is not None and pt.customdata >= rows:
+            pt = inputs.Point(pt.curve, None, pt.x, pt.y, pt.bbox)
+        return name, pt
 
     def call_lines(self, panel: int, call: int) -> list[tuple[str, str]]:
         model = self.models[panel]
@@ -170,6 +174,8 @@ class Controller:
         model = self.models[panel]
         idx = model.index
         rank = int(model.lanes.ranks[int(round(lane))])
+        a, b = self.full_window(panel)
+        x = min(max(x, a - (b - a)), b + (b - a))  # near the trace: int64 ns stay in range
         px = (view.t1 - view.t0) / max(width_px - timeline.MARGIN_L - timeline.MARGIN_R, 50)
         t0 = int((x - px / 2) * 1e9) - idx.origin
         t1 = int((x + px / 2) * 1e9) - idx.origin
@@ -190,15 +196,17 @@ class Controller:
         if hit is None:
             return False, None, []
         name, pt = hit
-        if name == "hover" and pt.get("customdata") is not None:
-            lines = self.call_lines(panel, int(pt["customdata"]))
-        elif name == "messages" and pt.get("customdata") is not None:
-            lines = self.message_lines(panel, int(pt["customdata"]))
-        elif name == "summary":
-            lines = self.bin_lines(panel, view, width_px, float(pt["x"]), int(pt["y"]))
+        lanes = len(self.models[panel].lanes.ranks)
+        if name == "hover" and pt.customdata is not None:
+            lines = self.call_lines(panel, pt.customdata)
+        elif name == "messages" and pt.customdata is not None:
+            lines = self.message_lines(panel, pt.customdata)
+        elif (name == "summary" and pt.x is not None and pt.y is not None
+              and -0.5 <= pt.y < lanes - 0.5):
+            lines = self.bin_lines(panel, view, width_px, pt.x, int(round(pt.y)))
         else:
             return False, None, []
-        return True, pt.get("bbox"), [_table(lines)]
+        return True, pt.bbox, [_table(lines)]
 
     def partners(self, panel: int, call: int) -> pd.DataFrame:
         """Messages this call sent or received (posting or completing them)."""
@@ -212,8 +220,8 @@ class Controller:
         if hit is None:
             return [html.Div("Click a state or a message arrow for details.", className="muted")]
         name, pt = hit
-        if name == "hover" and pt.get("customdata") is not None:
-            call = int(pt["customdata"])
+        if name == "hover" and pt.customdata is not None:
+            call = pt.customdata
             out = [html.H4("Call"), _table(self.call_lines(panel, call))]
             for _, m in self.partners(panel, call).iterrows():
                 sender = call in (int(m["send_call"]), int(m["send_complete_call"]))
@@ -223,8 +231,8 @@ class Controller:
                     out.append(_jump(panel, other, call, f"→ partner: rank {peer} "
                                      f"({int(m['bytes']):,} B, tag {int(m['tag'])})"))
             return out
-        if name == "messages" and pt.get("customdata") is not None:
-            row = int(pt["customdata"])
+        if name == "messages" and pt.customdata is not None:
+            row = pt.customdata
             m = self.models[panel].trace.messages.iloc[row]
             out = [html.H4("Message"), _table(self.message_lines(panel, row))]
             send, recv = int(m["send_call"]), int(m["recv_complete_call"])

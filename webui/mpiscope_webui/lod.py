@@ -128,11 +128,17 @@ class StateIndex:
 
     def long_states(self, t0: int, t1: int, min_dur: int) -> np.ndarray:
         """Positions of the states with duration ≥ min_dur overlapping [t0, t1)."""
+        # every state lies in [0, span - 2]: a window outside that (a pan off the trace)
+        # or of no width has none, and clamping it would let one rank's key range reach
+        # into its neighbour's (lo > hi below)
+        lo_t, hi_t = max(int(t0), 0), min(int(t1), self.span - 1)
+        if hi_t <= lo_t:
+            return np.empty(0, np.int64)
         lvl = next(lv for lv in self.levels if lv.min_dur <= min_dur)
         ranks = np.arange(self.num_ranks, dtype=np.int64) * self.span
-        lo = np.searchsorted(lvl.kmaxend, ranks + max(t0, 0), side="right")
-        hi = np.searchsorted(lvl.kstart, ranks + min(t1, self.span - 1), side="left")
-        n = hi - lo
+        lo = np.searchsorted(lvl.kmaxend, ranks + lo_t, side="right")
+        hi = np.searchsorted(lvl.kstart, ranks + hi_t, side="left")
+        n = np.maximum(hi - lo, 0)
         if n.sum() == 0:
             return np.empty(0, np.int64)
         pos = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n) + np.arange(n.sum())
@@ -205,8 +211,8 @@ def query(index: StateIndex, t0: int, t1: int, width_px: int, *, hidden: set[str
           min_px: float = 1.0, max_exact: int = MAX_EXACT,
           max_cells: int = MAX_CELLS) -> LodView:
     """The level-of-detail view of [t0, t1) (ns relative to index.origin)."""
-    t1 = max(int(t1), int(t0) + 1)
-    t0 = int(t0)
+    t0, t1 = sorted((int(t0), int(t1)))  # a reversed window is the same window
+    t1 = max(t1, t0 + 1)
     width_px = max(int(width_px), 1)
     nf = len(index.functions)
     visible = np.array([i for i, f in enumerate(index.functions) if f not in hidden], np.int64)

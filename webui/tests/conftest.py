@@ -4,6 +4,7 @@
   LD_PRELOAD (session-wide, read-only by convention).
 - `serve(*dirs) -> url`: `mpiscope serve` in a subprocess on a free port, stopped at the end.
 - `browser`: headless Debian Chromium driven by Selenium (module-wide).
+- `lan_address`: an address of this machine that is not loopback (skips without one).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from webui_support import (
     HIMENO,
     chromium_options,
     free_port,
+    non_loopback_address,
     trace_himeno,
     wait_for_port,
 )
@@ -57,6 +59,15 @@ def serve() -> Iterator[Callable[..., str]]:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             p.kill()
+
+
+@pytest.fixture(scope="session")
+def lan_address() -> str:
+    """An address of this machine other machines could reach (for --host tests)."""
+    addr = non_loopback_address()
+    if addr is None:
+        pytest.skip("no non-loopback address on this machine")
+    return addr
 
 
 @pytest.fixture(scope="module")

@@ -94,3 +94,36 @@ def test_summary_cell_shows_the_dominant_function():
     assert index.functions[view.dominant[0, 0]] == "MPI_Send"
     assert view.busy_fraction[0, 0] == pytest.approx(13 / 100)
     assert [index.functions[c] for c in index.fcode[view.states]] == ["MPI_Barrier"]
+
+
+def off_trace_windows(span: int) -> list[tuple[int, int]]:
+    """What panning and crafted requests give: windows wholly before 0, past the end (by
+    more than a window), of no width, and reversed."""
+    w = span // 5
+    return [(-3 * span, -2 * span), (-w, 0), (-w, -1), (span, span + w),
+            (span + 2 * w, span + 3 * w), (10 * span, 11 * span), (0, 0),
+            (span // 2, span // 2), (-5, -5), (span * 3, span * 3),
+            (span // 2 + w, span // 2), (2 * span, span), (-span // 2, -span),
+            (span // 3, -span)]
+
+
+@pytest.mark.parametrize("width_px", [1, 800])
+def test_windows_off_the_trace_draw_what_is_there(calls, index, width_px):
+    for t0, t1 in off_trace_windows(index.span):
+        view = lod.query(index, t0, t1, width_px)  # raised ValueError (negative repeats)
+        a, b = sorted((t0, t1))
+        b = max(b, a + 1)
+        want = exact_time(calls, a + index.origin, b + index.origin, RANKS, index.functions)
+        np.testing.assert_array_equal(view.time_by_rank_function(index), want,
+                                      err_msg=f"window {t0}..{t1}")
+        assert (view.summary >= 0).all()
+        if b <= 0 or a >= index.span:
+            assert len(view.states) == 0 and view.summary.sum() == 0
+
+
+def test_long_states_outside_the_trace_is_empty(index):
+    for t0, t1 in off_trace_windows(index.span):
+        got = index.long_states(t0, t1, 1)
+        assert got.dtype == np.int64
+        if t1 <= max(t0, 0) or t0 >= index.span:
+            assert len(got) == 0, (t0, t1)

@@ -32,7 +32,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60,
+                  host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -40,7 +41,7 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> Non
             text = (log.seek(0), log.read())[1] if log else ""
             raise RuntimeError(f"mpiscope serve exited {proc.returncode}: {text}")
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
+            if s.connect_ex((host, port)) == 0:
                 return
         time.sleep(0.1)
     raise TimeoutError("mpiscope serve did not start listening")
@@ -57,3 +58,55 @@ def chromium_options(user_data_dir: Path):
                 f"--user-data-dir={user_data_dir}"):
         opts.add_argument(arg)
     return opts
+
+
+class Server:
+    """`mpiscope serve ARGS` in a subprocess, its stdout and stderr in a file (a pipe could
+    fill up and block a chatty server)."""
+
+    def __init__(self, *args: str, port: int | None = None, wait_host: str = "127.0.0.1"):
+        import tempfile
+
+        self.port = port or free_port()
+        self._log = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mpiscope", "serve", *args, "--port", str(self.port)],
+            stdout=self._log, stderr=subprocess.STDOUT, text=True)
+        self.proc.log = self._log
+        wait_for_port(self.port, self.proc, host=wait_host)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+def non_loopback_address() -> str | None:
+    """An IPv4 address of this machine that is not loopback (e.g. eth0's), if any."""
+    import ipaddress
+
+    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    v4 = [a for a in out if ipaddress.ip_address(a).version == 4
+          and not ipaddress.ip_address(a).is_loopback]
+    return v4[0] if v4 else None
+
+
+def printed_url(server: Server) -> str:
+    """The URL `mpiscope serve` printed (with its token, if any)."""
+    import re
+
+    line = next(x for x in server.log().splitlines() if x.startswith("mpiscope: serving"))
+    return re.search(r" on (http://\S+) \(Ctrl-C stops\)", line).group(1)
