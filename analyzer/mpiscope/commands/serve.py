@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from mpiscope.cutshort import cut_short_warning
 from mpiscope.errors import UserError
 
 HELP = "open the web UI on one trace, or two to compare (http://127.0.0.1:8050)"
@@ -42,12 +43,9 @@ def _check_port(host: str, port: int) -> None:
 
 def warn_cut_short(path: Path, trace) -> None:
     """The warning `mpiscope analyze` prints for ranks cut short, word for word."""
-    # TODO(lead): point at the shared warning function of the CLI branch when merging
-    if trace.meta.truncated_ranks:
-        ranks = ", ".join(map(str, trace.meta.truncated_ranks))
-        print(f"mpiscope: warning: {path}: ranks cut short (no MPI_Finalize or "
-              f"truncated events): {ranks}; analyzing as far as the trace goes",
-              file=sys.stderr, flush=True)
+    line = cut_short_warning(path, trace.meta.truncated_ranks)
+    if line:
+        print(line, file=sys.stderr, flush=True)
 
 
 def _token(args: argparse.Namespace, loopback: bool) -> str | None:
