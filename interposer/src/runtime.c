@@ -14,6 +14,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -145,17 +146,43 @@ static __thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------------ utils */
 
+/* Why there is no trace, in one line. Under `mpiscope run` it goes to the file that
+ * MPISCOPE_STATUS_FILE names (created by mpiscope run, never by us) and mpiscope run
+ * prints it as its own one-line verdict; elsewhere, or if that fails, to stderr. */
+static void say(const char *line)
+{
+    const char *status = getenv("MPISCOPE_STATUS_FILE");
+    if (status && *status) {
+        int fd = open(status, O_WRONLY | O_APPEND | O_CLOEXEC);
+        if (fd >= 0) {
+            size_t len = strlen(line);
+            ssize_t n = write(fd, line, len);
+            if ((close(fd) == 0) & (n == (ssize_t)len)) return;
+        }
+    }
+    fputs(line, stderr);
+}
+
 static void warn_once(const char *fmt, ...)
 {
     if (S.warned)
         return;
     S.warned = 1;
-    char msg[512];
+    char msg[PATH_MAX + 512], line[PATH_MAX + 600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "mpiscope: warning: %s; continuing untraced\n", msg);
+    snprintf(line, sizeof line, "mpiscope: warning: %s; continuing untraced\n", msg);
+    say(line);
+}
+
+/* The trace in `dir` could not be written: the one line that says so. */
+static void say_not_written(const char *dir, const char *why)
+{
+    char line[PATH_MAX + 600];
+    snprintf(line, sizeof line, "mpiscope: warning: trace not written to %s: %s\n", dir, why);
+    say(line);
 }
 
 /* Trace time now, for records written straight to OTF2 (outside the hot path): this
@@ -931,6 +958,9 @@ static uint64_t parse_size(const char *var, uint64_t dflt, uint64_t lo, uint64_t
     if (!ok)
         config_warning("%s=%s is not a size (a whole number of bytes, optionally with a k, M "
                        "or G suffix); using the default %s", var, s, size_str(dflt, c, sizeof c));
+    else if (hi == UINT64_MAX)
+        config_warning("%s=%s is below %s; using the default %s", var, s,
+                       size_str(lo, a, sizeof a), size_str(dflt, c, sizeof c));
     else
         config_warning("%s=%s is outside %s..%s; using the default %s", var, s,
                        size_str(lo, a, sizeof a), size_str(hi, b, sizeof b),
@@ -1569,8 +1599,7 @@ static void write_failed(void)
     PMPI_Allreduce(&why, &all_why, 1, MPI_INT, MPI_MAX, S.icomm);
     if (S.rank == 0) {
         mps_remove_archive(S.outdir);
-        fprintf(stderr, "mpiscope: warning: trace not written to %s: %s\n", S.outdir,
-                reason(all_why));
+        say_not_written(S.outdir, reason(all_why));
     }
     S.warned = 1; /* reported for every rank: the exit hook stays quiet */
 }
@@ -1729,8 +1758,7 @@ static void write_failed_alone(const char *dir)
 {
     if (S.warned) return;
     S.warned = 1;
-    fprintf(stderr, "mpiscope: warning: trace not written to %s: %s\n", dir,
-            reason(S.werr ? S.werr : EIO));
+    say_not_written(dir, reason(S.werr ? S.werr : EIO));
 }
 
 void mps_abort_before(void)
