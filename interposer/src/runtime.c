@@ -1597,10 +1597,9 @@ static void write_failed(void)
     int why = S.werr ? S.werr : EIO, all_why = 0;
     /* an errno (> 0) names the reason better than an OTF2-only code (< 0) */
     PMPI_Allreduce(&why, &all_why, 1, MPI_INT, MPI_MAX, S.icomm);
-    if (S.rank == 0) {
-        mps_remove_archive(S.outdir);
+    if (S.rank == 0 && S.outdir[0]) mps_remove_archive(S.outdir);
+    if (S.rank == 0 && !S.warned) /* else it said why at MPI_Init already */
         say_not_written(S.outdir, reason(all_why));
-    }
     S.warned = 1; /* reported for every rank: the exit hook stays quiet */
 }
 
