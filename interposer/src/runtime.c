@@ -160,7 +160,12 @@ static void say(const char *line)
             if ((close(fd) == 0) & (n == (ssize_t)len)) return;
         }
     }
-    fputs(line, stderr);
+    /* write(2), not stdio: this may run in the stop-signal handler */
+    for (size_t len = strlen(line), done = 0; done < len;) {
+        ssize_t n = write(STDERR_FILENO, line + done, len - done);
+        if (n <= 0 && errno != EINTR) break;
+        if (n > 0) done += (size_t)n;
+    }
 }
 
 static void warn_once(const char *fmt, ...)
@@ -1594,9 +1599,11 @@ static void write_local_defs(OTF2_Archive *ar, const uint32_t *map, const uint32
  * not look like a trace) and prints the one warning. Nobody writes any more by then. */
 static void write_failed(void)
 {
-    int why = S.werr ? S.werr : EIO, all_why = 0;
-    /* an errno (> 0) names the reason better than an OTF2-only code (< 0) */
+    /* an errno (> 0) names the reason better than an OTF2-only code (< 0); ranks that
+     * did not fail have none to offer */
+    int why = !S.failed ? INT_MIN : S.werr ? S.werr : EIO, all_why = 0;
     PMPI_Allreduce(&why, &all_why, 1, MPI_INT, MPI_MAX, S.icomm);
+    if (all_why == INT_MIN) all_why = EIO;
     if (S.rank == 0 && S.outdir[0]) mps_remove_archive(S.outdir);
     if (S.rank == 0 && !S.warned) /* else it said why at MPI_Init already */
         say_not_written(S.outdir, reason(all_why));
@@ -1664,7 +1671,9 @@ void mps_finalize_before(void)
     OTF2_Archive_CloseDefFiles(S.archive);
     if (OTF2_Archive_Close(S.archive) != OTF2_SUCCESS && !S.failed) S.failed = 1;
     S.archive = NULL;
-    /* a full disk mostly bites here, in the write-out: the ranks agree on it again */
+    /* a full disk mostly bites here, in the write-out (OTF2's POSIX substrate reports a
+     * failed fwrite and a failed fclose, where buffered data meets the disk, through
+     * otf2_error): the ranks agree on it again */
     good = !S.failed;
     PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
     if (!all_good) write_failed();
