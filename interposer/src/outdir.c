@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const run_files[] = {MPS_RUN_FILES};
@@ -25,9 +26,19 @@ int mps_is_run_file(const char *name)
     return 1;
 }
 
-static int ours(const char *name, const char *own)
+static int ours(const char *name, const char *keep)
 {
-    return mps_is_run_file(name) && !(own && strcmp(name, own) == 0);
+    return mps_is_run_file(name) && !(keep && strcmp(name, keep) == 0);
+}
+
+static int mtime_of(const char *dir, const char *name, time_t *t)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p || lstat(p, &st) != 0)
+        return -1;
+    *t = st.st_mtime;
+    return 0;
 }
 
 int mps_move_earlier_run(const char *dir, const char *own, char *to, size_t tolen)
@@ -35,12 +46,23 @@ int mps_move_earlier_run(const char *dir, const char *own, char *to, size_t tole
     to[0] = 0;
     DIR *d = opendir(dir);
     if (!d) return -1;
+    /* The job's stdout copy may be the new run's own already: `mpiscope run` (which says
+     * so in `own`) or `| tee DIR/program-output.txt` create it as the job starts, before
+     * MPI_Init. So it alone is no earlier run, and beside one it is that run's only if
+     * not written after it (2 s: the old run's last lines may follow its trace). */
     int found = 0;
-    for (struct dirent *e; !found && (e = readdir(d));) found = ours(e->d_name, own);
+    time_t newest = 0, t;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!ours(e->d_name, MPS_RUN_OUTPUT)) continue;
+        found = 1;
+        if (mtime_of(dir, e->d_name, &t) == 0 && t > newest) newest = t;
+    }
     if (!found) {
         closedir(d);
         return 0;
     }
+    const char *keep = own;
+    if (!keep && mtime_of(dir, MPS_RUN_OUTPUT, &t) == 0 && t > newest + 2) keep = MPS_RUN_OUTPUT;
     /* the sibling of the directory itself, whatever way DIR was spelled (".", "a/") */
     char real[PATH_MAX];
     if (!realpath(dir, real)) { int e = errno; closedir(d); errno = e; return -1; }
@@ -59,7 +81,7 @@ int mps_move_earlier_run(const char *dir, const char *own, char *to, size_t tole
         moved = 0;
         rewinddir(d);
         for (struct dirent *e; (e = readdir(d));) {
-            if (!ours(e->d_name, own)) continue;
+            if (!ours(e->d_name, keep)) continue;
             char from[PATH_MAX], dst[PATH_MAX];
             if ((size_t)snprintf(from, sizeof from, "%s/%s", dir, e->d_name) >= sizeof from ||
                 (size_t)snprintf(dst, sizeof dst, "%s/%s", to, e->d_name) >= sizeof dst) {

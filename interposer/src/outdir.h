@@ -19,13 +19,15 @@
     "traces.otf2", "traces.def", "traces", ".mpiscope-live", ".mpiscope-cache",          \
         "program-output.txt"
 #define MPS_RUN_RANK_PREFIX "rank" /* rank<digits>: a directory */
+#define MPS_RUN_OUTPUT "program-output.txt" /* the job's stdout, see mps_move_earlier_run */
 
 /* Is `name` (an entry of DIR) an mpiscope run's? */
 int mps_is_run_file(const char *name);
 
 /* Move an earlier run's files out of `dir` into the first free `dir.N` (written to `to`,
  * "" when there was nothing to move). `own` names a file that belongs to the run about
- * to start (`mpiscope run` creates its program-output.txt first) and stays; NULL: none.
+ * to start (`mpiscope run` creates its program-output.txt first) and stays; NULL: none
+ * (then a program-output.txt newer than the earlier run's trace stays too: a `| tee`).
  * Returns 0, or -1 with errno set. */
 int mps_move_earlier_run(const char *dir, const char *own, char *to, size_t tolen);
 

@@ -21,7 +21,7 @@ import pytest
 import tracechecks as tc
 from test_passthrough import ABORT_TIMEOUT, PATIENT
 
-from mpiscope import outdir
+from mpiscope import fom, outdir
 
 ARCHIVE = {"traces.otf2", "traces.def", "traces"}
 # a rank's own ulimit: mpirun and its daemons keep theirs (PMIx's files exceed 16 KiB)
@@ -204,12 +204,37 @@ def test_a_quote_and_a_space_in_the_path(programs, tmp_path):
     assert tc.read_both(out).enters(1)["MPI_Allreduce"] == 3
 
 
+def test_a_tee_of_the_new_run_stays_beside_its_trace(programs, tmp_path):
+    """README's `| tee DIR/program-output.txt` truncates that file for the new run before
+    MPI_Init: the earlier run's trace moves aside, the new copy stays beside the new
+    trace (the earlier copy is tee's to overwrite, as without mpiscope)."""
+    out = tmp_path / "trace"
+    job = mpijobs.run([str(programs["loop.c"]), "7"], np=2, out=out)
+    assert job.returncode == 0, job.stderr
+    (out / "program-output.txt").write_text("the earlier run's output\n")
+    for p in out.iterdir():  # an earlier run: a minute ago
+        os.utime(p, (p.stat().st_atime - 60, p.stat().st_mtime - 60))
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MPISCOPE_OUT")}
+    tee = subprocess.run(
+        ["bash", "-c", 'set -o pipefail; "${@:2}" | tee "$1/program-output.txt"', "tee", str(out),
+         *mpijobs.MPIRUN, "-np", "2", str(programs["loop.c"]), "4"],
+        env={**env, "LD_PRELOAD": mpijobs.interposer_lib(), "MPISCOPE_OUT": str(out)},
+        capture_output=True, text=True, timeout=mpijobs.TIMEOUT)
+    assert tee.returncode == 0, tee.stderr
+    assert (out / "program-output.txt").read_text() == tee.stdout
+    assert entries(Path(f"{out}.1")) == ARCHIVE
+    assert tc.read_both(out).enters(0)["MPI_Allreduce"] == 4
+    assert tc.read_both(Path(f"{out}.1")).enters(0)["MPI_Allreduce"] == 7
+
+
 def test_the_file_lists_of_interposer_and_mpiscope_run_agree():
     header = (mpijobs.ROOT / "interposer" / "src" / "outdir.h").read_text()
     body = re.search(r"#define MPS_RUN_FILES\s*((?:[^\n]*\\\n)*[^\n]*)", header).group(1)
     assert tuple(re.findall(r'"([^"]+)"', body)) == outdir.RUN_FILES
     prefix = re.search(r'#define MPS_RUN_RANK_PREFIX "([^"]+)"', header).group(1)
     assert prefix == outdir.RANK_PREFIX
+    output = re.search(r'#define MPS_RUN_OUTPUT "([^"]+)"', header).group(1)
+    assert output == fom.OUTPUT_FILE and output in outdir.RUN_FILES
 
 
 # ------------------------------------------------------- configuration
