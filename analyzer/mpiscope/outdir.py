@@ -47,6 +47,11 @@ def move_earlier_run(out: Path) -> Path | None:
             break
         except FileExistsError:
             n += 1
-    for name in names:
-        os.rename(real / name, to / name)
+    for i, name in enumerate(names):
+        try:
+            os.rename(real / name, to / name)
+        except OSError:
+            if i == 0:  # e.g. EXDEV (DIR is a mount point): leave no empty DIR.N behind
+                to.rmdir()
+            raise
     return to

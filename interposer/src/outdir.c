@@ -77,6 +77,7 @@ int mps_move_earlier_run(const char *dir, const char *own, char *to, size_t tole
     }
     /* renaming while reading the directory may hide entries from readdir: pass again
      * until a pass finds nothing left to move */
+    int any = 0;
     for (int moved = 1; moved;) {
         moved = 0;
         rewinddir(d);
@@ -89,8 +90,14 @@ int mps_move_earlier_run(const char *dir, const char *own, char *to, size_t tole
                 errno = ENAMETOOLONG;
                 return -1;
             }
-            if (rename(from, dst) != 0) { int err = errno; closedir(d); errno = err; return -1; }
-            moved = 1;
+            if (rename(from, dst) != 0) {
+                int err = errno;
+                closedir(d);
+                if (!any) rmdir(to); /* e.g. EXDEV (DIR is a mount point): leave no trace */
+                errno = err;
+                return -1;
+            }
+            moved = any = 1;
         }
     }
     closedir(d);

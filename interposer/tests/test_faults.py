@@ -68,12 +68,9 @@ def analyzed_functions(trace: Path, tmp: Path) -> dict[str, int]:
 
 # ----------------------------------------------------------------- full disk
 
-@pytest.fixture
-def full_disk(tmp_path: Path):
-    """A 32 KiB tmpfs, as in the issue: far too small for any trace."""
-    mnt = tmp_path / "T"
+def tmpfs(mnt: Path, size: str):
     mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(mnt)],
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs: {proc.stderr.strip()}")
@@ -81,6 +78,18 @@ def full_disk(tmp_path: Path):
         yield mnt
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path):
+    """A 32 KiB tmpfs, as in the issue: far too small for any trace."""
+    yield from tmpfs(tmp_path / "T", "32k")
+
+
+@pytest.fixture
+def mount_point(tmp_path: Path):
+    """A file system of its own: DIR.1 beside it is on another one."""
+    yield from tmpfs(tmp_path / "M", "4m")
 
 
 def test_full_disk_under_ld_preload_says_so_once_and_leaves_no_archive(programs, full_disk):
@@ -186,6 +195,26 @@ def test_retrace_into_a_died_jobs_directory_moves_it_aside(programs, tmp_path):
     assert entries(out) == ARCHIVE | {"notes.txt", "program-output.txt"}
     assert (out / "program-output.txt").read_text() == job.stdout
     assert analyzed_functions(out, tmp_path)["MPI_Allreduce"] == 2 * 5
+
+
+def test_an_earlier_run_that_cannot_be_moved_is_left_alone(programs, mount_point, tmp_path):
+    """DIR is a mount point: rename() cannot take its files to DIR.1. Never deleted,
+    never mixed: the job runs untraced, with one warning saying why."""
+    out = mount_point
+    job = mpijobs.run([str(programs["loop.c"]), "3"], np=2, out=out)
+    assert job.returncode == 0, job.stderr
+    before = snapshot(out)
+    for run in ("bare", "mpiscope run"):
+        if run == "bare":
+            job = mpijobs.run([str(programs["exitcode.c"])], np=2, out=out)
+        else:
+            job = mpiscope_run(out, [*mpijobs.MPIRUN, "-np", "2", str(programs["exitcode.c"])])
+        assert job.returncode == 3
+        assert mpiscope_lines(job.stderr) == [
+            f"mpiscope: warning: cannot move the earlier run in {out} aside (Invalid "
+            "cross-device link); continuing untraced"], job.stderr
+        assert snapshot(out) == before
+        assert not Path(f"{out}.1").exists()
 
 
 def test_a_quote_and_a_space_in_the_path(programs, tmp_path):

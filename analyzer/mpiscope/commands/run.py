@@ -106,13 +106,16 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:  # never delete it, never mix: the job runs, untraced
         print(f"mpiscope: warning: cannot move the earlier run in {out} aside "
               f"({e.strerror}); continuing untraced", file=sys.stderr)
-        env, copy_to = dict(os.environ), None
+        env, copy_to = dict(os.environ, MPISCOPE_DISABLE="1"), None
     started = time.time() - 2  # per-rank traces older than this are an earlier job's
     # the interposer's rank 0 puts why there is no trace here rather than on the job's
     # stderr, so the user reads one line about the trace, ours, at the end
-    fd, status = tempfile.mkstemp(prefix="mpiscope-status-")
-    os.close(fd)
-    env["MPISCOPE_STATUS_FILE"] = status
+    status = None
+    with contextlib.suppress(OSError):  # no room even for that: the ranks say it themselves
+        fd, status = tempfile.mkstemp(prefix="mpiscope-status-")
+        os.close(fd)
+        env["MPISCOPE_STATUS_FILE"] = status
+    said: list[str] = []
     try:
         # stdout passes through unchanged; a copy beside the trace keeps the program's
         # figures of merit (e.g. Himeno's MFLOPS) for `mpiscope compare`
@@ -120,12 +123,11 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         raise UserError(cmd[0], "command not found") from None
     finally:
-        try:
-            said = Path(status).read_text(errors="replace").splitlines()
-        except OSError:
-            said = []
-        with contextlib.suppress(OSError):
-            os.unlink(status)
+        if status is not None:
+            with contextlib.suppress(OSError):
+                said = Path(status).read_text(errors="replace").splitlines()
+            with contextlib.suppress(OSError):
+                os.unlink(status)
     if copy_to is None:
         return proc.returncode
     print(verdict(out, said, started, proc.copy_error and
