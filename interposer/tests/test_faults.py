@@ -217,8 +217,10 @@ def test_an_earlier_run_that_cannot_be_moved_is_left_alone(programs, mount_point
         assert not Path(f"{out}.1").exists()
 
 
-def test_a_quote_and_a_space_in_the_path(programs, tmp_path):
-    out = tmp_path / "it's a trace"
+@pytest.mark.parametrize("name", ["it's a trace", 'a\nnew line, "$HOME" and `ls`'])
+def test_a_quote_and_a_space_in_the_path(name, programs, tmp_path):
+    """Twice by LD_PRELOAD, then by `mpiscope run`: every run is where it should be."""
+    out = tmp_path / name
     for iterations in (7, 4):
         job = mpijobs.run([str(programs["loop.c"]), str(iterations)], np=2, out=out)
         assert job.returncode == 0, job.stderr
