@@ -146,21 +146,9 @@ static __thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------------ utils */
 
-/* Why there is no trace, in one line. Under `mpiscope run` it goes to the file that
- * MPISCOPE_STATUS_FILE names (created by mpiscope run, never by us) and mpiscope run
- * prints it as its own one-line verdict; elsewhere, or if that fails, to stderr. */
-static void say(const char *line)
+/* write(2), not stdio: this may run in the stop-signal handler */
+static void to_stderr(const char *line)
 {
-    const char *status = getenv("MPISCOPE_STATUS_FILE");
-    if (status && *status) {
-        int fd = open(status, O_WRONLY | O_APPEND | O_CLOEXEC);
-        if (fd >= 0) {
-            size_t len = strlen(line);
-            ssize_t n = write(fd, line, len);
-            if ((close(fd) == 0) & (n == (ssize_t)len)) return;
-        }
-    }
-    /* write(2), not stdio: this may run in the stop-signal handler */
     for (size_t len = strlen(line), done = 0; done < len;) {
         ssize_t n = write(STDERR_FILENO, line + done, len - done);
         if (n <= 0 && errno != EINTR) break;
@@ -168,6 +156,28 @@ static void say(const char *line)
     }
 }
 
+/* Under `mpiscope run`, MPISCOPE_STATUS_FILE names a file it created (never we) and
+ * prints at the end as its one-line verdict on the trace. 0: appended. */
+static int to_status(const char *text)
+{
+    const char *status = getenv("MPISCOPE_STATUS_FILE");
+    if (!status || !*status) return -1;
+    int fd = open(status, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t len = strlen(text);
+    ssize_t n = write(fd, text, len);
+    return (close(fd) == 0) & (n == (ssize_t)len) ? 0 : -1;
+}
+
+/* Why there is no trace, at the end of the run: through mpiscope run's verdict where it
+ * asked for it, else on stderr. */
+static void say(const char *line)
+{
+    if (to_status(line) != 0) to_stderr(line);
+}
+
+/* A trace lost at MPI_Init is said at once (the job may run for hours); mpiscope run
+ * only learns that it was said, and adds nothing. */
 static void warn_once(const char *fmt, ...)
 {
     if (S.warned)
@@ -179,7 +189,8 @@ static void warn_once(const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     snprintf(line, sizeof line, "mpiscope: warning: %s; continuing untraced\n", msg);
-    say(line);
+    to_stderr(line);
+    to_status("told\n");
 }
 
 /* The trace in `dir` could not be written: the one line that says so. */

@@ -130,22 +130,24 @@ def run(args: argparse.Namespace) -> int:
                 os.unlink(status)
     if copy_to is None:
         return proc.returncode
-    print(verdict(out, said, started, proc.copy_error and
-                  f"the program's output was not saved to {copy_to}: {proc.copy_error}"),
-          file=sys.stderr)
+    if text := verdict(out, said, started, proc.copy_error and
+                       f"the program's output was not saved to {copy_to}: {proc.copy_error}"):
+        print(text, file=sys.stderr)
     return proc.returncode
 
 
 def verdict(out: Path, said: list[str], since: float, not_saved: str | None) -> str:
     """The line(s) `mpiscope run` ends with: where the trace is, or why there is none
-    (`said`: the interposer's own words), and whether the program's output was saved."""
-    lines = list(said)
+    (`said`: the interposer's own words; "told": it warned on stderr at MPI_Init already,
+    about this directory), and whether the program's output was saved."""
+    told = "told" in said
+    lines = [line for line in said if line != "told"]
     if (out / "traces.otf2").is_file():
         lines.append(f"mpiscope: trace written to {out}/traces.otf2")
     elif ranks := salvaged_ranks(out, since):  # MPI_Abort or no MPI_Finalize
         lines.append(died_message(out, ranks))
-    elif not lines:  # no MPI_Init (not an MPI program?), or rank 0 warned on another host
+    elif not lines and not told:  # no MPI_Init (not an MPI program?), or a remote rank 0
         lines.append(f"mpiscope: no trace written to {out}")
-    if not_saved:
+    if not_saved and lines:
         lines[-1] += f" ({not_saved})"
     return "\n".join(lines)
