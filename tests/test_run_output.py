@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import select
 import signal
 import stat
@@ -96,6 +97,27 @@ def test_the_job_runs_and_prints_when_the_directory_cannot_be_written(himeno, tm
     assert json.loads(run.stdout.splitlines()[-1])["iterations"] == 5
     warnings = [line for line in run.stderr.splitlines() if line.startswith("mpiscope")]
     assert len(warnings) == 1 and "cannot write trace directory" in warnings[0], run.stderr
+
+
+def test_a_copy_that_cannot_be_saved_loses_no_output_and_is_told_in_one_line(tmp_path):
+    """A file-size limit on `mpiscope run` itself: its copy of the job's stdout fails
+    (EFBIG) half-way; the terminal still gets every byte, the job's exit code stands, the
+    partial copy is removed, and one line says so (not a traceback)."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    job = "import sys; [print(i) for i in range(40000)]; sys.exit(4)"
+    out = tmp_path / "t"
+    run = subprocess.run(["mpiscope", "run", "--out", str(out), "--", sys.executable, "-c", job],
+                         capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    bare = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True,
+                          timeout=120)
+    assert run.returncode == bare.returncode == 4
+    assert run.stdout == bare.stdout and len(run.stdout) > 64 * 1024
+    assert run.stderr.splitlines() == [
+        f"mpiscope: no trace written to {out} (the program's output was not saved to "
+        f"{out / SAVED}: File too large)"]
+    assert not (out / SAVED).exists()
 
 
 def test_a_refused_job_keeps_its_exit_code_and_output(himeno, tmp_path):

@@ -5,8 +5,8 @@ MFLOPS, see fom.py) for `mpiscope compare`. The contract says the traced job's s
 exactly the untraced job's, so the copy must never change what the user sees:
 - bytes are forwarded as they arrive (os.read on a pipe, no line or block buffering);
 - stdin and stderr are the job's own, untouched;
-- the copy is best effort: if it cannot be written the job still runs and prints as usual
-  (the interposer already warns once when the trace directory is unusable);
+- the copy is best effort: if it cannot be written (disk full...) the job still runs and
+  prints as usual; the partial copy is removed and the reason returned for one line;
 - if our stdout goes away (`| head`), the job sees a closed pipe, as it would untraced.
 """
 
@@ -27,6 +27,7 @@ CHUNK = 64 * 1024
 class Captured:
     returncode: int
     saved: Path | None  # where the copy of stdout went; None when it could not be written
+    copy_error: str | None = None  # why not (strerror), when a copy was asked for
 
 
 def _is_open(fd: int) -> bool:
@@ -37,12 +38,12 @@ def _is_open(fd: int) -> bool:
         return False
 
 
-def _open_copy(path: Path) -> int | None:
+def _open_copy(path: Path) -> tuple[int | None, str | None]:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-    except OSError:
-        return None
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666), None
+    except OSError as e:
+        return None, e.strerror
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -91,13 +92,16 @@ def _signals_reach(proc: subprocess.Popen) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run(cmd: list[str], env: dict[str, str], copy_to: Path, out_fd: int = 1) -> Captured:
-    """Run `cmd`, forwarding its stdout to `out_fd` byte for byte and saving it to `copy_to`.
+def run(cmd: list[str], env: dict[str, str], copy_to: Path | None,
+        out_fd: int = 1) -> Captured:
+    """Run `cmd`, forwarding its stdout to `out_fd` byte for byte and saving it to `copy_to`
+    (None: no copy).
 
     Raises FileNotFoundError like subprocess when the command does not exist.
     """
     passing = _is_open(out_fd)  # checked first: a closed fd 1 would be reused by open()
-    copy = _open_copy(copy_to)
+    copy, copy_error = _open_copy(copy_to) if copy_to is not None else (None, None)
+    opened = copy is not None
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE)
     except BaseException:
@@ -119,13 +123,19 @@ def run(cmd: list[str], env: dict[str, str], copy_to: Path, out_fd: int = 1) -> 
             if copy is not None:
                 try:
                     _write_all(copy, chunk)
-                except OSError:  # disk full...: the job matters more than the copy
+                except OSError as e:  # disk full...: the job matters more than the copy
                     os.close(copy)
-                    copy = None
+                    copy, copy_error = None, e.strerror
         proc.stdout.close()
         returncode = proc.wait()
     if returncode < 0:  # killed by a signal: what a shell shows for the untraced job
         returncode = 128 - returncode
     if copy is not None:
-        os.close(copy)
-    return Captured(returncode, copy_to if copy is not None else None)
+        try:
+            os.close(copy)
+        except OSError as e:  # a network file system may report a failed write only here
+            copy, copy_error = None, e.strerror
+    if opened and copy is None and copy_to is not None:
+        with contextlib.suppress(OSError):  # a truncated copy would misquote the program
+            copy_to.unlink()
+    return Captured(returncode, copy_to if copy is not None else None, copy_error)

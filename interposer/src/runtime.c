@@ -9,9 +9,13 @@
 #define _GNU_SOURCE
 #include "mpiscope.h"
 #include "evbuf.h"
+#include "iosafe.h"
+#include "outdir.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -85,6 +89,7 @@ typedef struct chunk {
 static struct {
     int state; /* 0: not initialised, 1: tracing, 2: pass-through */
     int failed; /* OTF2 reported an error: stop encoding */
+    int werr;   /* why the first write failed: errno, or -OTF2 code where none maps */
     int tsc;    /* raw times are TSC ticks */
     mps_evbuf eb;
     mps_timemap tm; /* raw → trace time for the events now in eb */
@@ -141,17 +146,59 @@ static __thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------------ utils */
 
+/* write(2), not stdio: this may run in the stop-signal handler */
+static void to_stderr(const char *line)
+{
+    for (size_t len = strlen(line), done = 0; done < len;) {
+        ssize_t n = write(STDERR_FILENO, line + done, len - done);
+        if (n <= 0 && errno != EINTR) break;
+        if (n > 0) done += (size_t)n;
+    }
+}
+
+/* Under `mpiscope run`, MPISCOPE_STATUS_FILE names a file it created (never we) and
+ * prints at the end as its one-line verdict on the trace. 0: appended. */
+static int to_status(const char *text)
+{
+    const char *status = getenv("MPISCOPE_STATUS_FILE");
+    if (!status || !*status) return -1;
+    int fd = open(status, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) return -1;
+    size_t len = strlen(text);
+    ssize_t n = write(fd, text, len);
+    return (close(fd) == 0) & (n == (ssize_t)len) ? 0 : -1;
+}
+
+/* Why there is no trace, at the end of the run: through mpiscope run's verdict where it
+ * asked for it, else on stderr. */
+static void say(const char *line)
+{
+    if (to_status(line) != 0) to_stderr(line);
+}
+
+/* A trace lost at MPI_Init is said at once (the job may run for hours); mpiscope run
+ * only learns that it was said, and adds nothing. */
 static void warn_once(const char *fmt, ...)
 {
     if (S.warned)
         return;
     S.warned = 1;
-    char msg[512];
+    char msg[PATH_MAX + 512], line[PATH_MAX + 600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "mpiscope: warning: %s; continuing untraced\n", msg);
+    snprintf(line, sizeof line, "mpiscope: warning: %s; continuing untraced\n", msg);
+    to_stderr(line);
+    to_status("told\n");
+}
+
+/* The trace in `dir` could not be written: the one line that says so. */
+static void say_not_written(const char *dir, const char *why)
+{
+    char line[PATH_MAX + 600];
+    snprintf(line, sizeof line, "mpiscope: warning: trace not written to %s: %s\n", dir, why);
+    say(line);
 }
 
 /* Trace time now, for records written straight to OTF2 (outside the hot path): this
@@ -176,6 +223,7 @@ static inline uint64_t stamp(void)
  * takes is recorded as a BufferFlush, as OTF2 records its own flushes to disk. */
 static __attribute__((noinline, cold)) void flush_events(int record)
 {
+    mps_io_guard_begin(); /* OTF2 writes full chunks to disk while encoding */
     S.encoding = 1;
     mps_anchor(S.tsc, &S.tm.raw1, &S.tm.ns1);
     mps_timemap_fix(&S.tm);
@@ -190,6 +238,7 @@ static __attribute__((noinline, cold)) void flush_events(int record)
     mps_anchor(S.tsc, &S.tm.raw0, &S.tm.ns0);
     tl_t = S.tm.raw0; /* events still to come in this call happen after the flush */
     S.encoding = 0;
+    mps_io_guard_end();
 }
 
 /* Room for one more record of any kind, then its header: the raw-buffer append. */
@@ -229,16 +278,37 @@ static inline uint64_t handle_key(const void *h, size_t n)
     return k;
 }
 
-/* OTF2 reports errors through this callback; any error stops tracing cleanly. */
+/* OTF2's codes for the errno values a write can fail with (disk full, quota, file
+ * size limit, I/O error...): the warning names the reason as strerror would. */
+static int otf2_errno(OTF2_ErrorCode code)
+{
+    static const struct { OTF2_ErrorCode code; int err; } map[] = {
+        {OTF2_ERROR_ENOSPC, ENOSPC}, {OTF2_ERROR_EFBIG, EFBIG}, {OTF2_ERROR_EIO, EIO},
+        {OTF2_ERROR_EDQUOT, EDQUOT}, {OTF2_ERROR_EACCES, EACCES}, {OTF2_ERROR_EROFS, EROFS},
+        {OTF2_ERROR_EPERM, EPERM}, {OTF2_ERROR_ENOENT, ENOENT}, {OTF2_ERROR_ENOTDIR, ENOTDIR},
+        {OTF2_ERROR_EISDIR, EISDIR}, {OTF2_ERROR_EMFILE, EMFILE}, {OTF2_ERROR_ENFILE, ENFILE},
+        {OTF2_ERROR_EEXIST, EEXIST}, {OTF2_ERROR_ENAMETOOLONG, ENAMETOOLONG},
+        {OTF2_ERROR_ESTALE, ESTALE}, {OTF2_ERROR_ENOMEM, ENOMEM},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+        if (map[i].code == code) return map[i].err;
+    return -(int)code;
+}
+
+static const char *reason(int werr)
+{
+    return werr > 0 ? strerror(werr) : OTF2_Error_GetDescription((OTF2_ErrorCode)-werr);
+}
+
+/* OTF2 reports errors through this callback; any error stops tracing cleanly for this
+ * rank. Nothing is printed here: at MPI_Finalize the ranks agree that the trace was not
+ * written and rank 0 says so once (write_failed). */
 static OTF2_ErrorCode otf2_error(void *user, const char *file, uint64_t line,
                                  const char *func, OTF2_ErrorCode code,
                                  const char *fmt, va_list va)
 {
-    (void)user; (void)file; (void)line; (void)func;
-    char msg[256];
-    vsnprintf(msg, sizeof msg, fmt ? fmt : "", va);
-    if (S.state == 1)
-        warn_once("cannot write trace (OTF2: %s: %s)", OTF2_Error_GetDescription(code), msg);
+    (void)user; (void)file; (void)line; (void)func; (void)fmt; (void)va;
+    if (!S.werr) S.werr = otf2_errno(code);
     S.state = 2;
     S.failed = 1;
     return code;
@@ -849,19 +919,69 @@ void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_
 
 /* ------------------------------------------------------- configuration */
 
-static uint64_t parse_size(const char *s, uint64_t dflt)
+/* A mistake in the configuration: every rank reads the same environment, so rank 0
+ * alone says so, once per variable; the job goes on with the default. */
+static void config_warning(const char *fmt, ...)
 {
+    if (S.rank != 0) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "mpiscope: warning: %s\n", msg);
+}
+
+/* 33554432 → "32M": sizes in messages as users write them */
+static const char *size_str(uint64_t v, char *buf, size_t n)
+{
+    static const char units[] = "kMG";
+    int u = -1;
+    while (u < 2 && v && v % 1024 == 0) { v /= 1024; u++; }
+    snprintf(buf, n, "%" PRIu64 "%.*s", v, u >= 0, u >= 0 ? &units[u] : "");
+    return buf;
+}
+
+/* MPISCOPE_*_SIZE: a whole number of bytes with an optional k, M or G suffix (powers of
+ * 1024; kB/KiB spellings too), within [lo, hi]. Anything else (abc, -1, 1T, 1e20) is a
+ * mistake to report, not a number to guess: the default is used. Unset or empty: the
+ * default, silently. */
+static uint64_t parse_size(const char *var, uint64_t dflt, uint64_t lo, uint64_t hi)
+{
+    const char *s = getenv(var);
     if (!s || !*s) return dflt;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v <= 0) return dflt;
-    switch (*end) {
-    case 'k': case 'K': v *= 1024; break;
-    case 'm': case 'M': v *= 1024 * 1024; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    uint64_t v = 0;
+    const char *p = s;
+    int ok = *p >= '0' && *p <= '9';
+    for (; ok && *p >= '0' && *p <= '9'; p++) {
+        if (v > (UINT64_MAX - 9) / 10) ok = 0;
+        else v = v * 10 + (uint64_t)(*p - '0');
     }
-    return (uint64_t)v;
+    unsigned shift = 0;
+    if (ok && *p) {
+        switch (*p++) {
+        case 'k': case 'K': shift = 10; break;
+        case 'm': case 'M': shift = 20; break;
+        case 'g': case 'G': shift = 30; break;
+        default: ok = 0; break;
+        }
+        if (ok && *p && strcmp(p, "B") != 0 && strcmp(p, "iB") != 0) ok = 0;
+    }
+    if (ok && v > UINT64_MAX >> shift) ok = 0;
+    v <<= shift;
+    if (ok && v >= lo && v <= hi) return v;
+    char a[32], b[32], c[32];
+    if (!ok)
+        config_warning("%s=%s is not a size (a whole number of bytes, optionally with a k, M "
+                       "or G suffix); using the default %s", var, s, size_str(dflt, c, sizeof c));
+    else if (hi == UINT64_MAX)
+        config_warning("%s=%s is below %s; using the default %s", var, s,
+                       size_str(lo, a, sizeof a), size_str(dflt, c, sizeof c));
+    else
+        config_warning("%s=%s is outside %s..%s; using the default %s", var, s,
+                       size_str(lo, a, sizeof a), size_str(hi, b, sizeof b),
+                       size_str(dflt, c, sizeof c));
+    return dflt;
 }
 
 static void parse_filter(const char *spec)
@@ -872,12 +992,22 @@ static void parse_filter(const char *spec)
         spec++;
         for (int i = 0; i < MPS_FN_COUNT; i++) S.filtered[i] = 1;
     }
-    char buf[4096];
+    char buf[4096], unknown[1024] = "";
+    size_t nu = 0;
     snprintf(buf, sizeof buf, "%s", spec);
     for (char *save, *tok = strtok_r(buf, ",: ", &save); tok; tok = strtok_r(NULL, ",: ", &save)) {
+        int known = 0;
         for (int i = 0; i < MPS_FN_COUNT; i++)
-            if (strcasecmp(tok, mps_fn_names[i]) == 0) S.filtered[i] = (unsigned char)!include;
+            if (strcasecmp(tok, mps_fn_names[i]) == 0) {
+                S.filtered[i] = (unsigned char)!include;
+                known = 1;
+            }
+        if (!known && nu < sizeof unknown)
+            nu += (size_t)snprintf(unknown + nu, sizeof unknown - nu, "%s%s", nu ? ", " : "", tok);
     }
+    if (nu) /* a typo would otherwise silently trace what the user meant to leave out */
+        config_warning("MPISCOPE_FILTER: ignoring %s: not MPI functions mpiscope traces",
+                       unknown);
     /* the trace's skeleton is never filtered */
     S.filtered[MPS_FN_MPI_Init] = S.filtered[MPS_FN_MPI_Init_thread] = 0;
     S.filtered[MPS_FN_MPI_Finalize] = 0;
@@ -1057,20 +1187,17 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
                                                (int)sizeof abs)
                 memcpy(dir, abs, sizeof dir);
         }
+        char moved[PATH_MAX];
         if (mkdir_p(dir) != 0) {
             warn_once("cannot write trace directory %s: %s", dir, strerror(errno));
             ok = 0;
-        } else {
-            char anchor[PATH_MAX + 16];
-            snprintf(anchor, sizeof anchor, "%s/traces.otf2", dir);
-            if (access(anchor, F_OK) == 0) { /* OTF2 refuses to overwrite: clear the old trace */
-                char sub[PATH_MAX + 16];
-                unlink(anchor);
-                snprintf(sub, sizeof sub, "%s/traces.def", dir);
-                unlink(sub);
-                snprintf(sub, sizeof sub, "rm -rf '%s/traces'", dir);
-                if (!strchr(dir, '\'') && system(sub) != 0) ok = 0;
-            }
+        } else if (mps_move_earlier_run(dir, getenv("MPISCOPE_JOB_OUTPUT"), moved,
+                                        sizeof moved) != 0) {
+            /* never deleted, never mixed: rather no trace than either */
+            warn_once("cannot move the earlier run in %s aside (%s)", dir, strerror(errno));
+            ok = 0;
+        } else if (moved[0]) {
+            fprintf(stderr, "mpiscope: the earlier run in %s was moved to %s\n", dir, moved);
         }
     }
     PMPI_Bcast(&ok, 1, MPI_INT, 0, S.icomm);
@@ -1078,15 +1205,13 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     if (!ok) { disable(); return; }
     memcpy(S.outdir, dir, sizeof dir);
 
-    S.chunk_size = parse_size(getenv("MPISCOPE_CHUNK_SIZE"), 1024 * 1024);
-    if (S.chunk_size < 256 * 1024) S.chunk_size = 256 * 1024;
-    if (S.chunk_size > 16 * 1024 * 1024) S.chunk_size = 16 * 1024 * 1024;
+    S.chunk_size = parse_size("MPISCOPE_CHUNK_SIZE", 1 << 20, 256 << 10, 16 << 20);
     /* raw events wait in MPISCOPE_BUFFER_SIZE; OTF2 encodes them into a few chunks that
      * go to disk as they fill */
     uint64_t buffer_bytes =
-        buffer_cap(parse_size(getenv("MPISCOPE_BUFFER_SIZE"), 32 * 1024 * 1024));
+        buffer_cap(parse_size("MPISCOPE_BUFFER_SIZE", 32 << 20, 1, UINT64_MAX));
     S.pool_budget = 4 * S.chunk_size;
-    S.hash_bytes = (size_t)parse_size(getenv("MPISCOPE_HASH_BYTES"), 64);
+    S.hash_bytes = (size_t)parse_size("MPISCOPE_HASH_BYTES", 64, 0, 1 << 30);
     parse_filter(getenv("MPISCOPE_FILTER"));
     const char *h = getenv("MPISCOPE_HOSTNAME");
     if (h && *h) snprintf(S.host, sizeof S.host, "%s", h);
@@ -1480,9 +1605,26 @@ static void write_local_defs(OTF2_Archive *ar, const uint32_t *map, const uint32
     OTF2_Archive_CloseDefFiles(ar);
 }
 
+/* Collective on S.icomm, once some rank could not write its part of the archive: the
+ * ranks agree on a reason, rank 0 removes what was written (a half-written archive must
+ * not look like a trace) and prints the one warning. Nobody writes any more by then. */
+static void write_failed(void)
+{
+    /* an errno (> 0) names the reason better than an OTF2-only code (< 0); ranks that
+     * did not fail have none to offer */
+    int why = !S.failed ? INT_MIN : S.werr ? S.werr : EIO, all_why = 0;
+    PMPI_Allreduce(&why, &all_why, 1, MPI_INT, MPI_MAX, S.icomm);
+    if (all_why == INT_MIN) all_why = EIO;
+    if (S.rank == 0 && S.outdir[0]) mps_remove_archive(S.outdir);
+    if (S.rank == 0 && !S.warned) /* else it said why at MPI_Init already */
+        say_not_written(S.outdir, reason(all_why));
+    S.warned = 1; /* reported for every rank: the exit hook stays quiet */
+}
+
 void mps_finalize_before(void)
 {
     if (!S.have_icomm) return; /* never initialised, or disabled by MPISCOPE_DISABLE */
+    mps_io_guard_begin();
     if (S.state == 1) {
         /* encode before the ranks agree, so a write error now skips the write-out too */
         LOCK();
@@ -1496,8 +1638,10 @@ void mps_finalize_before(void)
     PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
     if (!all_good) {
         S.state = 2;
+        write_failed();
         S.have_icomm = 0;
         PMPI_Comm_free(&S.icomm);
+        mps_io_guard_end();
         return;
     }
     S.off_fin = clock_offset();
@@ -1536,9 +1680,15 @@ void mps_finalize_before(void)
 
     write_local_defs(S.archive, map, order, ncomms, 1);
     OTF2_Archive_CloseDefFiles(S.archive);
-    OTF2_Archive_Close(S.archive);
+    if (OTF2_Archive_Close(S.archive) != OTF2_SUCCESS && !S.failed) S.failed = 1;
     S.archive = NULL;
-    if (S.rank == 0 && getenv("MPISCOPE_VERBOSE")) { /* encoding cost: bench/overhead */
+    /* a full disk mostly bites here, in the write-out (OTF2's POSIX substrate reports a
+     * failed fwrite and a failed fclose, where buffered data meets the disk, through
+     * otf2_error): the ranks agree on it again */
+    good = !S.failed;
+    PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
+    if (!all_good) write_failed();
+    else if (S.rank == 0 && getenv("MPISCOPE_VERBOSE")) { /* encoding cost: bench/overhead */
         fprintf(stderr, "mpiscope: trace written to %s/traces.otf2\n", S.outdir);
         fprintf(stderr, "mpiscope: rank 0: %llu events encoded in %.3f ms (%llu flushes "
                 "during the run), %s clock\n", (unsigned long long)nevents,
@@ -1549,6 +1699,7 @@ void mps_finalize_before(void)
     S.attrs = NULL;
     S.have_icomm = 0;
     PMPI_Comm_free(&S.icomm);
+    mps_io_guard_end();
 }
 
 /* MPI_Abort or exit without MPI_Finalize: nothing collective is possible any more, so
@@ -1620,9 +1771,23 @@ static void salvage(void)
     }
 }
 
+/* This rank alone could not write (its trace or its salvaged archive) and no collective
+ * is possible any more: it says so itself, once. */
+static void write_failed_alone(const char *dir)
+{
+    if (S.warned) return;
+    S.warned = 1;
+    say_not_written(dir, reason(S.werr ? S.werr : EIO));
+}
+
 void mps_abort_before(void)
 {
-    if (S.state != 1) return;
+    if (S.state != 1) {
+        /* failed mid-run, then never reached MPI_Finalize, where it would be reported */
+        if (S.failed && S.have_icomm && getpid() == S.pid) write_failed_alone(S.outdir);
+        return;
+    }
+    mps_io_guard_begin();
     LOCK();
     S.state = 2; /* our own calls below are never recorded */
     flush_events(0);
@@ -1631,6 +1796,13 @@ void mps_abort_before(void)
     OTF2_Archive_CloseEvtWriter(S.archive, S.evt);
     UNLOCK();
     salvage();
+    if (S.failed) { /* a half-written salvaged archive must not look like a trace */
+        char dir[PATH_MAX + 32];
+        snprintf(dir, sizeof dir, "%s/rank%d", S.outdir, S.rank);
+        mps_remove_tree(dir);
+        write_failed_alone(dir);
+    }
+    mps_io_guard_end();
 }
 
 /* The signals launchers and batch systems stop a job with (mpirun sends SIGTERM to

@@ -25,14 +25,19 @@ def test_default_directory_is_one_per_job(programs, tmp_path: Path) -> None:
     tc.check_definitions(t, 4)
 
 
-def test_existing_trace_is_replaced(programs, tmp_path: Path) -> None:
+def test_existing_trace_is_moved_aside(programs, tmp_path: Path) -> None:
+    """README "Output directory": never deleted, never mixed: the earlier run goes to
+    DIR.1 (rank 0 says so, once) and the new one is written into a clean DIR."""
     out = tmp_path / "trace"
     for iterations in (30, 20):
         job = mpijobs.run([str(programs["loop.c"]), str(iterations)], np=2, out=out)
         assert job.returncode == 0, job.stderr
-    t = tc.read_both(out)
-    for r in range(2):
-        assert t.enters(r)["MPI_Allreduce"] == 20
+    assert [line for line in job.stderr.splitlines() if "mpiscope" in line] == [
+        f"mpiscope: the earlier run in {out} was moved to {out}.1"]
+    for trace, iterations in ((out, 20), (tmp_path / "trace.1", 30)):
+        t = tc.read_both(trace)
+        for r in range(2):
+            assert t.enters(r)["MPI_Allreduce"] == iterations
 
 
 def test_verbose_names_the_trace_once(programs, tmp_path: Path) -> None:

@@ -6,12 +6,14 @@ With `--cluster` the Open MPI job runs on the emulated cluster (`mpiscope cluste
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from mpiscope import capture, fom
+from mpiscope import capture, fom, outdir
 from mpiscope.errors import UserError
 from mpiscope.paths import MPI_FLAVOURS, interposer_library
 
@@ -95,15 +97,57 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(None, "run: --cluster works with Open MPI only")
         cmd = cluster_command(cmd, traced=True, prefix=args.cluster_prefix)
     env = traced_env(out, args.mpi or guess_mpi(cmd))
+    env[outdir.JOB_OUTPUT_ENV] = fom.OUTPUT_FILE  # ours, created before the ranks start
+    copy_to: Path | None = out / fom.OUTPUT_FILE
+    try:
+        # before the job starts, so its program-output.txt never lands beside an old trace
+        if moved := outdir.move_earlier_run(out):
+            print(f"mpiscope: the earlier run in {out} was moved to {moved}", file=sys.stderr)
+    except OSError as e:  # never delete it, never mix: the job runs, untraced
+        print(f"mpiscope: warning: cannot move the earlier run in {out} aside "
+              f"({e.strerror}); continuing untraced", file=sys.stderr)
+        env, copy_to = dict(os.environ, MPISCOPE_DISABLE="1"), None
     started = time.time() - 2  # per-rank traces older than this are an earlier job's
+    # the interposer's rank 0 puts why there is no trace here rather than on the job's
+    # stderr, so the user reads one line about the trace, ours, at the end
+    status = None
+    with contextlib.suppress(OSError):  # no room even for that: the ranks say it themselves
+        fd, status = tempfile.mkstemp(prefix="mpiscope-status-")
+        os.close(fd)
+        env["MPISCOPE_STATUS_FILE"] = status
+    said: list[str] = []
     try:
         # stdout passes through unchanged; a copy beside the trace keeps the program's
         # figures of merit (e.g. Himeno's MFLOPS) for `mpiscope compare`
-        proc = capture.run(cmd, env, out / fom.OUTPUT_FILE)
+        proc = capture.run(cmd, env, copy_to)
     except FileNotFoundError:
         raise UserError(cmd[0], "command not found") from None
-    if (out / "traces.otf2").is_file():
-        print(f"mpiscope: trace written to {out}/traces.otf2", file=sys.stderr)
-    elif ranks := salvaged_ranks(out, started):  # MPI_Abort or no MPI_Finalize
-        print(died_message(out, ranks), file=sys.stderr)
+    finally:
+        if status is not None:
+            with contextlib.suppress(OSError):
+                said = Path(status).read_text(errors="replace").splitlines()
+            with contextlib.suppress(OSError):
+                os.unlink(status)
+    if copy_to is None:
+        return proc.returncode
+    if text := verdict(out, said, started, proc.copy_error and
+                       f"the program's output was not saved to {copy_to}: {proc.copy_error}"):
+        print(text, file=sys.stderr)
     return proc.returncode
+
+
+def verdict(out: Path, said: list[str], since: float, not_saved: str | None) -> str:
+    """The line(s) `mpiscope run` ends with: where the trace is, or why there is none
+    (`said`: the interposer's own words; "told": it warned on stderr at MPI_Init already,
+    about this directory), and whether the program's output was saved."""
+    told = "told" in said
+    lines = [line for line in said if line != "told"]
+    if (out / "traces.otf2").is_file():
+        lines.append(f"mpiscope: trace written to {out}/traces.otf2")
+    elif ranks := salvaged_ranks(out, since):  # MPI_Abort or no MPI_Finalize
+        lines.append(died_message(out, ranks))
+    elif not lines and not told:  # no MPI_Init (not an MPI program?), or a remote rank 0
+        lines.append(f"mpiscope: no trace written to {out}")
+    if not_saved and lines:
+        lines[-1] += f" ({not_saved})"
+    return "\n".join(lines)
