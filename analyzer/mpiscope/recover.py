@@ -45,6 +45,21 @@ def orphaned(trace_dir: Path) -> list[int]:
     return [r for r in live_ranks(trace_dir) if r not in done]
 
 
+def _drop_served(trace_dir: Path) -> None:
+    """Live logs of ranks whose salvaged archive is complete: killed after writing it but
+    before removing the log. The archive has all their events."""
+    live = trace_dir / LIVE_DIR
+    done = salvaged.archives(trace_dir)
+    for rank in live_ranks(trace_dir):
+        if rank in done:
+            for suffix in ("events", "defs"):
+                (live / f"rank{rank}.{suffix}").unlink(missing_ok=True)
+    try:
+        live.rmdir()
+    except OSError:  # other ranks' logs still there, or none at all
+        pass
+
+
 def tool() -> Path:
     """The `mpiscope-recover` program next to the interposer library (either MPI build:
     the log format does not depend on it)."""
@@ -61,6 +76,8 @@ def recover(trace_dir: Path, ranks: list[int] | None = None
     Returns what was recovered and one problem line per rank that could not be. A rank
     already recovered has no live log left, so running this again changes nothing."""
     todo = orphaned(trace_dir) if ranks is None else ranks
+    if ranks is None:
+        _drop_served(Path(trace_dir))
     if not todo:
         return [], []
     proc = subprocess.run([str(tool()), str(Path(trace_dir).resolve()), *map(str, todo)],

@@ -1871,6 +1871,20 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
         mps_live_log_free(&log);
         return -1;
     }
+    /* a log is only left behind by a dead rank: one still running (same boot, its pid
+     * alive and still the same program) is not recovered under its feet */
+    char boot[64] = "", exe[PATH_MAX] = "", proc_exe[64];
+    FILE *bf = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (bf) { if (!fgets(boot, sizeof boot, bf)) boot[0] = 0; fclose(bf); }
+    boot[strcspn(boot, "\n")] = 0;
+    int same_boot = *boot && log.str[MPS_LIVE_BOOT_ID] && strcmp(boot, log.str[MPS_LIVE_BOOT_ID]) == 0;
+    snprintf(proc_exe, sizeof proc_exe, "/proc/%u/exe", log.h.pid);
+    ssize_t xn = same_boot && kill((pid_t)log.h.pid, 0) == 0 ? readlink(proc_exe, exe, sizeof exe - 1) : -1;
+    if (xn > 0 && log.str[MPS_LIVE_PROGRAM] && (exe[xn] = 0, strcmp(exe, log.str[MPS_LIVE_PROGRAM]) == 0)) {
+        snprintf(msg, msglen, "still running (pid %u)", log.h.pid);
+        mps_live_log_free(&log);
+        return -1;
+    }
     /* the events: the whole file, read-only; no events file is an empty run */
     uint64_t *map = NULL;
     size_t maplen = 0;
@@ -1950,11 +1964,6 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
     uint64_t nwindows = 1, prev_mult = 0, last_call_ns = 0;
     for (uint32_t i = 0; i < log.nwin; i++)
         if (!log.win[i].stopped && log.win[i].index + 1 > nwindows) nwindows = log.win[i].index + 1;
-    char boot[64] = "";
-    FILE *bf = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (bf) { if (!fgets(boot, sizeof boot, bf)) boot[0] = 0; fclose(bf); }
-    boot[strcspn(boot, "\n")] = 0;
-    int same_boot = *boot && log.str[MPS_LIVE_BOOT_ID] && strcmp(boot, log.str[MPS_LIVE_BOOT_ID]) == 0;
     if (OTF2_Archive_OpenEvtFiles(ar) == OTF2_SUCCESS) {
         OTF2_EvtWriter *w = OTF2_Archive_GetEvtWriter(ar, (OTF2_LocationRef)rank);
         OTF2_AttributeList *al = OTF2_AttributeList_New();
