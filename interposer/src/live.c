@@ -15,12 +15,12 @@
 
 static struct {
     int on;       /* the buffer is a window onto the events file */
-    int broken;   /* a defs record could not be written: stop at the next window */
+    mps_evbuf *eb; /* that buffer */
     int ev, defs; /* file descriptors */
     uint64_t window; /* index of the window now mapped */
     int pending;     /* its WINDOW record waits for the batch's first anchor */
     struct mps_live_window next;
-    char dir[PATH_MAX], events[PATH_MAX + 32], defsf[PATH_MAX + 32];
+    char outdir[PATH_MAX], dir[PATH_MAX + 32], events[PATH_MAX + 64], defsf[PATH_MAX + 64];
 } L = {.ev = -1, .defs = -1};
 
 /* A file size limit (RLIMIT_FSIZE) makes a write or fallocate past it raise SIGXFSZ,
@@ -79,6 +79,7 @@ static void close_files(int remove)
 
 int mps_live_open(const char *outdir, int rank, mps_evbuf *b, char *why, size_t whylen)
 {
+    snprintf(L.outdir, sizeof L.outdir, "%s", outdir);
     snprintf(L.dir, sizeof L.dir, "%s/%s", outdir, MPS_LIVE_DIR);
     snprintf(L.events, sizeof L.events, "%s/rank%d.events", L.dir, rank);
     snprintf(L.defsf, sizeof L.defsf, "%s/rank%d.defs", L.dir, rank);
@@ -95,7 +96,7 @@ int mps_live_open(const char *outdir, int rank, mps_evbuf *b, char *why, size_t 
     if (mps_evbuf_remap(b, L.ev, 0) != 0) goto fail;
     L.window = 0;
     L.on = 1;
-    L.broken = 0;
+    L.eb = b;
     return 0;
 fail:
     snprintf(why, whylen, "%s %s: %s", step, step[0] == 'm' && step[1] == 'k' ? L.dir
@@ -106,16 +107,34 @@ fail:
     return -1;
 }
 
-static void warn_stopped(const char *reason)
+/* The log cannot go on (no space, file size limit): give it up for the rest of the run
+ * and give its disk space back, which the trace itself may need: the buffer's events
+ * move to anonymous memory at the same address, the files go. One warning. */
+static void give_up(const char *what, const char *path)
 {
-    fprintf(stderr, "mpiscope: warning: crash-safe event log disabled in %s: %s\n", L.dir,
+    char reason[PATH_MAX + 160];
+    snprintf(reason, sizeof reason, "%s %s: %s", what, path, strerror(errno));
+    mps_evbuf *b = L.eb;
+    size_t used = (size_t)(b->pos - b->base) * sizeof *b->base;
+    uint64_t *copy = used ? malloc(used) : NULL;
+    if (copy) memcpy(copy, b->base, used);
+    /* without memory to move to, the buffer stays the file's window, its name gone: the
+     * space comes back at exit, and no log that later batches overwrite is left */
+    if (!(used && !copy) && mps_evbuf_remap(b, -1, 0) == 0) {
+        if (copy) memcpy(b->base, copy, used);
+        b->pos = b->base + used / sizeof *b->base;
+    }
+    free(copy);
+    L.on = 0;
+    close_files(1);
+    fprintf(stderr, "mpiscope: warning: crash-safe event log disabled in %s: %s\n", L.outdir,
             reason);
 }
 
 void mps_live_record(enum mps_live_rec type, const void *a, size_t alen, const void *b,
                      size_t blen)
 {
-    if (!L.on || L.broken) return;
+    if (!L.on) return;
     /* one write per record, so a kill leaves whole records and at most one cut short */
     uint32_t head[2] = {(uint32_t)type, (uint32_t)(alen + blen)};
     char small[1024], *buf = sizeof head + alen + blen <= sizeof small
@@ -133,12 +152,7 @@ void mps_live_record(enum mps_live_rec type, const void *a, size_t alen, const v
         errno = err;
     }
     if (buf != small) free(buf);
-    if (!ok) {
-        char reason[PATH_MAX + 128];
-        snprintf(reason, sizeof reason, "write %s: %s", L.defsf, strerror(errno));
-        warn_stopped(reason);
-        L.broken = 1; /* the events already in this window stay; no new window */
-    }
+    if (!ok) give_up("write", L.defsf);
 }
 
 void mps_live_string(enum mps_live_key key, const char *s)
@@ -152,27 +166,17 @@ void mps_live_next_window(mps_evbuf *b, uint64_t raw1, uint64_t ns1)
     if (!L.on) return;
     uint64_t win = mps_evbuf_window_bytes(b);
     struct mps_live_window w = {L.window + 1, raw1, ns1, 0, 0, 0};
-    L.next = w;
-    if (!L.broken && reserve(w.index * win, win) == 0 &&
-        mps_evbuf_remap(b, L.ev, w.index * win) == 0) {
-        L.window = w.index;
-        L.pending = 1; /* logged with the new batch's first anchor: mps_live_window_start */
+    if (reserve(w.index * win, win) != 0) {
+        give_up("cannot extend", L.events); /* the batch is encoded: nothing to move */
         return;
     }
-    /* The buffer's events are encoded: nothing is lost by leaving the file. Recovery
-     * stops where the log says it stopped. */
-    char reason[PATH_MAX + 128];
-    snprintf(reason, sizeof reason, "cannot extend %s: %s", L.events, strerror(errno));
-    int was_broken = L.broken;
-    w.stopped = 1;
-    mps_live_record(MPS_LIVE_WINDOW, &w, sizeof w, NULL, 0);
-    if (mps_evbuf_remap(b, -1, 0) != 0) { /* no memory: go on in the file's window, */
-        b->pos = b->base;                   /* but leave no log that would mix batches */
-        close_files(1);
+    if (mps_evbuf_remap(b, L.ev, w.index * win) != 0) {
+        give_up("mmap", L.events); /* the buffer is empty: it gets fresh anonymous pages */
+        return;
     }
-    L.on = 0;
-    if (!was_broken) warn_stopped(reason);
-    L.broken = 1;
+    L.window = w.index;
+    L.next = w;
+    L.pending = 1; /* logged with the new batch's first anchor: mps_live_window_start */
 }
 
 void mps_live_window_start(uint64_t raw0, uint64_t ns0)

@@ -14,8 +14,8 @@
  * the per-rank archive salvage() would have written (runtime.c: mps_recover).
  *
  * Both files are removed after a clean MPI_Finalize write-out and a successful salvage.
- * Where the log cannot be kept (no space, file size limit, no fallocate) the rank goes on
- * with an anonymous buffer as before, after one warning.
+ * Where the log cannot be kept (no space, file size limit, no fallocate) the rank removes
+ * it and goes on with an anonymous buffer as before, after one warning.
  */
 #ifndef MPISCOPE_LIVE_H
 #define MPISCOPE_LIVE_H
@@ -65,7 +65,7 @@ struct mps_live_callsite {
 };
 
 /* Window `index` starts: batch index - 1 ended at anchor (raw1, ns1); batch `index`
- * starts at (raw0, ns0). `stopped`: the log ends here (the rank went on untraced-safe). */
+ * starts at (raw0, ns0). `stopped` (reserved, 0): the log ends before this window. */
 struct mps_live_window {
     uint64_t index, raw1, ns1, raw0, ns0, stopped;
 };
@@ -77,13 +77,15 @@ struct mps_live_window {
  * -2 if b lost its memory on the way (then it must not be used). */
 int mps_live_open(const char *outdir, int rank, mps_evbuf *b, char *why, size_t whylen);
 int mps_live_on(void);
-/* Append one record (payload a then b). A failure stops the log at the next window. */
+/* Append one record (payload a then b). A failure gives the log up (warning once): the
+ * buffer's events move to anonymous memory and the files are removed, so the space they
+ * held is there for the trace itself. */
 void mps_live_record(enum mps_live_rec type, const void *a, size_t alen, const void *b,
                      size_t blen);
 void mps_live_string(enum mps_live_key key, const char *s);
 /* After a batch (ended at anchor raw1, ns1) was encoded: move b onto the next window.
- * Falls back to anonymous memory (one warning) when it cannot be reserved. The new
- * window is logged by mps_live_window_start with the next batch's first anchor. */
+ * When it cannot be reserved the log is given up as above. The new window is logged by
+ * mps_live_window_start with the next batch's first anchor. */
 void mps_live_next_window(mps_evbuf *b, uint64_t raw1, uint64_t ns1);
 void mps_live_window_start(uint64_t raw0, uint64_t ns0);
 /* Close the files; with remove, delete them (and the directory once empty). */

@@ -1084,13 +1084,13 @@ static void live_property(enum mps_live_key k, const char *name, const char *val
 static void live_start(enum mps_fn fn, uint32_t cs)
 {
     const char *env = getenv("MPISCOPE_LIVE");
-    if (env && strcmp(env, "0") == 0) return;
     char why[PATH_MAX + 256] = "";
-    int rc = mps_live_open(S.outdir, S.rank, &S.eb, why, sizeof why);
+    int rc = env && strcmp(env, "0") == 0 ? 1 /* off */
+                                          : mps_live_open(S.outdir, S.rank, &S.eb, why, sizeof why);
     /* ranks fall back on their own; the lowest that had to says why, once for the job */
-    int mine = rc == 0 ? S.size : S.rank, lowest = S.size;
+    int mine = rc < 0 ? S.rank : S.size, lowest = S.size;
     PMPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, S.icomm);
-    if (rc != 0 && S.rank == lowest)
+    if (rc < 0 && S.rank == lowest)
         fprintf(stderr, "mpiscope: warning: crash-safe event log disabled in %s: %s\n",
                 S.outdir, why);
     if (rc == -2) { /* the buffer lost its memory: nowhere to record into */
