@@ -1,7 +1,8 @@
 """A rank killed outright (kill -9) is analyzed up to its kill, from its crash-safe log.
 
 Real 3-rank runs of programs/killed.c under `mpiscope run`: every rank loops over a
-Sendrecv and an Allreduce and prints each iteration; the test kills rank 1 with SIGKILL
+Sendrecv and two Allreduces (MPI_COMM_WORLD and a split communicator named "half") and
+prints each iteration; the test kills rank 1 with SIGKILL
 once it has printed some iterations. mpirun then stops ranks 0 and 2 with SIGTERM and
 they salvage their traces (test_died_jobs.py); rank 1 can write nothing, but its event
 buffer was a window onto DIR/.mpiscope-live/rank1.events, which `mpiscope analyze DIR`
@@ -32,6 +33,14 @@ RANKS = 3
 KILLED = 1
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 HOST = os.environ.get("MPISCOPE_HOSTNAME") or socket.gethostname()
+SOURCE = Path(__file__).parent / "programs" / "killed.c"
+
+
+def callsite(marker: str) -> str:
+    """`killed.c:LINE` of the line marked CALLSITE:<marker>."""
+    lines = SOURCE.read_text().splitlines()
+    (line,) = [i + 1 for i, text in enumerate(lines) if f"CALLSITE:{marker} " in text]
+    return f"killed.c:{line}"
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
           # time for the SIGTERMed ranks to salvage on a loaded machine (test_died_jobs.py)
           "--mca", "odls_base_sigkill_timeout", "3"]
@@ -120,12 +129,18 @@ def check_killed_rank(job: Killed, tmp: Path) -> tuple[dict, Trace]:
 
     trace = reader.load(job.out, use_cache=False)
     mine = trace.calls[trace.calls["rank"] == KILLED]
-    calls = mine["function"].value_counts()
-    # every iteration it printed, from the first one on (also those flushed mid-run)
-    assert calls["MPI_Allreduce"] >= job.printed and calls["MPI_Sendrecv"] >= job.printed
+    # every iteration it printed, from the first one on (also those flushed mid-run), each
+    # call from its call site, resolved after the process was gone
+    sites = mine["callsite"].astype(str).value_counts()
+    for marker in ("ring", "world", "half"):
+        assert sites[callsite(marker)] >= job.printed, sites
     assert mine["function"].iloc[0] == "MPI_Init"
-    sites = set(mine.loc[mine["function"] != "MPI_Init", "callsite"].astype(str))
-    assert sites == {"killed.c:24", "killed.c:26"}  # resolved after the process was gone
+    assert set(mine["function"]) == {"MPI_Init", "MPI_Comm_split", "MPI_Comm_set_name",
+                                     "MPI_Sendrecv", "MPI_Allreduce"}
+    # its communicators as it defined them: "half" is {1} alone, named by the program
+    comms = {int(c.comm): (c.name, tuple(c.members)) for c in trace.comms.itertuples()}
+    on_half = mine[mine["callsite"].astype(str) == callsite("half")]
+    assert {comms[int(c)] for c in on_half["comm"]} == {("half", (KILLED,))}
     # its messages pair with its neighbours' (all but those cut short by the kill)
     msgs = trace.messages
     to_me = msgs[(msgs["recv_rank"] == KILLED)]
@@ -205,7 +220,7 @@ def test_unusable_log_location_falls_back(exe: Path, tmp_path: Path) -> None:
     assert "File too large" in warnings[0]
     assert (out / "traces.otf2").is_file() and not (out / ".mpiscope-live").exists()
     trace = reader.load(out, use_cache=False)
-    assert (trace.calls["function"] == "MPI_Allreduce").sum() == 2 * 20
+    assert (trace.calls["function"] == "MPI_Allreduce").sum() == 2 * 2 * 20
 
 
 def test_full_file_system_falls_back(exe: Path, tmp_path: Path) -> None:
@@ -227,6 +242,6 @@ def test_full_file_system_falls_back(exe: Path, tmp_path: Path) -> None:
             f"mpiscope: warning: crash-safe event log disabled in {out}: ")
         assert (out / "traces.otf2").is_file() and not (out / ".mpiscope-live").exists()
         trace = reader.load(out, use_cache=False)
-        assert (trace.calls["function"] == "MPI_Allreduce").sum() == 2 * 20
+        assert (trace.calls["function"] == "MPI_Allreduce").sum() == 2 * 2 * 20
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
