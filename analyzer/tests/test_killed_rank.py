@@ -54,24 +54,28 @@ class Killed:
     printed: int  # iterations rank 1 had printed (so completed) before the kill
 
 
-def run_and_kill(exe: Path, out: Path, after: int, env: dict[str, str] | None = None
-                 ) -> Killed:
-    """Run killed.c traced; kill -9 rank 1 once it printed `after` iterations."""
+def run_and_kill(exe: Path, out: Path, after: int, env: dict[str, str] | None = None,
+                 ranks: int = RANKS, victims: tuple[int, ...] = (KILLED,)) -> Killed:
+    """Run killed.c traced; kill -9 the `victims` once rank victims[0] printed `after`
+    iterations (`printed`: how many it had)."""
     cmd = [sys.executable, "-m", "mpiscope", "run", "--out", str(out), "--", *MPIRUN, "-np",
-           str(RANKS), str(exe)]
+           str(ranks), str(exe)]
     proc = subprocess.Popen(cmd, env={**ENV, **(env or {})}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    printed, pid = 0, 0
+    printed, pids = 0, {}
     deadline = time.monotonic() + 120
     for line in proc.stdout:
         words = line.split()  # rank R pid P iteration I
-        if len(words) == 6 and words[:2] == ["rank", str(KILLED)]:
-            pid, printed = int(words[3]), int(words[5])
-            if printed >= after:
-                os.kill(pid, signal.SIGKILL)
+        if len(words) == 6 and words[0] == "rank":
+            pids[int(words[1])] = int(words[3])
+            if int(words[1]) == victims[0]:
+                printed = int(words[5])
+            if printed >= after and all(v in pids for v in victims):
+                for v in victims:
+                    os.kill(pids[v], signal.SIGKILL)
                 break
-        assert time.monotonic() < deadline, "rank 1 did not get going"
+        assert time.monotonic() < deadline, "the ranks did not get going"
     _, err = proc.communicate(timeout=120)
     return Killed(out, proc.returncode, err, printed)
 
@@ -165,6 +169,22 @@ def test_events_flushed_before_the_kill_are_there(killed_flushing: Killed,
     # the recovered rank's mid-run flushes are in its trace as in the others'
     flushes = trace.flushes.groupby("rank").size()
     assert flushes.get(KILLED, 0) >= 3
+
+
+def test_whole_job_killed(exe: Path, tmp_path: Path) -> None:
+    """Every rank killed outright (a batch system's SIGKILL): no rank writes anything,
+    and the whole job is still analyzed up to the kill."""
+    job = run_and_kill(exe, tmp_path / "trace", after=20, ranks=2, victims=(0, 1))
+    assert job.returncode == 128 + signal.SIGKILL, job.stderr
+    assert ("mpiscope: job ended without MPI_Finalize and no rank wrote its trace; "
+            f"`mpiscope analyze {job.out}` recovers ranks 0, 1 up to the kill") in job.stderr
+    proc, rep = analyze(job.out, tmp_path)
+    assert proc.stderr.count("up to its kill from its crash-safe log") == 2, proc.stderr
+    assert [(r["rank"], r["host"]) for r in rep["ranks"]] == [(0, HOST), (1, HOST)]
+    assert all(r["total_s"] > 0 for r in rep["ranks"])
+    calls = {f["name"]: f["calls"] for f in rep["functions"]}
+    assert calls["MPI_Sendrecv"] >= 2 * job.printed
+    assert rep["messages"]["matched"] >= 2 * job.printed
 
 
 def test_recover_command(exe: Path, tmp_path: Path) -> None:
