@@ -65,6 +65,7 @@ static int write_all(int fd, const void *p, size_t n)
 
 int mps_live_on(void) { return L.on; }
 
+/* remove: 1 this rank's files, 2 also the directory if no other rank's are left */
 static void close_files(int remove)
 {
     if (L.ev >= 0) close(L.ev);
@@ -73,8 +74,8 @@ static void close_files(int remove)
     if (remove) {
         unlink(L.events);
         unlink(L.defsf);
-        rmdir(L.dir); /* the last rank to leave removes it; ENOTEMPTY for the others */
     }
+    if (remove > 1) rmdir(L.dir); /* the last rank to leave removes it: ENOTEMPTY before */
 }
 
 int mps_live_open(const char *outdir, int rank, mps_evbuf *b, char *why, size_t whylen)
@@ -83,27 +84,33 @@ int mps_live_open(const char *outdir, int rank, mps_evbuf *b, char *why, size_t 
     snprintf(L.dir, sizeof L.dir, "%s/%s", outdir, MPS_LIVE_DIR);
     snprintf(L.events, sizeof L.events, "%s/rank%d.events", L.dir, rank);
     snprintf(L.defsf, sizeof L.defsf, "%s/rank%d.defs", L.dir, rank);
-    const char *step = "mkdir";
+    const char *step = "mkdir", *path = L.dir;
+    int mapped = 0;
     if (mkdir(L.dir, 0777) != 0 && errno != EEXIST) goto fail;
     step = "open";
+    path = L.events;
     L.ev = open(L.events, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (L.ev < 0) goto fail;
+    path = L.defsf;
     L.defs = open(L.defsf, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
     if (L.defs < 0) goto fail;
     step = "fallocate";
+    path = L.events;
     if (reserve(0, mps_evbuf_window_bytes(b)) != 0) goto fail;
     step = "mmap";
+    mapped = 1;
     if (mps_evbuf_remap(b, L.ev, 0) != 0) goto fail;
     L.window = 0;
     L.on = 1;
     L.eb = b;
     return 0;
 fail:
-    snprintf(why, whylen, "%s %s: %s", step, step[0] == 'm' && step[1] == 'k' ? L.dir
-             : L.events, strerror(errno));
+    snprintf(why, whylen, "%s %s: %s", step, path, strerror(errno));
+    /* not the directory: other ranks may be about to create their files in it (it goes
+     * at mps_live_close) */
     close_files(1);
     /* a failed MAP_FIXED may have unmapped the old pages: give the buffer fresh ones */
-    if (step[0] == 'm' && step[1] == 'm' && mps_evbuf_remap(b, -1, 0) != 0) return -2;
+    if (mapped && mps_evbuf_remap(b, -1, 0) != 0) return -2;
     return -1;
 }
 
@@ -126,7 +133,7 @@ static void give_up(const char *what, const char *path)
     }
     free(copy);
     L.on = 0;
-    close_files(1);
+    close_files(2);
     fprintf(stderr, "mpiscope: warning: crash-safe event log disabled in %s: %s\n", L.outdir,
             reason);
 }
@@ -191,7 +198,7 @@ void mps_live_window_start(uint64_t raw0, uint64_t ns0)
 void mps_live_close(int remove)
 {
     L.on = 0;
-    close_files(remove);
+    close_files(remove ? 2 : 0);
 }
 
 /* ------------------------------------------------------------------ reader */
