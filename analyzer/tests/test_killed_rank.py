@@ -55,11 +55,12 @@ class Killed:
 
 
 def run_and_kill(exe: Path, out: Path, after: int, env: dict[str, str] | None = None,
-                 ranks: int = RANKS, victims: tuple[int, ...] = (KILLED,)) -> Killed:
+                 ranks: int = RANKS, victims: tuple[int, ...] = (KILLED,),
+                 args: tuple[str, ...] = ()) -> Killed:
     """Run killed.c traced; kill -9 the `victims` once rank victims[0] printed `after`
     iterations (`printed`: how many it had)."""
     cmd = [sys.executable, "-m", "mpiscope", "run", "--out", str(out), "--", *MPIRUN, "-np",
-           str(ranks), str(exe)]
+           str(ranks), str(exe), *args]
     proc = subprocess.Popen(cmd, env={**ENV, **(env or {})}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -106,7 +107,7 @@ def killed_flushing(exe: Path, tmp_path_factory: pytest.TempPathFactory) -> Kill
                         env={"MPISCOPE_BUFFER_SIZE": "4K"})
 
 
-def check_killed_rank(job: Killed, tmp: Path) -> tuple[dict, Trace]:
+def check_killed_rank(job: Killed, tmp: Path, init: str = "MPI_Init") -> tuple[dict, Trace]:
     assert job.returncode == 128 + signal.SIGKILL, job.stderr  # as untraced: mpirun's
     assert "exited on signal 9" in job.stderr
     # the killed rank left its crash-safe log and no trace (and so may a rank that
@@ -138,8 +139,8 @@ def check_killed_rank(job: Killed, tmp: Path) -> tuple[dict, Trace]:
     sites = mine["callsite"].astype(str).value_counts()
     for marker in ("ring", "world", "half"):
         assert sites[callsite(marker)] >= job.printed, sites
-    assert mine["function"].iloc[0] == "MPI_Init"
-    assert set(mine["function"]) == {"MPI_Init", "MPI_Comm_split", "MPI_Comm_set_name",
+    assert mine["function"].iloc[0] == init
+    assert set(mine["function"]) == {init, "MPI_Comm_split", "MPI_Comm_set_name",
                                      "MPI_Sendrecv", "MPI_Allreduce"}
     # its communicators as it defined them: "half" is {1} alone, named by the program
     comms = {int(c.comm): (c.name, tuple(c.members)) for c in trace.comms.itertuples()}
@@ -169,6 +170,14 @@ def test_events_flushed_before_the_kill_are_there(killed_flushing: Killed,
     # the recovered rank's mid-run flushes are in its trace as in the others'
     flushes = trace.flushes.groupby("rank").size()
     assert flushes.get(KILLED, 0) >= 3
+
+
+def test_killed_rank_thread_multiple(exe: Path, tmp_path: Path) -> None:
+    """Under MPI_THREAD_MULTIPLE (events stamped under the interposer's lock), with
+    mid-run flushes: the same."""
+    job = run_and_kill(exe, tmp_path / "trace", after=60, env={"MPISCOPE_BUFFER_SIZE": "4K"},
+                       args=("100000", "2000", "mt"))
+    check_killed_rank(job, tmp_path, init="MPI_Init_thread")
 
 
 def test_whole_job_killed(exe: Path, tmp_path: Path) -> None:

@@ -4,18 +4,25 @@
  * {0, 2} and {1} with 3 ranks), then each rank prints "rank R pid P iteration I"
  * (flushed), so the test knows how far a rank got and whom to kill -9. A short sleep
  * keeps the loop from outrunning the test. It ends by itself after argv[1] iterations.
- * Usage: killed [ITERATIONS [SLEEP_US]]   (defaults 100000, 2000)
+ * With "mt" it asks for MPI_THREAD_MULTIPLE (the interposer then stamps under its lock).
+ * Usage: killed [ITERATIONS [SLEEP_US [mt]]]   (defaults 100000, 2000)
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
 {
     long iterations = argc > 1 ? atol(argv[1]) : 100000;
     long sleep_us = argc > 2 ? atol(argv[2]) : 2000;
-    MPI_Init(&argc, &argv);
+    if (argc > 3 && strcmp(argv[3], "mt") == 0) {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
