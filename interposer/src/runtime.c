@@ -1833,24 +1833,20 @@ static void recover_timemap(const mps_live_log *log, uint64_t k, mps_timemap *tm
         }
         if (log->win[i].index == k + 1) end = &log->win[i];
     }
-    if (end) {
+    if (end) { /* a batch encoded in the run: its own anchors */
         tm->raw1 = end->raw1;
         tm->ns1 = end->ns1;
         mps_timemap_fix(tm);
-    } else if (tm->tsc && (same_boot || !*prev_mult)) {
-        if (!same_boot) { /* another machine or boot: its TSC rate stands in */
-            uint64_t r0, n0;
-            mps_anchor(1, &r0, &n0);
-            struct timespec nap = {0, 20000000};
-            nanosleep(&nap, NULL);
-            mps_anchor(1, &tm->raw1, &tm->ns1);
-            tm->raw0 += 0; /* the run's own anchor stays the origin */
-            uint64_t dr = tm->raw1 - r0;
-            tm->mult = dr ? (uint64_t)(((unsigned __int128)(tm->ns1 - n0) << 32) / dr) : 0;
-        } else {
-            mps_anchor(1, &tm->raw1, &tm->ns1);
-            mps_timemap_fix(tm);
-        }
+    } else if (tm->tsc && same_boot) { /* both clocks ran on since the kill */
+        mps_anchor(1, &tm->raw1, &tm->ns1);
+        mps_timemap_fix(tm);
+    } else if (tm->tsc && !*prev_mult) { /* another machine or boot: its rate stands in */
+        uint64_t r0, n0, r1, n1;
+        mps_anchor(1, &r0, &n0);
+        struct timespec nap = {0, 20000000};
+        nanosleep(&nap, NULL);
+        mps_anchor(1, &r1, &n1);
+        tm->mult = r1 > r0 ? (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (r1 - r0)) : 0;
     } else {
         tm->mult = *prev_mult;
     }
@@ -1961,7 +1957,7 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
 
     /* events: MPI_Init as written at Init, then the log's windows in order */
     uint64_t nevents = 0, window_words = log.h.window_bytes / 8;
-    uint64_t nwindows = 1, prev_mult = 0, last_call_ns = 0;
+    uint64_t nwindows = 1, prev_mult = 0;
     for (uint32_t i = 0; i < log.nwin; i++)
         if (!log.win[i].stopped && log.win[i].index + 1 > nwindows) nwindows = log.win[i].index + 1;
     if (OTF2_Archive_OpenEvtFiles(ar) == OTF2_SUCCESS) {
@@ -1987,7 +1983,6 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
                 b.pos = mps_evbuf_valid_end(map + first, map + lim, last);
                 b.end = b.pos;
                 mps_evbuf_encode(&b, w, al, &tm, &S.last_ts, &S.failed);
-                last_call_ns = S.last_ts;
                 for (uint32_t i = 0; i < log.nwin && !last; i++) /* the batch's flush */
                     if (log.win[i].index == k + 1 && !log.win[i].stopped) {
                         uint64_t t0 = log.win[i].ns1 + (uint64_t)S.off_init;
@@ -2009,7 +2004,6 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
         }
         OTF2_Archive_CloseEvtFiles(ar);
     }
-    (void)last_call_ns;
 
     /* definitions as salvage() writes them: call sites by this rank's local ids */
     OTF2_GlobalDefWriter *gw = OTF2_Archive_GetGlobalDefWriter(ar);
