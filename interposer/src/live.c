@@ -290,6 +290,10 @@ int mps_live_read(const char *path, mps_live_log *log, char *why, size_t whylen)
                      (int)(n - 4), p + 4);
             log->nnames++;
             break;
+        case MPS_LIVE_REGIONS:
+            free(log->regions);
+            log->regions = dupn(p, n);
+            break;
         case MPS_LIVE_WINDOW:
             if (n < sizeof(struct mps_live_window)) break;
             GROW(log->win, log->nwin, wcap);
@@ -320,5 +324,6 @@ void mps_live_log_free(mps_live_log *log)
     free(log->comms);
     free(log->names);
     free(log->win);
+    free(log->regions);
     memset(log, 0, sizeof *log);
 }

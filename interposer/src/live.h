@@ -37,6 +37,7 @@ enum mps_live_rec {
     MPS_LIVE_COMM,       /* int32 words: ref, parent, size, name words, members, name */
     MPS_LIVE_COMM_NAME,  /* uint32 ref, then the name */
     MPS_LIVE_WINDOW,     /* struct mps_live_window */
+    MPS_LIVE_REGIONS,    /* the region names (mps_fn order), each ended by '\n' */
 };
 
 enum mps_live_key {
@@ -49,7 +50,7 @@ struct mps_live_header {
     uint32_t version, rank, size, pid;
     int32_t tsc;                  /* raw times are TSC ticks (else monotonic ns) */
     uint32_t init_fn, init_cs;    /* MPI_Init's region and call site id */
-    uint32_t reserved;
+    uint32_t nregions;            /* MPS_FN_COUNT of the build that wrote it */
     int64_t off_init;             /* this host's clock → rank 0's */
     int64_t t_init_local;         /* monotonic ns at Init (the ClockOffset's time) */
     uint64_t init_enter, init_leave; /* MPI_Init's Enter/Leave, trace time */
@@ -109,6 +110,7 @@ typedef struct {
     uint32_t nnames;
     struct mps_live_window *win;
     uint32_t nwin;
+    char *regions; /* the REGIONS record, NUL-terminated */
 } mps_live_log;
 
 /* Parse DIR/.mpiscope-live/rank<N>.defs (a record cut short by the kill ends it). */

@@ -1072,6 +1072,17 @@ static void disable(void)
 
 static void run_properties(void (*put)(enum mps_live_key, const char *, const char *));
 
+/* The region names in region-ref order, each ended by '\n': recovery checks that its
+ * build numbers the regions as the traced run's did. */
+static char *region_names(void)
+{
+    size_t len = 1;
+    for (int f = 0; f < MPS_FN_COUNT; f++) len += strlen(mps_fn_names[f]) + 1;
+    char *s = malloc(len), *p = s;
+    for (int f = 0; s && f < MPS_FN_COUNT; f++) p += sprintf(p, "%s\n", mps_fn_names[f]);
+    return s;
+}
+
 static void live_property(enum mps_live_key k, const char *name, const char *value)
 {
     (void)name;
@@ -1101,11 +1112,15 @@ static void live_start(enum mps_fn fn, uint32_t cs)
     struct mps_live_header h = {
         .version = MPS_LIVE_VERSION, .rank = (uint32_t)S.rank, .size = (uint32_t)S.size,
         .pid = (uint32_t)S.pid, .tsc = S.tsc, .init_fn = (uint32_t)fn, .init_cs = cs,
+        .nregions = MPS_FN_COUNT,
         .off_init = S.off_init, .t_init_local = S.t_init_local, .init_enter = S.first_ts,
         .init_leave = S.last_ts, .raw0 = S.tm.raw0, .ns0 = S.tm.ns0,
         .window_bytes = mps_evbuf_window_bytes(&S.eb)};
     memcpy(h.magic, MPS_LIVE_MAGIC, sizeof h.magic);
     mps_live_record(MPS_LIVE_HEADER, &h, sizeof h, NULL, 0);
+    char *names = region_names();
+    if (names) mps_live_record(MPS_LIVE_REGIONS, names, strlen(names), NULL, 0);
+    free(names);
     mps_live_string(MPS_LIVE_HOST, S.host);
     run_properties(live_property);
     char boot[64] = "";
@@ -1864,6 +1879,16 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
     if (mps_live_read(defs, &log, msg, msglen) != 0) return -1;
     if ((int)log.h.rank != rank || log.h.size == 0 || log.h.window_bytes % 8) {
         snprintf(msg, msglen, "%s: header names rank %u of %u", defs, log.h.rank, log.h.size);
+        mps_live_log_free(&log);
+        return -1;
+    }
+    char *names = region_names();
+    int same_regions = names && log.regions && strcmp(names, log.regions) == 0;
+    free(names);
+    if (!same_regions) { /* region refs are mps_fn values: they must mean the same */
+        snprintf(msg, msglen, "%s was written by another mpiscope build (its MPI functions "
+                 "differ from this one's): recover it with the interposer that traced the "
+                 "run", defs);
         mps_live_log_free(&log);
         return -1;
     }
