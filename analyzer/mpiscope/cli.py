@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "lib": "lib",
     "run": "run",
     "analyze": "analyze",
+    "recover": "recover",
     "scaling": "scaling",
     "compare": "compare",
     "serve": "serve",

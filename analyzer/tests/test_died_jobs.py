@@ -158,7 +158,8 @@ def test_aborted_job_is_analyzed_as_one_trace(aborted: Job, tmp_path: Path) -> N
 def test_rank_exiting_early(exited: Job, tmp_path: Path) -> None:
     """Rank 2 exits(1) without MPI_Finalize while ranks 0 and 1 wait for it in a receive:
     Open MPI aborts the job (exit code 1); rank 2 always leaves its trace, the blocked
-    ranks do if they finish writing theirs before Open MPI kills them."""
+    ranks do if they finish writing theirs before Open MPI kills them, and otherwise
+    `mpiscope analyze` recovers them from their crash-safe logs."""
     job = exited
     assert job.traced.returncode == job.bare.returncode == 1, job.traced.stderr
     assert normalized(job.traced.stderr) == normalized(job.bare.stderr)
@@ -171,11 +172,17 @@ def test_rank_exiting_early(exited: Job, tmp_path: Path) -> None:
     assert len(mpiscope_lines(job.traced.stderr)) == 1
     assert line in job.traced.stderr
     assert (f"(none from {'ranks' if len(lost) > 1 else 'rank'} "
-            f"{', '.join(map(str, lost))}: killed before writing one)" in job.traced.stderr
-            ) == bool(lost)
+            f"{', '.join(map(str, lost))}: killed before writing one; `mpiscope analyze` "
+            f"recovers" in job.traced.stderr) == bool(lost)
 
     proc, rep = analyze(job.out, tmp_path)
     assert "ranks cut short (no MPI_Finalize or truncated events): 0, 1, 2" in proc.stderr
+    # a rank killed before it finished writing its trace left its crash-safe log, which
+    # analyze recovered first (test_killed_rank.py): every rank is there
+    for r in lost:
+        assert f"mpiscope: recovered rank {r} up to its kill" in proc.stderr
+    present = sorted(salvaged.archives(job.out))
+    assert present == list(range(RANKS))
     assert [(r["rank"], r["host"]) for r in rep["ranks"]] == [
         (r, HOST if r in present else "unknown") for r in range(RANKS)]
     assert [r["total_s"] > 0 for r in rep["ranks"]] == [r in present for r in range(RANKS)]

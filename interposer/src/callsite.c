@@ -58,3 +58,56 @@ void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out)
     }
     if (dwfl) dwfl_end(dwfl);
 }
+
+/* The same after the process is gone (mpiscope-recover): each object is reported to libdw
+ * at the load bias it had in the process, so the recorded return addresses resolve as
+ * they would have in it. Objects that are gone or changed give object+offset. */
+void mps_callsite_resolve_offline(const mps_offline_site *sites, uint32_t n, mps_location *out)
+{
+    static char *debuginfo_path = NULL;
+    Dwfl_Callbacks cb = {
+        .find_elf = dwfl_build_id_find_elf,
+        .find_debuginfo = dwfl_standard_find_debuginfo,
+        .section_address = dwfl_offline_section_address,
+        .debuginfo_path = &debuginfo_path,
+    };
+    Dwfl *dwfl = n ? dwfl_begin(&cb) : NULL;
+    if (dwfl) {
+        dwfl_report_begin(dwfl);
+        for (uint32_t i = 0; i < n; i++) {
+            int seen = 0;
+            for (uint32_t j = 0; j < i && !seen; j++)
+                seen = sites[j].path && sites[i].path && strcmp(sites[j].path, sites[i].path) == 0;
+            if (!seen && sites[i].path && *sites[i].path)
+                dwfl_report_elf(dwfl, sites[i].path, sites[i].path, -1, (GElf_Addr)sites[i].bias,
+                                false);
+        }
+        if (dwfl_report_end(dwfl, NULL, NULL) != 0) {
+            dwfl_end(dwfl);
+            dwfl = NULL;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        out[i].file = NULL;
+        out[i].line = 0;
+        if (!sites[i].addr) { out[i].file = strdup("?"); continue; } /* never logged */
+        Dwarf_Addr a = (Dwarf_Addr)sites[i].addr - 1; /* the call, not the return address */
+        Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, a) : NULL;
+        Dwfl_Line *line = mod ? dwfl_module_getsrc(mod, a) : NULL;
+        int lineno = 0;
+        const char *src = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+        if (src && lineno > 0) {
+            out[i].file = strdup(src);
+            out[i].line = (uint32_t)lineno;
+        } else { /* as object_offset() names it in the live process */
+            char buf[512];
+            const char *p = sites[i].path ? sites[i].path : "";
+            const char *base = strrchr(p, '/');
+            base = base ? base + 1 : p;
+            snprintf(buf, sizeof buf, "%s+0x%lx", *base ? base : "?",
+                     (unsigned long)(a - sites[i].fbase));
+            out[i].file = strdup(buf);
+        }
+    }
+    if (dwfl) dwfl_end(dwfl);
+}

@@ -6,6 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+/* Fault every page in now: a first touch costs ~1 us per 4 KiB page, which is ~45 ns
+ * per traced call if paid in the hot path. Huge pages where the kernel allows them on
+ * request make that cheaper and spare TLB misses. */
+static void populate(void *p, size_t len)
+{
+    madvise(p, len, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+    /* best effort: where it fails (old kernel, no memory now) pages fault in as used */
+    madvise(p, len, MADV_POPULATE_WRITE);
+#endif
+}
 
 int mps_evbuf_init(mps_evbuf *b, uint64_t bytes)
 {
@@ -14,14 +27,7 @@ int mps_evbuf_init(mps_evbuf *b, uint64_t bytes)
     size_t len = words * sizeof(uint64_t);
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
-    /* Fault every page in now: a first touch costs ~1 us per 4 KiB page, which is
-     * ~45 ns per traced call if paid in the hot path. Huge pages where the kernel
-     * allows them on request make that cheaper and spare TLB misses. */
-    madvise(p, len, MADV_HUGEPAGE);
-#ifdef MADV_POPULATE_WRITE
-    /* best effort: where it fails (old kernel, no memory now) pages fault in as used */
-    madvise(p, len, MADV_POPULATE_WRITE);
-#endif
+    populate(p, len);
     b->base = b->pos = p;
     b->end = b->base + words - MPS_EV_MAX_WORDS;
     return 0;
@@ -31,6 +37,26 @@ void mps_evbuf_free(mps_evbuf *b)
 {
     if (b->base) munmap(b->base, (size_t)(b->end - b->base + MPS_EV_MAX_WORDS) * 8);
     b->base = b->pos = b->end = NULL;
+}
+
+uint64_t mps_evbuf_window_bytes(const mps_evbuf *b)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t len = (uint64_t)(b->end - b->base + MPS_EV_MAX_WORDS) * 8;
+    return (len + page - 1) / page * page;
+}
+
+int mps_evbuf_remap(mps_evbuf *b, int fd, uint64_t off)
+{
+    size_t len = (size_t)mps_evbuf_window_bytes(b);
+    void *p = fd >= 0 ? mmap(b->base, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                             (off_t)off)
+                      : mmap(b->base, len, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p == MAP_FAILED) return -1;
+    populate(p, len);
+    b->pos = b->base;
+    return 0;
 }
 
 int mps_tsc_usable(void)
@@ -96,6 +122,16 @@ static size_t record_words(const uint64_t *p)
     case MPS_EV_COLL_END: return p[2] >> 32 ? 7 : 5;
     }
     return 0;
+}
+
+uint64_t *mps_evbuf_valid_end(uint64_t *p, uint64_t *lim, int cut)
+{
+    uint64_t *last = NULL;
+    for (size_t n; p + 3 <= lim && p[0] != 0 && (n = record_words(p)) != 0 && p + n <= lim;
+         p += n)
+        last = p;
+    if (cut && last && record_words(last) > 2) p = last;
+    return p;
 }
 
 void mps_evbuf_drop_unfinished(mps_evbuf *b)

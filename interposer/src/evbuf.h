@@ -97,6 +97,21 @@ int mps_evbuf_init(mps_evbuf *b, uint64_t bytes);
  * blocked in when it was killed) is whole once counted, and kept. */
 void mps_evbuf_drop_unfinished(mps_evbuf *b);
 void mps_evbuf_free(mps_evbuf *b);
+/* Bytes of the buffer's mapping (page-rounded): one window of the crash-safe event log. */
+uint64_t mps_evbuf_window_bytes(const mps_evbuf *b);
+/* Put the buffer's pages in place at the same address (MAP_FIXED, so the hot path's
+ * pointers stay valid) and empty it: bytes [off, off + window) of file fd, MAP_SHARED, so
+ * the kernel keeps what the hot path wrote when the process dies (crash-safe log, live.c);
+ * or, with fd < 0, fresh anonymous memory again. The caller reserves the file's blocks
+ * first: a store to a page the file system cannot back would be a SIGBUS. -1 + errno. */
+int mps_evbuf_remap(mps_evbuf *b, int fd, uint64_t off);
+/* Recovery: end of the whole records in [p, lim), a window of a killed rank's log. The
+ * window was fresh zeroed file space, so a zero time word (or an unknown kind, or a
+ * record running past lim) ends the data. With `cut`, the window the rank was killed
+ * writing, its newest record is dropped if it has a payload, as in
+ * mps_evbuf_drop_unfinished. No store is needed in the hot path for this: the window
+ * is never reused, so whatever follows the last record is still zero. */
+uint64_t *mps_evbuf_valid_end(uint64_t *p, uint64_t *lim, int cut);
 /* 1 if the TSC may stand in for CLOCK_MONOTONIC here (override: MPISCOPE_CLOCK) */
 int mps_tsc_usable(void);
 /* a (raw, ns) anchor pair, the raw reading bracketing the ns one */

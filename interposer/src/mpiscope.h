@@ -83,6 +83,16 @@ typedef struct {
     uint32_t line;
 } mps_location;
 void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out);
+/* Post-mortem (mpiscope-recover): return addresses with the object they were in. */
+typedef struct {
+    uint64_t addr, bias, fbase; /* return address, object's load bias and base address */
+    const char *path;           /* the object's path, or NULL */
+} mps_offline_site;
+void mps_callsite_resolve_offline(const mps_offline_site *sites, uint32_t n,
+                                  mps_location *out);
+/* Turn rank `rank`'s crash-safe live log in outdir into DIR/rank<N>/traces.otf2, the
+ * archive salvage() writes (live.h). 0 and a one-line summary in msg, or -1 and why. */
+int mps_recover(const char *outdir, int rank, char *msg, size_t msglen);
 
 /* Fortran sentinels (MPI_IN_PLACE, MPI_BOTTOM, MPI_STATUS(ES)_IGNORE). */
 void *mps_f_buf(void *buf);

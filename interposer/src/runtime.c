@@ -10,6 +10,7 @@
 #include "mpiscope.h"
 #include "evbuf.h"
 #include "iosafe.h"
+#include "live.h"
 #include "outdir.h"
 
 #include <dlfcn.h>
@@ -17,12 +18,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -231,11 +234,13 @@ static __attribute__((noinline, cold)) void flush_events(int record)
     S.flushes += record;
     mps_evbuf_encode(&S.eb, S.evt, S.attrs, &S.tm, &S.last_ts, &S.failed);
     S.encode_ns += mps_mono_ns() - S.tm.ns1;
+    if (record) mps_live_next_window(&S.eb, S.tm.raw1, S.tm.ns1); /* crash-safe log */
     if (record && !S.failed) {
         if (t_start < S.last_ts) t_start = S.last_ts;
         OTF2_EvtWriter_BufferFlush(S.evt, NULL, t_start, now());
     }
     mps_anchor(S.tsc, &S.tm.raw0, &S.tm.ns0);
+    if (record) mps_live_window_start(S.tm.raw0, S.tm.ns0);
     tl_t = S.tm.raw0; /* events still to come in this call happen after the flush */
     S.encoding = 0;
     mps_io_guard_end();
@@ -320,6 +325,29 @@ int mps_filtered(enum mps_fn fn) { return S.filtered[fn]; }
 
 /* ----------------------------------------------------------- call sites */
 
+/* A new call site goes to the crash-safe log with its object and load bias, so that it
+ * can be resolved after the process is gone (live.h). Once per distinct site. */
+static __attribute__((noinline, cold)) void live_callsite(uint32_t id, void *ra)
+{
+    if (!mps_live_on()) return;
+    struct mps_live_callsite c = {.id = id, .addr = (uint64_t)(uintptr_t)ra};
+    Dl_info info;
+    struct link_map *lm = NULL;
+    char exe[PATH_MAX] = "";
+    const char *path = "";
+    if (dladdr1((char *)ra - 1, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm) {
+        c.bias = (uint64_t)lm->l_addr;
+        c.fbase = (uint64_t)(uintptr_t)info.dli_fbase;
+        if (lm->l_name && lm->l_name[0]) {
+            path = lm->l_name;
+        } else { /* the program itself: its link map has no name, argv[0] may be relative */
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            if (n > 0) { exe[n] = 0; path = exe; }
+        }
+    }
+    mps_live_record(MPS_LIVE_CALLSITE, &c, sizeof c, path, strlen(path));
+}
+
 uint32_t mps_callsite_id(void *ra)
 {
     uint64_t a = (uint64_t)(uintptr_t)ra;
@@ -347,6 +375,7 @@ uint32_t mps_callsite_id(void *ra)
     S.cs[j].addr = a;
     S.cs[j].id = S.cs_n;
     S.cs_addr[S.cs_n] = ra;
+    live_callsite(S.cs_n, ra);
     return S.cs_n++;
 }
 
@@ -439,6 +468,19 @@ static void comm_insert(uint64_t k, uint32_t ref)
     S.comm_n++;
 }
 
+static int32_t *serialize_comm(const comm_def *d, int32_t *p);
+
+/* A new communicator goes to the crash-safe log as salvage() would serialize it. */
+static void live_comm(const comm_def *d)
+{
+    if (!mps_live_on()) return;
+    int32_t *w = malloc((size_t)(4 + d->size + COMM_NAME_WORDS(d->name)) * sizeof *w);
+    if (!w) return;
+    size_t n = (size_t)(serialize_comm(d, w) - w);
+    mps_live_record(MPS_LIVE_COMM, w, n * sizeof *w, NULL, 0);
+    free(w);
+}
+
 void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
 {
     if (S.state != 1 || *newcomm == MPI_COMM_NULL) return;
@@ -479,6 +521,7 @@ void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
                     PMPI_Group_translate_ranks(g, csize, idx, wg, d->members);
                     free(idx);
                     S.ndefs++;
+                    live_comm(d);
                 } else {
                     free(d->members);
                 }
@@ -497,6 +540,7 @@ void mps_comm_named(MPI_Comm comm, const char *name)
     LOCK();
     for (uint32_t i = 0; i < S.ndefs; i++)
         if (S.defs[i].ref == ref) snprintf(S.defs[i].name, sizeof S.defs[i].name, "%s", name);
+    mps_live_record(MPS_LIVE_COMM_NAME, &ref, sizeof ref, name, strlen(name));
     UNLOCK();
 }
 
@@ -1154,6 +1198,85 @@ static void disable(void)
     S.state = 2;
 }
 
+static void run_properties(void (*put)(enum mps_live_key, const char *, const char *));
+
+/* The region names in region-ref order, each ended by '\n': recovery checks that its
+ * build numbers the regions as the traced run's did. */
+static char *region_names(void)
+{
+    size_t len = 1;
+    for (int f = 0; f < MPS_FN_COUNT; f++) len += strlen(mps_fn_names[f]) + 1;
+    char *s = malloc(len), *p = s;
+    for (int f = 0; s && f < MPS_FN_COUNT; f++) p += sprintf(p, "%s\n", mps_fn_names[f]);
+    return s;
+}
+
+static void live_property(enum mps_live_key k, const char *name, const char *value)
+{
+    (void)name;
+    mps_live_string(k, value);
+}
+
+/* why this rank's crash-safe log could not be kept from MPI_Init on, "" if it could */
+static char live_why[PATH_MAX + 256];
+
+/* After a trace is written: the log was given up (no space, a file size limit, no
+ * fallocate), said once for the job by the lowest rank that had to. Nothing is said when
+ * the trace itself failed: its one line names the cause, the log no longer matters. */
+static void live_said(void)
+{
+    const char *why = live_why[0] ? live_why : mps_live_lost();
+    int mine = why ? S.rank : S.size, lowest = S.size;
+    PMPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, S.icomm);
+    if (why && S.rank == lowest) {
+        char line[PATH_MAX * 2 + 512];
+        snprintf(line, sizeof line, "mpiscope: warning: crash-safe event log disabled in %s: "
+                 "%s\n", S.outdir, why);
+        to_stderr(line);
+    }
+}
+
+/* Crash-safe log (live.h), once MPI_Init's region is written: the event buffer becomes a
+ * window onto DIR/.mpiscope-live/rank<N>.events and the header, properties and the call
+ * sites seen so far go to rank<N>.defs. MPISCOPE_LIVE=0 keeps the anonymous buffer. */
+static void live_start(enum mps_fn fn, uint32_t cs)
+{
+    const char *env = getenv("MPISCOPE_LIVE");
+    /* a rank that must do without says so at the end (live_said), with the trace */
+    int rc = env && strcmp(env, "0") == 0
+                 ? 1 /* off */
+                 : mps_live_open(S.outdir, S.rank, &S.eb, live_why, sizeof live_why);
+    if (rc >= 0) live_why[0] = 0;
+    if (rc == -2) { /* the buffer lost its memory: nowhere to record into */
+        disable();
+        return;
+    }
+    if (rc != 0) return;
+    struct mps_live_header h = {
+        .version = MPS_LIVE_VERSION, .rank = (uint32_t)S.rank, .size = (uint32_t)S.size,
+        .pid = (uint32_t)S.pid, .tsc = S.tsc, .init_fn = (uint32_t)fn, .init_cs = cs,
+        .nregions = MPS_FN_COUNT,
+        .off_init = S.off_init, .t_init_local = S.t_init_local, .init_enter = S.first_ts,
+        .init_leave = S.last_ts, .raw0 = S.tm.raw0, .ns0 = S.tm.ns0,
+        .window_bytes = mps_evbuf_window_bytes(&S.eb)};
+    memcpy(h.magic, MPS_LIVE_MAGIC, sizeof h.magic);
+    mps_live_record(MPS_LIVE_HEADER, &h, sizeof h, NULL, 0);
+    char *names = region_names();
+    if (names) mps_live_record(MPS_LIVE_REGIONS, names, strlen(names), NULL, 0);
+    free(names);
+    mps_live_string(MPS_LIVE_HOST, S.host);
+    run_properties(live_property);
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
+        fclose(f);
+    }
+    boot[strcspn(boot, "\n")] = 0;
+    mps_live_string(MPS_LIVE_BOOT_ID, boot); /* same boot: recovery can read the TSC rate */
+    for (uint32_t i = 0; i < S.cs_n; i++) live_callsite(i, S.cs_addr[i]);
+}
+
 void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
 {
     if (S.state != 0) return;
@@ -1261,6 +1384,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     S.tm.tsc = S.tsc;
     S.tm.offset = S.off_init;
     mps_anchor(S.tsc, &S.tm.raw0, &S.tm.ns0);
+    live_start(fn, cs);
 }
 
 uint64_t mps_clock(void)
@@ -1380,6 +1504,21 @@ static char *gather_hosts(void)
     return all;
 }
 
+/* One communicator definition as int32 words at p; returns the end. */
+static int32_t *serialize_comm(const comm_def *d, int32_t *p)
+{
+    *p++ = (int32_t)d->ref;
+    *p++ = (int32_t)d->parent;
+    *p++ = d->size;
+    int nw = COMM_NAME_WORDS(d->name);
+    *p++ = nw;
+    memcpy(p, d->members, (size_t)d->size * sizeof *p);
+    p += d->size;
+    memset(p, 0, (size_t)nw * sizeof *p);
+    memcpy(p, d->name, strlen(d->name));
+    return p + nw;
+}
+
 /* Communicator definitions from their creators, serialized as int32 words. */
 static int32_t *serialize_comms(int all, int *nwords)
 {
@@ -1387,19 +1526,8 @@ static int32_t *serialize_comms(int all, int *nwords)
     for (uint32_t i = 0; i < S.ndefs; i++)
         if (all || S.defs[i].creator) len += 4 + S.defs[i].size + COMM_NAME_WORDS(S.defs[i].name);
     int32_t *mine = malloc((size_t)(len ? len : 1) * sizeof *mine), *p = mine;
-    for (uint32_t i = 0; i < S.ndefs; i++) {
-        if (!all && !S.defs[i].creator) continue;
-        *p++ = (int32_t)S.defs[i].ref;
-        *p++ = (int32_t)S.defs[i].parent;
-        *p++ = S.defs[i].size;
-        int nw = COMM_NAME_WORDS(S.defs[i].name);
-        *p++ = nw;
-        memcpy(p, S.defs[i].members, (size_t)S.defs[i].size * sizeof *p);
-        p += S.defs[i].size;
-        memset(p, 0, (size_t)nw * sizeof *p);
-        memcpy(p, S.defs[i].name, strlen(S.defs[i].name));
-        p += nw;
-    }
+    for (uint32_t i = 0; i < S.ndefs; i++)
+        if (all || S.defs[i].creator) p = serialize_comm(&S.defs[i], p);
     *nwords = len;
     return mine;
 }
@@ -1541,29 +1669,41 @@ static int write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t g
     return written;
 }
 
-static void set_properties(void)
+/* The run's properties, handed to put(): the archive's, or the crash-safe log's. */
+static void run_properties(void (*put)(enum mps_live_key, const char *, const char *))
 {
     char buf[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (n > 0) { buf[n] = 0; OTF2_Archive_SetProperty(S.archive, "MPISCOPE::PROGRAM", buf, true); }
+    if (n > 0) { buf[n] = 0; put(MPS_LIVE_PROGRAM, "MPISCOPE::PROGRAM", buf); }
     FILE *f = fopen("/proc/self/cmdline", "r");
     if (f) {
         size_t m = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
         for (size_t i = 0; i + 1 < m; i++) if (!buf[i]) buf[i] = ' ';
         buf[m] = 0;
-        OTF2_Archive_SetProperty(S.archive, "MPISCOPE::CMDLINE", buf, true);
+        put(MPS_LIVE_CMDLINE, "MPISCOPE::CMDLINE", buf);
     }
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     PMPI_Get_library_version(lib, &len);
     lib[strcspn(lib, "\n,")] = 0;
-    OTF2_Archive_SetProperty(S.archive, "MPISCOPE::MPI_LIBRARY", lib, true);
+    put(MPS_LIVE_MPI_LIBRARY, "MPISCOPE::MPI_LIBRARY", lib);
     time_t t = time(NULL) - (time_t)((mps_mono_ns() - (uint64_t)S.t_init_local) / 1000000000u);
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    OTF2_Archive_SetProperty(S.archive, "MPISCOPE::START_TIME", buf, true);
+    put(MPS_LIVE_START_TIME, "MPISCOPE::START_TIME", buf);
+}
+
+static void archive_property(enum mps_live_key k, const char *name, const char *value)
+{
+    (void)k;
+    OTF2_Archive_SetProperty(S.archive, name, value, true);
+}
+
+static void set_properties(void)
+{
+    run_properties(archive_property);
     OTF2_Archive_SetProperty(S.archive, "MPISCOPE::VERSION", MPS_VERSION, true);
 }
 
@@ -1637,6 +1777,7 @@ void mps_finalize_before(void)
     /* a rank whose writer failed makes everyone skip the collective write-out */
     PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
     if (!all_good) {
+        mps_live_close(1); /* no trace: the raw log would only fill the disk further */
         S.state = 2;
         write_failed();
         S.have_icomm = 0;
@@ -1687,8 +1828,10 @@ void mps_finalize_before(void)
      * otf2_error): the ranks agree on it again */
     good = !S.failed;
     PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, S.icomm);
+    mps_live_close(1); /* written or not, the crash-safe log has served (no rank died) */
     if (!all_good) write_failed();
-    else if (S.rank == 0 && getenv("MPISCOPE_VERBOSE")) { /* encoding cost: bench/overhead */
+    else live_said();
+    if (all_good && S.rank == 0 && getenv("MPISCOPE_VERBOSE")) { /* encoding cost: bench */
         fprintf(stderr, "mpiscope: trace written to %s/traces.otf2\n", S.outdir);
         fprintf(stderr, "mpiscope: rank 0: %llu events encoded in %.3f ms (%llu flushes "
                 "during the run), %s clock\n", (unsigned long long)nevents,
@@ -1802,6 +1945,11 @@ void mps_abort_before(void)
         mps_remove_tree(dir);
         write_failed_alone(dir);
     }
+    /* the crash-safe log goes once salvage() has left a complete archive (the same test
+     * the reader makes); else `mpiscope recover` still has it */
+    char evt[PATH_MAX + 64];
+    snprintf(evt, sizeof evt, "%s/rank%d/traces/%d.evt", S.outdir, S.rank, S.rank);
+    mps_live_close(access(evt, F_OK) == 0);
     mps_io_guard_end();
 }
 
@@ -1855,4 +2003,275 @@ __attribute__((constructor)) static void mps_register_exit(void)
 {
     /* cheap and harmless in non-MPI processes (mpirun, orted): only registers a hook */
     atexit(at_exit);
+}
+
+/* ------------------------------------------------ post-mortem recovery */
+
+/* Raw → trace time of one window of the log: the anchors around its batch, or for the
+ * window the rank was killed in (no end anchor) the TSC rate measured here when this is
+ * the same boot of the same machine, else the rate of the batch before, else measured. */
+static void recover_timemap(const mps_live_log *log, uint64_t k, mps_timemap *tm,
+                            uint64_t *prev_mult, int same_boot)
+{
+    memset(tm, 0, sizeof *tm);
+    tm->tsc = log->h.tsc;
+    tm->offset = log->h.off_init;
+    tm->raw0 = log->h.raw0;
+    tm->ns0 = log->h.ns0;
+    const struct mps_live_window *end = NULL;
+    for (uint32_t i = 0; i < log->nwin; i++) {
+        if (log->win[i].index == k && !log->win[i].stopped) {
+            tm->raw0 = log->win[i].raw0;
+            tm->ns0 = log->win[i].ns0;
+        }
+        if (log->win[i].index == k + 1) end = &log->win[i];
+    }
+    if (end) { /* a batch encoded in the run: its own anchors */
+        tm->raw1 = end->raw1;
+        tm->ns1 = end->ns1;
+        mps_timemap_fix(tm);
+    } else if (tm->tsc && same_boot) { /* both clocks ran on since the kill */
+        mps_anchor(1, &tm->raw1, &tm->ns1);
+        mps_timemap_fix(tm);
+    } else if (tm->tsc && !*prev_mult) { /* another machine or boot: its rate stands in */
+        uint64_t r0, n0, r1, n1;
+        mps_anchor(1, &r0, &n0);
+        struct timespec nap = {0, 20000000};
+        nanosleep(&nap, NULL);
+        mps_anchor(1, &r1, &n1);
+        tm->mult = r1 > r0 ? (uint64_t)(((unsigned __int128)(n1 - n0) << 32) / (r1 - r0)) : 0;
+    } else {
+        tm->mult = *prev_mult;
+    }
+    if (tm->mult) *prev_mult = tm->mult;
+}
+
+int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
+{
+    char defs[PATH_MAX + 64], events[PATH_MAX + 64], part[PATH_MAX + 64], done[PATH_MAX + 64];
+    snprintf(defs, sizeof defs, "%s/%s/rank%d.defs", outdir, MPS_LIVE_DIR, rank);
+    snprintf(events, sizeof events, "%s/%s/rank%d.events", outdir, MPS_LIVE_DIR, rank);
+    snprintf(part, sizeof part, "%s/%s/rank%d.part", outdir, MPS_LIVE_DIR, rank);
+    snprintf(done, sizeof done, "%s/rank%d", outdir, rank);
+    mps_live_log log;
+    if (mps_live_read(defs, &log, msg, msglen) != 0) return -1;
+    if ((int)log.h.rank != rank || log.h.size == 0 || log.h.window_bytes % 8) {
+        snprintf(msg, msglen, "%s: header names rank %u of %u", defs, log.h.rank, log.h.size);
+        mps_live_log_free(&log);
+        return -1;
+    }
+    char *names = region_names();
+    int same_regions = names && log.regions && strcmp(names, log.regions) == 0;
+    free(names);
+    if (!same_regions) { /* region refs are mps_fn values: they must mean the same */
+        snprintf(msg, msglen, "%s was written by another mpiscope build (its MPI functions "
+                 "differ from this one's): recover it with the interposer that traced the "
+                 "run", defs);
+        mps_live_log_free(&log);
+        return -1;
+    }
+    /* a log is only left behind by a dead rank: one still running (same boot, its pid
+     * alive and still the same program) is not recovered under its feet */
+    char boot[64] = "", exe[PATH_MAX] = "", proc_exe[64];
+    FILE *bf = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (bf) { if (!fgets(boot, sizeof boot, bf)) boot[0] = 0; fclose(bf); }
+    boot[strcspn(boot, "\n")] = 0;
+    int same_boot = *boot && log.str[MPS_LIVE_BOOT_ID] && strcmp(boot, log.str[MPS_LIVE_BOOT_ID]) == 0;
+    snprintf(proc_exe, sizeof proc_exe, "/proc/%u/exe", log.h.pid);
+    ssize_t xn = same_boot && kill((pid_t)log.h.pid, 0) == 0 ? readlink(proc_exe, exe, sizeof exe - 1) : -1;
+    if (xn > 0 && log.str[MPS_LIVE_PROGRAM] && (exe[xn] = 0, strcmp(exe, log.str[MPS_LIVE_PROGRAM]) == 0)) {
+        snprintf(msg, msglen, "still running (pid %u)", log.h.pid);
+        mps_live_log_free(&log);
+        return -1;
+    }
+    /* the events: the whole file, read-only; no events file is an empty run */
+    uint64_t *map = NULL;
+    size_t maplen = 0;
+    int fd = open(events, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
+        maplen = (size_t)st.st_size;
+        map = mmap(NULL, maplen, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) { map = NULL; maplen = 0; }
+    }
+    if (fd >= 0) close(fd);
+
+    /* the rank as S would have held it at salvage() */
+    S.rank = rank;
+    S.size = (int)log.h.size;
+    S.tsc = log.h.tsc;
+    S.off_init = log.h.off_init;
+    S.t_init_local = log.h.t_init_local;
+    S.chunk_size = 1024 * 1024;
+    snprintf(S.outdir, sizeof S.outdir, "%s", outdir);
+    snprintf(S.host, sizeof S.host, "%s", log.str[MPS_LIVE_HOST] ? log.str[MPS_LIVE_HOST] : "?");
+    S.ndefs = 0;
+    for (int i = 0; i < log.ncomm_words && i + 4 <= log.ncomm_words;) {
+        const int32_t *d = log.comms + i;
+        int n = COMM_REC_WORDS(d);
+        if (d[2] < 0 || d[3] < 0 || i + n > log.ncomm_words) break;
+        if (S.ndefs == S.defs_cap) {
+            uint32_t cap = S.defs_cap ? 2 * S.defs_cap : 16;
+            comm_def *g = realloc(S.defs, cap * sizeof *g);
+            if (!g) break;
+            S.defs = g;
+            S.defs_cap = cap;
+        }
+        comm_def *c = &S.defs[S.ndefs];
+        memset(c, 0, sizeof *c);
+        c->ref = (uint32_t)d[0];
+        c->parent = (uint32_t)d[1];
+        c->size = d[2];
+        c->members = malloc((size_t)(d[2] ? d[2] : 1) * sizeof(int32_t));
+        if (!c->members) break;
+        memcpy(c->members, d + 4, (size_t)d[2] * sizeof(int32_t));
+        snprintf(c->name, sizeof c->name, "%.*s", (int)(d[3] * 4), (const char *)(d + 4 + d[2]));
+        for (uint32_t k = 0; k < log.nnames; k++)
+            if (log.names[k].ref == c->ref) snprintf(c->name, sizeof c->name, "%s", log.names[k].name);
+        S.ndefs++;
+        i += n;
+    }
+
+    mps_remove_tree(part);
+    if (mkdir_p(part) != 0) {
+        snprintf(msg, msglen, "cannot create %s: %s", part, strerror(errno));
+        goto fail;
+    }
+    OTF2_Error_RegisterCallback(otf2_error, NULL);
+    S.failed = 0;
+    OTF2_Archive *ar = OTF2_Archive_Open(part, "traces", OTF2_FILEMODE_WRITE, S.chunk_size,
+                                         4 * 1024 * 1024, OTF2_SUBSTRATE_POSIX,
+                                         OTF2_COMPRESSION_NONE);
+    if (!ar) {
+        snprintf(msg, msglen, "cannot open an OTF2 archive in %s", part);
+        goto fail;
+    }
+    OTF2_Archive_SetFlushCallbacks(ar, &flush_cbs, NULL);
+    OTF2_Archive_SetSerialCollectiveCallbacks(ar);
+    OTF2_Archive_SetCreator(ar, "mpiscope " MPS_VERSION " (salvaged: killed, recovered "
+                                "from its live log)");
+    static const char *const props[MPS_LIVE_NKEYS] = {
+        [MPS_LIVE_PROGRAM] = "MPISCOPE::PROGRAM", [MPS_LIVE_CMDLINE] = "MPISCOPE::CMDLINE",
+        [MPS_LIVE_MPI_LIBRARY] = "MPISCOPE::MPI_LIBRARY",
+        [MPS_LIVE_START_TIME] = "MPISCOPE::START_TIME"};
+    for (int k = 0; k < MPS_LIVE_NKEYS; k++)
+        if (props[k] && log.str[k]) OTF2_Archive_SetProperty(ar, props[k], log.str[k], true);
+    OTF2_Archive_SetProperty(ar, "MPISCOPE::VERSION", MPS_VERSION, true);
+
+    /* events: MPI_Init as written at Init, then the log's windows in order */
+    uint64_t nevents = 0, window_words = log.h.window_bytes / 8;
+    uint64_t nwindows = 1, prev_mult = 0;
+    for (uint32_t i = 0; i < log.nwin; i++)
+        if (!log.win[i].stopped && log.win[i].index + 1 > nwindows) nwindows = log.win[i].index + 1;
+    if (OTF2_Archive_OpenEvtFiles(ar) == OTF2_SUCCESS) {
+        OTF2_EvtWriter *w = OTF2_Archive_GetEvtWriter(ar, (OTF2_LocationRef)rank);
+        OTF2_AttributeList *al = OTF2_AttributeList_New();
+        if (w && al) {
+            if (log.h.init_cs != UINT32_MAX)
+                OTF2_AttributeList_AddSourceCodeLocationRef(al, MPS_ATTR_CALLSITE, log.h.init_cs);
+            S.first_ts = log.h.init_enter;
+            S.last_ts = log.h.init_leave;
+            OTF2_EvtWriter_Enter(w, log.h.init_cs != UINT32_MAX ? al : NULL, S.first_ts,
+                                 (OTF2_RegionRef)log.h.init_fn);
+            OTF2_EvtWriter_Leave(w, NULL, S.last_ts, (OTF2_RegionRef)log.h.init_fn);
+            for (uint64_t k = 0; k < nwindows && !S.failed; k++) {
+                uint64_t first = k * window_words;
+                if (!map || first >= maplen / 8) break;
+                uint64_t lim = first + window_words < maplen / 8 ? first + window_words
+                                                                  : maplen / 8;
+                int last = k + 1 == nwindows;
+                mps_timemap tm;
+                recover_timemap(&log, k, &tm, &prev_mult, same_boot);
+                mps_evbuf b = {map + first, NULL, NULL};
+                b.pos = mps_evbuf_valid_end(map + first, map + lim, last);
+                b.end = b.pos;
+                mps_evbuf_encode(&b, w, al, &tm, &S.last_ts, &S.failed);
+                for (uint32_t i = 0; i < log.nwin && !last; i++) /* the batch's flush */
+                    if (log.win[i].index == k + 1 && !log.win[i].stopped) {
+                        uint64_t t0 = log.win[i].ns1 + (uint64_t)S.off_init;
+                        uint64_t t1 = log.win[i].ns0 + (uint64_t)S.off_init;
+                        if (t0 < S.last_ts) t0 = S.last_ts;
+                        if (t1 < t0) t1 = t0;
+                        OTF2_EvtWriter_BufferFlush(w, NULL, t0, t1);
+                        S.last_ts = t1;
+                    }
+            }
+            OTF2_EvtWriter_GetNumberOfEvents(w, &nevents);
+        }
+        if (w) OTF2_Archive_CloseEvtWriter(ar, w);
+        if (al) OTF2_AttributeList_Delete(al);
+        for (int r = 0; r < S.size; r++) {
+            if (r == rank) continue;
+            OTF2_EvtWriter *o = OTF2_Archive_GetEvtWriter(ar, (OTF2_LocationRef)r);
+            if (o) OTF2_Archive_CloseEvtWriter(ar, o);
+        }
+        OTF2_Archive_CloseEvtFiles(ar);
+    }
+
+    /* definitions as salvage() writes them: call sites by this rank's local ids */
+    OTF2_GlobalDefWriter *gw = OTF2_Archive_GetGlobalDefWriter(ar);
+    g_string_next = 0;
+    uint32_t ncs = 0;
+    for (uint32_t i = 0; i < log.nsites; i++)
+        if (log.sites[i].cs.id + 1 > ncs) ncs = log.sites[i].cs.id + 1;
+    if (log.h.init_cs != UINT32_MAX && log.h.init_cs + 1 > ncs) ncs = log.h.init_cs + 1;
+    mps_offline_site *sites = calloc(ncs ? ncs : 1, sizeof *sites);
+    mps_location *loc = calloc(ncs ? ncs : 1, sizeof *loc);
+    if (gw && sites && loc) {
+        for (uint32_t i = 0; i < log.nsites; i++) {
+            mps_offline_site *o = &sites[log.sites[i].cs.id];
+            o->addr = log.sites[i].cs.addr;
+            o->bias = log.sites[i].cs.bias;
+            o->fbase = log.sites[i].cs.fbase;
+            o->path = log.sites[i].path;
+        }
+        mps_callsite_resolve_offline(sites, ncs, loc);
+        for (uint32_t i = 0; i < ncs; i++) {
+            OTF2_StringRef fs = gstr(gw, loc[i].file ? loc[i].file : "?");
+            OTF2_GlobalDefWriter_WriteSourceCodeLocation(gw, i, fs, loc[i].line);
+            free(loc[i].file);
+        }
+    }
+    free(sites);
+    free(loc);
+    char *hosts = calloc((size_t)S.size, sizeof S.host);
+    uint64_t *counts = calloc((size_t)S.size, sizeof *counts);
+    int ncw = 0;
+    int32_t *cw = serialize_comms(1, &ncw);
+    uint32_t *order = NULL;
+    int ncomms = 0;
+    if (gw && hosts && counts && cw) {
+        for (int r = 0; r < S.size; r++)
+            snprintf(hosts + (size_t)r * sizeof S.host, sizeof S.host, "%s",
+                     r == rank ? S.host : "unknown");
+        counts[rank] = nevents;
+        ncomms = write_global_defs(gw, S.first_ts, S.last_ts, hosts, counts, cw, ncw, &order);
+    }
+    write_local_defs(ar, NULL, order, ncomms, 0);
+    OTF2_Archive_Close(ar);
+    free(hosts); free(counts); free(cw); free(order);
+    if (S.failed || !gw) {
+        snprintf(msg, msglen, "writing the OTF2 archive in %s failed", part);
+        goto fail;
+    }
+    /* in place in one step: a half-written rank<N>/ (killed while salvaging) goes first */
+    mps_remove_tree(done);
+    if (rename(part, done) != 0) {
+        snprintf(msg, msglen, "cannot move %s to %s: %s", part, done, strerror(errno));
+        goto fail;
+    }
+    snprintf(msg, msglen, "rank %d: %llu events, %.3f s from MPI_Init to its last event",
+             rank, (unsigned long long)nevents, (double)(S.last_ts - log.h.init_enter) / 1e9);
+    if (map) munmap(map, maplen);
+    mps_live_log_free(&log);
+    unlink(defs);
+    unlink(events);
+    snprintf(part, sizeof part, "%s/%s", outdir, MPS_LIVE_DIR);
+    rmdir(part); /* once no other rank's log is left */
+    return 0;
+fail:
+    mps_remove_tree(part);
+    if (map) munmap(map, maplen);
+    mps_live_log_free(&log);
+    return -1;
 }

@@ -60,6 +60,12 @@ def salvaged_ranks(out: Path, since: float = 0.0) -> list[int]:
             if anchor.stat().st_mtime >= since]
 
 
+def recover_live(out: Path) -> list[int]:
+    from mpiscope import recover
+
+    return recover.live_ranks(out)
+
+
 def _ranks(ranks: list[int]) -> str:
     return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
 
@@ -77,8 +83,20 @@ def died_message(out: Path, ranks: list[int]) -> str:
             f"{f' of {size}' if size else ''} saved per-rank traces in {out}/rank<N>/")
     lost = sorted(set(range(size)) - set(ranks))
     if lost:
-        text += f" (none from {_ranks(lost)}: killed before writing one)"
+        text += f" (none from {_ranks(lost)}: killed before writing one"
+        text += f"{recoverable(out, lost)})"
     return text + f"; `mpiscope analyze {out}` reads them as one trace"
+
+
+def recoverable(out: Path, lost: list[int]) -> str:
+    """The clause naming the lost ranks that left a crash-safe log (recover.py)."""
+    from mpiscope import recover
+
+    live = [r for r in lost if r in recover.live_ranks(out)]
+    if not live:
+        return ""
+    return (f"; `mpiscope analyze` recovers {_ranks(live)} up to the kill from "
+            f"{'its' if len(live) == 1 else 'their'} crash-safe log")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,6 +164,10 @@ def verdict(out: Path, said: list[str], since: float, not_saved: str | None) -> 
         lines.append(f"mpiscope: trace written to {out}/traces.otf2")
     elif ranks := salvaged_ranks(out, since):  # MPI_Abort or no MPI_Finalize
         lines.append(died_message(out, ranks))
+    elif live := recover_live(out):  # every rank killed outright
+        lines.append(f"mpiscope: job ended without MPI_Finalize and no rank wrote its trace; "
+                     f"`mpiscope analyze {out}` recovers {_ranks(live)} up to the kill from "
+                     "the crash-safe logs")
     elif not lines and not told:  # no MPI_Init (not an MPI program?), or a remote rank 0
         lines.append(f"mpiscope: no trace written to {out}")
     if not_saved and lines:

@@ -1,0 +1,122 @@
+/* Crash-safe live log: what a rank killed by SIGKILL (or a crash) leaves behind.
+ *
+ * DIR/.mpiscope-live/rank<N>.events is the raw event buffer itself (evbuf.h): the buffer
+ * is a MAP_SHARED window onto this file, written by the unchanged hot path, so the kernel
+ * keeps every word written when the process dies. The file is an append-only log of the
+ * whole run: at each batch encode the window moves on to the next window-sized slice of
+ * the file (reserved with fallocate before it is mapped). Unwritten space reads as zero,
+ * so a zero time word ends the data.
+ *
+ * DIR/.mpiscope-live/rank<N>.defs is an append-only log of records written on cold paths
+ * only: a header at MPI_Init, run properties, each call site when first seen (address,
+ * load bias and object path, to resolve it post-mortem), each communicator definition
+ * and name, and the clock anchors of each batch. `mpiscope-recover` turns the pair into
+ * the per-rank archive salvage() would have written (runtime.c: mps_recover).
+ *
+ * Both files are removed after a clean MPI_Finalize write-out and a successful salvage.
+ * Where the log cannot be kept (no space, file size limit, no fallocate) the rank removes
+ * it and goes on with an anonymous buffer as before, after one warning.
+ */
+#ifndef MPISCOPE_LIVE_H
+#define MPISCOPE_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "evbuf.h"
+
+#define MPS_LIVE_DIR ".mpiscope-live"
+#define MPS_LIVE_MAGIC "MPSLIVE1"
+#define MPS_LIVE_VERSION 1u
+
+/* record: {uint32 type, uint32 payload bytes} then the payload */
+enum mps_live_rec {
+    MPS_LIVE_HEADER = 1, /* struct mps_live_header */
+    MPS_LIVE_STRING,     /* uint32 key (enum mps_live_key), then the bytes */
+    MPS_LIVE_CALLSITE,   /* struct mps_live_callsite, then the object's path */
+    MPS_LIVE_COMM,       /* int32 words: ref, parent, size, name words, members, name */
+    MPS_LIVE_COMM_NAME,  /* uint32 ref, then the name */
+    MPS_LIVE_WINDOW,     /* struct mps_live_window */
+    MPS_LIVE_REGIONS,    /* the region names (mps_fn order), each ended by '\n' */
+};
+
+enum mps_live_key {
+    MPS_LIVE_HOST, MPS_LIVE_PROGRAM, MPS_LIVE_CMDLINE, MPS_LIVE_MPI_LIBRARY,
+    MPS_LIVE_START_TIME, MPS_LIVE_BOOT_ID, MPS_LIVE_NKEYS
+};
+
+struct mps_live_header {
+    char magic[8];
+    uint32_t version, rank, size, pid;
+    int32_t tsc;                  /* raw times are TSC ticks (else monotonic ns) */
+    uint32_t init_fn, init_cs;    /* MPI_Init's region and call site id */
+    uint32_t nregions;            /* MPS_FN_COUNT of the build that wrote it */
+    int64_t off_init;             /* this host's clock → rank 0's */
+    int64_t t_init_local;         /* monotonic ns at Init (the ClockOffset's time) */
+    uint64_t init_enter, init_leave; /* MPI_Init's Enter/Leave, trace time */
+    uint64_t raw0, ns0;           /* anchor before the first window's first event */
+    uint64_t window_bytes;        /* window i is bytes [i * window, (i + 1) * window) */
+};
+
+struct mps_live_callsite {
+    uint32_t id, reserved;
+    uint64_t addr;  /* return address in the process */
+    uint64_t bias;  /* the object's load bias (link_map l_addr) */
+    uint64_t fbase; /* its base address (dladdr's dli_fbase), for object+offset */
+};
+
+/* Window `index` starts: batch index - 1 ended at anchor (raw1, ns1); batch `index`
+ * starts at (raw0, ns0). `stopped` (reserved, 0): the log ends before this window. */
+struct mps_live_window {
+    uint64_t index, raw1, ns1, raw0, ns0, stopped;
+};
+
+/* ---- writer (the traced rank; cold paths only) ---- */
+
+/* Create DIR/.mpiscope-live/rank<N>.{events,defs}, reserve the first window and move the
+ * buffer b onto it. 0, or -1 with the reason in why (nothing left behind; b as it was),
+ * -2 if b lost its memory on the way (then it must not be used). */
+int mps_live_open(const char *outdir, int rank, mps_evbuf *b, char *why, size_t whylen);
+int mps_live_on(void);
+/* why the log was given up during the run (no space, file size limit), or NULL */
+const char *mps_live_lost(void);
+/* Append one record (payload a then b). A failure gives the log up (warning once): the
+ * buffer's events move to anonymous memory and the files are removed, so the space they
+ * held is there for the trace itself. */
+void mps_live_record(enum mps_live_rec type, const void *a, size_t alen, const void *b,
+                     size_t blen);
+void mps_live_string(enum mps_live_key key, const char *s);
+/* After a batch (ended at anchor raw1, ns1) was encoded: move b onto the next window.
+ * When it cannot be reserved the log is given up as above. The new window is logged by
+ * mps_live_window_start with the next batch's first anchor. */
+void mps_live_next_window(mps_evbuf *b, uint64_t raw1, uint64_t ns1);
+void mps_live_window_start(uint64_t raw0, uint64_t ns0);
+/* Close the files; with remove, delete them (and the directory once empty). */
+void mps_live_close(int remove);
+
+/* ---- reader (mpiscope-recover) ---- */
+
+typedef struct {
+    struct mps_live_callsite cs;
+    char *path;
+} mps_live_site;
+
+typedef struct {
+    struct mps_live_header h;
+    char *str[MPS_LIVE_NKEYS];
+    mps_live_site *sites;
+    uint32_t nsites;
+    int32_t *comms; /* the COMM records' words, back to back */
+    int ncomm_words;
+    struct { uint32_t ref; char name[64]; } *names;
+    uint32_t nnames;
+    struct mps_live_window *win;
+    uint32_t nwin;
+    char *regions; /* the REGIONS record, NUL-terminated */
+} mps_live_log;
+
+/* Parse DIR/.mpiscope-live/rank<N>.defs (a record cut short by the kill ends it). */
+int mps_live_read(const char *path, mps_live_log *log, char *why, size_t whylen);
+void mps_live_log_free(mps_live_log *log);
+
+#endif
