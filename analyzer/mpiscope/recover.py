@@ -100,3 +100,13 @@ def notices(trace_dir: Path) -> list[str]:
              f"{live} ({r.summary})" for r in done]
     lines += [f"mpiscope: warning: cannot recover {p}" for p in problems]
     return lines
+
+
+def before_reading(trace_dir: Path) -> list[str]:
+    """What every command that reads a trace does first (analyze, compare, serve, scaling):
+    a job whose ranks were killed outright left crash-safe logs instead of traces, so
+    recover them; the lines tell the user. Nothing for a finished trace."""
+    path = Path(trace_dir)
+    if not path.is_dir() or (path / "traces.otf2").exists() or not live_ranks(path):
+        return []
+    return notices(path)

@@ -274,3 +274,18 @@ def test_full_file_system_falls_back(exe: Path, tmp_path: Path) -> None:
         assert (trace.calls["function"] == "MPI_Allreduce").sum() == 2 * 2 * 20
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_compare_recovers_a_killed_rank_first(exe: Path, tmp_path: Path) -> None:
+    """`compare` reads a job with a rank killed outright as `analyze` does: the rank is
+    recovered from its log (one notice), then the job is compared, cut short, as one trace."""
+    job = run_and_kill(exe, tmp_path / "trace", after=20)
+    assert KILLED in recover.orphaned(job.out)
+    md = tmp_path / "cmp.md"
+    proc = subprocess.run([sys.executable, "-m", "mpiscope", "compare", str(job.out),
+                           str(job.out), "--md", str(md)], env=ENV, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"mpiscope: recovered rank {KILLED} up to its kill" in proc.stderr
+    assert "ranks cut short" in proc.stderr and "ranks cut short" in md.read_text()
+    assert not recover.orphaned(job.out)

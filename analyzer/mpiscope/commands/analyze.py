@@ -41,10 +41,8 @@ def load_with_progress(path: Path, use_cache: bool = True):
     from mpiscope.cutshort import cut_short_warning
 
     err = Console(stderr=True)
-    if path.is_dir() and not (path / "traces.otf2").exists():
-        # ranks killed outright left crash-safe logs instead of traces: recover them first
-        for line in recover.notices(path):
-            err.print(line, highlight=False, soft_wrap=True)
+    for line in recover.before_reading(path):
+        err.print(line, highlight=False, soft_wrap=True, markup=False)
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                    TaskProgressColumn(), TimeRemainingColumn(), console=err, transient=True)
 

@@ -20,10 +20,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from mpiscope import reports
+    from mpiscope import recover, reports
     from mpiscope.cutshort import cut_short_warning
 
     console = Console(stderr=True)
+    for path in (args.a, args.b):
+        for line in recover.before_reading(path):
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
     cmp, timelines = reports.comparison(args.a, args.b, args.label_a, args.label_b)
     for path, run in ((args.a, cmp.a), (args.b, cmp.b)):
         warning = cut_short_warning(path, run.truncated_ranks)

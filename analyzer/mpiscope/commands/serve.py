@@ -72,6 +72,11 @@ def run(args: argparse.Namespace) -> int:
     loopback = security.is_loopback(args.host)
     token = _token(args, loopback)
     dirs = [args.trace] + ([args.trace_b] if args.trace_b else [])
+    from mpiscope import recover
+
+    for d in dirs:  # ranks killed outright: their crash-safe logs become traces first
+        for line in recover.before_reading(Path(d)):
+            print(line, file=sys.stderr, flush=True)
     models = load_models(dirs)  # bad or missing traces: UserError, before serving
     for d, m in zip(dirs, models, strict=True):
         warn_cut_short(Path(d), m.trace)
