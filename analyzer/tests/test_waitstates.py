@@ -132,8 +132,9 @@ def test_injected_imbalance_is_waiting_at_the_allreduce(imbalance4):
     truth = nxn_wait_by_rank_s(imbalance4)
     for rank in range(4):
         assert per_rank.loc[rank] == pytest.approx(truth.loc[rank], rel=1e-9, abs=1e-9)
-    # rank 3 computes EXTRA_S longer each iteration: it waits least, rank 2 (no p2p
-    # work) waits about all of it
-    assert per_rank.idxmin() == 3
+    # rank 3 computes EXTRA_S longer each iteration; rank 2 (no p2p work, whose sleeps
+    # delay ranks 0 and 1 too) reaches the Allreduce first and waits most, about all of
+    # it. (Which rank waits least is up to the scheduler on a busy machine.)
+    assert per_rank.idxmax() == 2
     assert per_rank.loc[2] >= 0.5 * ITERATIONS * EXTRA_S
     assert ws.skew.remaining == 0
