@@ -47,6 +47,28 @@ def analyzer_json(trace: Path, tmp: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def assert_printed(text: str, seconds: float) -> None:
+    """`text` ("1.46 ms", "0.1234 s") shows `seconds` to the digits it prints: it is the
+    ground truth rounded there, so it may differ by half a unit of its last digit."""
+    number, unit = text.split()
+    scale = {"s": 1.0, "ms": 1e-3}[unit]
+    decimals = len(number.partition(".")[2])  # %g drops trailing zeros: never too strict
+    half_unit = 0.5 * 10.0 ** -decimals * scale
+    assert abs(float(number) * scale - seconds) <= half_unit * (1 + 1e-9), (text, seconds)
+
+
+@pytest.mark.parametrize("text, seconds", [("1.46 ms", 0.001455447), ("0.1234 s", 0.12344),
+                                           ("12.35 s", 12.3451), ("0.01 s", 0.0100004)])
+def test_printed_precision_check_accepts_rounding(text: str, seconds: float) -> None:
+    assert_printed(text, seconds)
+
+
+@pytest.mark.parametrize("text, seconds", [("1.46 ms", 0.001454), ("0.1234 s", 0.1236)])
+def test_printed_precision_check_rejects_a_wrong_digit(text: str, seconds: float) -> None:
+    with pytest.raises(AssertionError):
+        assert_printed(text, seconds)
+
+
 def test_study_writes_traces_reports_and_an_index(study):
     for n in (1, 2, 4):
         for v in ("unpatched", "patched"):
@@ -156,10 +178,9 @@ def test_markdown_summary_has_runs_ranks_wait_states_and_mflops(study, tmp_path)
         assert len(cells) == 6
         for cell, key in zip(cells[2:], ("total_s", "compute_s", "communication_s",
                                          "synchronization_s"), strict=True):
-            before, after = (float(x.split()[0]) * (1e-3 if x.endswith("ms") else 1)
-                             for x in cell.split(" → "))
-            assert before == pytest.approx(ra[key], rel=2e-3, abs=1e-6)
-            assert after == pytest.approx(rb[key], rel=2e-3, abs=1e-6)
+            before, after = cell.split(" → ")
+            assert_printed(before, ra[key])
+            assert_printed(after, rb[key])
     assert "#### Wait states" in md
     for key in reps["unpatched"]["wait_states"]:
         assert f"| {key.removesuffix('_s').replace('_', ' ')} |" in md

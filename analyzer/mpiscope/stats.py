@@ -127,12 +127,17 @@ def _trend(n: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     return float(alpha), float(slope)
 
 
-def _switch(path: str, nbytes: np.ndarray, t_s: np.ndarray) -> ProtocolSwitch | None:
+def _size_points(nbytes: np.ndarray, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(median size, median time) of each size bucket with enough messages to count."""
     df = pd.DataFrame({"lo": _size_bucket(nbytes), "n": nbytes, "t": t_s})
     g = df[df["n"] > 0].groupby("lo").agg(n=("n", "median"), t=("t", "median"),
                                           count=("t", "size"))
     g = g[g["count"] >= SWITCH_MIN_MESSAGES]
-    n, t = g["n"].to_numpy(float), g["t"].to_numpy(float)
+    return g["n"].to_numpy(float), g["t"].to_numpy(float)
+
+
+def _switch(path: str, nbytes: np.ndarray, t_s: np.ndarray) -> ProtocolSwitch | None:
+    n, t = _size_points(nbytes, t_s)
     best: ProtocolSwitch | None = None
     for j in range(SWITCH_MIN_BELOW, len(n) - SWITCH_MIN_ABOVE + 1):
         alpha, slope = _trend(n[:j], t[:j])
@@ -153,6 +158,28 @@ def _switch(path: str, nbytes: np.ndarray, t_s: np.ndarray) -> ProtocolSwitch | 
     return best
 
 
+def _paths(trace: Trace) -> list[tuple[str, np.ndarray]]:
+    """(path, mask over trace.messages) for intra- and inter-node messages."""
+    m = trace.messages
+    hosts = trace.host_of()
+    same = m["send_rank"].map(hosts).to_numpy() == m["recv_rank"].map(hosts).to_numpy()
+    return [("intra-node", same), ("inter-node", ~same)]
+
+
+def switch_evidence(trace: Trace) -> dict[str, int]:
+    """Per path with messages: how many size buckets hold enough messages to show a
+    switch. With >= SWITCH_MIN_BELOW + SWITCH_MIN_ABOVE of them and no switch found, the
+    trace shows none: its transfer times follow one latency/bandwidth trend (a real run
+    may have none, e.g. when the MPI library's large-message copy is as fast per byte as
+    its eager one); with fewer, it cannot tell."""
+    m = trace.messages
+    if m.empty:
+        return {}
+    b, t = m["bytes"].to_numpy(), transfer_ns(trace) / 1e9
+    return {path: len(_size_points(b[sel], t[sel])[0]) for path, sel in _paths(trace)
+            if sel.any()}
+
+
 def protocol_switches(trace: Trace) -> list[ProtocolSwitch]:
     """The eager/rendezvous switch per path (intra-node, inter-node), where the trace
     shows it.
@@ -170,11 +197,8 @@ def protocol_switches(trace: Trace) -> list[ProtocolSwitch]:
     m = trace.messages
     if m.empty:
         return []
-    hosts = trace.host_of()
-    same = m["send_rank"].map(hosts).to_numpy() == m["recv_rank"].map(hosts).to_numpy()
     b, t = m["bytes"].to_numpy(), transfer_ns(trace) / 1e9
-    found = (_switch(path, b[sel], t[sel])
-             for path, sel in (("intra-node", same), ("inter-node", ~same)))
+    found = (_switch(path, b[sel], t[sel]) for path, sel in _paths(trace))
     return [s for s in found if s is not None]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from mpiscope import findings
+from mpiscope import findings, stats
 from mpiscope.report import AnalysisReport
 from mpiscope.stats import ProtocolSwitch
 
@@ -52,6 +52,14 @@ def _messages(rep: AnalysisReport, console: Console, hosts: int) -> None:
         console.print(ht)
     for p in rep.protocol_switches:
         console.print(_switch_line(p, hosts))
+    # where the sizes could show a switch and none stands out, say so: a real run may
+    # have none (no step between eager and large-message copies); too few sizes say nothing
+    named = {p.path for p in rep.protocol_switches}
+    for path, sizes in stats.switch_evidence(rep.trace).items():
+        if path not in named and sizes >= stats.SWITCH_MIN_BELOW + stats.SWITCH_MIN_ABOVE:
+            where = f" ({path})" if hosts > 1 else ""
+            console.print(f"No protocol switch visible{where}: the transfer times of {sizes} "
+                          "message sizes follow one latency/bandwidth trend")
 
 
 def print_summary(rep: AnalysisReport, console: Console, top: int = 10) -> None:

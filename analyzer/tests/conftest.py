@@ -3,7 +3,8 @@
 - `write_trace(builder, name="trace") -> Path`: write a TraceBuilder into a fresh temp dir.
 - `two_rank_trace`: the hand-written 2-rank example of `two_rank_example()` (session-wide,
   read-only by convention: copy it before modifying files).
-- `scorep_trace`: the Score-P ping-pong test trace (read-only directory).
+- `scorep_trace`: a private copy of the Score-P ping-pong test trace of ../shared/testdata
+  (session-wide; tests never write into the shared data, and analyzing writes a cache).
 - `synth_trace(ranks, events) -> Path`: a trace from the C generator `mpiscope-synth`.
 """
 
@@ -18,10 +19,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tracegen, also for tests elsewhere
 
-from tracegen import TraceBuilder  # noqa: E402
+from scenarios import SCOREP_PING_PONG  # noqa: E402
+from tracegen import TraceBuilder, copy_trace  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-SCOREP_TRACE = Path("/work/shared/testdata/scorep-ping-pong")
 SYNTH = REPO / "build" / "native" / "mpiscope-synth"
 
 
@@ -76,10 +77,10 @@ def two_rank_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def scorep_trace() -> Path:
-    if not (SCOREP_TRACE / "traces.otf2").is_file():
-        pytest.skip(f"{SCOREP_TRACE} not present")
-    return SCOREP_TRACE
+def scorep_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not (SCOREP_PING_PONG / "traces.otf2").is_file():
+        pytest.skip(f"{SCOREP_PING_PONG} not present")
+    return copy_trace(SCOREP_PING_PONG, tmp_path_factory.mktemp("scorep") / SCOREP_PING_PONG.name)
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,9 @@ from mpiscope.trace import Trace, TraceMeta
 
 PROGRAMS = Path(__file__).parent / "programs"
 HIMENO = Path(__file__).resolve().parents[2] / "workloads" / "himeno" / "himeno"
-# the Score-P trace of a 2-rank ping-pong shipped beside the repository (../shared/testdata)
+# the Score-P trace of a 2-rank ping-pong shipped beside the repository (../shared/testdata);
+# read-only for tests: they use the `scorep_trace` fixture, a private copy (analyzing a
+# trace writes a cache beside it)
 SCOREP_PING_PONG = Path(os.environ.get(
     "MPISCOPE_TESTDATA", Path(__file__).resolve().parents[3] / "shared" / "testdata")
 ) / "scorep-ping-pong"

@@ -5,7 +5,7 @@ import shutil
 import subprocess
 
 import pytest
-from scenarios import PROGRAMS, SCOREP_PING_PONG, marker_line, traced_run
+from scenarios import PROGRAMS, marker_line, traced_run
 
 
 def mpiscope(*args, cwd=None):
@@ -39,8 +39,8 @@ def test_analyze_prints_the_summary_and_writes_json(trace, tmp_path):
     assert doc["findings"][0]["callsite"] == allreduce
 
 
-def test_scorep_trace(tmp_path):
-    p = mpiscope("analyze", SCOREP_PING_PONG, "--json", tmp_path / "s.json")
+def test_scorep_trace(tmp_path, scorep_trace):
+    p = mpiscope("analyze", scorep_trace, "--json", tmp_path / "s.json")
     assert p.returncode == 0, p.stderr
     assert "quartz10" in p.stdout and "MPI_Send" in p.stdout
     # Score-P records no call sites: the loop is found from the function sequence

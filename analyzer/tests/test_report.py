@@ -6,7 +6,7 @@ import os
 import subprocess
 
 import pytest
-from scenarios import SCOREP_PING_PONG, traced_run
+from scenarios import traced_run
 
 from mpiscope import reader, report
 
@@ -32,8 +32,8 @@ def check_contract(doc: dict, nranks: int) -> None:
         assert CONTRACT_FINDING_KEYS <= f.keys()
 
 
-def test_scorep_trace_has_a_breakdown_for_every_rank():
-    doc = json.loads(report.analyze(reader.load(SCOREP_PING_PONG)).to_json())
+def test_scorep_trace_has_a_breakdown_for_every_rank(scorep_trace):
+    doc = json.loads(report.analyze(reader.load(scorep_trace)).to_json())
     check_contract(doc, 2)
     assert doc["meta"]["num_ranks"] == 2
     funcs = {f["name"]: f for f in doc["functions"]}

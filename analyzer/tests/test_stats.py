@@ -3,7 +3,7 @@ intra- vs inter-node split, the Hockney fit, and the eager/rendezvous switch (he
 synthetic networks; on a real ping-pong in test_protocol_switch.py)."""
 
 import pytest
-from scenarios import SCOREP_PING_PONG, Scenario
+from scenarios import Scenario
 
 from mpiscope import reader, stats
 
@@ -103,9 +103,9 @@ def test_comm_matrix_and_host_split():
         200000 / (ALPHA_NS + 200000) * 1e3)
 
 
-def test_scorep_ping_pong_shows_the_protocol_switch():
+def test_scorep_ping_pong_shows_the_protocol_switch(scorep_trace):
     """The Score-P test trace: ping-pong of 16 KiB..2 MiB, one bucket per size."""
-    t = reader.load(SCOREP_PING_PONG)
+    t = reader.load(scorep_trace)
     h = stats.message_sizes(t)
     assert list(h["bucket_lo"]) == [2 ** k for k in range(14, 22)]
     assert (h["messages"] == 2).all()

@@ -1,5 +1,5 @@
 """The analysis panel's message-size figure marks the eager/rendezvous switch the
-analyzer found (mpiscope.stats.protocol_switches, tested on real ping-pongs in
+analyzer found (mpiscope.stats.protocol_switches, tested on ping-pong traces in
 analyzer/tests/test_protocol_switch.py)."""
 
 import numpy as np
