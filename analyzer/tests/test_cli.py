@@ -1,6 +1,7 @@
 """`mpiscope analyze` as a user runs it: summary, JSON, bad input, truncated traces."""
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -9,13 +10,11 @@ from scenarios import PROGRAMS, marker_line, traced_run
 
 
 def mpiscope(*args, cwd=None):
+    # a bare environment, but the same `mpiscope`: PATH, and PYTHONPATH where the tests
+    # run against a checkout other than the installed one
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH")}
     return subprocess.run(["mpiscope", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env={"COLUMNS": "200", "PATH": _path()}, timeout=300)
-
-
-def _path():
-    import os
-    return os.environ["PATH"]
+                          cwd=cwd, env={**env, "COLUMNS": "200"}, timeout=300)
 
 
 @pytest.fixture(scope="module")
