@@ -24,7 +24,9 @@ def trace(tmp_path_factory):
 
 def test_analyze_prints_the_summary_and_writes_json(trace, tmp_path):
     out = tmp_path / "a.json"
-    p = mpiscope("analyze", trace, "--json", out, "--top", "3")
+    # the default top 10 shows every call site where this program waits: with --top 3,
+    # which sites make the cut depends on how a busy machine stretched each wait
+    p = mpiscope("analyze", trace, "--json", out)
     assert p.returncode == 0, p.stderr
     assert "Time per rank" in p.stdout and "synchronization" in p.stdout
     assert "MPI_Allreduce" in p.stdout  # top functions
