@@ -1,6 +1,7 @@
 """`mpiscope analyze` as a user runs it: summary, JSON, bad input, truncated traces."""
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -9,13 +10,11 @@ from scenarios import PROGRAMS, marker_line, traced_run
 
 
 def mpiscope(*args, cwd=None):
+    # a bare environment, but the same `mpiscope`: PATH, and PYTHONPATH where the tests
+    # run against a checkout other than the installed one
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH")}
     return subprocess.run(["mpiscope", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env={"COLUMNS": "200", "PATH": _path()}, timeout=300)
-
-
-def _path():
-    import os
-    return os.environ["PATH"]
+                          cwd=cwd, env={**env, "COLUMNS": "200"}, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +24,9 @@ def trace(tmp_path_factory):
 
 def test_analyze_prints_the_summary_and_writes_json(trace, tmp_path):
     out = tmp_path / "a.json"
-    p = mpiscope("analyze", trace, "--json", out, "--top", "3")
+    # the default top 10 shows every call site where this program waits: with --top 3,
+    # which sites make the cut depends on how a busy machine stretched each wait
+    p = mpiscope("analyze", trace, "--json", out)
     assert p.returncode == 0, p.stderr
     assert "Time per rank" in p.stdout and "synchronization" in p.stdout
     assert "MPI_Allreduce" in p.stdout  # top functions
