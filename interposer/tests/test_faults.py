@@ -312,3 +312,27 @@ def test_each_bad_setting_is_said_once_and_unknown_filter_names_ignored(programs
         assert t.enters(r) == Counter({"MPI_Init": 1, "MPI_Finalize": 1, "MPI_Irecv": 20,
                                        "MPI_Isend": 20, "MPI_Waitall": 20,
                                        "MPI_Allreduce": 20})
+
+
+def test_a_switch_with_a_value_it_does_not_know_is_said_once(programs, tmp_path):
+    """`MPISCOPE_LIVE=off` (it knows 0 and 1) or a mistyped clock were taken silently:
+    rank 0 alone says so (4 ranks, one line each), the default applies, the job is as
+    untraced."""
+    cmd = [str(programs["loop.c"]), "20"]
+    bare = mpijobs.run(cmd, np=4, traced=False)
+    out = tmp_path / "trace"
+    job = mpijobs.run(cmd, np=4, out=out, env={"MPISCOPE_LIVE": "off",
+                                               "MPISCOPE_CLOCK": "rdtsc"})
+    same_job(bare, job)
+    assert sorted(mpiscope_lines(job.stderr)) == [
+        "mpiscope: warning: MPISCOPE_CLOCK=rdtsc is neither tsc nor monotonic; using the "
+        "default (tsc where the kernel's clocksource is tsc)",
+        "mpiscope: warning: MPISCOPE_LIVE=off is neither 0 nor 1; using the default "
+        "(1: crash-safe live log on)"]
+    assert entries(out) == ARCHIVE
+    assert tc.read_both(out).enters(3)["MPI_Allreduce"] == 20
+    # the values it knows are taken without a word
+    again = mpijobs.run(cmd, np=4, out=tmp_path / "again",
+                        env={"MPISCOPE_LIVE": "1", "MPISCOPE_CLOCK": "monotonic"})
+    same_job(bare, again)
+    assert mpiscope_lines(again.stderr) == []
