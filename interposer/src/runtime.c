@@ -1321,7 +1321,11 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
                 memcpy(dir, abs, sizeof dir);
         }
         char moved[PATH_MAX];
-        if (mkdir_p(dir) != 0) {
+        if (out && *out && strlen(out) >= sizeof dir) {
+            /* cut to PATH_MAX it would name another directory: make none, say so */
+            warn_once("cannot write trace directory %.200s…: %s", out, strerror(ENAMETOOLONG));
+            ok = 0;
+        } else if (mkdir_p(dir) != 0) {
             warn_once("cannot write trace directory %s: %s", dir, strerror(errno));
             ok = 0;
         } else if (mps_move_earlier_run(dir, getenv("MPISCOPE_JOB_OUTPUT"), moved,

@@ -235,6 +235,23 @@ def test_a_quote_and_a_space_in_the_path(name, programs, tmp_path):
     assert tc.read_both(out).enters(1)["MPI_Allreduce"] == 3
 
 
+def test_a_path_longer_than_path_max_makes_no_directory(programs, untraced_loop, tmp_path):
+    """A path no system call takes whole (ENAMETOOLONG) was cut to PATH_MAX and another
+    directory created under it. Now: one line, no directory, the job as untraced; bare
+    LD_PRELOAD and `mpiscope run` alike."""
+    top = tmp_path / "long"
+    out = top.joinpath(*["d" * 240] * 18)  # 4300+ bytes, each name within NAME_MAX
+    assert len(str(out)) > 4096
+    cmd = [str(programs["loop.c"]), "20"]
+    for job in (mpijobs.run(cmd, np=2, out=out),
+                mpiscope_run(out, [*mpijobs.MPIRUN, "-np", "2", *cmd])):
+        same_job(untraced_loop, job)
+        (line,) = mpiscope_lines(job.stderr)
+        assert line.startswith(f"mpiscope: warning: cannot write trace directory {top}/")
+        assert line.endswith(": File name too long; continuing untraced")
+        assert not top.exists()
+
+
 def test_a_tee_of_the_new_run_stays_beside_its_trace(programs, tmp_path):
     """README's `| tee DIR/program-output.txt` truncates that file for the new run before
     MPI_Init: the earlier run's trace moves aside, the new copy stays beside the new
