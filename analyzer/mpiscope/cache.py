@@ -94,10 +94,29 @@ def _manifest(d: Path, trace_dir: Path, version: str) -> dict | None:
     return man
 
 
+def _only_regular_files(d: Path) -> bool:
+    """Every file of the cache is a regular one: opening a FIFO put in place of
+    `manifest.json` or a parquet file would wait forever for a writer (a device would
+    never end). Such a cache is not read; the next store replaces it."""
+    try:
+        for root, _dirs, files in os.walk(d, onerror=_raise):
+            for name in files:
+                if not stat.S_ISREG(os.stat(os.path.join(root, name)).st_mode):
+                    return False
+    except OSError:
+        return False
+    return True
+
+
+def _raise(err: OSError) -> None:
+    raise err
+
+
 def load(trace_dir: Path, version: str) -> Trace | None:
     """The cached tables if a current cache exists, else None."""
     for d in candidates(trace_dir):
-        man = _manifest(d, trace_dir, version) if d.is_dir() else None
+        ok = d.is_dir() and _only_regular_files(d)
+        man = _manifest(d, trace_dir, version) if ok else None
         if man is None:
             continue
         try:

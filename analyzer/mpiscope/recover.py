@@ -12,6 +12,7 @@ it together with the others, unchanged.
 from __future__ import annotations
 
 import re
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,8 +79,11 @@ def recover(trace_dir: Path, ranks: list[int] | None = None
     todo = orphaned(trace_dir) if ranks is None else ranks
     if ranks is None:
         _drop_served(Path(trace_dir))
+    refused = [_not_a_log(Path(trace_dir), r) for r in todo]
+    problems = [p for p in refused if p]
+    todo = [r for r, p in zip(todo, refused, strict=True) if not p]
     if not todo:
-        return [], []
+        return [], problems
     proc = subprocess.run([str(tool()), str(Path(trace_dir).resolve()), *map(str, todo)],
                           capture_output=True, text=True)
     done = []
@@ -87,9 +91,24 @@ def recover(trace_dir: Path, ranks: list[int] | None = None
         m = re.match(r"rank (\d+): (.*)", line)
         if m:
             done.append(Recovered(int(m.group(1)), m.group(2)))
-    problems = [line.removeprefix("mpiscope-recover: ") for line in proc.stderr.splitlines()
-                if line.strip()]
+    problems += [line.removeprefix("mpiscope-recover: ") for line in proc.stderr.splitlines()
+                 if line.strip()]
     return done, problems
+
+
+def _not_a_log(trace_dir: Path, rank: int) -> str | None:
+    """Why rank's live log is not read, or None: a FIFO, device or socket in place of
+    one of its files would make the recovery wait forever for a writer (as for the
+    trace's own files, reader.require_regular_files)."""
+    for suffix in ("events", "defs"):
+        path = trace_dir / LIVE_DIR / f"rank{rank}.{suffix}"
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            continue  # missing: the tool says so
+        if not stat.S_ISREG(mode):
+            return f"rank {rank}: {path}: not a regular file"
+    return None
 
 
 def notices(trace_dir: Path) -> list[str]:

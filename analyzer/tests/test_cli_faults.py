@@ -269,6 +269,25 @@ def test_ulimit_leaves_no_half_written_cache(trace: Path) -> None:
     assert sorted(os.listdir(trace)) == sorted([*before, ".mpiscope-cache"])
 
 
+@pytest.mark.parametrize("name", ["manifest.json", "ranks.parquet",
+                                  "calls/rank=1/part-0.parquet"])
+def test_a_fifo_in_the_cache_is_not_read_and_the_cache_is_rebuilt(trace: Path,
+                                                                   name: str) -> None:
+    """A FIFO in place of one of the cache's files (the cache is mpiscope's own, but the
+    directory is the user's): opening it would wait forever for a writer. The cache is
+    skipped and written anew, and the summary is the same as from a good cache."""
+    first = mpiscope("analyze", trace)
+    assert first.returncode == 0, first.stderr
+    fifo = trace / ".mpiscope-cache" / name
+    fifo.unlink()
+    os.mkfifo(fifo)
+    proc = mpiscope("analyze", trace)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and proc.stdout == first.stdout
+    assert fifo.is_file()  # the rebuilt cache replaced it
+    assert not any(stat.S_ISFIFO(p.lstat().st_mode) for p in trace.rglob("*"))
+
+
 def test_a_killed_writers_temporary_cache_is_cleared(trace: Path) -> None:
     """A writer killed by SIGKILL leaves `.mpiscope-cache.tmp<pid>`; the next writer
     removes it (its pid is gone), while the cache it writes is used."""

@@ -289,3 +289,25 @@ def test_compare_recovers_a_killed_rank_first(exe: Path, tmp_path: Path) -> None
     assert f"mpiscope: recovered rank {KILLED} up to its kill" in proc.stderr
     assert "ranks cut short" in proc.stderr and "ranks cut short" in md.read_text()
     assert not recover.orphaned(job.out)
+
+
+@pytest.mark.parametrize("suffix", ["events", "defs"])
+def test_a_fifo_in_place_of_a_live_log_is_not_read(exe: Path, tmp_path: Path,
+                                                   suffix: str) -> None:
+    """A FIFO in place of a killed rank's log file (as in place of a trace file): the
+    recovery would wait forever for a writer. analyze says in one line that the rank
+    cannot be recovered and why, and analyzes the rest; `recover` says the same, exit 1."""
+    job = run_and_kill(exe, tmp_path / "trace", after=10)
+    log = job.out / recover.LIVE_DIR / f"rank{KILLED}.{suffix}"
+    assert log.is_file()
+    log.unlink()
+    os.mkfifo(log)
+    why = f"mpiscope: warning: cannot recover rank {KILLED}: {log}: not a regular file"
+    proc = subprocess.run([sys.executable, "-m", "mpiscope", "recover", str(job.out)],
+                          env=ENV, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and why in proc.stderr.splitlines(), proc.stderr
+    proc, rep = analyze(job.out, tmp_path)
+    assert why in proc.stderr.splitlines() and "Traceback" not in proc.stderr
+    assert "ranks cut short" in proc.stderr
+    assert {r["rank"] for r in rep["ranks"]} == set(range(RANKS))
+    assert KILLED not in salvaged.archives(job.out)  # nothing made up from the FIFO

@@ -1057,6 +1057,16 @@ static void parse_filter(const char *spec)
     S.filtered[MPS_FN_MPI_Finalize] = 0;
 }
 
+/* A variable with a few fixed values (MPISCOPE_LIVE, MPISCOPE_CLOCK): anything else
+ * (`off`, `no`, a typo) is said once by rank 0 and the default applies. Unset or empty:
+ * the default, silently. */
+static void check_choice(const char *var, const char *a, const char *b, const char *dflt)
+{
+    const char *s = getenv(var);
+    if (!s || !*s || strcmp(s, a) == 0 || strcmp(s, b) == 0) return;
+    config_warning("%s=%s is neither %s nor %s; using the default (%s)", var, s, a, b, dflt);
+}
+
 static int mkdir_p(const char *path)
 {
     char tmp[PATH_MAX];
@@ -1311,7 +1321,11 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
                 memcpy(dir, abs, sizeof dir);
         }
         char moved[PATH_MAX];
-        if (mkdir_p(dir) != 0) {
+        if (out && *out && strlen(out) >= sizeof dir) {
+            /* cut to PATH_MAX it would name another directory: make none, say so */
+            warn_once("cannot write trace directory %.200s…: %s", out, strerror(ENAMETOOLONG));
+            ok = 0;
+        } else if (mkdir_p(dir) != 0) {
             warn_once("cannot write trace directory %s: %s", dir, strerror(errno));
             ok = 0;
         } else if (mps_move_earlier_run(dir, getenv("MPISCOPE_JOB_OUTPUT"), moved,
@@ -1336,6 +1350,8 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     S.pool_budget = 4 * S.chunk_size;
     S.hash_bytes = (size_t)parse_size("MPISCOPE_HASH_BYTES", 64, 0, 1 << 30);
     parse_filter(getenv("MPISCOPE_FILTER"));
+    check_choice("MPISCOPE_LIVE", "0", "1", "1: crash-safe live log on");
+    check_choice("MPISCOPE_CLOCK", "tsc", "monotonic", "tsc where the kernel's clocksource is tsc");
     const char *h = getenv("MPISCOPE_HOSTNAME");
     if (h && *h) snprintf(S.host, sizeof S.host, "%s", h);
     else if (gethostname(S.host, sizeof S.host - 1) != 0) snprintf(S.host, sizeof S.host, "?");

@@ -235,6 +235,23 @@ def test_a_quote_and_a_space_in_the_path(name, programs, tmp_path):
     assert tc.read_both(out).enters(1)["MPI_Allreduce"] == 3
 
 
+def test_a_path_longer_than_path_max_makes_no_directory(programs, untraced_loop, tmp_path):
+    """A path no system call takes whole (ENAMETOOLONG) was cut to PATH_MAX and another
+    directory created under it. Now: one line, no directory, the job as untraced; bare
+    LD_PRELOAD and `mpiscope run` alike."""
+    top = tmp_path / "long"
+    out = top.joinpath(*["d" * 240] * 18)  # 4300+ bytes, each name within NAME_MAX
+    assert len(str(out)) > 4096
+    cmd = [str(programs["loop.c"]), "20"]
+    for job in (mpijobs.run(cmd, np=2, out=out),
+                mpiscope_run(out, [*mpijobs.MPIRUN, "-np", "2", *cmd])):
+        same_job(untraced_loop, job)
+        (line,) = mpiscope_lines(job.stderr)
+        assert line.startswith(f"mpiscope: warning: cannot write trace directory {top}/")
+        assert line.endswith(": File name too long; continuing untraced")
+        assert not top.exists()
+
+
 def test_a_tee_of_the_new_run_stays_beside_its_trace(programs, tmp_path):
     """README's `| tee DIR/program-output.txt` truncates that file for the new run before
     MPI_Init: the earlier run's trace moves aside, the new copy stays beside the new
@@ -312,3 +329,27 @@ def test_each_bad_setting_is_said_once_and_unknown_filter_names_ignored(programs
         assert t.enters(r) == Counter({"MPI_Init": 1, "MPI_Finalize": 1, "MPI_Irecv": 20,
                                        "MPI_Isend": 20, "MPI_Waitall": 20,
                                        "MPI_Allreduce": 20})
+
+
+def test_a_switch_with_a_value_it_does_not_know_is_said_once(programs, tmp_path):
+    """`MPISCOPE_LIVE=off` (it knows 0 and 1) or a mistyped clock were taken silently:
+    rank 0 alone says so (4 ranks, one line each), the default applies, the job is as
+    untraced."""
+    cmd = [str(programs["loop.c"]), "20"]
+    bare = mpijobs.run(cmd, np=4, traced=False)
+    out = tmp_path / "trace"
+    job = mpijobs.run(cmd, np=4, out=out, env={"MPISCOPE_LIVE": "off",
+                                               "MPISCOPE_CLOCK": "rdtsc"})
+    same_job(bare, job)
+    assert sorted(mpiscope_lines(job.stderr)) == [
+        "mpiscope: warning: MPISCOPE_CLOCK=rdtsc is neither tsc nor monotonic; using the "
+        "default (tsc where the kernel's clocksource is tsc)",
+        "mpiscope: warning: MPISCOPE_LIVE=off is neither 0 nor 1; using the default "
+        "(1: crash-safe live log on)"]
+    assert entries(out) == ARCHIVE
+    assert tc.read_both(out).enters(3)["MPI_Allreduce"] == 20
+    # the values it knows are taken without a word
+    again = mpijobs.run(cmd, np=4, out=tmp_path / "again",
+                        env={"MPISCOPE_LIVE": "1", "MPISCOPE_CLOCK": "monotonic"})
+    same_job(bare, again)
+    assert mpiscope_lines(again.stderr) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
 import tempfile
@@ -122,8 +123,12 @@ def run(args: argparse.Namespace) -> int:
         if moved := outdir.move_earlier_run(out):
             print(f"mpiscope: the earlier run in {out} was moved to {moved}", file=sys.stderr)
     except OSError as e:  # never delete it, never mix: the job runs, untraced
-        print(f"mpiscope: warning: cannot move the earlier run in {out} aside "
-              f"({e.strerror}); continuing untraced", file=sys.stderr)
+        if e.errno == errno.ENAMETOOLONG:  # no directory there at all, earlier run or not
+            print(f"mpiscope: warning: cannot write trace directory {out}: {e.strerror}; "
+                  "continuing untraced", file=sys.stderr)
+        else:
+            print(f"mpiscope: warning: cannot move the earlier run in {out} aside "
+                  f"({e.strerror}); continuing untraced", file=sys.stderr)
         env, copy_to = dict(os.environ, MPISCOPE_DISABLE="1"), None
     started = time.time() - 2  # per-rank traces older than this are an earlier job's
     # the interposer's rank 0 puts why there is no trace here rather than on the job's
