@@ -183,3 +183,18 @@ def traced_himeno(ranks: int, args: list[str], workdir: Path) -> Path:
                    check=True, capture_output=True, timeout=300)
     assert (out / "traces.otf2").exists(), f"no trace written to {out}"
     return out
+
+
+def analyze_json(path: Path, tmp: Path, env: dict[str, str] | None = None,
+                 timeout: float = 120) -> tuple[subprocess.CompletedProcess, dict]:
+    """`mpiscope analyze PATH --json` as a user runs it: the process (stderr: its notices
+    and warnings) and the JSON it wrote."""
+    import json
+    import sys
+    import time
+
+    out = tmp / f"{path.name}-{time.monotonic_ns()}.json"
+    proc = subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(path), "--json",
+                           str(out)], env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return proc, json.loads(out.read_text())

@@ -13,7 +13,6 @@ checks what the user gets either way.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scenarios import compile_program
+from scenarios import analyze_json, compile_program
 
 from mpiscope import reader, salvaged
 
@@ -60,11 +59,7 @@ def run_job(exe: Path, mode: str, out: Path, kill_after_s: int | None = None) ->
 
 
 def analyze(path: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, dict]:
-    out = tmp / f"{path.name}.json"
-    proc = subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(path), "--json",
-                           str(out)], env=ENV, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    return proc, json.loads(out.read_text())
+    return analyze_json(path, tmp, ENV)
 
 
 def mpiscope_lines(stderr: str) -> list[str]:

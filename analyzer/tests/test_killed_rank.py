@@ -11,7 +11,6 @@ turns into DIR/rank1/traces.otf2 before reading the job as one trace.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import resource
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from scenarios import compile_program
+from scenarios import analyze_json, compile_program
 
 from mpiscope import reader, recover, salvaged
 from mpiscope.trace import Trace
@@ -82,11 +81,7 @@ def run_and_kill(exe: Path, out: Path, after: int, env: dict[str, str] | None = 
 
 
 def analyze(path: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, dict]:
-    out = tmp / f"{path.name}-{time.monotonic_ns()}.json"
-    proc = subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(path), "--json",
-                           str(out)], env=ENV, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return proc, json.loads(out.read_text())
+    return analyze_json(path, tmp, ENV)
 
 
 @pytest.fixture(scope="module")

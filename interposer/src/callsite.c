@@ -11,6 +11,19 @@
 #include <string.h>
 #include <unistd.h>
 
+/* file:line of the instruction at a (DWARF through libdw) into *out; 0 where unknown */
+static int source_line(Dwfl *dwfl, Dwarf_Addr a, mps_location *out)
+{
+    Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, a) : NULL;
+    Dwfl_Line *line = mod ? dwfl_module_getsrc(mod, a) : NULL;
+    int lineno = 0;
+    const char *src = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    if (!src || lineno <= 0) return 0;
+    out->file = strdup(src);
+    out->line = (uint32_t)lineno;
+    return 1;
+}
+
 static char *object_offset(void *addr)
 {
     Dl_info info;
@@ -44,15 +57,7 @@ void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out)
         out[i].file = NULL;
         out[i].line = 0;
         /* the return address follows the call: look up the call instruction itself */
-        Dwarf_Addr a = (Dwarf_Addr)(uintptr_t)addrs[i] - 1;
-        Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, a) : NULL;
-        Dwfl_Line *line = mod ? dwfl_module_getsrc(mod, a) : NULL;
-        int lineno = 0;
-        const char *src = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
-        if (src && lineno > 0) {
-            out[i].file = strdup(src);
-            out[i].line = (uint32_t)lineno;
-        } else {
+        if (!source_line(dwfl, (Dwarf_Addr)(uintptr_t)addrs[i] - 1, &out[i])) {
             out[i].file = object_offset((char *)addrs[i] - 1); /* the call, as for file:line */
         }
     }
@@ -92,14 +97,8 @@ void mps_callsite_resolve_offline(const mps_offline_site *sites, uint32_t n, mps
         out[i].line = 0;
         if (!sites[i].addr) { out[i].file = strdup("?"); continue; } /* never logged */
         Dwarf_Addr a = (Dwarf_Addr)sites[i].addr - 1; /* the call, not the return address */
-        Dwfl_Module *mod = dwfl ? dwfl_addrmodule(dwfl, a) : NULL;
-        Dwfl_Line *line = mod ? dwfl_module_getsrc(mod, a) : NULL;
-        int lineno = 0;
-        const char *src = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
-        if (src && lineno > 0) {
-            out[i].file = strdup(src);
-            out[i].line = (uint32_t)lineno;
-        } else { /* as object_offset() names it in the live process */
+        if (!source_line(dwfl, a, &out[i])) {
+            /* as object_offset() names it in the live process */
             char buf[512];
             const char *p = sites[i].path ? sites[i].path : "";
             const char *base = strrchr(p, '/');

@@ -1861,6 +1861,34 @@ void mps_finalize_before(void)
     mps_io_guard_end();
 }
 
+/* The global definitions of a single-rank archive (salvage(), mpiscope-recover): call
+ * sites by this rank's local ids (`loc`, freed here), every rank of the job defined
+ * (communicator groups name them) but only `rank` with its host and `nevents` events:
+ * the others' events died with them. Returns the number of communicators (*order: their
+ * dense refs, for write_local_defs). */
+static int write_single_rank_defs(OTF2_GlobalDefWriter *gw, int rank, uint64_t nevents,
+                                  mps_location *loc, uint32_t nloc, uint32_t **order)
+{
+    for (uint32_t i = 0; i < nloc; i++) {
+        OTF2_StringRef fs = gstr(gw, loc[i].file ? loc[i].file : "?");
+        OTF2_GlobalDefWriter_WriteSourceCodeLocation(gw, i, fs, loc[i].line);
+        free(loc[i].file);
+    }
+    char *hosts = calloc((size_t)S.size, sizeof S.host);
+    uint64_t *counts = calloc((size_t)S.size, sizeof *counts);
+    int ncw = 0, ncomms = 0;
+    int32_t *cw = serialize_comms(1, &ncw);
+    if (hosts && counts && cw) {
+        for (int r = 0; r < S.size; r++)
+            snprintf(hosts + (size_t)r * sizeof S.host, sizeof S.host, "%s",
+                     r == rank ? S.host : "unknown");
+        counts[rank] = nevents;
+        ncomms = write_global_defs(gw, S.first_ts, S.last_ts, hosts, counts, cw, ncw, order);
+    }
+    free(hosts); free(counts); free(cw);
+    return ncomms;
+}
+
 /* MPI_Abort or exit without MPI_Finalize: nothing collective is possible any more, so
  * this rank flushes its events and turns them into a readable single-rank archive of its
  * own, DIR/rank<N>/traces.otf2, with definitions it can make alone (local MPI calls only:
@@ -1887,30 +1915,13 @@ static void salvage(void)
     OTF2_GlobalDefWriter *gw = OTF2_Archive_GetGlobalDefWriter(ar);
     mps_location *loc = calloc(S.cs_n ? S.cs_n : 1, sizeof *loc);
     g_string_next = 0;
-    if (gw && loc) {
-        mps_callsite_resolve(S.cs_addr, S.cs_n, loc);
-        for (uint32_t i = 0; i < S.cs_n; i++) {
-            OTF2_StringRef fs = gstr(gw, loc[i].file ? loc[i].file : "?");
-            OTF2_GlobalDefWriter_WriteSourceCodeLocation(gw, i, fs, loc[i].line);
-            free(loc[i].file);
-        }
-    }
-    free(loc);
-    char *hosts = calloc((size_t)S.size, sizeof S.host);
-    uint64_t *nevents = calloc((size_t)S.size, sizeof *nevents);
-    int ncw = 0;
-    int32_t *cw = serialize_comms(1, &ncw);
     uint32_t *order = NULL;
     int ncomms = 0;
-    if (gw && hosts && nevents && cw) {
-        /* every rank stays defined (communicator groups name them), the others with no
-         * events and an unknown host: their events died with them */
-        for (int r = 0; r < S.size; r++)
-            snprintf(hosts + (size_t)r * sizeof S.host, sizeof S.host, "%s",
-                     r == S.rank ? S.host : "unknown");
-        nevents[S.rank] = S.nevents_closed;
-        ncomms = write_global_defs(gw, S.first_ts, S.last_ts, hosts, nevents, cw, ncw, &order);
+    if (gw && loc) {
+        mps_callsite_resolve(S.cs_addr, S.cs_n, loc);
+        ncomms = write_single_rank_defs(gw, S.rank, S.nevents_closed, loc, S.cs_n, &order);
     }
+    free(loc);
     if (OTF2_Archive_OpenEvtFiles(ar) == OTF2_SUCCESS) {
         for (int r = 0; r < S.size; r++) {
             if (r == S.rank) continue;
@@ -1921,7 +1932,7 @@ static void salvage(void)
     }
     write_local_defs(ar, NULL, order, ncomms, 0);
     OTF2_Archive_Close(ar);
-    free(hosts); free(nevents); free(cw); free(order);
+    free(order);
     snprintf(from, sizeof from, "%s/traces/%d.evt", S.outdir, S.rank);
     snprintf(to, sizeof to, "%s/traces/%d.evt", dir, S.rank);
     if (rename(from, to) != 0) { /* leave no anchor that promises events it has not got */
@@ -2233,6 +2244,8 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
     if (log.h.init_cs != UINT32_MAX && log.h.init_cs + 1 > ncs) ncs = log.h.init_cs + 1;
     mps_offline_site *sites = calloc(ncs ? ncs : 1, sizeof *sites);
     mps_location *loc = calloc(ncs ? ncs : 1, sizeof *loc);
+    uint32_t *order = NULL;
+    int ncomms = 0;
     if (gw && sites && loc) {
         for (uint32_t i = 0; i < log.nsites; i++) {
             mps_offline_site *o = &sites[log.sites[i].cs.id];
@@ -2242,30 +2255,13 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
             o->path = log.sites[i].path;
         }
         mps_callsite_resolve_offline(sites, ncs, loc);
-        for (uint32_t i = 0; i < ncs; i++) {
-            OTF2_StringRef fs = gstr(gw, loc[i].file ? loc[i].file : "?");
-            OTF2_GlobalDefWriter_WriteSourceCodeLocation(gw, i, fs, loc[i].line);
-            free(loc[i].file);
-        }
+        ncomms = write_single_rank_defs(gw, rank, nevents, loc, ncs, &order);
     }
     free(sites);
     free(loc);
-    char *hosts = calloc((size_t)S.size, sizeof S.host);
-    uint64_t *counts = calloc((size_t)S.size, sizeof *counts);
-    int ncw = 0;
-    int32_t *cw = serialize_comms(1, &ncw);
-    uint32_t *order = NULL;
-    int ncomms = 0;
-    if (gw && hosts && counts && cw) {
-        for (int r = 0; r < S.size; r++)
-            snprintf(hosts + (size_t)r * sizeof S.host, sizeof S.host, "%s",
-                     r == rank ? S.host : "unknown");
-        counts[rank] = nevents;
-        ncomms = write_global_defs(gw, S.first_ts, S.last_ts, hosts, counts, cw, ncw, &order);
-    }
     write_local_defs(ar, NULL, order, ncomms, 0);
     OTF2_Archive_Close(ar);
-    free(hosts); free(counts); free(cw); free(order);
+    free(order);
     if (S.failed || !gw) {
         snprintf(msg, msglen, "writing the OTF2 archive in %s failed", part);
         goto fail;

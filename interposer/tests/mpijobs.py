@@ -84,3 +84,19 @@ def sorted_lines(text: str) -> list[str]:
 
 def have(program: str) -> bool:
     return shutil.which(program) is not None
+
+
+def tmpfs(mnt: Path, size: str):
+    """Yield `mnt` with a real tmpfs of `size` mounted on it (root only: skips otherwise),
+    unmounted afterwards: a disk that fills up for real."""
+    import pytest
+
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs: {proc.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

@@ -68,28 +68,16 @@ def analyzed_functions(trace: Path, tmp: Path) -> dict[str, int]:
 
 # ----------------------------------------------------------------- full disk
 
-def tmpfs(mnt: Path, size: str):
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs: {proc.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
-
-
 @pytest.fixture
 def full_disk(tmp_path: Path):
     """A 32 KiB tmpfs, as in the issue: far too small for any trace."""
-    yield from tmpfs(tmp_path / "T", "32k")
+    yield from mpijobs.tmpfs(tmp_path / "T", "32k")
 
 
 @pytest.fixture
 def mount_point(tmp_path: Path):
     """A file system of its own: DIR.1 beside it is on another one."""
-    yield from tmpfs(tmp_path / "M", "4m")
+    yield from mpijobs.tmpfs(tmp_path / "M", "4m")
 
 
 def test_full_disk_under_ld_preload_says_so_once_and_leaves_no_archive(programs, full_disk):

@@ -236,16 +236,7 @@ def test_buffer_flushes_are_recorded_and_lose_nothing(programs, tmp_path: Path) 
 @pytest.fixture
 def tiny_disk(tmp_path: Path):
     """A 512 KiB tmpfs: the trace cannot fit (needs root and mount permission)."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs to fill up: {proc.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)
+    yield from mpijobs.tmpfs(tmp_path / "tiny", "512k")
 
 
 def test_disk_full_warns_and_job_runs_untraced(programs, tiny_disk: Path) -> None:
