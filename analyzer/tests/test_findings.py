@@ -1,10 +1,12 @@
 """Findings: each kind on a hand-made trace with hand-computed savings, and on a real MPI
 program with injected problems, at the right source lines."""
 
+import numpy as np
 import pandas as pd
 import pytest
 from scenarios import PROGRAMS, Scenario, marker_line, traced_run
 
+from mpiscope import breakdown as bd
 from mpiscope import findings, reader, replay
 
 
@@ -136,6 +138,29 @@ def test_injected_problems_of_a_real_program(tmp_path):
     assert red[site["bcast"]].calls == 4 * 7  # every call after the first
     imb = {f.callsite: f for f in by_kind(found, "load_imbalance")}
     assert imb[site["allreduce"]].evidence["late_rank"] == 3
-    assert imb[site["recv"]].evidence["late_rank"] == 1
-    assert site["waitall"] in imb
     assert found[0].kind == "load_imbalance" and found[0].callsite == site["allreduce"]
+    # Rank 0 waits for rank 1's late (blocking, then non-blocking) sends: as long as the
+    # scheduler lets it. On a busy machine rank 0 may itself be descheduled through most
+    # of the 5 ms, so the finding is checked against the waits the trace itself shows
+    # (rank 1's send against rank 0's receive, iteration by iteration), clear of the
+    # reporting threshold either way.
+    threshold = findings.NOTABLE_SHARE * bd.per_rank(t)["total_s"].sum()
+    for name, waiting, sending in (("recv", "MPI_Recv", "MPI_Send"),
+                                   ("waitall", "MPI_Waitall", "MPI_Isend")):
+        shown = late_sender_wait_s(t, waiting, sending, waiter=0, sender=1)
+        if shown >= 2 * threshold:
+            assert imb[site[name]].evidence["late_rank"] == 1, (name, shown, threshold)
+        elif shown < threshold / 2:
+            assert site[name] not in imb, (name, shown, threshold)
+
+
+def late_sender_wait_s(t, waiting: str, sending: str, waiter: int, sender: int) -> float:
+    """Ground truth from the calls table: per iteration, how long `waiter` sat in
+    `waiting` before `sender` entered `sending` (its message could not be there sooner)."""
+    c = t.calls
+    w = c[(c["rank"] == waiter) & (c["function"] == waiting)].sort_values("start")
+    s = c[(c["rank"] == sender) & (c["function"] == sending)].sort_values("start")
+    n = min(len(w), len(s))
+    ws, we = w["start"].to_numpy()[:n], w["end"].to_numpy()[:n]
+    late = np.minimum(np.clip(s["start"].to_numpy()[:n] - ws, 0, None), we - ws)
+    return float(late.sum()) / 1e9
