@@ -22,10 +22,10 @@ from pathlib import Path
 import otf2
 import pytest
 
-from mpiscope import cluster
-from mpiscope.cluster import netops
-from mpiscope.cluster import state as cluster_state
 from mpiscope.errors import UserError
+from mpiscope.jobs import cluster
+from mpiscope.jobs.cluster import netops
+from mpiscope.jobs.cluster import state as cluster_state
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "mpstest"
@@ -382,7 +382,8 @@ def test_program_timing_agrees_with_the_trace(pingpong):
 
 def test_analyzer_host_split_agrees(pingpong):
     """What `mpiscope analyze --json` reports as intra- vs inter-node bandwidth."""
-    from mpiscope import reader, stats
+    from mpiscope.analysis import stats
+    from mpiscope.archive import reader
 
     _, anchor = pingpong
     split = stats.host_split(reader.load(anchor.parent)).set_index("path")

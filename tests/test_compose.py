@@ -42,7 +42,7 @@ def test_webui_serves_the_studys_4_rank_pair_on_port_8050_bound_to_loopback():
 
 
 def test_study_writes_the_directories_the_webui_serves():
-    from mpiscope.study import run_dir_name
+    from mpiscope.jobs.study import run_dir_name
 
     assert run_dir_name(4, "unpatched") == "himeno-4-unpatched"
     assert run_dir_name(4, "patched") == "himeno-4-patched"

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from mpiscope.launch import mpirun, run_traced
+from mpiscope.jobs.launch import mpirun, run_traced
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "walkthrough.ipynb"
 

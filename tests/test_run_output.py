@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mpiscope import launch
+from mpiscope.jobs import launch
 
 ROOT = Path(__file__).resolve().parents[1]
 SAVED = "program-output.txt"  # fom.OUTPUT_FILE, spelled out: it is what users find there

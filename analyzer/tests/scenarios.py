@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mpiscope.trace import Trace, TraceMeta
+from mpiscope.archive.trace import Trace, TraceMeta
 
 PROGRAMS = Path(__file__).parent / "programs"
 HIMENO = Path(__file__).resolve().parents[2] / "workloads" / "himeno" / "himeno"

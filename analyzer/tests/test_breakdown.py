@@ -3,7 +3,7 @@
 import pytest
 from scenarios import Scenario
 
-from mpiscope import breakdown, waitstates
+from mpiscope.analysis import breakdown, waitstates
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import pyarrow.dataset as ds
 import pytest
 from tracegen import copy_trace
 
-from mpiscope import cache, reader
-from mpiscope.trace import Trace
+from mpiscope.archive import cache, reader
+from mpiscope.archive.trace import Trace
 
 
 def assert_same(a: Trace, b: Trace) -> None:

@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 from scenarios import analyze_json, compile_program
 
-from mpiscope import reader, salvaged
+from mpiscope.archive import reader, salvaged
 
 RANKS = 3
 ROUNDS = 4  # died.c

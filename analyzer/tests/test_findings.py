@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 from scenarios import PROGRAMS, Scenario, marker_line, traced_run
 
-from mpiscope import breakdown as bd
-from mpiscope import findings, reader, replay
+from mpiscope.analysis import breakdown as bd
+from mpiscope.analysis import findings, replay
+from mpiscope.archive import reader
 
 
 def by_kind(found, kind):

@@ -4,7 +4,8 @@ iteration."""
 import pytest
 from scenarios import HIMENO, PROGRAMS, Scenario, marker_line, traced_himeno, traced_run
 
-from mpiscope import iterations, reader, waitstates
+from mpiscope.analysis import iterations, waitstates
+from mpiscope.archive import reader
 
 
 def loop_trace():

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from scenarios import analyze_json, compile_program
 
-from mpiscope import reader, recover, salvaged
-from mpiscope.trace import Trace
+from mpiscope.archive import reader, recover, salvaged
+from mpiscope.archive.trace import Trace
 
 RANKS = 3
 KILLED = 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from tracegen import TraceBuilder
 
-from mpiscope import matching, reader
+from mpiscope.archive import matching, reader
 
 
 def msgs(t, cols=("send_rank", "recv_rank", "tag", "bytes", "send_time", "recv_time")):

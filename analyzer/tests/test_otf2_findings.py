@@ -8,7 +8,8 @@ import subprocess
 import pytest
 from tracegen import TraceBuilder
 
-from mpiscope import reader, report
+from mpiscope.analysis import report
+from mpiscope.archive import reader
 
 
 def ns(seconds: float) -> int:

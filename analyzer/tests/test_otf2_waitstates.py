@@ -8,7 +8,8 @@ import subprocess
 import pytest
 from tracegen import TraceBuilder
 
-from mpiscope import reader, report
+from mpiscope.analysis import report
+from mpiscope.archive import reader
 
 KINDS = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
          "early_reduce")

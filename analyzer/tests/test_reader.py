@@ -1,4 +1,4 @@
-"""mpiscope.reader.load on hand-written traces: every table, row by row."""
+"""mpiscope.archive.reader.load on hand-written traces: every table, row by row."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from tracegen import TraceBuilder
 
-from mpiscope import reader
-from mpiscope.trace import Trace
+from mpiscope.archive import reader
+from mpiscope.archive.trace import Trace
 
 
 def rows(df: pd.DataFrame, cols: list[str]) -> list[tuple]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tracegen import TraceBuilder, copy_trace
 
-from mpiscope import reader
+from mpiscope.archive import reader
 from mpiscope.errors import UserError
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mpiscope import reader
-from mpiscope.trace import Trace
+from mpiscope.archive import reader
+from mpiscope.archive.trace import Trace
 
 PROGRAM = textwrap.dedent("""\
     #include <mpi.h>

@@ -8,7 +8,8 @@ import subprocess
 import pytest
 from scenarios import traced_run
 
-from mpiscope import reader, report
+from mpiscope.analysis import report
+from mpiscope.archive import reader
 
 CONTRACT_RANK_KEYS = {"rank", "host", "total_s", "compute_s", "communication_s",
                       "synchronization_s"}

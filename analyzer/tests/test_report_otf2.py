@@ -7,7 +7,8 @@ import subprocess
 import pytest
 from tracegen import TraceBuilder
 
-from mpiscope import reader, report
+from mpiscope.analysis import report
+from mpiscope.archive import reader
 
 
 def scenario() -> TraceBuilder:

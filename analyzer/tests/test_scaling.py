@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from scenarios import traced_run
 
-from mpiscope import reader
+from mpiscope.archive import reader
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ wait states are computed, and the correction is reported."""
 
 from scenarios import Scenario
 
-from mpiscope import skew, waitstates
+from mpiscope.analysis import skew, waitstates
 
 
 def skewed():

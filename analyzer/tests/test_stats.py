@@ -5,7 +5,8 @@ synthetic networks; on a real ping-pong in test_protocol_switch.py)."""
 import pytest
 from scenarios import Scenario
 
-from mpiscope import reader, stats
+from mpiscope.analysis import stats
+from mpiscope.archive import reader
 
 ALPHA_NS = 1000  # latency of the synthetic network
 BETA_B_PER_NS = 1.0  # 1 GB/s

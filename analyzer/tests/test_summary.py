@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from tracegen import TraceBuilder
 
-from mpiscope.summary import size_text
+from mpiscope.render.summary import size_text
 
 
 def messages_trace(path: Path, hosts: list[str]) -> Path:

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from scenarios import PROGRAMS, Scenario, marker_line, traced_run
 
-from mpiscope import reader, waitstates
+from mpiscope.analysis import waitstates
+from mpiscope.archive import reader
 
 
 def wait_of(trace, call):

@@ -1,6 +1,6 @@
 """Traced ping-pong sweeps (1 B .. 1 MiB) under several Open MPI transport settings: per
 setting and run, the median transfer time per size and the eager/rendezvous switch that
-`mpiscope.stats.protocol_switches` finds, or "no switch visible".
+`mpiscope.analysis.stats.protocol_switches` finds, or "no switch visible".
 
 Whether a switch shows is a property of the machine (its MPI library, kernel, CPUs and
 their load), not of mpiscope: Open MPI's shared-memory BTL copies large messages once
@@ -15,8 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mpiscope import reader, stats
-from mpiscope.summary import size_text
+from mpiscope.analysis import stats
+from mpiscope.archive import reader
+from mpiscope.render.summary import size_text
 
 # name -> Open MPI MCA settings (environment); the eager limits are Open MPI 4.1 defaults
 SETTINGS: dict[str, dict[str, str]] = {

@@ -27,7 +27,7 @@ NATIVE = REPO / "build" / "native"
 
 LOAD = """
 import json, resource, sys, time
-from mpiscope import reader
+from mpiscope.archive import reader
 import numpy, otf2, pandas, pyarrow  # imports and library set-up are not part of reading
 pandas.DataFrame({"a": numpy.zeros(2)}).astype({"a": "category"})  # pandas' lazy set-up
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

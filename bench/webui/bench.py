@@ -150,7 +150,7 @@ def main() -> int:
 
     from plotly.io.json import to_json_plotly  # what Dash sends
 
-    from mpiscope import reader
+    from mpiscope.archive import reader
     from mpiscope_webui import lod
     from mpiscope_webui.app import create_app
     from mpiscope_webui.controller import Controller

@@ -21,7 +21,7 @@ import pytest
 import tracechecks as tc
 from test_passthrough import ABORT_TIMEOUT, PATIENT
 
-from mpiscope import fom, outdir
+from mpiscope.archive import fom, outdir
 
 ARCHIVE = {"traces.otf2", "traces.def", "traces"}
 # a rank's own ulimit: mpirun and its daemons keep theirs (PMIx's files exceed 16 KiB)

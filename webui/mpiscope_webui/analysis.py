@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mpiscope.trace import Trace
+from mpiscope.archive.trace import Trace
 
 OCCURRENCES_SHOWN = 5  # a finding zooms to its first few occurrences (instances)
 
@@ -33,12 +33,12 @@ class Analysis:
     comm_matrix: pd.DataFrame
     findings: list[FindingView]
     errors: list[str] = field(default_factory=list)
-    protocol_switches: list = field(default_factory=list)  # mpiscope.stats.ProtocolSwitch
+    protocol_switches: list = field(default_factory=list)  # mpiscope.analysis.stats.ProtocolSwitch
 
     @classmethod
     def compute(cls, trace: Trace, waits: WaitStates | None = None) -> Analysis:
         """All analyses; `waits` if the wait states were computed already."""
-        from mpiscope import breakdown, findings, stats
+        from mpiscope.analysis import breakdown, findings, stats
 
         w = waits or WaitStates.compute(trace)
         errors = list(w.errors)
@@ -69,13 +69,13 @@ class Analysis:
 class WaitStates:
     """The wait states alone: the first analysis, since the timeline shades them."""
 
-    result: object  # mpiscope.waitstates result, None if it failed
+    result: object  # mpiscope.analysis.waitstates result, None if it failed
     wait_ns: np.ndarray  # per call id (zeros if it failed)
     errors: list[str]
 
     @classmethod
     def compute(cls, trace: Trace) -> WaitStates:
-        from mpiscope import waitstates
+        from mpiscope.analysis import waitstates
 
         try:
             ws = waitstates.compute(trace)

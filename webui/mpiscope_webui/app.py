@@ -22,7 +22,7 @@ GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
 
 
 def load_models(trace_dirs: Sequence[Path | str]) -> list[TraceModel]:
-    from mpiscope import reader
+    from mpiscope.archive import reader
 
     return [TraceModel.build(reader.load(Path(d))) for d in trace_dirs]
 

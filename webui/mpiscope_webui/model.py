@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mpiscope.trace import Trace
+from mpiscope.archive.trace import Trace
 from mpiscope_webui.lod import StateIndex
 
 

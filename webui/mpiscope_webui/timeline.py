@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpiscope_webui import lod, palette
+from mpiscope.render import palette
+from mpiscope_webui import lod
 from mpiscope_webui.geometry import ARROW_POINTS, arrows, frames, one_per_key, rects, typed
 from mpiscope_webui.model import TraceModel
 

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import dash_table, html
 
-from mpiscope_webui import palette
+from mpiscope.render import palette
 from mpiscope_webui.analysis import Analysis
 from mpiscope_webui.model import TraceModel
 

@@ -16,7 +16,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from webui_support import ARTIFACTS, REPO
 
-from mpiscope import reader
+from mpiscope.archive import reader
 from mpiscope_webui.analysis import OCCURRENCES_SHOWN
 from mpiscope_webui.geometry import ARROW_POINTS, ARROW_STRIDE, ARROW_TIP
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from plotly.io.json import to_json_plotly
 
-from mpiscope import reader
+from mpiscope.archive import reader
 from mpiscope_webui.app import create_app, navigation
 from mpiscope_webui.controller import parse_relayout
 from mpiscope_webui.geometry import untyped

@@ -1,11 +1,11 @@
 """The analysis panel's message-size figure marks the eager/rendezvous switch the
-analyzer found (mpiscope.stats.protocol_switches, tested on ping-pong traces in
+analyzer found (mpiscope.analysis.stats.protocol_switches, tested on ping-pong traces in
 analyzer/tests/test_protocol_switch.py)."""
 
 import numpy as np
 import pandas as pd
 
-from mpiscope import stats
+from mpiscope.analysis import stats
 from mpiscope_webui.analysis import Analysis
 from mpiscope_webui.views import message_size_figure
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpiscope.launch import mpirun
+from mpiscope.jobs.launch import mpirun
 
 ARGS = ("--size", "XS", "--iterations", "12")
 CONTRACT_KEYS = {"size", "ranks", "process_grid", "iterations", "elapsed_s", "gosa", "mflops",

@@ -1,0 +1,110 @@
+"""Per-rank time breakdown: compute, communication, synchronization (the contract's terms).
+
+The measured interval of a rank runs from the end of MPI_Init to the start of
+MPI_Finalize (set-up and tear-down are not the program's work); traces without them use
+the rank's first and last event.
+- compute = time outside MPI calls
+- synchronization = MPI_Barrier time + the waiting part of every other MPI call
+- communication = the rest of the time inside MPI calls
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mpiscope.analysis.waitstates import WaitStates
+from mpiscope.archive.trace import Trace
+
+
+def intervals(trace: Trace) -> pd.DataFrame:
+    """rank, begin, end (ns) of each rank's measured interval."""
+    c = trace.calls
+    r = trace.ranks.set_index("rank")
+    begin = pd.Series(r["first_ns"], dtype=np.int64)
+    end = pd.Series(r["last_ns"], dtype=np.int64)
+    if len(trace.regions):
+        first_region = trace.regions.groupby("rank")["start"].min()
+        begin = begin.combine(first_region, min, fill_value=np.iinfo(np.int64).max)
+    inits = c[c["kind"] == "init"].groupby("rank")["end"].max()
+    finals = c[c["kind"] == "finalize"].groupby("rank")["start"].min()
+    begin.loc[inits.index] = inits
+    end.loc[finals.index] = finals
+    return pd.DataFrame({"rank": begin.index.astype(np.int32), "begin": begin.to_numpy(),
+                         "end": np.maximum(end.to_numpy(), begin.to_numpy())})
+
+
+def _measured_calls(trace: Trace, ws: WaitStates, iv: pd.DataFrame) -> pd.DataFrame:
+    """Outermost MPI calls clipped to the measured interval, with their waiting part."""
+    c = trace.calls
+    keep = (c["depth"] == 0) & ~c["kind"].isin(["init", "finalize"])
+    c = c[keep]
+    # per-rank bounds by array lookup (ranks are 0..n-1), not a pandas join per call
+    n = int(iv["rank"].max()) + 1 if len(iv) else 0
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.zeros(n, dtype=np.int64)
+    lo[iv["rank"].to_numpy()] = iv["begin"].to_numpy()
+    hi[iv["rank"].to_numpy()] = iv["end"].to_numpy()
+    rk = c["rank"].to_numpy()
+    start = np.clip(c["start"].to_numpy(), lo[rk], hi[rk])
+    end = np.clip(c["end"].to_numpy(), lo[rk], hi[rk])
+    dur = end - start
+    wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
+    barrier = (c["function"] == "MPI_Barrier").to_numpy()
+    sync = np.where(barrier, dur, np.minimum(wait, dur))
+    return pd.DataFrame({"rank": c["rank"].to_numpy(), "start": start, "end": end,
+                         "mpi": dur, "sync": sync})
+
+
+def per_rank(trace: Trace, ws: WaitStates | None = None) -> pd.DataFrame:
+    """rank, host, total_s, compute_s, communication_s, synchronization_s."""
+    if ws is None:
+        from mpiscope.analysis import waitstates
+
+        ws = waitstates.compute(trace)
+    iv = intervals(trace)
+    m = _measured_calls(trace, ws, iv)
+    g = m.groupby("rank")[["mpi", "sync"]].sum()
+    out = iv.set_index("rank").join(g).fillna(0)
+    total = (out["end"] - out["begin"]).astype(np.int64)
+    mpi = np.minimum(out["mpi"].astype(np.int64), total)
+    sync = np.minimum(out["sync"].astype(np.int64), mpi)
+    hosts = trace.host_of()
+    return pd.DataFrame({
+        "rank": out.index.astype(int), "host": [hosts.get(r, "?") for r in out.index],
+        "total_s": total / 1e9, "compute_s": (total - mpi) / 1e9,
+        "communication_s": (mpi - sync) / 1e9, "synchronization_s": sync / 1e9,
+    }).reset_index(drop=True)
+
+
+def time_bins(trace: Trace, ws: WaitStates, bins: int = 50) -> pd.DataFrame:
+    """The breakdown over time: seconds of each part per bin, summed over ranks."""
+    iv = intervals(trace)
+    m = _measured_calls(trace, ws, iv)
+    lo, hi = int(iv["begin"].min()), int(iv["end"].max())
+    edges = np.linspace(lo, max(hi, lo + 1), bins + 1)
+    width = edges[1] - edges[0]
+    mpi = np.zeros(bins)
+    sync = np.zeros(bins)
+    # spread each call over the bins it overlaps (exactly, by overlap length)
+    s, e = m["start"].to_numpy(), m["end"].to_numpy()
+    frac_sync = np.divide(m["sync"].to_numpy(), np.maximum(m["mpi"].to_numpy(), 1))
+    b0 = np.clip(((s - lo) // width).astype(int), 0, bins - 1)
+    b1 = np.clip(((e - lo) // width).astype(int), 0, bins - 1)
+    for k in range(int((b1 - b0).max()) + 1 if len(m) else 0):
+        b = b0 + k
+        ok = b <= b1
+        bb = b[ok]
+        ov = np.minimum(e[ok], edges[bb + 1]) - np.maximum(s[ok], edges[bb])
+        ov = np.maximum(ov, 0)
+        np.add.at(mpi, bb, ov)
+        np.add.at(sync, bb, ov * frac_sync[ok])
+    # rank-time available per bin: ranks alive in it
+    alive = np.zeros(bins)
+    for b_, e_ in zip(iv["begin"], iv["end"], strict=True):
+        alive += np.clip(np.minimum(e_, edges[1:]) - np.maximum(b_, edges[:-1]), 0, None)
+    return pd.DataFrame({
+        "t0_s": (edges[:-1] - lo) / 1e9, "t1_s": (edges[1:] - lo) / 1e9,
+        "compute_s": (alive - mpi) / 1e9, "communication_s": (mpi - sync) / 1e9,
+        "synchronization_s": sync / 1e9,
+    })

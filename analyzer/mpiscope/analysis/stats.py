@@ -1,0 +1,275 @@
+"""Per-function and per-call-site statistics, message sizes and bandwidth, comm matrix."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from mpiscope.archive.trace import Trace
+
+
+def _outer(trace: Trace) -> pd.DataFrame:
+    c = trace.calls
+    return c.assign(dur=c["end"] - c["start"], bytes=c["bytes_sent"] + c["bytes_recv"])
+
+
+def functions(trace: Trace) -> pd.DataFrame:
+    """name, calls, time_s, mean_s, max_s, bytes — sorted by time."""
+    g = _outer(trace).groupby("function", observed=True)
+    df = pd.DataFrame({"calls": g.size(), "time_s": g["dur"].sum() / 1e9,
+                       "mean_s": g["dur"].mean() / 1e9, "max_s": g["dur"].max() / 1e9,
+                       "bytes": g["bytes"].sum()})
+    return df.rename_axis("name").reset_index().sort_values("time_s", ascending=False,
+                                                            ignore_index=True)
+
+
+def callsites(trace: Trace, wait_ns: np.ndarray | None = None) -> pd.DataFrame:
+    """function, callsite, calls, time_s, mean_s, max_s, bytes, wait_s."""
+    c = _outer(trace)
+    c["wait"] = wait_ns if wait_ns is not None else 0
+    g = c.groupby(["function", "callsite"], observed=True)
+    df = pd.DataFrame({"calls": g.size(), "time_s": g["dur"].sum() / 1e9,
+                       "mean_s": g["dur"].mean() / 1e9, "max_s": g["dur"].max() / 1e9,
+                       "bytes": g["bytes"].sum(), "wait_s": g["wait"].sum() / 1e9})
+    return df.reset_index().sort_values("time_s", ascending=False, ignore_index=True)
+
+
+def transfer_ns(trace: Trace) -> np.ndarray:
+    """Per message: time from both sides being ready to the data having arrived."""
+    m = trace.messages
+    ready = np.maximum(m["send_enter"].to_numpy(), m["recv_enter"].to_numpy())
+    return np.maximum(m["recv_time"].to_numpy() - ready, 1)
+
+
+SIZE_COLUMNS = ["bucket_lo", "bucket_hi", "messages", "bytes", "median_transfer_s",
+                "p90_transfer_s", "bandwidth_MBps"]
+
+
+def _size_bucket(nbytes: np.ndarray) -> np.ndarray:
+    """Lower bound of the power-of-two bucket of each size (0 for empty messages)."""
+    return np.where(nbytes > 0, 2 ** np.floor(np.log2(np.maximum(nbytes, 1))),
+                    0).astype(np.int64)
+
+
+def message_sizes(trace: Trace) -> pd.DataFrame:
+    """Power-of-two size buckets: messages, bytes, median and 90th percentile of the
+    transfer time, and the achieved bandwidth as the median of the messages' own rates
+    (bytes / transfer time).
+
+    A median, not total bytes / total time: one message that waited (a receive posted
+    long before its Wait) would otherwise pull a whole bucket down by 10x. The bandwidth
+    per bucket shows where the MPI library switches from eager to rendezvous (a dip
+    around 4-64 KiB); `protocol_switches` finds it."""
+    m = trace.messages
+    if m.empty:
+        return pd.DataFrame(columns=SIZE_COLUMNS)
+    b = m["bytes"].to_numpy()
+    t = transfer_ns(trace)
+    df = pd.DataFrame({"lo": _size_bucket(b), "bytes": b, "t": t, "rate": b / t * 1e3})
+    g = df.groupby("lo")
+    out = pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum(),
+                        "median_transfer_s": g["t"].median() / 1e9,
+                        "p90_transfer_s": g["t"].quantile(0.9) / 1e9,
+                        "bandwidth_MBps": g["rate"].median()})
+    out = out.rename_axis("bucket_lo").reset_index()
+    out.insert(1, "bucket_hi", np.maximum(out["bucket_lo"] * 2 - 1, 0))
+    return out[SIZE_COLUMNS]
+
+
+# Eager/rendezvous switch (protocol_switches). Evidence needed before we name one:
+SWITCH_MIN_MESSAGES = 3  # messages in a size bucket for its median to count
+SWITCH_MIN_BELOW = 4  # size buckets below the switch, to know the trend
+SWITCH_MIN_ABOVE = 2  # size buckets from the switch on: a step, not one slow size
+SWITCH_JUMP = 1.25  # the switch's bucket takes >= this times what the trend predicts,
+SWITCH_STEP = 1.5  # and >= this many latencies (alpha) more: a handshake is a round trip
+SWITCH_PERSIST = 1.0  # the next bucket is still >= this many latencies above the trend
+
+@dataclass
+class ProtocolSwitch:
+    """Where per-message transfer time jumps above the latency/bandwidth trend of the
+    smaller sizes: the MPI library's switch from eager to rendezvous (or its limit
+    between two copy mechanisms), on one path (intra-node or inter-node)."""
+
+    path: str
+    bytes: int  # first size with the jump (median size of its bucket)
+    last_below_bytes: int  # largest size still on the trend: the limit lies in between
+    transfer_s: float  # median transfer time at `bytes`
+    predicted_s: float  # what the trend of the smaller sizes predicts there
+    alpha_s: float  # that trend: t = alpha + n / beta
+    beta_Bps: float
+    sizes_below: int  # size buckets the trend was fitted on
+    sizes_above: int  # size buckets from the switch on
+
+    @property
+    def jump(self) -> float:
+        return self.transfer_s / self.predicted_s
+
+    def to_dict(self) -> dict:
+        d = {**asdict(self), "jump": self.jump}
+        if not np.isfinite(self.beta_Bps):  # a flat trend: JSON has no Infinity
+            d["beta_Bps"] = None
+        return d
+
+
+def _trend(n: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """(alpha, seconds per byte) of t = alpha + n * s, least squares on relative errors
+    so the many small, latency-bound sizes count as much as the few large ones."""
+    if len(n) < 2 or np.ptp(n) == 0:
+        return float(np.median(t)), 0.0
+    slope, alpha = np.polyfit(n, t, 1, w=1 / t)
+    if slope < 0:  # latency-bound sizes with noise: flat
+        return float(np.median(t)), 0.0
+    if alpha < 0:  # bandwidth-bound: through the origin, relative errors again
+        w2 = 1 / t ** 2
+        return 0.0, float(np.sum(w2 * n * t) / np.sum(w2 * n * n))
+    return float(alpha), float(slope)
+
+
+def _size_points(nbytes: np.ndarray, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(median size, median time) of each size bucket with enough messages to count."""
+    df = pd.DataFrame({"lo": _size_bucket(nbytes), "n": nbytes, "t": t_s})
+    g = df[df["n"] > 0].groupby("lo").agg(n=("n", "median"), t=("t", "median"),
+                                          count=("t", "size"))
+    g = g[g["count"] >= SWITCH_MIN_MESSAGES]
+    return g["n"].to_numpy(float), g["t"].to_numpy(float)
+
+
+def _switch(path: str, nbytes: np.ndarray, t_s: np.ndarray) -> ProtocolSwitch | None:
+    n, t = _size_points(nbytes, t_s)
+    best: ProtocolSwitch | None = None
+    for j in range(SWITCH_MIN_BELOW, len(n) - SWITCH_MIN_ABOVE + 1):
+        alpha, slope = _trend(n[:j], t[:j])
+        latency = alpha if alpha > 0 else float(t[:j].min())
+        pred = alpha + slope * n[j:j + 2]
+        step, after = t[j:j + 2] - pred
+        if (t[j] >= SWITCH_JUMP * pred[0] and step >= SWITCH_STEP * latency
+                and after >= SWITCH_PERSIST * latency):
+            cand = ProtocolSwitch(
+                path=path, bytes=int(n[j]), last_below_bytes=int(n[j - 1]),
+                transfer_s=float(t[j]), predicted_s=float(pred[0]), alpha_s=alpha,
+                beta_Bps=1 / slope if slope > 0 else float("inf"), sizes_below=j,
+                sizes_above=len(n) - j)
+            # under load a size just below the switch may pass too: the switch is
+            # where the step is sharpest
+            if best is None or cand.jump > best.jump:
+                best = cand
+    return best
+
+
+def _paths(trace: Trace) -> list[tuple[str, np.ndarray]]:
+    """(path, mask over trace.messages) for intra- and inter-node messages."""
+    m = trace.messages
+    hosts = trace.host_of()
+    same = m["send_rank"].map(hosts).to_numpy() == m["recv_rank"].map(hosts).to_numpy()
+    return [("intra-node", same), ("inter-node", ~same)]
+
+
+def switch_evidence(trace: Trace) -> dict[str, int]:
+    """Per path with messages: how many size buckets hold enough messages to show a
+    switch. With >= SWITCH_MIN_BELOW + SWITCH_MIN_ABOVE of them and no switch found, the
+    trace shows none: its transfer times follow one latency/bandwidth trend (a real run
+    may have none, e.g. when the MPI library's large-message copy is as fast per byte as
+    its eager one); with fewer, it cannot tell."""
+    m = trace.messages
+    if m.empty:
+        return {}
+    b, t = m["bytes"].to_numpy(), transfer_ns(trace) / 1e9
+    return {path: len(_size_points(b[sel], t[sel])[0]) for path, sel in _paths(trace)
+            if sel.any()}
+
+
+def protocol_switches(trace: Trace) -> list[ProtocolSwitch]:
+    """The eager/rendezvous switch per path (intra-node, inter-node), where the trace
+    shows it.
+
+    Per path, messages go into power-of-two size buckets (>= SWITCH_MIN_MESSAGES each;
+    the bucket's median size and median transfer time). For each candidate bucket with
+    >= SWITCH_MIN_BELOW buckets below it and one above, the trend t = alpha + n / beta
+    is fitted on all buckets below; the candidate qualifies if its time is >=
+    SWITCH_JUMP times the trend's prediction and >= SWITCH_STEP latencies (alpha) above
+    it, and the next bucket is still >= SWITCH_PERSIST latencies above the trend (a
+    rendezvous adds a handshake, a round trip, to every larger message; one slow size
+    is noise). Of the qualifying candidates the one with the largest jump (time /
+    prediction) is the switch. Paths are apart because their limits differ (shared
+    memory ~4 KiB, TCP ~64 KiB in Open MPI)."""
+    m = trace.messages
+    if m.empty:
+        return []
+    b, t = m["bytes"].to_numpy(), transfer_ns(trace) / 1e9
+    found = (_switch(path, b[sel], t[sel]) for path, sel in _paths(trace))
+    return [s for s in found if s is not None]
+
+
+def comm_matrix(trace: Trace) -> pd.DataFrame:
+    """send_rank, recv_rank, messages, bytes."""
+    g = trace.messages.groupby(["send_rank", "recv_rank"])
+    return pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum()}).reset_index()
+
+
+def host_split(trace: Trace) -> pd.DataFrame:
+    """Messages within a host vs between hosts, with achieved bandwidth for each: the
+    median of the large messages' own rates (as in `message_sizes`, so one message that
+    waited cannot pull the figure down), from all messages where none is large."""
+    m = trace.messages
+    hosts = trace.host_of()
+    if m.empty:
+        return pd.DataFrame(columns=["path", "messages", "bytes", "bandwidth_MBps"])
+    same = m["send_rank"].map(hosts).to_numpy() == m["recv_rank"].map(hosts).to_numpy()
+    t = transfer_ns(trace)
+    rows = []
+    for path, sel in (("intra-node", same), ("inter-node", ~same)):
+        if sel.any():
+            big = sel & (m["bytes"].to_numpy() >= 65536)  # bandwidth from large messages
+            use = big if big.any() else sel
+            bw = float(np.median(m["bytes"].to_numpy()[use] / t[use] * 1e3))
+            rows.append({"path": path, "messages": int(sel.sum()),
+                         "bytes": int(m["bytes"].to_numpy()[sel].sum()), "bandwidth_MBps": bw})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class Hockney:
+    """t(n) = alpha + n / beta, fitted on the trace's own messages."""
+
+    alpha_s: float
+    beta_Bps: float
+
+    def time(self, nbytes: float) -> float:
+        return self.alpha_s + nbytes / self.beta_Bps
+
+
+def fit_hockney(trace: Trace) -> Hockney | None:
+    m = trace.messages
+    if len(m) < 4:
+        return None
+    b = m["bytes"].to_numpy().astype(float)
+    t = transfer_ns(trace) / 1e9
+    # robust: medians per size bucket, then least squares on those
+    df = pd.DataFrame({"k": np.floor(np.log2(np.maximum(b, 1))), "b": b, "t": t})
+    med = df.groupby("k")[["b", "t"]].median()
+    if len(med) >= 2:
+        slope, intercept = np.polyfit(med["b"], med["t"], 1)
+    else:
+        slope, intercept = 0.0, float(med["t"].iloc[0])
+    # a negative intercept (noise) falls back to the fastest message seen
+    alpha = float(intercept) if intercept > 0 else float(t.min())
+    beta = 1.0 / slope if slope > 0 else 1e12
+    return Hockney(alpha, beta)
+
+
+def flushes(trace: Trace) -> pd.DataFrame:
+    """Per rank: the tracer's buffer flushes that took time (rank, flushes, seconds).
+
+    They lie inside the measured run (as compute when outside MPI calls), so a large
+    share means the trace itself distorts what it shows. Zero-length flush records
+    (OTF2's own chunk writes while a batch was encoded) are not counted."""
+    f = trace.flushes
+    if f is None or not len(f):
+        return pd.DataFrame({"rank": pd.Series(dtype=int), "flushes": pd.Series(dtype=int),
+                             "seconds": pd.Series(dtype=float)})
+    f = f[f["end"] > f["start"]]
+    g = (f["end"] - f["start"]).groupby(f["rank"]).agg(["size", "sum"])
+    return pd.DataFrame({"rank": g.index.astype(int), "flushes": g["size"].astype(int),
+                         "seconds": g["sum"] / 1e9}).reset_index(drop=True)

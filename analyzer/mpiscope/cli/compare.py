@@ -1,0 +1,43 @@
+"""`mpiscope compare DIR_A DIR_B --html OUT.html [--md OUT.md]`: did the fix work?"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "compare two traced runs (before/after) and write a self-contained report"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", type=Path, metavar="DIR_A", help="trace of the baseline run")
+    p.add_argument("b", type=Path, metavar="DIR_B", help="trace of the changed run")
+    p.add_argument("--html", type=Path, help="write the HTML report here")
+    p.add_argument("--md", type=Path, help="write a Markdown summary here (PR comment)")
+    p.add_argument("--label-a", default=None, help="name of run A (default: its directory)")
+    p.add_argument("--label-b", default=None, help="name of run B (default: its directory)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from mpiscope.archive import recover
+    from mpiscope.render import comparison as reports
+    from mpiscope.render.cutshort import cut_short_warning
+
+    console = Console(stderr=True)
+    for path in (args.a, args.b):
+        for line in recover.before_reading(path):
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
+    cmp, timelines = reports.comparison(args.a, args.b, args.label_a, args.label_b)
+    for path, run in ((args.a, cmp.a), (args.b, cmp.b)):
+        warning = cut_short_warning(path, run.truncated_ranks)
+        if warning:  # the reports say it too (htmlreport.cut_short_notes)
+            console.print(warning, highlight=False, soft_wrap=True, markup=False)
+    if args.html:
+        reports.write_html(cmp, timelines, args.html)
+        console.print(f"report: {args.html}")
+    if args.md:
+        reports.write_markdown(cmp, args.md)
+        console.print(f"summary: {args.md}")
+    reports.print_comparison(cmp)
+    return 0

@@ -1,1 +1,0 @@
-"""Subcommands of the `mpiscope` CLI (see mpiscope.cli)."""

@@ -1,0 +1,123 @@
+"""Terminal summary of an analysis (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from mpiscope.analysis import findings, stats
+from mpiscope.analysis.report import AnalysisReport
+from mpiscope.analysis.stats import ProtocolSwitch
+
+
+def _s(x: float) -> str:
+    return f"{x:.4f}" if x >= 0.001 else f"{x * 1e3:.3f} ms"
+
+
+def _us(x: float) -> str:
+    v = x * 1e6
+    return f"{v:.2f} µs" if v < 100 else f"{v:.0f} µs"
+
+
+def size_text(n: float) -> str:
+    """4096 -> '4 KiB', 1536 -> '1.5 KiB', 100 -> '100 B'."""
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _switch_line(p: ProtocolSwitch, hosts: int) -> str:
+    where = f" ({p.path})" if hosts > 1 else ""
+    trend = _us(p.alpha_s)
+    if p.beta_Bps != float("inf"):
+        trend += f", {p.beta_Bps / 1e6:.0f} MB/s"
+    size = size_text(p.bytes)
+    return (f"Protocol switch near {size}{where}: {size} messages take "
+            f"{_us(p.transfer_s)}, {p.jump:.1f}x the {_us(p.predicted_s)} predicted by the "
+            f"latency/bandwidth of smaller ones ({trend}): eager up to "
+            f"{size_text(p.last_below_bytes)}, rendezvous from {size}")
+
+
+def _messages(rep: AnalysisReport, console: Console, hosts: int) -> None:
+    """Intra- vs inter-node traffic (when there is more than one host) and the
+    eager/rendezvous switch (where the message sizes show one)."""
+    split = rep.host_split
+    if hosts > 1 and len(split):
+        ht = Table(title=f"Messages within and between the {hosts} hosts")
+        for col in ("path", "messages", "bytes", "bandwidth (MB/s)"):
+            ht.add_column(col, justify="left" if col == "path" else "right")
+        for r in split.itertuples():
+            ht.add_row(r.path, str(r.messages), str(r.bytes), f"{r.bandwidth_MBps:.1f}")
+        console.print(ht)
+    for p in rep.protocol_switches:
+        console.print(_switch_line(p, hosts))
+    # where the sizes could show a switch and none stands out, say so: a real run may
+    # have none (no step between eager and large-message copies); too few sizes say nothing
+    named = {p.path for p in rep.protocol_switches}
+    for path, sizes in stats.switch_evidence(rep.trace).items():
+        if path not in named and sizes >= stats.SWITCH_MIN_BELOW + stats.SWITCH_MIN_ABOVE:
+            where = f" ({path})" if hosts > 1 else ""
+            console.print(f"No protocol switch visible{where}: the transfer times of {sizes} "
+                          "message sizes follow one latency/bandwidth trend")
+
+
+def print_summary(rep: AnalysisReport, console: Console, top: int = 10) -> None:
+    t = rep.trace
+    console.print(f"[bold]{t.meta.program or t.path}[/bold]  {t.meta.num_ranks} ranks on "
+                  f"{t.ranks['host'].nunique()} host(s), {t.meta.duration_ns / 1e9:.3f} s, "
+                  f"{len(t.calls)} MPI calls  [dim]{t.meta.creator} {t.meta.mpi_library}[/dim]")
+    tab = Table(title="Time per rank (s)", show_lines=False)
+    for col in ("rank", "host", "total", "compute", "communication", "synchronization"):
+        tab.add_column(col, justify="right" if col not in ("host",) else "left")
+    for r in rep.ranks.itertuples():
+        tot = r.total_s or 1.0
+        tab.add_row(str(r.rank), r.host, _s(r.total_s),
+                    f"{_s(r.compute_s)} ({100 * r.compute_s / tot:.0f}%)",
+                    f"{_s(r.communication_s)} ({100 * r.communication_s / tot:.0f}%)",
+                    f"{_s(r.synchronization_s)} ({100 * r.synchronization_s / tot:.0f}%)")
+    console.print(tab)
+    ft = Table(title=f"Top {top} MPI functions")
+    for col in ("function", "calls", "time (s)", "mean", "max", "bytes"):
+        ft.add_column(col, justify="left" if col == "function" else "right")
+    for f in rep.functions.head(top).itertuples():
+        ft.add_row(f.name, str(f.calls), _s(f.time_s), _s(f.mean_s), _s(f.max_s), str(f.bytes))
+    console.print(ft)
+    ws = rep.wait_states.totals()
+    console.print("Wait states (s, all ranks): " + ", ".join(
+        f"{k.replace('_', ' ')} {_s(v)}" for k, v in ws.items()))
+    sites = rep.wait_states.per_callsite().head(top)
+    if len(sites):
+        wt = Table(title="Where ranks wait (top call sites)")
+        for col in ("wait state", "function", "call site", "calls", "waiting (s)"):
+            wt.add_column(col, justify="right" if col in ("calls", "waiting (s)") else "left",
+                          overflow="fold")
+        for w in sites.itertuples():
+            wt.add_row(str(w.wait_kind).replace("_", " "), str(w.function), str(w.callsite),
+                       str(w.calls), _s(w.wait_ns / 1e9))
+        console.print(wt)
+    if rep.loop:
+        console.print(f"Main loop: {rep.loop.iterations} iterations, marked by "
+                      f"{findings.where(rep.loop.function, rep.loop.callsite)}")
+    _messages(rep, console, int(t.ranks["host"].nunique()))
+    if rep.findings:
+        fd = Table(title=f"Top {top} findings (by estimated savings)")
+        for col in ("kind", "function", "call site", "calls", "time (s)", "saves (s)"):
+            fd.add_column(col, justify="right" if col in ("calls", "time (s)", "saves (s)")
+                          else "left", overflow="fold")
+        for f in rep.findings[:top]:
+            fd.add_row(f.kind, f.function, f.callsite, str(f.calls), _s(f.time_s),
+                       _s(f.estimated_savings_s))
+        console.print(fd)
+        for f in rep.findings[:top]:
+            console.print(f"[dim]• {f.kind} {f.callsite}: {f.message}[/dim]")
+    else:
+        console.print("No findings.")
+    fl = rep.flushes
+    if len(fl):
+        share = fl["seconds"].sum() / max(rep.ranks["total_s"].sum(), 1e-12)
+        console.print(f"[yellow]Tracing: {int(fl['flushes'].sum())} buffer flushes took "
+                      f"{_s(fl['seconds'].sum())} ({100 * share:.1f}% of the ranks' time), "
+                      "counted in the run; a larger MPISCOPE_BUFFER_SIZE avoids them[/yellow]")
+    if t.unmatched is not None and len(t.unmatched):
+        console.print(f"[yellow]{len(t.unmatched)} unmatched send/receive events[/yellow]")
