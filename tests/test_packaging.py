@@ -149,6 +149,48 @@ def test_recipe_c_dependencies_are_the_cmake_files() -> None:
     assert not extra, f"recipe dependencies {sorted(extra)} are neither CMake's nor pyproject's"
 
 
+# ---------------------------------------------------------------- where mpiscope looks
+
+
+def fake_tree(root: Path, *flavours: str) -> Path:
+    for mpi in flavours:
+        (root / "interposer" / mpi).mkdir(parents=True)
+        (root / "interposer" / mpi / "libmpiscope.so").write_bytes(b"")
+    return root
+
+
+def test_lookup_order(tmp_path, monkeypatch) -> None:
+    """$MPISCOPE_BUILD_DIR, else the installed package's _lib/, else the checkout's build/."""
+    from mpiscope import paths
+
+    package = fake_tree(tmp_path / "package_lib", "mpich")
+    checkout = fake_tree(tmp_path / "checkout_build", "openmpi", "mpich")
+    override = fake_tree(tmp_path / "override", "openmpi")
+    monkeypatch.setattr(paths, "PACKAGE_LIB_DIR", package)
+    monkeypatch.setattr(paths, "CHECKOUT_BUILD_DIR", checkout)
+    monkeypatch.delenv("MPISCOPE_LIB", raising=False)
+    monkeypatch.setenv("MPISCOPE_BUILD_DIR", str(override))
+    assert paths.build_dirs() == [override]
+    assert paths.interposer_library() == override / "interposer/openmpi/libmpiscope.so"
+
+    monkeypatch.delenv("MPISCOPE_BUILD_DIR")
+    assert paths.build_dirs() == [package, checkout]
+    # the package's first, each file on its own: Open MPI's comes from build/ here
+    assert paths.interposer_library("mpich") == package / "interposer/mpich/libmpiscope.so"
+    assert paths.interposer_library("openmpi") == checkout / "interposer/openmpi/libmpiscope.so"
+    assert paths.interposer_library(None) == checkout / "interposer/openmpi/libmpiscope.so"
+
+    # an install with MPICH only (no checkout): `mpiscope lib` names MPICH's
+    monkeypatch.setattr(paths, "CHECKOUT_BUILD_DIR", tmp_path / "no-checkout")
+    assert paths.build_dirs() == [package]
+    assert paths.interposer_library(None) == package / "interposer/mpich/libmpiscope.so"
+    with pytest.raises(paths.UserError, match="installed without the openmpi interposer"):
+        paths.interposer_library("openmpi")
+    monkeypatch.setattr(paths, "PACKAGE_LIB_DIR", tmp_path / "not-installed")
+    with pytest.raises(paths.UserError, match="make build"):
+        paths.interposer_library("openmpi")
+
+
 # ---------------------------------------------------------------- installing as a user
 
 
