@@ -59,10 +59,6 @@ class Analysis:
         self._results: dict[str, object] = {}
         self._lock = threading.RLock()  # re-entrant: a result asks for the ones it needs
 
-    def computed(self, name: str) -> bool:
-        """Whether the result `name` (e.g. "wait_states") is in, without computing it."""
-        return name in self._results
-
     @result
     def wait_states(self) -> waitstates.WaitStates:
         """Wait states of every call, on clock-skew corrected times."""
