@@ -198,17 +198,17 @@ def test_waiting_shading_appears_as_soon_as_the_wait_states_are_known(
 
     from werkzeug.serving import make_server
 
-    from mpiscope_webui import analysis
+    from mpiscope.analysis import waitstates
     from mpiscope_webui.app import create_app, load_models
 
     gate = threading.Event()
-    compute = analysis.WaitStates.compute
+    compute = waitstates.compute
 
     def held_back(trace):  # the wait states take their time, as on a big trace
         gate.wait(60)
         return compute(trace)
 
-    monkeypatch.setattr(analysis.WaitStates, "compute", held_back)
+    monkeypatch.setattr(waitstates, "compute", held_back)
     app = create_app(models=load_models([himeno_traces["unpatched"]]))
     srv = make_server("127.0.0.1", 0, app.server, threaded=True)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
