@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
-from tracegen import copy_trace
 
 from mpiscope.archive import cache, reader
 from mpiscope.archive.trace import Trace
+from mpiscope_testing.tracegen import copy_trace
 
 
 def assert_same(a: Trace, b: Trace) -> None:

@@ -4,11 +4,11 @@ program with injected problems, at the right source lines."""
 import numpy as np
 import pandas as pd
 import pytest
-from scenarios import PROGRAMS, Scenario, marker_line, traced_run
 
 from mpiscope.analysis import findings, replay
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
+from mpiscope_testing.scenarios import PROGRAMS, Scenario, marker_line, traced_run
 
 
 def by_kind(found, kind):

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from scenarios import analyze_json, compile_program
 
 from mpiscope.archive import reader, recover, salvaged
 from mpiscope.archive.trace import Trace
+from mpiscope_testing.scenarios import analyze_json, compile_program
 
 RANKS = 3
 KILLED = 1

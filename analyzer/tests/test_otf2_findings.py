@@ -6,10 +6,10 @@ import json
 import subprocess
 
 import pytest
-from tracegen import TraceBuilder
 
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
+from mpiscope_testing.tracegen import TraceBuilder
 
 
 def ns(seconds: float) -> int:

@@ -6,10 +6,10 @@ import os
 import subprocess
 
 import pytest
-from scenarios import traced_run
 
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
+from mpiscope_testing.scenarios import traced_run
 
 CONTRACT_RANK_KEYS = {"rank", "host", "total_s", "compute_s", "communication_s",
                       "synchronization_s"}
