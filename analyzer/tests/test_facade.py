@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from scenarios import analyze_json, compile_program, traced_run
-from test_killed_rank import ENV, KILLED, run_and_kill
 
 import mpiscope
 from mpiscope.analysis import waitstates
+from mpiscope_testing.killing import ENV, KILLED, run_and_kill
+from mpiscope_testing.scenarios import analyze_json, compile_program, traced_run
 
 
 @pytest.fixture(scope="module")
