@@ -178,18 +178,9 @@ def parse(text: str, origin: str = "tables.spec") -> Schema:
         if what == "table":
             tables[name] = _table(name, doc, rest, lines, tables, origin)
         elif what == "enum":
-            values = tuple(Value(w[0], " ".join(w[1:])) for _, w in lines)
-            enums[name] = Enum(name, doc, values, rest[0] if rest else None)
+            enums[name] = _enum(name, doc, rest, lines, origin)
         else:
-            if len(rest) != 1:
-                raise SpecError(f"{origin}: struct {name} needs its C name")
-            fields = []
-            for where, w in lines:
-                if len(w) < 2 or w[1].removesuffix("[]") not in C_NUMPY:
-                    raise SpecError(f"{where}: a field needs NAME CTYPE [DOC] (C types: "
-                                    f"{', '.join(C_NUMPY)}, T[] for an array)")
-                fields.append(Field(w[0], w[1], " ".join(w[2:])))
-            structs[name] = Struct(name, rest[0], doc, tuple(fields))
+            structs[name] = _struct(name, doc, rest, lines, origin)
     for t in tables.values():
         for c in t.columns:
             if c.enum and c.enum not in enums:
@@ -199,26 +190,44 @@ def parse(text: str, origin: str = "tables.spec") -> Schema:
 
 def _table(name: str, doc: str, rest: list[str], lines: list[tuple[str, list[str]]],
            tables: dict[str, Table], origin: str) -> Table:
-    prefix = like = None
-    if "like" in rest:  # `like OTHER`: OTHER's columns and C layout
-        i = rest.index("like")
-        like = rest[i + 1] if i + 1 < len(rest) else ""
-        if like not in tables or lines:
-            raise SpecError(f"{origin}: table {name}: `like` names a table above and "
+    if rest[:1] == ["like"]:  # OTHER's columns and C layout
+        if len(rest) != 2 or rest[1] not in tables or lines:
+            raise SpecError(f"{origin}: table {name}: `like` names one table above and "
                             "declares no columns of its own")
-        rest = rest[:i] + rest[i + 2:]
-        base = tables[like]
-        return Table(name, doc, base.columns, base.prefix, like)
-    if rest:
-        prefix = rest[0]
+        base = tables[rest[1]]
+        return Table(name, doc, base.columns, base.prefix, base.name)
+    if len(rest) > 1:
+        raise SpecError(f"{origin}: table {name}: expected `table NAME [PREFIX]: DOC`")
     columns: list[Column] = []
     for where, words in lines:
         columns.append(_column(words, columns[-1] if columns else None, where))
     if len({c.name for c in columns}) != len(columns):
         raise SpecError(f"{origin}: table {name}: a column declared twice")
+    prefix = rest[0] if rest else None
     if prefix and not any(c.ctype for c in columns):
         raise SpecError(f"{origin}: table {name}: a C prefix but no column with a C type")
-    return Table(name, doc, tuple(columns), prefix, like)
+    return Table(name, doc, tuple(columns), prefix)
+
+
+def _enum(name: str, doc: str, rest: list[str], lines: list[tuple[str, list[str]]],
+          origin: str) -> Enum:
+    if len(rest) > 1:
+        raise SpecError(f"{origin}: enum {name}: expected `enum NAME [PREFIX]: DOC`")
+    values = tuple(Value(w[0], " ".join(w[1:])) for _, w in lines)
+    return Enum(name, doc, values, rest[0] if rest else None)
+
+
+def _struct(name: str, doc: str, rest: list[str], lines: list[tuple[str, list[str]]],
+            origin: str) -> Struct:
+    if len(rest) != 1:
+        raise SpecError(f"{origin}: struct {name}: expected `struct NAME CNAME: DOC`")
+    fields = []
+    for where, w in lines:
+        if len(w) < 2 or w[1].removesuffix("[]") not in C_NUMPY:
+            raise SpecError(f"{where}: a field needs NAME CTYPE [DOC] (C types: "
+                            f"{', '.join(C_NUMPY)}, T[] for an array)")
+        fields.append(Field(w[0], w[1], " ".join(w[2:])))
+    return Struct(name, rest[0], doc, tuple(fields))
 
 
 def load(path: Path = SPEC) -> Schema:
