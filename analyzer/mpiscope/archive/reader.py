@@ -21,6 +21,7 @@ import pandas as pd
 
 from mpiscope.archive import cache, salvaged
 from mpiscope.archive import native as _native
+from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
 
@@ -61,16 +62,12 @@ _KINDS = {
     "finalize": ("MPI_Finalize",),
 }
 KIND_OF = {fn: kind for kind, fns in _KINDS.items() for fn in fns}
-CALL_KINDS = ["p2p_send", "p2p_recv", "p2p_sendrecv", "wait", "probe", "collective", "barrier",
-              "init", "finalize", "other"]
+CALL_KINDS = SCHEMA.enums["call_kind"].names
 _ROLE_KIND = {"BARRIER": "barrier", "COLL_ONE2ALL": "collective", "COLL_ALL2ONE": "collective",
               "COLL_ALL2ALL": "collective", "COLL_OTHER": "collective"}
-CALL_COLUMNS = ["call", "rank", "function", "kind", "start", "end", "depth", "callsite", "comm",
-                "peer", "tag", "bytes_sent", "bytes_recv", "root", "coll_seq", "in_hash",
-                "out_hash", "coll_op", "truncated"]
-COLLECTIVE_COLUMNS = ["rank", "call", "function", "comm", "coll_seq", "instance", "start", "end",
-                      "root", "bytes_sent", "bytes_recv", "in_hash", "out_hash"]
-UNMATCHED_EVENTS = list(_native.P2P_KINDS)
+CALL_COLUMNS = SCHEMA.tables["calls"].names
+COLLECTIVE_COLUMNS = SCHEMA.tables["collectives"].names
+UNMATCHED_EVENTS = SCHEMA.enums["p2p_event"].names
 
 
 _ERROR_CALLBACK = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_char_p, C.c_uint64, C.c_char_p, C.c_int,
@@ -341,12 +338,12 @@ def build_archive(anchor: Path, defs: _Defs, progress: Progress | None = None) -
     unmatched = _frame(u)
     messages = _frame(t["messages"])
     flushes = _frame(t["flushes"])
-    rows = t["coll"]["call"]
+    rows = t["collectives"]["call"]
     coll = {name: (calls[name].to_numpy()[rows] if name != "function"
                    else calls["function"].array.take(rows))
             for name in COLLECTIVE_COLUMNS if name != "instance"}
     coll["call"] = rows
-    coll["instance"] = t["coll"]["instance"]
+    coll["instance"] = t["collectives"]["instance"]
     collectives = _frame({name: coll[name] for name in COLLECTIVE_COLUMNS})
 
     nranks = len(defs.locations)
@@ -362,7 +359,7 @@ def build_archive(anchor: Path, defs: _Defs, progress: Progress | None = None) -
     comms = pd.DataFrame([
         {"comm": c["comm"], "name": c["name"], "size": 1 if c["self"] else len(c["members"]),
          "members": c["members"], "parent": c["parent"]} for c in defs.comms
-    ], columns=["comm", "name", "size", "members", "parent"])
+    ], columns=SCHEMA.tables["comms"].names)
 
     truncated = set(np.flatnonzero(ev.loc_truncated).tolist())
     ours = "MPISCOPE::VERSION" in props

@@ -33,7 +33,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from mpiscope.archive import cache, matching, reader
-from mpiscope.archive import native as _native
+from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
 
@@ -164,8 +164,8 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _with_dtypes(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """The native reader's column types (the pandas matchers widen some)."""
-    cols = dict(next(c for name, c in _native.TABLES if name == table))
-    return df.astype({c: t for c, t in cols.items() if c in df and c != "event"})
+    return df.astype({c.name: c.dtype for c in SCHEMA.tables[table].native
+                      if c.name in df and c.dtype != "category"})
 
 
 def _merge_comms(parts: list[_Part]) -> tuple[pd.DataFrame, list[np.ndarray]]:
@@ -205,7 +205,7 @@ def _merge_comms(parts: list[_Part]) -> tuple[pd.DataFrame, list[np.ndarray]]:
         rows.append({"comm": ref, "name": c["name"] or f"comm {ref}",
                      "size": 1 if c["self"] else len(c["members"]), "members": c["members"],
                      "parent": merged.get(c["parent"], -1)})
-    comms = pd.DataFrame(rows, columns=["comm", "name", "size", "members", "parent"])
+    comms = pd.DataFrame(rows, columns=SCHEMA.tables["comms"].names)
     luts = []
     for p in parts:
         refs = p.trace.comms["comm"].to_numpy()
