@@ -29,8 +29,6 @@ ALLOWED = [
     ("analyzer/mpiscope/jobs/study.py", "layers", "imports mpiscope.cli.run"),
     ("analyzer/mpiscope/cli/run.py", "import cycle between sub-packages cli, jobs",
      "mpiscope.jobs.cluster"),
-    ("analyzer/mpiscope/archive/reader.py", "import cycle within archive",
-     "mpiscope.archive.salvaged"),
 ]
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from mpiscope.archive import cache, matching, reader
+from mpiscope.archive import cache, decode, matching
 from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
@@ -75,7 +75,7 @@ def is_salvaged(path: Path) -> bool:
 
 def num_ranks(anchor: Path) -> int:
     """How many ranks the job had (every per-rank archive defines them all)."""
-    return len(reader._Defs(anchor).locations)
+    return len(decode.Definitions(anchor).locations)
 
 
 @dataclass
@@ -122,11 +122,11 @@ def _local_comm_ids(anchor: Path, rank: int) -> dict[int, int]:
 
 
 def _read_part(rank: int, anchor: Path) -> _Part:
-    defs = reader._Defs(anchor)
+    defs = decode.Definitions(anchor)
     if not 0 <= rank < len(defs.locations):
         raise UserError(str(anchor.parent), f"defines {len(defs.locations)} ranks, not rank "
                                             f"{rank}")
-    trace = reader.build_archive(anchor, defs)
+    trace = decode.build_archive(anchor, defs)
     try:
         comm_ids = _local_comm_ids(anchor, int(defs.locations[rank]))
     except Exception as err:  # the otf2 package raises its own error types
@@ -247,7 +247,7 @@ def _part_tables(p: _Part, shift: int, lut: np.ndarray, first_call: int,
     return calls, p2p, regions, flushes
 
 
-def build(trace_dir: Path, progress: reader.Progress | None = None) -> Trace:
+def build(trace_dir: Path, progress: decode.Progress | None = None) -> Trace:
     """Read every DIR/rank<N>/traces.otf2 and merge them into one trace (no cache)."""
     say = progress or (lambda _msg: None)
     found = archives(trace_dir)
@@ -285,9 +285,9 @@ def build(trace_dir: Path, progress: reader.Progress | None = None) -> Trace:
     unmatched = _with_dtypes(unmatched.sort_values(["rank", "call"], kind="stable")
                              .reset_index(drop=True), "unmatched")
     unmatched["event"] = pd.Categorical(unmatched["event"].astype(object),
-                                        categories=pd.Index(reader.UNMATCHED_EVENTS,
+                                        categories=pd.Index(decode.UNMATCHED_EVENTS,
                                                             dtype=object))
-    collectives = matching.collectives(calls_df)[reader.COLLECTIVE_COLUMNS]
+    collectives = matching.collectives(calls_df)[decode.COLLECTIVE_COLUMNS]
 
     by_rank = {p.rank: p for p in parts}
     hosts, first, last, events = [], [], [], []
@@ -328,11 +328,11 @@ def cache_key(trace_dir: Path) -> str:
     parts = [f"{a.parent.name}:{cache.fingerprint(a.parent)}" for a in archives(trace_dir)
              .values()]
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
-    return f"{reader.READER_VERSION}:salvaged:{digest}"
+    return f"{decode.READER_VERSION}:salvaged:{digest}"
 
 
 def load(trace_dir: Path, *, use_cache: bool = True,
-         progress: reader.Progress | None = None) -> Trace:
+         progress: decode.Progress | None = None) -> Trace:
     """The merged trace, from the Parquet cache in DIR when it is current."""
     key = cache_key(trace_dir) if use_cache else ""
     return cache.load_or_build(trace_dir, key, lambda: build(trace_dir, progress),
