@@ -332,12 +332,13 @@ def _label(trace: Trace, tl: _Timeline, rank: np.ndarray, start: np.ndarray, end
     init_call = pd.Series(rank).map(init).fillna(-1).astype(np.int64).to_numpy()
     final_call = pd.Series(rank).map(final).fillna(-1).astype(np.int64).to_numpy()
     named = np.where(row >= 0, call, np.where(row == -1, init_call, final_call))
-    fn = calls["function"].astype(str).to_numpy()
-    cs = calls["callsite"].astype(str).to_numpy()
     has = named >= 0
-    function = np.where(has, fn[np.maximum(named, 0)], "")
-    function = np.where(~has & (row == -1), STARTUP, function)
-    callsite = np.where(has, cs[np.maximum(named, 0)], "")
+    # names of the segments' calls only: strings of a million-call table cost seconds
+    take = np.maximum(named, 0)
+    fn = calls["function"].take(take).astype(str).to_numpy()
+    cs = calls["callsite"].take(take).astype(str).to_numpy()
+    function = np.where(has, fn, np.where(row == -1, STARTUP, ""))
+    callsite = np.where(has, cs, "")
     return pd.DataFrame({
         "rank": rank.astype(np.int32), "start": start, "end": end,
         "kind": pd.Categorical.from_codes(kind, categories=list(KINDS)),
