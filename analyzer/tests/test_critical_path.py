@@ -187,6 +187,22 @@ def test_a_rank_that_starts_late_reaches_back_through_its_mpi_init(tmp_path):
     assert a.critical_path.length_ns == 290
 
 
+def test_path_on_clock_skew_corrected_times(tmp_path):
+    """Rank 1's receive completes at 150, before rank 0 sent at 200: its clock is 50 ns
+    behind. On the corrected times (rank 1 + 50) its receive runs 150-200 and waits for
+    the send until its end; the path goes back to rank 0 there."""
+    tb = builder(2, [300, 280])
+    tb.send_call(0, 200, 210, dest=1, tag=1, nbytes=8, callsite="c.c:90")
+    tb.recv_call(1, 100, 150, src=0, tag=1, nbytes=8, callsite="c.c:91")
+    a = path_of(tb, tmp_path)
+    assert a.wait_states.skew.offsets_ns == {1: 50}
+    assert segments(a) == [
+        (0, 10, 200, "compute", "MPI_Send", "c.c:90"),
+        (1, 200, 330, "compute", "MPI_Finalize", "c.c:99"),
+    ]
+    assert a.critical_path.length_ns == 320
+
+
 def off_path_trace() -> TraceBuilder:
     """Rank 1 sends 100 ns late to rank 0 (a load imbalance), while rank 2 computes
     through the whole run and finishes last: the waiting is off the critical path."""
