@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from mpiscope.analysis import breakdown, findings, iterations, stats, waitstates
+from mpiscope.analysis import breakdown, critical_path, findings, iterations, stats, waitstates
 from mpiscope.archive.trace import Trace
 
 T = TypeVar("T")
@@ -102,6 +102,16 @@ class Analysis:
         return findings.find(self.trace, self.wait_states, self.ranks, self.loop)
 
     @result
+    def critical_path(self) -> critical_path.CriticalPath:
+        """The run's critical path across ranks and what lies on it."""
+        return critical_path.compute(self.trace, self.wait_states)
+
+    def _finding(self, f: findings.Finding) -> dict[str, Any]:
+        """A finding's JSON, with where it stands to the critical path."""
+        return {**f.to_dict(), **critical_path.finding_fields(
+            self.critical_path, f.kind, f.function, f.callsite)}
+
+    @result
     def message_sizes(self) -> pd.DataFrame:
         return stats.message_sizes(self.trace)
 
@@ -142,7 +152,7 @@ class Analysis:
             "callsites": _records(self.callsites),
             "wait_states": {f"{k}_s": v for k, v in ws.totals().items()},
             "wait_states_per_rank": _records(ws.per_rank().reset_index(names="rank")),
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [self._finding(f) for f in self.findings],
             "message_sizes": _records(self.message_sizes),
             "protocol_switches": [p.to_dict() for p in self.protocol_switches],
             "comm_matrix": _records(self.comm_matrix),
@@ -160,6 +170,7 @@ class Analysis:
             "clock_skew": {"violations": ws.skew.violations,
                            "offsets_ns": {str(k): v for k, v in ws.skew.offsets_ns.items()},
                            "remaining": ws.skew.remaining},
+            "critical_path": self.critical_path.to_dict(),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

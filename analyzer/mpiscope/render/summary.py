@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from mpiscope.analysis import findings, stats
+from mpiscope.analysis import critical_path, findings, stats
 from mpiscope.analysis.breakdown import PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.session import Analysis
@@ -15,6 +15,10 @@ from mpiscope.analysis.stats import ProtocolSwitch
 
 def _s(x: float) -> str:
     return f"{x:.4f}" if x >= 0.001 else f"{x * 1e3:.3f} ms"
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.4f} s" if x >= 0.001 else f"{x * 1e3:.3f} ms"
 
 
 def _us(x: float) -> str:
@@ -63,6 +67,33 @@ def _messages(analysis: Analysis, console: Console, hosts: int) -> None:
             where = f" ({path})" if hosts > 1 else ""
             console.print(f"No protocol switch visible{where}: the transfer times of {sizes} "
                           "message sizes follow one latency/bandwidth trend")
+
+
+def _critical_path(analysis: Analysis, console: Console, top: int) -> None:
+    """What lies on the run's critical path, which rank holds most of it, and which
+    findings lie off it (fixing those cannot shorten the run)."""
+    path = analysis.critical_path
+    length = path.length_ns / 1e9
+    ranks = path.per_rank().sort_values("share", ascending=False, kind="stable")
+    lead = ranks.iloc[0]
+    console.print(f"Critical path: {_seconds(length)} (the run, first rank's start to last "
+                  f"rank's end), "
+                  f"{path.rank_switches} rank switches; rank {int(lead['rank'])} holds "
+                  f"{100 * lead['share']:.0f}% of it")
+    ct = Table(title=f"Top {top} on the critical path")
+    for col in ("what", "call site", "time (s)", "share"):
+        ct.add_column(col, justify="right" if col in ("time (s)", "share") else "left",
+                      overflow="fold")
+    for r in path.profile().head(top).itertuples():
+        what = f"compute before {r.before}" if r.name == critical_path.COMPUTE else r.name
+        ct.add_row(what, r.callsite, _s(r.time_s), f"{100 * r.share:.1f}%")
+    console.print(ct)
+    off = [f for f in analysis.findings
+           if not critical_path.finding_fields(path, f.kind, f.function,
+                                               f.callsite)["on_critical_path"]]
+    for f in off:
+        console.print(f"[dim]• {f.kind} {findings.where(f.function, f.callsite)}: not on "
+                      "the critical path: fixing it cannot shorten the run[/dim]")
 
 
 def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
@@ -116,6 +147,7 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
             console.print(f"[dim]• {f.kind} {f.callsite}: {f.message}[/dim]")
     else:
         console.print("No findings.")
+    _critical_path(analysis, console, top)
     fl = analysis.flushes
     if len(fl):
         share = fl["seconds"].sum() / max(analysis.ranks["total_s"].sum(), 1e-12)
