@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from mpiscope.analysis import scaling
-    from mpiscope.cli.analyze import load_with_progress
+    from mpiscope.render.loading import load_with_progress
 
     df = scaling.table([scaling.row(load_with_progress(p)) for p in args.traces])
     tab = Table(title="Breakdown vs rank count")
