@@ -94,7 +94,6 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-@dataclass(frozen=True)
 def choose_token(given: str | None, loopback: bool, no_token: bool = False) -> str | None:
     """The token requests need: the one `given` (--token), else a random one for an
     address other machines reach (unless `no_token`: --no-token), else none."""
@@ -107,6 +106,7 @@ def choose_token(given: str | None, loopback: bool, no_token: bool = False) -> s
     return secrets.token_urlsafe(24)
 
 
+@dataclass(frozen=True)
 class Guard:
     """Which Host headers are answered and which token (if any) every request needs."""
 
