@@ -111,12 +111,32 @@ def _status_file() -> Iterator[tuple[str | None, list[str]]]:
                 os.unlink(path)
 
 
+def _environment(out: Path, target: Target, *, traced: bool, passing: bool,
+                 extra: Mapping[str, str] | None, status: str | None) -> dict[str, str]:
+    env = traced_env(out, target.mpi) if traced else dict(os.environ, MPISCOPE_DISABLE="1")
+    if traced and passing:  # ours, created before the ranks start
+        env[outdir.JOB_OUTPUT_ENV] = fom.OUTPUT_FILE
+    env.update(extra or {})
+    if status is not None:  # forwarded like the rest: remote ranks write it too
+        env[STATUS_ENV] = status
+    return env
+
+
 def _line(cmd: list[str], target: Target, ranks: int | None,
           env: Mapping[str, str]) -> list[str]:
     forward = mpirun.forwarded(env)
     if ranks is not None:
         return mpirun.launcher(ranks, target, forward=forward) + list(cmd)
     return mpirun.adapt(cmd, target, forward=forward)
+
+
+def _captured(line: list[str], env: dict[str, str],
+              timeout: float | None) -> tuple[int, str, str]:
+    """(exit code as a shell shows it, stdout, stderr)."""
+    proc = subprocess.run(line, env=env, capture_output=True, text=True, timeout=timeout)
+    # killed by a signal: 128 + N, as capture.run returns it too
+    return (128 - proc.returncode if proc.returncode < 0 else proc.returncode,
+            proc.stdout, proc.stderr)
 
 
 def run(cmd: list[str], out: Path, target: Target = LOCAL, *, ranks: int | None = None,
@@ -141,36 +161,23 @@ def run(cmd: list[str], out: Path, target: Target = LOCAL, *, ranks: int | None 
     if ranks is None:
         mpirun.check(cmd, target)  # before anything else can fail: the line is the user's
     with _status_file() as (status, said):
-        def environment(traced: bool) -> dict[str, str]:
-            e = (traced_env(out, target.mpi) if traced
-                 else dict(os.environ, MPISCOPE_DISABLE="1"))
-            if traced and passing:  # ours, created before the ranks start
-                e[outdir.JOB_OUTPUT_ENV] = fom.OUTPUT_FILE
-            e.update(env or {})
-            if status is not None:  # forwarded like the rest: remote ranks write it too
-                e[STATUS_ENV] = status
-            return e
-
-        full_env = environment(traced=True)
+        full_env = _environment(out, target, traced=True, passing=passing, extra=env,
+                                status=status)
         line = _line(cmd, target, ranks, full_env)
         traced = not passing or _clear_earlier_run(out, say)
         if not traced:
-            full_env = environment(traced=False)
+            full_env = _environment(out, target, traced=False, passing=passing, extra=env,
+                                    status=status)
             line = _line(cmd, target, ranks, full_env)
         started = time.time() - 2  # per-rank traces older than this are an earlier job's
+        copy_error = None
         try:
             if passing:
-                captured = capture.run(line, full_env,
-                                       out / fom.OUTPUT_FILE if traced else None)
-                returncode, out_text, err_text = captured.returncode, "", ""
-                copy_error = captured.copy_error
+                job = capture.run(line, full_env, out / fom.OUTPUT_FILE if traced else None)
+                returncode, out_text, err_text = job.returncode, "", ""
+                copy_error = job.copy_error
             else:
-                proc = subprocess.run(line, env=full_env, capture_output=True, text=True,
-                                      timeout=timeout)
-                out_text, err_text = proc.stdout, proc.stderr
-                # killed by a signal: what a shell shows, as capture.run returns it
-                returncode = 128 - proc.returncode if proc.returncode < 0 else proc.returncode
-                copy_error = None
+                returncode, out_text, err_text = _captured(line, full_env, timeout)
         except FileNotFoundError:
             raise UserError(line[0], "command not found") from None
         except subprocess.TimeoutExpired:

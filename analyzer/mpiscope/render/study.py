@@ -2,7 +2,8 @@
 summary per rank count, study.json, the scaling page and the index page that links them.
 
 Input is what mpiscope.jobs.study ran (its StudyResult): the kept run of each variant at
-each rank count, with every run's MFLOPS.
+each rank count, with every run's MFLOPS. It is described here by what the pages read
+(the Protocols below), so that rendering does not depend on the layer that runs jobs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -19,8 +21,35 @@ import plotly.offline
 
 from mpiscope import output
 from mpiscope.analysis import scaling
-from mpiscope.jobs.study import VARIANTS, StudyConfig, StudyResult
 from mpiscope.render import comparison as reports
+
+
+class StudyConfig(Protocol):
+    out: Path
+    size: str
+    iterations: int
+    ranks: tuple[int, ...]
+    cluster: str | None
+    repeat: int
+
+
+class StudyRun(Protocol):
+    ranks: int
+    variant: str
+    trace_dir: Path
+    figures: dict | None
+    attempt: int  # which of the `repeat` runs was kept (1-based)
+    all_mflops: list[float | None]  # every run of this configuration, in order
+
+    @property
+    def mflops(self) -> float | None: ...
+
+
+class StudyResult(Protocol):
+    config: StudyConfig
+    runs: list[StudyRun]
+
+    def run(self, ranks: int, variant: str) -> StudyRun: ...
 
 
 def write(result: StudyResult) -> list[dict]:
@@ -30,7 +59,8 @@ def write(result: StudyResult) -> list[dict]:
     ranks = cfg.ranks
     summary: list[dict] = []
     links: list[tuple[str, str]] = []
-    scaling_rows: dict[str, list] = {v: [] for v in VARIANTS}
+    # one row list per variant, in the order they were run
+    scaling_rows: dict[str, list] = {r.variant: [] for r in result.runs}
     for n in ranks:
         a, b = result.run(n, "unpatched"), result.run(n, "patched")
         cmp, timelines = reports.comparison(a.trace_dir, b.trace_dir, "unpatched", "patched")
