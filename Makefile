@@ -4,7 +4,7 @@
 #   make test    setup + build + every test          (.ci/run calls exactly this)
 #   make demo    setup + build + Himeno study + reports + web UI on 127.0.0.1:8050
 #   make bench   the benchmarks under bench/
-#   make lint    ruff + C warnings as errors
+#   make lint    ruff + C warnings as errors + import layers (scripts/check_layers.py)
 SHELL := /bin/bash
 PY ?= python3
 MPI ?= openmpi
@@ -41,10 +41,12 @@ build: MPI=both
 test: setup
 	@$(MAKE) --no-print-directory build
 	@$(PY) -m ruff check .
+	@$(PY) scripts/check_layers.py
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint:
 	$(PY) -m ruff check .
+	$(PY) scripts/check_layers.py
 
 bench: setup build
 	@for b in bench/*/run; do echo "== $$b"; bash $$b || exit 1; done

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from mpiscope_testing.browser import available as chromium_available
+from mpiscope_testing.browser import chromium
+
 ROOT = Path(__file__).resolve().parent
 
 
@@ -18,27 +21,12 @@ def himeno() -> Path:
     return ROOT / "workloads" / "himeno" / "himeno"
 
 
-@pytest.fixture(scope="session")
-def chromium():
-    """Debian's headless Chromium driven by Selenium (no downloads, no background traffic)."""
-    import shutil
-    import tempfile
-
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    """Headless Chromium (mpiscope_testing.browser), one per test module: a module's
+    window resizes and cookies never leak into the next."""
+    if not chromium_available():
         pytest.skip("chromium/chromedriver not installed (make setup installs them)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium")
-    profile = tempfile.mkdtemp(prefix="mpiscope-chromium-")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--window-size=1400,1000",
-                 f"--user-data-dir={profile}"):
-        opts.add_argument(flag)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+    driver = chromium(tmp_path_factory.mktemp("chromium"))
     yield driver
     driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)

@@ -29,11 +29,36 @@ if ((${#missing[@]})); then
 fi
 
 # Open MPI is the default MPI (mpicc, mpirun); MPICH stays reachable as mpicc.mpich/mpiexec.mpich.
-# Re-install the Python package only when its metadata changed since the last install.
+
+# The build backend (scikit-build-core, pyproject.toml [build-system]) goes in first, so that
+# the install below runs with --no-build-isolation: nothing is fetched at build time.
+if ! "$PY" -c "import scikit_build_core" 2>/dev/null; then
+  backend=$("$PY" -c 'import re; b = open("pyproject.toml").read().split("[build-system]")[1]
+print(*re.findall(r"\"([^\"]+)\"", re.search(r"requires\s*=\s*\[(.*?)\]", b, re.S)[1]))')
+  echo "setup: installing the build backend ($backend)"
+  # shellcheck disable=SC2086  # one argument per requirement
+  "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore $backend
+fi
+
+# Re-install the Python package only when its metadata or its set of modules changed since
+# the last install: the editable install maps each module to its file, so a module moved
+# or removed needs a new map (an added one is found without). The editable install builds
+# the C side too (CMakeLists.txt), into build/.
 stamp=build/.pip-stamp
 mkdir -p build
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$PY" -c "import mpiscope, mpi4py" 2>/dev/null; then
-  echo "setup: installing the mpiscope Python package and its dependencies"
-  "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
-  touch "$stamp"
+modules=$(find analyzer/mpiscope webui/mpiscope_webui -name '*.py' -not -path '*/__pycache__/*' | LC_ALL=C sort)
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$modules" != "$(cat "$stamp")" ] \
+   || ! "$PY" -c "import mpiscope, mpi4py" 2>/dev/null; then
+  echo "setup: installing the mpiscope Python package, its dependencies and its C side"
+  "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    --no-build-isolation -e ".[test]"
+  printf '%s\n' "$modules" > "$stamp"
+fi
+
+# After set-up `mpiscope lib` works (the user contract): the interposers and the reader are
+# in build/, up to date. Incremental, so about a second when nothing changed.
+if ! log=$(make --no-print-directory interposer MPI=both native 2>&1); then
+  echo "$log" >&2
+  echo "setup: building the interposer and the native reader failed" >&2
+  exit 1
 fi

@@ -1,7 +1,51 @@
 """mpiscope: MPI tracing (PMPI -> OTF2) and performance analysis.
 
-The public data model is a set of pandas DataFrames built from an OTF2 trace;
-see docs/data-model.md.
+In a notebook::
+
+    import mpiscope
+    trace = mpiscope.load("mpiscope-20250101-120000")  # pandas tables: trace.calls, ...
+    analysis = mpiscope.analyze(trace)  # analysis.ranks, .wait_states, .findings, ...
+    analysis.to_dict()  # what `mpiscope analyze DIR --json` writes
+
+The tables are described in docs/data-model.md. The imports are inside the functions, so
+`import mpiscope` (and `mpiscope lib`) stays instant.
 """
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mpiscope.analysis.session import Analysis
+    from mpiscope.archive.trace import Trace
+
 __version__ = "0.1.0"
+
+
+def load(path: Path | str, *, use_cache: bool = True) -> Trace:
+    """The trace in directory `path` (or its `traces.otf2`) as pandas tables, read as
+    `mpiscope analyze` reads it: ranks killed outright are first recovered from their
+    crash-safe logs, and what that did, or that ranks were cut short, is said on stderr.
+    `use_cache=False` ignores (and does not write) the Parquet cache."""
+    import sys
+
+    from mpiscope.archive import reader, recover
+    from mpiscope.render.cutshort import cut_short_warning
+
+    for line in recover.before_reading(Path(path)):
+        print(line, file=sys.stderr)
+    trace = reader.load(path, use_cache=use_cache)
+    warning = cut_short_warning(path, trace.meta.truncated_ranks)
+    if warning:
+        print(warning, file=sys.stderr)
+    return trace
+
+
+def analyze(trace: Trace) -> Analysis:
+    """The analysis session of `trace`: each result (wait states, per-rank breakdown,
+    main loop, function and call-site statistics, findings, ...) is computed on first
+    use and kept; `.to_dict()` / `.to_json()` give the JSON of `mpiscope analyze --json`."""
+    from mpiscope.analysis.session import Analysis
+
+    return Analysis(trace)

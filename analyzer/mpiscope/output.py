@@ -30,6 +30,15 @@ def cannot_write(path: Path | str, err: OSError) -> UserError:
     return UserError(str(path), f"cannot write: {err.strerror or err}")
 
 
+def make_parent(path: Path | str) -> None:
+    """Create the directory `path` goes into (a report's output directory), or one
+    UserError naming it."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise cannot_write(path, err) from None
+
+
 _STD_FDS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 _OWN_FD = re.compile(r"/(?:proc/(?:self|thread-self)|dev)/fd/(\d+)")
 

@@ -1,6 +1,6 @@
 /* mpiscope native reader: OTF2 events -> the analyzer's tables, column by column.
  *
- * Python (mpiscope/_native.py) reads the small global definitions and hands us lookup
+ * Python (mpiscope/archive/native.py) reads the small global definitions and hands us lookup
  * tables (region -> function/kind code, source location -> call-site code, comm ->
  * world-rank members). Per location, libotf2 decodes the events into our callbacks,
  * which append rows to growable columns: Enter/Leave pairs become "calls" (MPI regions)
@@ -10,6 +10,10 @@
  * get an instance id per (comm, sequence number). Every column is a plain malloc'd array
  * that Python wraps as a numpy array without copying and frees when it is collected.
  * No Python code runs per event; the only global state is the error text of libotf2.
+ *
+ * The tables' columns, the p2p event codes and the config struct are declared once in
+ * analyzer/mpiscope/archive/tables.spec; schema.h is generated from it at build time
+ * (analyzer/native/schemagen.py), and mpsr_layout() tells Python which layout we have.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -20,6 +24,8 @@
 #include <sys/stat.h>
 
 #include <otf2/otf2.h>
+
+#include "schema.h"
 
 #define NONE32 UINT32_MAX
 #define CHUNK_EVENTS (1u << 20) /* events per ReadLocalEvents call (progress granularity) */
@@ -76,30 +82,8 @@ static inline int table_room(table_t *t, uint64_t need)
     return 0;
 }
 
-#define COLUMN(tab, idx, type) ((type *)(tab)->cols[idx].p)
-
-/* calls / regions: one layout for both */
-enum { C_RANK, C_FUNC, C_KIND, C_START, C_END, C_DEPTH, C_CALLSITE, C_COMM, C_PEER, C_TAG,
-       C_BSENT, C_BRECV, C_ROOT, C_SEQ, C_OP, C_INH, C_OUTH, C_TRUNC, C_NCOLS };
-static const uint32_t call_sizes[C_NCOLS] = {4, 4, 1, 8, 8, 1, 4, 4, 4, 4, 8, 8, 4, 8, 2, 8, 8, 1};
-
-enum { P_RANK, P_KIND, P_TIME, P_CALL, P_PEER, P_COMM, P_TAG, P_BYTES, P_REQ, P_NCOLS };
-static const uint32_t p2p_sizes[P_NCOLS] = {4, 1, 8, 8, 4, 4, 4, 8, 8};
-enum { P2P_SEND, P2P_RECV, P2P_ISEND, P2P_ISEND_COMPLETE, P2P_IRECV_REQUEST, P2P_IRECV,
-       P2P_CANCELLED, P2P_NBC_REQUEST, P2P_NBC_COMPLETE };
-
-enum { F_RANK, F_START, F_END, F_NCOLS };
-static const uint32_t flush_sizes[F_NCOLS] = {4, 8, 8};
-
-enum { M_SRANK, M_RRANK, M_COMM, M_TAG, M_BYTES, M_SCALL, M_RCALL, M_SCCALL, M_RCCALL, M_STIME,
-       M_RTIME, M_SENTER, M_RENTER, M_RLEAVE, M_NCOLS };
-static const uint32_t msg_sizes[M_NCOLS] = {4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
-
-enum { U_RANK, U_KIND, U_PEER, U_COMM, U_TAG, U_BYTES, U_CALL, U_NCOLS };
-static const uint32_t unm_sizes[U_NCOLS] = {4, 1, 4, 4, 4, 8, 8};
-
-enum { K_CALL, K_INSTANCE, K_NCOLS };
-static const uint32_t coll_sizes[K_NCOLS] = {8, 8};
+/* column idx of a table as an array of its declared type, idx##_t (schema.h) */
+#define COLUMN(tab, idx) ((idx##_t *)(tab)->cols[idx].p)
 
 static void table_init(table_t *t, int ncols, const uint32_t *sizes)
 {
@@ -117,32 +101,8 @@ static void table_free(table_t *t)
 }
 
 /* ------------------------------------------------------------------ interface */
-/* Lookup tables from the definitions (owned by Python). */
-typedef struct {
-    int32_t nloc;
-    const uint64_t *locs;          /* location ref of world rank i */
-    uint32_t attr_callsite, attr_in, attr_out; /* NONE32 if absent */
-    uint64_t timer_resolution, global_offset;
-    uint32_t nregions;              /* region ref -> ... (refs >= nregions: unknown) */
-    const int32_t *region_func;     /* function (category) code */
-    const int8_t *region_kind;      /* call kind code */
-    const uint8_t *region_mpi;      /* 1 = MPI call, 0 = other region */
-    int32_t unknown_func;           /* code for refs outside the table */
-    uint32_t nsources;              /* source code location ref -> call-site code */
-    const int32_t *source_code;
-    int32_t unknown_source;
-    uint32_t ncommrefs;             /* comm ref -> dense comm index (-1: unknown) */
-    const int32_t *comm_index;
-    int32_t ncomms;                 /* per comm index: members (world ranks) */
-    const int64_t *comm_offset;     /* into comm_members; size ncomms + 1 */
-    const int32_t *comm_members;
-    const uint8_t *comm_self;       /* 1 = MPI_COMM_SELF-like: the peer is the rank itself */
-    uint64_t expected_events;       /* sum of the locations' event counts (0: unknown) */
-} mpsr_config;
-
+/* mpsr_config, the lookup tables from the definitions that Python owns: see schema.h */
 typedef void (*mpsr_progress)(uint64_t done, uint64_t expected);
-
-enum { T_CALLS, T_REGIONS, T_P2P, T_FLUSH, T_MSG, T_UNM, T_COLL, T_NTABLES };
 
 typedef struct {
     table_t tables[T_NTABLES];
@@ -276,10 +236,14 @@ typedef struct {
     int failed;
 } ctx_t;
 
+/* the decoder's own tables, never handed to Python */
 enum { L_POST, L_NCOLS };
-static const uint32_t link_sizes[L_NCOLS] = {8};
+typedef int64_t L_POST_t;
+static const uint32_t link_sizes[L_NCOLS] = {sizeof(L_POST_t)};
 enum { CC_COMM, CC_SEQ, CC_NCOLS };
-static const uint32_t cc_sizes[CC_NCOLS] = {4, 8};
+typedef int32_t CC_COMM_t;
+typedef int64_t CC_SEQ_t;
+static const uint32_t cc_sizes[CC_NCOLS] = {sizeof(CC_COMM_t), sizeof(CC_SEQ_t)};
 
 static inline int64_t ns(const ctx_t *c, uint64_t t)
 {
@@ -338,25 +302,25 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
         OTF2_AttributeList_GetSourceCodeLocationRef(al, g->attr_callsite, &scl) == OTF2_SUCCESS)
         cs = scl < g->nsources ? g->source_code[scl] : g->unknown_source;
     uint64_t i = k->n++;
-    COLUMN(k, C_RANK, int32_t)[i] = c->rank;
-    COLUMN(k, C_FUNC, int32_t)[i] = known ? g->region_func[region] : g->unknown_func;
-    COLUMN(k, C_KIND, int8_t)[i] = known ? g->region_kind[region] : 0;
-    COLUMN(k, C_START, int64_t)[i] = time;
-    COLUMN(k, C_END, int64_t)[i] = time;
+    COLUMN(k, C_RANK)[i] = c->rank;
+    COLUMN(k, C_FUNCTION)[i] = known ? g->region_func[region] : g->unknown_func;
+    COLUMN(k, C_KIND)[i] = known ? g->region_kind[region] : 0;
+    COLUMN(k, C_START)[i] = time;
+    COLUMN(k, C_END)[i] = time;
     uint32_t depth = mpi ? c->mpi_depth : c->depth; /* deep user recursion: clamp */
-    COLUMN(k, C_DEPTH, int8_t)[i] = (int8_t)(depth > INT8_MAX ? INT8_MAX : depth);
-    COLUMN(k, C_CALLSITE, int32_t)[i] = cs;
-    COLUMN(k, C_COMM, int32_t)[i] = -1;
-    COLUMN(k, C_PEER, int32_t)[i] = -1;
-    COLUMN(k, C_TAG, int32_t)[i] = -1;
-    COLUMN(k, C_BSENT, int64_t)[i] = 0;
-    COLUMN(k, C_BRECV, int64_t)[i] = 0;
-    COLUMN(k, C_ROOT, int32_t)[i] = -1;
-    COLUMN(k, C_SEQ, int64_t)[i] = -1;
-    COLUMN(k, C_OP, int16_t)[i] = -1;
-    COLUMN(k, C_INH, uint64_t)[i] = 0;
-    COLUMN(k, C_OUTH, uint64_t)[i] = 0;
-    COLUMN(k, C_TRUNC, uint8_t)[i] = 0;
+    COLUMN(k, C_DEPTH)[i] = (int8_t)(depth > INT8_MAX ? INT8_MAX : depth);
+    COLUMN(k, C_CALLSITE)[i] = cs;
+    COLUMN(k, C_COMM)[i] = -1;
+    COLUMN(k, C_PEER)[i] = -1;
+    COLUMN(k, C_TAG)[i] = -1;
+    COLUMN(k, C_BYTES_SENT)[i] = 0;
+    COLUMN(k, C_BYTES_RECV)[i] = 0;
+    COLUMN(k, C_ROOT)[i] = -1;
+    COLUMN(k, C_COLL_SEQ)[i] = -1;
+    COLUMN(k, C_COLL_OP)[i] = -1;
+    COLUMN(k, C_IN_HASH)[i] = 0;
+    COLUMN(k, C_OUT_HASH)[i] = 0;
+    COLUMN(k, C_TRUNCATED)[i] = 0;
     c->stack[c->depth++] = (frame_t){(int64_t)i, mpi};
     if (mpi) {
         c->mpi_depth++;
@@ -383,7 +347,7 @@ static OTF2_CallbackCode cb_leave(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     int64_t time = stamp(c, t);
     if (!c->depth) return OTF2_CALLBACK_SUCCESS; /* unbalanced: ignore the stray Leave */
     frame_t f = c->stack[--c->depth];
-    COLUMN(&c->res->tables[f.mpi ? T_CALLS : T_REGIONS], C_END, int64_t)[f.row] = time;
+    COLUMN(&c->res->tables[f.mpi ? T_CALLS : T_REGIONS], C_END)[f.row] = time;
     if (f.mpi) {
         c->mpi_depth--;
         restore_mpi_top(c);
@@ -398,16 +362,16 @@ static int64_t p2p_add(ctx_t *c, uint8_t kind, int64_t time, int32_t peer, uint3
     table_t *p = &c->res->tables[T_P2P];
     if (table_room(p, p->n + 1) || table_room(&c->link, p->n + 1)) return -1;
     uint64_t i = p->n++;
-    COLUMN(p, P_RANK, int32_t)[i] = c->rank;
-    COLUMN(p, P_KIND, uint8_t)[i] = kind;
-    COLUMN(p, P_TIME, int64_t)[i] = time;
-    COLUMN(p, P_CALL, int64_t)[i] = c->mpi_top;
-    COLUMN(p, P_PEER, int32_t)[i] = peer;
-    COLUMN(p, P_COMM, int32_t)[i] = signed32(comm);
-    COLUMN(p, P_TAG, int32_t)[i] = signed32(tag);
-    COLUMN(p, P_BYTES, int64_t)[i] = (int64_t)bytes;
-    COLUMN(p, P_REQ, int64_t)[i] = req;
-    COLUMN(&c->link, L_POST, int64_t)[i] = post;
+    COLUMN(p, P_RANK)[i] = c->rank;
+    COLUMN(p, P_EVENT)[i] = kind;
+    COLUMN(p, P_TIME)[i] = time;
+    COLUMN(p, P_CALL)[i] = c->mpi_top;
+    COLUMN(p, P_PEER)[i] = peer;
+    COLUMN(p, P_COMM)[i] = signed32(comm);
+    COLUMN(p, P_TAG)[i] = signed32(tag);
+    COLUMN(p, P_BYTES)[i] = (int64_t)bytes;
+    COLUMN(p, P_REQUEST)[i] = req;
+    COLUMN(&c->link, L_POST)[i] = post;
     c->link.n = p->n;
     return (int64_t)i;
 }
@@ -418,11 +382,11 @@ static void attach(ctx_t *c, int32_t peer, uint32_t comm, uint32_t tag, uint64_t
     int64_t i = c->mpi_top;
     if (i < 0) return;
     table_t *k = &c->res->tables[T_CALLS];
-    COLUMN(k, C_PEER, int32_t)[i] = peer;
-    COLUMN(k, C_COMM, int32_t)[i] = signed32(comm);
-    COLUMN(k, C_TAG, int32_t)[i] = signed32(tag);
-    COLUMN(k, C_BSENT, int64_t)[i] += (int64_t)sent;
-    COLUMN(k, C_BRECV, int64_t)[i] += (int64_t)recvd;
+    COLUMN(k, C_PEER)[i] = peer;
+    COLUMN(k, C_COMM)[i] = signed32(comm);
+    COLUMN(k, C_TAG)[i] = signed32(tag);
+    COLUMN(k, C_BYTES_SENT)[i] += (int64_t)sent;
+    COLUMN(k, C_BYTES_RECV)[i] += (int64_t)recvd;
 }
 
 #define EV_HEAD ctx_t *c = u; (void)l; (void)pos; (void)al; int64_t time = stamp(c, t)
@@ -448,8 +412,8 @@ static OTF2_CallbackCode cb_recv(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t 
     int32_t peer = world(c, comm, sender);
     int64_t i = c->mpi_top;
     /* Sendrecv: the call keeps the send's peer and gets the received bytes */
-    if (i >= 0 && COLUMN(&c->res->tables[T_CALLS], C_PEER, int32_t)[i] >= 0)
-        COLUMN(&c->res->tables[T_CALLS], C_BRECV, int64_t)[i] += (int64_t)len;
+    if (i >= 0 && COLUMN(&c->res->tables[T_CALLS], C_PEER)[i] >= 0)
+        COLUMN(&c->res->tables[T_CALLS], C_BYTES_RECV)[i] += (int64_t)len;
     else
         attach(c, peer, comm, tag, 0, len);
     DONE(p2p_add(c, P2P_RECV, time, peer, comm, tag, len, -1, c->mpi_top));
@@ -472,7 +436,7 @@ static OTF2_CallbackCode cb_isend_complete(OTF2_LocationRef l, OTF2_TimeStamp t,
 {
     EV_HEAD;
     int64_t send = reqmap_take(&c->isends, req);
-    if (send >= 0) COLUMN(&c->link, L_POST, int64_t)[send] = c->mpi_top; /* completed here */
+    if (send >= 0) COLUMN(&c->link, L_POST)[send] = c->mpi_top; /* completed here */
     DONE(p2p_add(c, P2P_ISEND_COMPLETE, time, -1, NONE32, NONE32, 0, (int64_t)req, -1));
 }
 
@@ -490,7 +454,7 @@ static OTF2_CallbackCode cb_irecv(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
 {
     EV_HEAD;
     int64_t i = c->mpi_top;
-    if (i >= 0) COLUMN(&c->res->tables[T_CALLS], C_BRECV, int64_t)[i] += (int64_t)len;
+    if (i >= 0) COLUMN(&c->res->tables[T_CALLS], C_BYTES_RECV)[i] += (int64_t)len;
     int64_t posted = reqmap_take(&c->irecvs, req);
     /* for receives, `link` holds the call that posted the receive (MPI matching order) */
     DONE(p2p_add(c, P2P_IRECV, time, world(c, comm, sender), comm, tag, len, (int64_t)req,
@@ -535,24 +499,24 @@ static OTF2_CallbackCode cb_coll_end(OTF2_LocationRef l, OTF2_TimeStamp t, uint6
     if (i < 0) return OTF2_CALLBACK_SUCCESS;
     const mpsr_config *g = c->cfg;
     table_t *k = &c->res->tables[T_CALLS];
-    COLUMN(k, C_OP, int16_t)[i] = (int16_t)op;
-    COLUMN(k, C_COMM, int32_t)[i] = signed32(comm);
-    COLUMN(k, C_ROOT, int32_t)[i] = world(c, comm, root);
-    COLUMN(k, C_BSENT, int64_t)[i] = (int64_t)sent;
-    COLUMN(k, C_BRECV, int64_t)[i] = (int64_t)recvd;
+    COLUMN(k, C_COLL_OP)[i] = (int16_t)op;
+    COLUMN(k, C_COMM)[i] = signed32(comm);
+    COLUMN(k, C_ROOT)[i] = world(c, comm, root);
+    COLUMN(k, C_BYTES_SENT)[i] = (int64_t)sent;
+    COLUMN(k, C_BYTES_RECV)[i] = (int64_t)recvd;
     if (al && g->attr_in != NONE32)
-        OTF2_AttributeList_GetUint64(al, g->attr_in, &COLUMN(k, C_INH, uint64_t)[i]);
+        OTF2_AttributeList_GetUint64(al, g->attr_in, &COLUMN(k, C_IN_HASH)[i]);
     if (al && g->attr_out != NONE32)
-        OTF2_AttributeList_GetUint64(al, g->attr_out, &COLUMN(k, C_OUTH, uint64_t)[i]);
+        OTF2_AttributeList_GetUint64(al, g->attr_out, &COLUMN(k, C_OUT_HASH)[i]);
     int32_t ci = comm < g->ncommrefs ? g->comm_index[comm] : -1;
-    if (ci >= 0 && COLUMN(k, C_SEQ, int64_t)[i] < 0) {
+    if (ci >= 0 && COLUMN(k, C_COLL_SEQ)[i] < 0) {
         int64_t seq = c->coll_count[ci]++;
-        COLUMN(k, C_SEQ, int64_t)[i] = seq;
-        table_t *cc = &c->coll_comm, *kt = &c->res->tables[T_COLL];
+        COLUMN(k, C_COLL_SEQ)[i] = seq;
+        table_t *cc = &c->coll_comm, *kt = &c->res->tables[T_COLLECTIVES];
         OK_OR_STOP(table_reserve(cc, cc->n + 1) || table_reserve(kt, kt->n + 1));
-        COLUMN(cc, CC_COMM, int32_t)[cc->n] = ci;
-        COLUMN(cc, CC_SEQ, int64_t)[cc->n++] = seq;
-        COLUMN(kt, K_CALL, int64_t)[kt->n++] = i;
+        COLUMN(cc, CC_COMM)[cc->n] = ci;
+        COLUMN(cc, CC_SEQ)[cc->n++] = seq;
+        COLUMN(kt, K_CALL)[kt->n++] = i;
     }
     return OTF2_CALLBACK_SUCCESS;
 }
@@ -579,11 +543,11 @@ static OTF2_CallbackCode cb_flush(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
                                   OTF2_AttributeList *al, OTF2_TimeStamp stop)
 {
     EV_HEAD;
-    table_t *f = &c->res->tables[T_FLUSH];
+    table_t *f = &c->res->tables[T_FLUSHES];
     OK_OR_STOP(table_reserve(f, f->n + 1));
-    COLUMN(f, F_RANK, int32_t)[f->n] = c->rank;
-    COLUMN(f, F_START, int64_t)[f->n] = time;
-    COLUMN(f, F_END, int64_t)[f->n] = ns(c, stop);
+    COLUMN(f, F_RANK)[f->n] = c->rank;
+    COLUMN(f, F_START)[f->n] = time;
+    COLUMN(f, F_END)[f->n] = ns(c, stop);
     f->n++;
     return OTF2_CALLBACK_SUCCESS;
 }
@@ -662,9 +626,9 @@ static int match(mpsr_result *res, const int64_t *link)
 {
     table_t *p = &res->tables[T_P2P], *k = &res->tables[T_CALLS];
     uint64_t n = p->n;
-    const uint8_t *kind = COLUMN(p, P_KIND, uint8_t);
-    const int32_t *rank = COLUMN(p, P_RANK, int32_t), *peer = COLUMN(p, P_PEER, int32_t);
-    const int32_t *comm = COLUMN(p, P_COMM, int32_t), *tag = COLUMN(p, P_TAG, int32_t);
+    const uint8_t *kind = COLUMN(p, P_EVENT);
+    const int32_t *rank = COLUMN(p, P_RANK), *peer = COLUMN(p, P_PEER);
+    const int32_t *comm = COLUMN(p, P_COMM), *tag = COLUMN(p, P_TAG);
     keymap_t km;
     if (keymap_init(&km, 1024)) return -1;
     int64_t *key_of = malloc((n ? n : 1) * sizeof *key_of);
@@ -723,7 +687,7 @@ static int match(mpsr_result *res, const int64_t *link)
     free(start);
     free(slot);
     /* emit messages in the order of the sends, then the unmatched operations */
-    table_t *m = &res->tables[T_MSG], *um = &res->tables[T_UNM];
+    table_t *m = &res->tables[T_MESSAGES], *um = &res->tables[T_UNMATCHED];
     uint64_t nmatched = 0;
     for (uint64_t i = 0; i < n; i++)
         if ((kind[i] == P2P_SEND || kind[i] == P2P_ISEND) && recv_of_send[i] >= 0) nmatched++;
@@ -731,17 +695,17 @@ static int match(mpsr_result *res, const int64_t *link)
         return -1;
     table_prefault(m, nmatched + 1);
     table_prefault(um, um->cap);
-    const int64_t *time = COLUMN(p, P_TIME, int64_t), *call = COLUMN(p, P_CALL, int64_t);
-    const int64_t *bytes = COLUMN(p, P_BYTES, int64_t);
-    const int64_t *cstart = COLUMN(k, C_START, int64_t), *cend = COLUMN(k, C_END, int64_t);
+    const int64_t *time = COLUMN(p, P_TIME), *call = COLUMN(p, P_CALL);
+    const int64_t *bytes = COLUMN(p, P_BYTES);
+    const int64_t *cstart = COLUMN(k, C_START), *cend = COLUMN(k, C_END);
     /* the output columns, loaded once (the compiler cannot know stores leave them alone) */
-    int32_t *m_srank = COLUMN(m, M_SRANK, int32_t), *m_rrank = COLUMN(m, M_RRANK, int32_t);
-    int32_t *m_comm = COLUMN(m, M_COMM, int32_t), *m_tag = COLUMN(m, M_TAG, int32_t);
-    int64_t *m_bytes = COLUMN(m, M_BYTES, int64_t), *m_scall = COLUMN(m, M_SCALL, int64_t);
-    int64_t *m_rcall = COLUMN(m, M_RCALL, int64_t), *m_sccall = COLUMN(m, M_SCCALL, int64_t);
-    int64_t *m_rccall = COLUMN(m, M_RCCALL, int64_t), *m_stime = COLUMN(m, M_STIME, int64_t);
-    int64_t *m_rtime = COLUMN(m, M_RTIME, int64_t), *m_senter = COLUMN(m, M_SENTER, int64_t);
-    int64_t *m_renter = COLUMN(m, M_RENTER, int64_t), *m_rleave = COLUMN(m, M_RLEAVE, int64_t);
+    int32_t *m_srank = COLUMN(m, M_SEND_RANK), *m_rrank = COLUMN(m, M_RECV_RANK);
+    int32_t *m_comm = COLUMN(m, M_COMM), *m_tag = COLUMN(m, M_TAG);
+    int64_t *m_bytes = COLUMN(m, M_BYTES), *m_scall = COLUMN(m, M_SEND_CALL);
+    int64_t *m_rcall = COLUMN(m, M_RECV_CALL), *m_sccall = COLUMN(m, M_SEND_COMPLETE_CALL);
+    int64_t *m_rccall = COLUMN(m, M_RECV_COMPLETE_CALL), *m_stime = COLUMN(m, M_SEND_TIME);
+    int64_t *m_rtime = COLUMN(m, M_RECV_TIME), *m_senter = COLUMN(m, M_SEND_ENTER);
+    int64_t *m_renter = COLUMN(m, M_RECV_ENTER), *m_rleave = COLUMN(m, M_RECV_LEAVE);
 #define AT(arr, idx) ((idx) >= 0 ? (arr)[idx] : -1)
     uint64_t j = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -767,13 +731,13 @@ static int match(mpsr_result *res, const int64_t *link)
             j++;
         } else if ((is_send && recv_of_send[i] < 0) || (is_recv && !recv_matched[i])) {
             int64_t u = (int64_t)um->n++;
-            COLUMN(um, U_RANK, int32_t)[u] = rank[i];
-            COLUMN(um, U_KIND, uint8_t)[u] = kind[i];
-            COLUMN(um, U_PEER, int32_t)[u] = peer[i];
-            COLUMN(um, U_COMM, int32_t)[u] = comm[i];
-            COLUMN(um, U_TAG, int32_t)[u] = tag[i];
-            COLUMN(um, U_BYTES, int64_t)[u] = bytes[i];
-            COLUMN(um, U_CALL, int64_t)[u] = is_recv && link[i] >= 0 ? link[i] : call[i];
+            COLUMN(um, U_RANK)[u] = rank[i];
+            COLUMN(um, U_EVENT)[u] = kind[i];
+            COLUMN(um, U_PEER)[u] = peer[i];
+            COLUMN(um, U_COMM)[u] = comm[i];
+            COLUMN(um, U_TAG)[u] = tag[i];
+            COLUMN(um, U_BYTES)[u] = bytes[i];
+            COLUMN(um, U_CALL)[u] = is_recv && link[i] >= 0 ? link[i] : call[i];
         }
     }
     m->n = j;
@@ -818,13 +782,8 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
     OTF2_Error_RegisterCallback(on_error, NULL);
     mpsr_result *res = calloc(1, sizeof *res);
     if (!res) return NULL;
-    table_init(&res->tables[T_CALLS], C_NCOLS, call_sizes);
-    table_init(&res->tables[T_REGIONS], C_NCOLS, call_sizes);
-    table_init(&res->tables[T_P2P], P_NCOLS, p2p_sizes);
-    table_init(&res->tables[T_FLUSH], F_NCOLS, flush_sizes);
-    table_init(&res->tables[T_MSG], M_NCOLS, msg_sizes);
-    table_init(&res->tables[T_UNM], U_NCOLS, unm_sizes);
-    table_init(&res->tables[T_COLL], K_NCOLS, coll_sizes);
+    for (int t = 0; t < T_NTABLES; t++)
+        table_init(&res->tables[t], mpsr_tables[t].ncols, mpsr_tables[t].sizes);
     size_t nl = (size_t)cfg->nloc + 1;
     res->loc_events = calloc(nl, sizeof(uint64_t));
     res->loc_first = calloc(nl, sizeof(int64_t));
@@ -932,8 +891,8 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
         while (c.depth) {
             frame_t f = c.stack[--c.depth];
             table_t *t = &res->tables[f.mpi ? T_CALLS : T_REGIONS];
-            COLUMN(t, C_END, int64_t)[f.row] = c.last;
-            COLUMN(t, C_TRUNC, uint8_t)[f.row] = 1;
+            COLUMN(t, C_END)[f.row] = c.last;
+            COLUMN(t, C_TRUNCATED)[f.row] = 1;
         }
         res->loc_events[i] = c.events;
         res->loc_first[i] = c.first == INT64_MIN ? 0 : c.first;
@@ -952,17 +911,17 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
     /* collective instances: (comm, seq) -> comm's base + seq, bases in comm order */
     int64_t *base = calloc((size_t)cfg->ncomms + 1, sizeof *base);
     if (!base) goto oom;
-    table_t *kt = &res->tables[T_COLL];
-    const int32_t *cc = COLUMN(&c.coll_comm, CC_COMM, int32_t);
-    const int64_t *cs = COLUMN(&c.coll_comm, CC_SEQ, int64_t);
+    table_t *kt = &res->tables[T_COLLECTIVES];
+    const int32_t *cc = COLUMN(&c.coll_comm, CC_COMM);
+    const int64_t *cs = COLUMN(&c.coll_comm, CC_SEQ);
     for (uint64_t j = 0; j < kt->n; j++)
         if (cs[j] + 1 > base[cc[j] + 1]) base[cc[j] + 1] = cs[j] + 1;
     for (int32_t ci = 0; ci < cfg->ncomms; ci++) base[ci + 1] += base[ci];
     for (uint64_t j = 0; j < kt->n; j++)
-        COLUMN(kt, K_INSTANCE, int64_t)[j] = base[cc[j]] + cs[j];
+        COLUMN(kt, K_INSTANCE)[j] = base[cc[j]] + cs[j];
     free(base);
 
-    if (match(res, COLUMN(&c.link, L_POST, int64_t)) == 0) goto out;
+    if (match(res, COLUMN(&c.link, L_POST)) == 0) goto out;
 oom:
     snprintf(res->error, sizeof res->error, "out of memory");
 out:
@@ -985,6 +944,8 @@ void mpsr_release(mpsr_result *r)
 }
 
 /* Accessors, so the Python side needs no mirror of the structs. */
+const char *mpsr_layout(void) { return MPSR_LAYOUT; }
+
 uint64_t mpsr_rows(const mpsr_result *r, int table) { return r->tables[table].n; }
 
 void *mpsr_take(mpsr_result *r, int table, int col)

@@ -1,4 +1,5 @@
-"""Shared fixtures for the analyzer tests: small synthetic OTF2 traces (see tracegen.py).
+"""Shared fixtures for the analyzer tests: small synthetic OTF2 traces (see
+mpiscope_testing.tracegen).
 
 - `write_trace(builder, name="trace") -> Path`: write a TraceBuilder into a fresh temp dir.
 - `two_rank_trace`: the hand-written 2-rank example of `two_rank_example()` (session-wide,
@@ -11,18 +12,15 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # tracegen, also for tests elsewhere
+from mpiscope_testing import REPO
+from mpiscope_testing.scenarios import SCOREP_PING_PONG
+from mpiscope_testing.tracegen import TraceBuilder, copy_trace
 
-from scenarios import SCOREP_PING_PONG  # noqa: E402
-from tracegen import TraceBuilder, copy_trace  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
 SYNTH = REPO / "build" / "native" / "mpiscope-synth"
 
 

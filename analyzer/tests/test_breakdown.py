@@ -1,9 +1,9 @@
 """Per-rank breakdown on a hand-made trace: every number below is computed by hand."""
 
 import pytest
-from scenarios import Scenario
 
 from mpiscope.analysis import breakdown, waitstates
+from mpiscope_testing.scenarios import Scenario
 
 
 @pytest.fixture

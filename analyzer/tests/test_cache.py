@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
-from tracegen import copy_trace
 
-from mpiscope.archive import cache, reader
+from mpiscope.archive import cache, decode, reader
 from mpiscope.archive.trace import Trace
+from mpiscope_testing.tracegen import copy_trace
 
 
 def assert_same(a: Trace, b: Trace) -> None:
@@ -34,7 +34,7 @@ def trace(synth_trace, tmp_path: Path) -> Path:
 def test_reopen_from_cache_equals_fresh_read(trace: Path, monkeypatch) -> None:
     fresh = reader.load(trace)
     manifest = json.loads((trace / ".mpiscope-cache" / "manifest.json").read_text())
-    assert manifest["version"] == f"{reader.READER_VERSION}:traces.otf2"
+    assert manifest["version"] == f"{decode.READER_VERSION}:traces.otf2"
     assert (trace / ".mpiscope-cache" / "calls" / "rank=0" / "part-0.parquet").is_file()
 
     def no_reading(*_a, **_k):

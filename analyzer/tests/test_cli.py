@@ -6,7 +6,8 @@ import shutil
 import subprocess
 
 import pytest
-from scenarios import PROGRAMS, marker_line, traced_run
+
+from mpiscope_testing.scenarios import PROGRAMS, marker_line, traced_run
 
 
 def mpiscope(*args, cwd=None):

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scenarios import analyze_json, compile_program
 
 from mpiscope.archive import reader, salvaged
+from mpiscope_testing.scenarios import analyze_json, compile_program
 
 RANKS = 3
 ROUNDS = 4  # died.c

@@ -4,11 +4,11 @@ program with injected problems, at the right source lines."""
 import numpy as np
 import pandas as pd
 import pytest
-from scenarios import PROGRAMS, Scenario, marker_line, traced_run
 
-from mpiscope.analysis import breakdown as bd
 from mpiscope.analysis import findings, replay
+from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
+from mpiscope_testing.scenarios import PROGRAMS, Scenario, marker_line, traced_run
 
 
 def by_kind(found, kind):
@@ -21,7 +21,7 @@ def test_redundant_collective_proved_by_hashes():
         for i, h in enumerate([(11, 22), (11, 22), (11, 22), (12, 23)]):
             sc.call(r, "MPI_Allreduce", 100 * i, 100 * i + 10, callsite="x.c:5",
                     in_hash=h[0], out_hash=h[1])
-    [f] = by_kind(findings.find(sc.trace()), "redundant_collective")
+    [f] = by_kind(Analysis(sc.trace()).findings, "redundant_collective")
     assert (f.function, f.callsite, f.calls) == ("MPI_Allreduce", "x.c:5", 4)  # 2nd, 3rd
     assert f.time_s == pytest.approx(4 * 10e-9)
     assert f.estimated_savings_s == pytest.approx(2 * 10e-9)  # per rank, nobody waits
@@ -35,7 +35,7 @@ def test_barrier_directly_after_a_synchronizing_collective():
         sc.call(r, "MPI_Barrier", 10, 15, callsite="y.c:2")
         sc.call(r, "MPI_Bcast", 20, 30, callsite="y.c:3", root=0)
         sc.call(r, "MPI_Barrier", 30, 35, callsite="y.c:4")  # after a Bcast: not proved
-    [f] = by_kind(findings.find(sc.trace()), "redundant_collective")
+    [f] = by_kind(Analysis(sc.trace()).findings, "redundant_collective")
     assert (f.function, f.callsite, f.calls) == ("MPI_Barrier", "y.c:2", 2)
     assert "MPI_Barrier at y.c:2 is provably redundant in 1 instance: barrier directly " \
         "follows MPI_Allreduce" in f.message
@@ -53,7 +53,7 @@ def test_message_aggregation_saves_latency_per_burst():
         sc.call(0, "MPI_Barrier", t, t + 10)
         sc.call(1, "MPI_Barrier", t, t + 10)
         t += 10_000
-    [f] = by_kind(findings.find(sc.trace()), "message_aggregation")
+    [f] = by_kind(Analysis(sc.trace()).findings, "message_aggregation")
     assert (f.function, f.callsite, f.calls) == ("MPI_Send", "halo.c:12", 12)
     # alpha fitted on the trace = 500 ns (all messages alike); (m-1)*alpha per burst
     assert f.evidence["alpha_s"] == pytest.approx(500e-9)
@@ -81,7 +81,7 @@ def test_frequent_small_collective_in_the_main_loop():
                     bytes_sent=8, bytes_recv=8)
             sc.call(r, "MPI_Send" if r == 0 else "MPI_Recv", t + 400, t + 450,
                     callsite="cg.c:44")
-    [f] = by_kind(findings.find(sc.trace()), "frequent_collective")
+    [f] = by_kind(Analysis(sc.trace()).findings, "frequent_collective")
     assert (f.function, f.callsite, f.calls) == ("MPI_Allreduce", "cg.c:40", 60)
     assert "k=10" in f.message and "replay" in f.message
     # replay over instances 1..29: between two calls a rank works 600 ns plus its 300 or
@@ -102,7 +102,7 @@ def test_load_imbalance_names_who_is_late_and_who_waits():
             t = 1000 * it
             sc.call(r, "MPI_Allreduce", t + (900 if r == 2 else 100), t + 910,
                     callsite="solve.c:77")
-    [f] = by_kind(findings.find(sc.trace()), "load_imbalance")
+    [f] = by_kind(Analysis(sc.trace()).findings, "load_imbalance")
     assert f.callsite == "solve.c:77"
     assert f.evidence["late_rank"] == 2 and f.evidence["late_share"] == 1.0
     assert f.evidence["wait_by_rank_s"][0] == pytest.approx(5 * 800e-9)
@@ -120,7 +120,7 @@ def test_findings_are_ranked_by_savings():
             sc.call(r, "MPI_Allreduce", t + (900 if r == 2 else 100), t + 910,
                     callsite="solve.c:77")
             sc.call(r, "MPI_Barrier", t + 910, t + 920, callsite="solve.c:78")
-    found = findings.find(sc.trace())
+    found = Analysis(sc.trace()).findings
     assert [f.kind for f in found] == ["load_imbalance", "redundant_collective"]
     savings = [f.estimated_savings_s for f in found]
     assert savings == sorted(savings, reverse=True)
@@ -131,7 +131,8 @@ def test_injected_problems_of_a_real_program(tmp_path):
     src = PROGRAMS / "imbalance.c"
     site = {name: f"imbalance.c:{marker_line(src, name)}"
             for name in ("allreduce", "barrier", "bcast", "recv", "waitall")}
-    found = findings.find(t)
+    analysis = Analysis(t)
+    found = analysis.findings
     red = {f.callsite: f for f in by_kind(found, "redundant_collective")}
     assert red[site["barrier"]].evidence["proof"] == "barrier_after"
     assert red[site["barrier"]].calls == 4 * 8
@@ -145,7 +146,7 @@ def test_injected_problems_of_a_real_program(tmp_path):
     # of the 5 ms, so the finding is checked against the waits the trace itself shows
     # (rank 1's send against rank 0's receive, iteration by iteration), clear of the
     # reporting threshold either way.
-    threshold = findings.NOTABLE_SHARE * bd.per_rank(t)["total_s"].sum()
+    threshold = findings.NOTABLE_SHARE * analysis.ranks["total_s"].sum()
     for name, waiting, sending in (("recv", "MPI_Recv", "MPI_Send"),
                                    ("waitall", "MPI_Waitall", "MPI_Isend")):
         shown = late_sender_wait_s(t, waiting, sending, waiter=0, sender=1)

@@ -2,10 +2,17 @@
 iteration."""
 
 import pytest
-from scenarios import HIMENO, PROGRAMS, Scenario, marker_line, traced_himeno, traced_run
 
 from mpiscope.analysis import iterations, waitstates
 from mpiscope.archive import reader
+from mpiscope_testing.scenarios import (
+    HIMENO,
+    PROGRAMS,
+    Scenario,
+    marker_line,
+    traced_himeno,
+    traced_run,
+)
 
 
 def loop_trace():

@@ -34,7 +34,7 @@ def as_user(monkeypatch):
 @pytest.fixture
 def libs(tmp_path, monkeypatch) -> dict[str, Path]:
     """A build directory with an interposer for each MPI flavour (empty files)."""
-    monkeypatch.setattr(paths, "BUILD_DIR", tmp_path / "build")
+    monkeypatch.setenv("MPISCOPE_BUILD_DIR", str(tmp_path / "build"))
     monkeypatch.delenv("MPISCOPE_LIB", raising=False)
     found = {}
     for mpi in paths.MPI_FLAVOURS:

@@ -18,19 +18,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from scenarios import analyze_json, compile_program
 
 from mpiscope.archive import reader, recover, salvaged
 from mpiscope.archive.trace import Trace
+from mpiscope_testing.killing import ENV, KILLED, MPIRUN, RANKS, Killed, run_and_kill
+from mpiscope_testing.scenarios import analyze_json, compile_program
 
-RANKS = 3
-KILLED = 1
-ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 HOST = os.environ.get("MPISCOPE_HOSTNAME") or socket.gethostname()
 SOURCE = Path(__file__).parent / "programs" / "killed.c"
 
@@ -40,46 +36,6 @@ def callsite(marker: str) -> str:
     lines = SOURCE.read_text().splitlines()
     (line,) = [i + 1 for i, text in enumerate(lines) if f"CALLSITE:{marker} " in text]
     return f"killed.c:{line}"
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
-          # time for the SIGTERMed ranks to salvage on a loaded machine (test_died_jobs.py)
-          "--mca", "odls_base_sigkill_timeout", "3"]
-
-
-@dataclass
-class Killed:
-    out: Path
-    returncode: int
-    stderr: str
-    printed: int  # iterations rank 1 had printed (so completed) before the kill
-
-
-def run_and_kill(exe: Path, out: Path, after: int, env: dict[str, str] | None = None,
-                 ranks: int = RANKS, victims: tuple[int, ...] = (KILLED,),
-                 args: tuple[str, ...] = ()) -> Killed:
-    """Run killed.c traced; kill -9 the `victims` once rank victims[0] printed `after`
-    iterations (`printed`: how many it had)."""
-    cmd = [sys.executable, "-m", "mpiscope", "run", "--out", str(out), "--", *MPIRUN, "-np",
-           str(ranks), str(exe), *args]
-    proc = subprocess.Popen(cmd, env={**ENV, **(env or {})}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    printed, pids = 0, {}
-    deadline = time.monotonic() + 120
-    for line in proc.stdout:
-        words = line.split()  # rank R pid P iteration I
-        if len(words) == 6 and words[0] == "rank":
-            pids[int(words[1])] = int(words[3])
-            if int(words[1]) == victims[0]:
-                printed = int(words[5])
-            if printed >= after and all(v in pids for v in victims):
-                for v in victims:
-                    os.kill(pids[v], signal.SIGKILL)
-                break
-        assert time.monotonic() < deadline, "the ranks did not get going"
-    _, err = proc.communicate(timeout=120)
-    return Killed(out, proc.returncode, err, printed)
-
-
 def analyze(path: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, dict]:
     return analyze_json(path, tmp, ENV)
 

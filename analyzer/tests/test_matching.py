@@ -5,9 +5,9 @@ the pandas reference on a generated trace."""
 from __future__ import annotations
 
 import pandas as pd
-from tracegen import TraceBuilder
 
 from mpiscope.archive import matching, reader
+from mpiscope_testing.tracegen import TraceBuilder
 
 
 def msgs(t, cols=("send_rank", "recv_rank", "tag", "bytes", "send_time", "recv_time")):

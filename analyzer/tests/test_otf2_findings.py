@@ -1,15 +1,15 @@
 """Findings on synthetic OTF2 archives: written with the OTF2 Python writer (tracegen),
-read back by mpiscope's reader and analyzed as a user does (`report.analyze` or
+read back by mpiscope's reader and analyzed as a user does (`Analysis(trace)` or
 `mpiscope analyze --json`). Every expected number is worked out by hand."""
 
 import json
 import subprocess
 
 import pytest
-from tracegen import TraceBuilder
 
-from mpiscope.analysis import report
+from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
+from mpiscope_testing.tracegen import TraceBuilder
 
 
 def ns(seconds: float) -> int:
@@ -17,7 +17,7 @@ def ns(seconds: float) -> int:
 
 
 def analyze(tb: TraceBuilder, tmp_path) -> dict:
-    return report.analyze(reader.load(tb.write(tmp_path / "trace"))).to_dict()
+    return Analysis(reader.load(tb.write(tmp_path / "trace"))).to_dict()
 
 
 def of_kind(doc: dict, kind: str) -> list[dict]:

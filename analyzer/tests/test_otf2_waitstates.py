@@ -6,10 +6,10 @@ import json
 import subprocess
 
 import pytest
-from tracegen import TraceBuilder
 
-from mpiscope.analysis import report
+from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
+from mpiscope_testing.tracegen import TraceBuilder
 
 KINDS = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
          "early_reduce")
@@ -54,7 +54,7 @@ def waits_archive(tmp_path_factory):
 
 
 def test_wait_states_per_rank(waits_archive):
-    doc = report.analyze(reader.load(waits_archive)).to_dict()
+    doc = Analysis(reader.load(waits_archive)).to_dict()
     got = per_rank_ns(doc["wait_states_per_rank"], KINDS)
     zero = dict.fromkeys(KINDS, 0)
     assert got == {
@@ -73,7 +73,7 @@ def test_wait_states_per_rank(waits_archive):
 
 
 def test_breakdown_per_rank(waits_archive):
-    doc = report.analyze(reader.load(waits_archive)).to_dict()
+    doc = Analysis(reader.load(waits_archive)).to_dict()
     parts = ("total_s", "compute_s", "communication_s", "synchronization_s")
     assert per_rank_ns(doc["ranks"], parts) == {
         # MPI: Ssend 100 + Barrier 60 + Bcast 70 + Reduce 80 = 310; synchronization: the
@@ -90,7 +90,7 @@ def test_breakdown_per_rank(waits_archive):
 
 
 def test_who_is_late_at_each_collective(waits_archive):
-    doc = report.analyze(reader.load(waits_archive)).to_dict()
+    doc = Analysis(reader.load(waits_archive)).to_dict()
     imb = {f["callsite"]: f for f in doc["findings"] if f["kind"] == "load_imbalance"}
     # 2 % of the 3 x 990 ns rank time is 59.4 ns: the barrier (80), the broadcast (80),
     # the reduce (60) and the late receiver (80, not a load-imbalance kind) qualify

@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tracegen import TraceBuilder
+
+from mpiscope_testing.tracegen import TraceBuilder
 
 SIZES = [2 ** k for k in range(21)]  # 1 B .. 1 MiB
 REPS = 5  # round trips per size

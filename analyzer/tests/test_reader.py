@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from tracegen import TraceBuilder
 
 from mpiscope.archive import reader
 from mpiscope.archive.trace import Trace
+from mpiscope_testing.tracegen import TraceBuilder
 
 
 def rows(df: pd.DataFrame, cols: list[str]) -> list[tuple]:

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tracegen import TraceBuilder, copy_trace
 
 from mpiscope.archive import reader
 from mpiscope.errors import UserError
+from mpiscope_testing.tracegen import TraceBuilder, copy_trace
 
 
 def problem(path: Path) -> str:

@@ -1,4 +1,4 @@
-"""The contract JSON assembled by report.analyze, on the Score-P trace and on a real
+"""The contract JSON assembled by the analysis session, on the Score-P trace and on a real
 program traced by the interposer."""
 
 import json
@@ -6,10 +6,10 @@ import os
 import subprocess
 
 import pytest
-from scenarios import traced_run
 
-from mpiscope.analysis import report
+from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
+from mpiscope_testing.scenarios import traced_run
 
 CONTRACT_RANK_KEYS = {"rank", "host", "total_s", "compute_s", "communication_s",
                       "synchronization_s"}
@@ -34,7 +34,7 @@ def check_contract(doc: dict, nranks: int) -> None:
 
 
 def test_scorep_trace_has_a_breakdown_for_every_rank(scorep_trace):
-    doc = json.loads(report.analyze(reader.load(scorep_trace)).to_json())
+    doc = json.loads(Analysis(reader.load(scorep_trace)).to_json())
     check_contract(doc, 2)
     assert doc["meta"]["num_ranks"] == 2
     funcs = {f["name"]: f for f in doc["functions"]}
@@ -48,7 +48,7 @@ def test_scorep_trace_has_a_breakdown_for_every_rank(scorep_trace):
 
 def test_report_of_a_traced_program(tmp_path):
     t = reader.load(traced_run("imbalance", 3, ["6"], tmp_path))
-    doc = json.loads(report.analyze(t).to_json())
+    doc = json.loads(Analysis(t).to_json())
     check_contract(doc, 3)
     assert doc["main_loop"]["iterations"] == 6  # the program's loop count
     assert len(doc["iterations"]) == 5  # full spans between the 6 marker calls
@@ -66,7 +66,7 @@ def test_buffer_flushes_are_reported(tmp_path):
     """A tiny event buffer makes the interposer encode mid-run: the report counts those
     flushes and their time, which the breakdown holds as part of the run."""
     trace = traced_run("imbalance", 2, ["20"], tmp_path, env={"MPISCOPE_BUFFER_SIZE": "4k"})
-    doc = json.loads(report.analyze(reader.load(trace)).to_json())
+    doc = json.loads(Analysis(reader.load(trace)).to_json())
     flushes = doc["buffer_flushes"]
     assert flushes["count"] >= 2 and flushes["seconds"] > 0
     assert {r["rank"] for r in flushes["per_rank"]} == {0, 1}
@@ -79,6 +79,6 @@ def test_buffer_flushes_are_reported(tmp_path):
 
 
 def test_no_flushes_with_the_default_buffer(tmp_path):
-    doc = json.loads(report.analyze(reader.load(
+    doc = json.loads(Analysis(reader.load(
         traced_run("imbalance", 2, ["3"], tmp_path))).to_json())
     assert doc["buffer_flushes"] == {"count": 0, "seconds": 0.0, "per_rank": []}

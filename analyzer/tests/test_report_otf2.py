@@ -5,10 +5,10 @@ import json
 import subprocess
 
 import pytest
-from tracegen import TraceBuilder
 
-from mpiscope.analysis import report
+from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
+from mpiscope_testing.tracegen import TraceBuilder
 
 
 def scenario() -> TraceBuilder:
@@ -40,7 +40,7 @@ def archive(tmp_path_factory):
 
 
 def test_breakdown_and_wait_states_from_an_otf2_archive(archive):
-    doc = report.analyze(reader.load(archive)).to_dict()
+    doc = Analysis(reader.load(archive)).to_dict()
     ranks = {r["rank"]: r for r in doc["ranks"]}
     ns = {r: {k: round(v * 1e9) for k, v in row.items() if k.endswith("_s")}
           for r, row in ranks.items()}
@@ -58,7 +58,7 @@ def test_breakdown_and_wait_states_from_an_otf2_archive(archive):
 
 
 def test_findings_from_an_otf2_archive(archive):
-    doc = report.analyze(reader.load(archive)).to_dict()
+    doc = Analysis(reader.load(archive)).to_dict()
     red = [f for f in doc["findings"] if f["kind"] == "redundant_collective"]
     assert len(red) == 1
     f = red[0]

@@ -6,9 +6,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from scenarios import traced_run
 
 from mpiscope.archive import reader
+from mpiscope_testing.scenarios import traced_run
 
 
 @pytest.fixture(scope="module")

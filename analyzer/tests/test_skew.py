@@ -1,9 +1,8 @@
 """Clock skew: a receive that completes before its send began is corrected before the
 wait states are computed, and the correction is reported."""
 
-from scenarios import Scenario
-
 from mpiscope.analysis import skew, waitstates
+from mpiscope_testing.scenarios import Scenario
 
 
 def skewed():

@@ -3,10 +3,10 @@ intra- vs inter-node split, the Hockney fit, and the eager/rendezvous switch (he
 synthetic networks; on a real ping-pong in test_protocol_switch.py)."""
 
 import pytest
-from scenarios import Scenario
 
 from mpiscope.analysis import stats
 from mpiscope.archive import reader
+from mpiscope_testing.scenarios import Scenario
 
 ALPHA_NS = 1000  # latency of the synthetic network
 BETA_B_PER_NS = 1.0  # 1 GB/s

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tracegen import TraceBuilder
 
 from mpiscope.render.summary import size_text
+from mpiscope_testing.tracegen import TraceBuilder
 
 
 def messages_trace(path: Path, hosts: list[str]) -> Path:

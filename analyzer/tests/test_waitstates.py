@@ -4,10 +4,10 @@ MPI program with injected late senders and imbalance (within tolerance)."""
 import numpy as np
 import pandas as pd
 import pytest
-from scenarios import PROGRAMS, Scenario, marker_line, traced_run
 
 from mpiscope.analysis import waitstates
 from mpiscope.archive import reader
+from mpiscope_testing.scenarios import PROGRAMS, Scenario, marker_line, traced_run
 
 
 def wait_of(trace, call):

@@ -25,9 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "webui" / "tests"))
-
 TARGET_FIRST_S, TARGET_ZOOM_S, TARGET_BYTES = 2.0, 0.3, 2_000_000
 WIDTH = 1400
 
@@ -78,14 +75,10 @@ def browser_draw(url: str, session: list[tuple[str, float, float]]) -> list[tupl
     """ms from Plotly.relayout (a user's zoom) to the server's figure drawn."""
     import tempfile
 
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from webui_support import chromium_options
+    from mpiscope_testing.browser import chromium
 
     gd = "document.querySelector('#panel-0 .timeline .js-plotly-plot')"
-    d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"),
-                         options=chromium_options(Path(tempfile.mkdtemp())))
-    d.set_script_timeout(120)
+    d = chromium(Path(tempfile.mkdtemp()), script_timeout=120)
     out = []
     try:
         t = time.perf_counter()

@@ -49,6 +49,7 @@ class Function:
         return self.name.lower()
 
 
+KINDS = ("normal", "init", "finalize", "abort")  # how impl() wraps the PMPI call
 PARAM_RE = re.compile(r"^(?P<type>.*?)(?P<name>\w+)\s*(?:\[(?P<len>[^\]]*)\])?$")
 
 
@@ -56,11 +57,11 @@ def parse_params(text: str) -> list[Param]:
     params = []
     for raw in filter(None, (p.strip() for p in text.split(","))):
         m = PARAM_RE.match(raw)
-        if not m:
+        if not m or not m["type"].strip():
             raise SystemExit(f"wrapgen: cannot parse parameter {raw!r}")
-        ctype = " ".join(m["type"].split()).replace(" *", " *").strip()
-        ctype = re.sub(r"\s*\*", " *", ctype).replace("* *", "**").strip()
-        ctype = ctype.replace(" * *", " **").replace(" * * *", " ***")
+        # one spelling per type: "char ***", "const void *", "MPI_Request"
+        stars = m["type"].count("*")
+        ctype = " ".join(m["type"].replace("*", " ").split()) + (" " + "*" * stars) * bool(stars)
         params.append(Param(ctype, m["name"], m["len"]))
     return params
 
@@ -72,9 +73,15 @@ def parse_spec(path: Path) -> list[Function]:
             continue
         if not line[0].isspace():
             words = line.split()
-            functions.append(Function(words[0], words[1], words[2] if len(words) > 2 else "normal"))
+            kind = words[2] if len(words) == 3 else "normal"
+            if len(words) not in (2, 3) or kind not in KINDS:
+                raise SystemExit(f"{path}:{lineno}: expected 'MPI_Name ROLE [{'|'.join(KINDS)}]'"
+                                 f", got {line.strip()!r}")
+            functions.append(Function(words[0], words[1], kind))
             continue
         key, _, value = line.strip().partition(":")
+        if not functions:
+            raise SystemExit(f"{path}:{lineno}: {key!r} before the first function")
         fn = functions[-1]
         if key == "args":
             fn.params = parse_params(value)

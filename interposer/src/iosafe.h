@@ -5,8 +5,9 @@
  * closes, the raw-buffer encode, salvage); inside, such a write just fails with EFBIG,
  * which OTF2 reports like any other write error. Nestable, per thread, and made of
  * plain system calls only (the stop-signal handler salvages inside a guard). Used by
- * runtime.c's flush_events, mps_finalize_before and mps_abort_before (salvage); any new
- * tracer write (ftruncate/fallocate of a file, too) belongs inside one.
+ * mps_flush_events (hotpath.c), mps_finalize_before (finalize.c) and mps_abort_before
+ * (salvage.c); any new tracer write (ftruncate/fallocate of a file, too) belongs inside
+ * one.
  */
 #ifndef MPISCOPE_IOSAFE_H
 #define MPISCOPE_IOSAFE_H

@@ -2,7 +2,7 @@
  *
  * The generated wrappers (wrappers_c.c, wrappers_f.c from gen/mpi.spec) call
  * mps_enter/mps_leave around every PMPI call and the mps_* event helpers
- * below in between. All state lives in one per-process trace writer (runtime.c).
+ * below in between. The runtime behind them keeps its state in runtime.h (private).
  */
 #ifndef MPISCOPE_H
 #define MPISCOPE_H

@@ -124,3 +124,20 @@ void mps_remove_archive(const char *dir)
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, parts[i]) < sizeof p) mps_remove_tree(p);
 }
+
+int mps_mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(tmp, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
+    return access(tmp, W_OK) == 0 ? 0 : -1;
+}

@@ -38,4 +38,8 @@ void mps_remove_archive(const char *dir);
 /* Remove a directory tree we wrote (a half-written DIR/rank<N>/). */
 void mps_remove_tree(const char *path);
 
+/* mkdir -p, then: is it a directory we may write into? 0, or -1 with errno set. Private
+ * to the library (the trace directory, a salvaged rank<N>/, a recovery's scratch). */
+__attribute__((visibility("hidden"))) int mps_mkdir_p(const char *path);
+
 #endif

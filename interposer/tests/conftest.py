@@ -7,22 +7,19 @@ temporary directory, each at most once.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # traceread, mpijobs
-
-import mpijobs  # noqa: E402
+from mpiscope_testing import REPO, mpijobs
 
 
 @pytest.fixture(scope="session")
 def interposer() -> str:
     """Path of libmpiscope.so (Open MPI flavour), built if `make build` has not run."""
-    lib = mpijobs.ROOT / "build" / "interposer" / "openmpi" / "libmpiscope.so"
+    lib = REPO / "build" / "interposer" / "openmpi" / "libmpiscope.so"
     if not lib.exists():
-        subprocess.run(["make", "-C", str(mpijobs.ROOT), "interposer-openmpi"], check=True,
+        subprocess.run(["make", "-C", str(REPO), "interposer-openmpi"], check=True,
                        capture_output=True)
     return mpijobs.interposer_lib()
 

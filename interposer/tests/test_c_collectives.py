@@ -10,10 +10,11 @@ import struct
 from collections import Counter
 from dataclasses import dataclass
 
-import mpijobs
 import pytest
-import tracechecks as tc
-from traceread import Trace
+
+from mpiscope_testing import mpijobs
+from mpiscope_testing import tracechecks as tc
+from mpiscope_testing.traceread import Trace
 
 INT, DOUBLE = 4, 8
 

@@ -13,10 +13,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import mpijobs
 import pytest
-import tracechecks as tc
-from traceread import Trace, archive_properties, otf2_print
+
+from mpiscope_testing import mpijobs
+from mpiscope_testing import tracechecks as tc
+from mpiscope_testing.traceread import Trace, archive_properties, otf2_print
 
 
 @dataclass

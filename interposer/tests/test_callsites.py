@@ -6,10 +6,11 @@ import re
 import subprocess
 from pathlib import Path
 
-import mpijobs
 import pytest
-import tracechecks as tc
-from traceread import Trace
+
+from mpiscope_testing import mpijobs
+from mpiscope_testing import tracechecks as tc
+from mpiscope_testing.traceread import Trace
 
 MPICC = ["mpicc", "-g", "-O0"]
 

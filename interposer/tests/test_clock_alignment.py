@@ -7,10 +7,11 @@ import os
 import subprocess
 from pathlib import Path
 
-import mpijobs
 import pytest
-import tracechecks as tc
-from traceread import Trace
+
+from mpiscope_testing import mpijobs
+from mpiscope_testing import tracechecks as tc
+from mpiscope_testing.traceread import Trace
 
 SHIFT_NS = 5_000_000_000
 TOLERANCE_NS = 2_000_000  # 2500x below the shift; loaded 2-core machines delay ping-pongs

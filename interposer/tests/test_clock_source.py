@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import mpijobs
 import pytest
-import tracechecks as tc
-from traceread import read_python
+
+from mpiscope_testing import mpijobs
+from mpiscope_testing import tracechecks as tc
+from mpiscope_testing.traceread import read_python
 
 CONVERSION_NS = 1_000  # TSC ticks -> ns between anchors: rounding, not drift
 

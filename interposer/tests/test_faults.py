@@ -16,12 +16,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import mpijobs
 import pytest
-import tracechecks as tc
 from test_passthrough import ABORT_TIMEOUT, PATIENT
 
 from mpiscope.archive import fom, outdir
+from mpiscope_testing import REPO, mpijobs
+from mpiscope_testing import tracechecks as tc
 
 ARCHIVE = {"traces.otf2", "traces.def", "traces"}
 # a rank's own ulimit: mpirun and its daemons keep theirs (PMIx's files exceed 16 KiB)
@@ -264,7 +264,7 @@ def test_a_tee_of_the_new_run_stays_beside_its_trace(programs, tmp_path):
 
 
 def test_the_file_lists_of_interposer_and_mpiscope_run_agree():
-    header = (mpijobs.ROOT / "interposer" / "src" / "outdir.h").read_text()
+    header = (REPO / "interposer" / "src" / "outdir.h").read_text()
     body = re.search(r"#define MPS_RUN_FILES\s*((?:[^\n]*\\\n)*[^\n]*)", header).group(1)
     assert tuple(re.findall(r'"([^"]+)"', body)) == outdir.RUN_FILES
     prefix = re.search(r'#define MPS_RUN_RANK_PREFIX "([^"]+)"', header).group(1)

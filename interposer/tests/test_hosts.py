@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import mpijobs
-import tracechecks as tc
-from traceread import otf2_print
+from mpiscope_testing import mpijobs
+from mpiscope_testing import tracechecks as tc
+from mpiscope_testing.traceread import otf2_print
 
 
 def test_ranks_on_named_hosts(programs, tmp_path) -> None:

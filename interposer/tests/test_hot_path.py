@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import mpijobs
+from mpiscope_testing import mpijobs
 
 
 def mallocs(shim: Path, exe: Path, iterations: int, traced: bool, tmp: Path) -> int:

@@ -13,10 +13,11 @@ import subprocess
 import sys
 from collections import Counter
 
-import mpijobs
 import pytest
-import tracechecks as tc
-from traceread import Trace
+
+from mpiscope_testing import REPO, mpijobs
+from mpiscope_testing import tracechecks as tc
+from mpiscope_testing.traceread import Trace
 
 FORTRAN = ["f_mpifh.f90", "f_usempi.f90", "f_f08.f90"]
 SIZES = [1, 2, 4]
@@ -157,9 +158,9 @@ def test_fortran_under_mpich(tmp_path) -> None:
     the C wrapper, with the Fortran caller as call site (noted by our forwarding doors)."""
     if not (mpijobs.have("mpif90.mpich") and mpijobs.have("mpiexec.mpich")):
         pytest.skip("MPICH is not installed (mpif90.mpich / mpiexec.mpich missing)")
-    lib = mpijobs.ROOT / "build" / "interposer" / "mpich" / "libmpiscope.so"
+    lib = REPO / "build" / "interposer" / "mpich" / "libmpiscope.so"
     if not lib.exists():
-        subprocess.run(["make", "-C", str(mpijobs.ROOT), "interposer-mpich"], check=True,
+        subprocess.run(["make", "-C", str(REPO), "interposer-mpich"], check=True,
                        capture_output=True)
     compiler = ["mpif90.mpich", *mpijobs.COMPILERS[".f90"][1:]]
     exe = mpijobs.build("f_mpifh.f90", tmp_path, compiler)

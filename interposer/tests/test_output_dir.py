@@ -7,8 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
-import mpijobs
-import tracechecks as tc
+from mpiscope_testing import mpijobs
+from mpiscope_testing import tracechecks as tc
 
 
 def test_default_directory_is_one_per_job(programs, tmp_path: Path) -> None:

@@ -12,10 +12,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import mpijobs
 import pytest
-import tracechecks as tc
-from traceread import otf2_print, read_python
+
+from mpiscope_testing import mpijobs
+from mpiscope_testing import tracechecks as tc
+from mpiscope_testing.traceread import otf2_print, read_python
 
 ABORT_TIMEOUT = 90  # a hang is a failure, not a stuck test run
 # Open MPI SIGKILLs 1 s after its SIGTERM; on a loaded 2-core machine the stopped ranks

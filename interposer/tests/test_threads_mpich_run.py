@@ -5,10 +5,11 @@ from __future__ import annotations
 import subprocess
 from collections import Counter
 
-import mpijobs
 import pytest
-import tracechecks as tc
-from traceread import archive_properties
+
+from mpiscope_testing import REPO, mpijobs
+from mpiscope_testing import tracechecks as tc
+from mpiscope_testing.traceread import archive_properties
 
 ROUNDS = 50  # programs/threads.c: per thread
 
@@ -48,9 +49,9 @@ def test_thread_multiple_two_threads(programs, tmp_path) -> None:
 def test_mpich_two_ranks(tmp_path) -> None:
     if not (mpijobs.have("mpicc.mpich") and mpijobs.have("mpiexec.mpich")):
         pytest.skip("MPICH is not installed (mpicc.mpich / mpiexec.mpich missing)")
-    lib = mpijobs.ROOT / "build" / "interposer" / "mpich" / "libmpiscope.so"
+    lib = REPO / "build" / "interposer" / "mpich" / "libmpiscope.so"
     if not lib.exists():
-        subprocess.run(["make", "-C", str(mpijobs.ROOT), "interposer-mpich"], check=True,
+        subprocess.run(["make", "-C", str(REPO), "interposer-mpich"], check=True,
                        capture_output=True)
     exe = mpijobs.build("hello.cpp", tmp_path, ["mpicxx.mpich", "-g", "-O0"])
     bare = mpijobs.run([str(exe)], np=2, traced=False, launcher=mpijobs.MPIEXEC_MPICH)

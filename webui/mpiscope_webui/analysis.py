@@ -1,15 +1,21 @@
-"""The analyzer's results for one trace, as the views need them."""
+"""What the analysis tabs show of one trace, read from its analysis session."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
+from mpiscope.analysis.findings import Finding
+from mpiscope.analysis.session import Analysis
+from mpiscope.analysis.stats import ProtocolSwitch
 from mpiscope.archive.trace import Trace
 
 OCCURRENCES_SHOWN = 5  # a finding zooms to its first few occurrences (instances)
+T = TypeVar("T")
 
 
 @dataclass
@@ -25,64 +31,41 @@ class FindingView:
 
 
 @dataclass
-class Analysis:
-    wait_ns: np.ndarray  # per call id
+class Panels:
+    """The session's results the tabs draw; a result that failed is empty, and its error
+    is listed instead (one analysis failing must not take the others down with it)."""
+
     breakdown: pd.DataFrame  # rank, host, total_s, compute_s, communication_s, ...
     functions: pd.DataFrame  # name, calls, time_s, mean_s, max_s, bytes
     message_sizes: pd.DataFrame
     comm_matrix: pd.DataFrame
     findings: list[FindingView]
     errors: list[str] = field(default_factory=list)
-    protocol_switches: list = field(default_factory=list)  # mpiscope.analysis.stats.ProtocolSwitch
+    protocol_switches: list[ProtocolSwitch] = field(default_factory=list)
 
     @classmethod
-    def compute(cls, trace: Trace, waits: WaitStates | None = None) -> Analysis:
-        """All analyses; `waits` if the wait states were computed already."""
-        from mpiscope.analysis import breakdown, findings, stats
+    def of(cls, session: Analysis) -> Panels:
+        errors: list[str] = []
 
-        w = waits or WaitStates.compute(trace)
-        errors = list(w.errors)
-        ws = w.result
-
-        def attempt(what: str, fn, default):
-            # one analysis failing must not take the timeline down with it
+        def attempt(what: str, get: Callable[[], T], default: T) -> T:
             try:
-                return fn()
+                return get()
             except Exception as err:  # noqa: BLE001 - shown to the user, one line
                 errors.append(f"{what}: {type(err).__name__}: {err}".splitlines()[0])
                 return default
 
         empty = pd.DataFrame()
-        bd = attempt("breakdown", lambda: breakdown.per_rank(trace, ws), empty) \
-            if ws is not None else empty
-        fn = attempt("functions", lambda: stats.functions(trace), empty)
-        sizes = attempt("message sizes", lambda: stats.message_sizes(trace), empty)
-        switches = attempt("protocol switch", lambda: stats.protocol_switches(trace), [])
-        matrix = attempt("communication matrix", lambda: stats.comm_matrix(trace), empty)
-        found = attempt("findings", lambda: findings.find(trace, ws), []) \
-            if ws is not None else []
-        views = [finding_view(trace, f) for f in found]
-        return cls(w.wait_ns, bd, fn, sizes, matrix, views, errors, switches)
-
-
-@dataclass
-class WaitStates:
-    """The wait states alone: the first analysis, since the timeline shades them."""
-
-    result: object  # mpiscope.analysis.waitstates result, None if it failed
-    wait_ns: np.ndarray  # per call id (zeros if it failed)
-    errors: list[str]
-
-    @classmethod
-    def compute(cls, trace: Trace) -> WaitStates:
-        from mpiscope.analysis import waitstates
-
-        try:
-            ws = waitstates.compute(trace)
-        except Exception as err:  # noqa: BLE001 - shown to the user, one line
-            return cls(None, np.zeros(len(trace.calls), np.int64),
-                       [f"wait states: {type(err).__name__}: {err}".splitlines()[0]])
-        return cls(ws, ws.per_call["wait_ns"].to_numpy(np.int64), [])
+        # the breakdown and the findings need the wait states: without them, only the
+        # wait states' error is listed
+        waits = attempt("wait states", lambda: session.wait_states, None) is not None
+        bd = attempt("breakdown", lambda: session.ranks, empty) if waits else empty
+        fn = attempt("functions", lambda: session.functions, empty)
+        sizes = attempt("message sizes", lambda: session.message_sizes, empty)
+        switches = attempt("protocol switch", lambda: session.protocol_switches, [])
+        matrix = attempt("communication matrix", lambda: session.comm_matrix, empty)
+        found = attempt("findings", lambda: session.findings, []) if waits else []
+        views = [finding_view(session.trace, f) for f in found]
+        return cls(bd, fn, sizes, matrix, views, errors, switches)
 
 
 def _matches(column: pd.Series, value: str) -> np.ndarray:
@@ -95,7 +78,7 @@ def _matches(column: pd.Series, value: str) -> np.ndarray:
     return column.astype(str).to_numpy() == value
 
 
-def finding_view(trace: Trace, f) -> FindingView:
+def finding_view(trace: Trace, f: Finding) -> FindingView:
     c = trace.calls
     sel = _matches(c["function"], f.function)
     if f.callsite:

@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mpiscope.analysis.session import Analysis
 from mpiscope.archive.trace import Trace
+from mpiscope_webui.analysis import Panels
 from mpiscope_webui.lod import StateIndex
 
 
@@ -69,8 +71,9 @@ class TraceModel:
     index: StateIndex
     messages: MessageIndex
     lanes: Lanes
-    _analysis: object = field(default=None, repr=False)
-    _waits: object = field(default=None, repr=False)
+    session: Analysis  # the trace's analyses, each computed once for every view
+    _panels: Panels | None = field(default=None, repr=False)
+    _wait_ns: np.ndarray | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _waits_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -78,45 +81,46 @@ class TraceModel:
     def build(cls, trace: Trace, label: str | None = None) -> TraceModel:
         index = StateIndex.build(trace.calls, trace.num_ranks)
         return cls(label or Path(trace.path).name, trace, index,
-                   MessageIndex.build(trace.messages, index.origin), Lanes.of(trace))
+                   MessageIndex.build(trace.messages, index.origin), Lanes.of(trace),
+                   Analysis(trace))
 
     @property
     def duration(self) -> int:
         """Span of the timeline in ns (relative times run from 0 to this)."""
         return int(self.index.span - 2)
 
-    def waits(self):
-        """The wait states (analysis.WaitStates), computed on first use. They come first
+    def waits(self) -> np.ndarray:
+        """Waiting time per call id, computed on first use. The wait states come first
         and on their own (well under a second where all analyses take several) because
-        the timeline shades them: from then on every view does."""
-        from mpiscope_webui.analysis import WaitStates
-
+        the timeline shades them: from then on every view does. If they fail, no call
+        waits (the analysis tabs list the error)."""
         with self._waits_lock:
-            if self._waits is None:
-                w = WaitStates.compute(self.trace)
-                self.index.wait = w.wait_ns[self.index.call]
-                self._waits = w
-            return self._waits
+            if self._wait_ns is None:
+                try:
+                    w = self.session.wait_states.per_call["wait_ns"].to_numpy(np.int64)
+                except Exception:  # noqa: BLE001 - kept by the session, shown by Panels
+                    w = np.zeros(len(self.trace.calls), np.int64)
+                self.index.wait = w[self.index.call]
+                self._wait_ns = w
+            return self._wait_ns
 
     @property
     def waits_ready(self) -> bool:
-        return self._waits is not None
+        return self._wait_ns is not None
 
     @property
     def wait_ns(self) -> np.ndarray | None:
         """Waiting time per call id, None until the wait states are computed."""
-        w = self._waits
-        return None if w is None else w.wait_ns
+        return self._wait_ns
 
-    def analysis(self):
-        """The analyses (computed on first use, then shared by all sessions)."""
-        from mpiscope_webui.analysis import Analysis
-
-        waits = self.waits()
+    def analysis(self) -> Panels:
+        """What the analysis tabs show (computed on first use, then shared by all
+        sessions)."""
+        self.waits()
         with self._lock:
-            if self._analysis is None:
-                self._analysis = Analysis.compute(self.trace, waits)
-            return self._analysis
+            if self._panels is None:
+                self._panels = Panels.of(self.session)
+            return self._panels
 
     def call_row(self, call: int) -> pd.Series:
         return self.trace.calls.iloc[int(call)]

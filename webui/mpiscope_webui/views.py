@@ -7,12 +7,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import dash_table, html
 
+from mpiscope.analysis.breakdown import PARTS
 from mpiscope.render import palette
-from mpiscope_webui.analysis import Analysis
+from mpiscope_webui.analysis import Panels
 from mpiscope_webui.model import TraceModel
-
-PARTS = (("compute_s", "compute", "#b8b8b8"), ("communication_s", "communication", "#1f77b4"),
-         ("synchronization_s", "synchronization", "#d62728"))
 
 
 def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
@@ -21,19 +19,20 @@ def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
     return fig
 
 
-def breakdown_figure(a: Analysis, label: str = "") -> go.Figure:
+def breakdown_figure(a: Panels, label: str = "") -> go.Figure:
     bd = a.breakdown
     fig = go.Figure()
     if not bd.empty:
         x = [f"rank {r}" for r in bd["rank"]]
-        for col, name, colour in PARTS:
-            fig.add_bar(x=x, y=bd[col], name=name, marker_color=colour,
-                        hovertemplate=f"%{{x}}<br>{name}: %{{y:.4g}} s<extra></extra>")
+        for part in PARTS:
+            fig.add_bar(x=x, y=bd[f"{part}_s"], name=part,
+                        marker_color=palette.PART_COLOURS[part],
+                        hovertemplate=f"%{{x}}<br>{part}: %{{y:.4g}} s<extra></extra>")
     fig.update_layout(barmode="stack", yaxis_title="seconds")
     return _layout(fig, f"Time per rank {label}".strip())
 
 
-def functions_table(a: Analysis, table_id: dict | str) -> dash_table.DataTable:
+def functions_table(a: Panels, table_id: dict | str) -> dash_table.DataTable:
     df = a.functions.copy()
     if not df.empty:
         total = df["time_s"].sum() or 1.0
@@ -74,7 +73,7 @@ def duration_histogram(model: TraceModel, function: str | None) -> go.Figure:
     return _layout(fig, f"Durations of {function or '…'}")
 
 
-def comm_matrix_figure(a: Analysis, num_ranks: int) -> go.Figure:
+def comm_matrix_figure(a: Panels, num_ranks: int) -> go.Figure:
     m = a.comm_matrix
     z = np.zeros((num_ranks, num_ranks))
     n = np.zeros((num_ranks, num_ranks), np.int64)
@@ -91,7 +90,7 @@ def comm_matrix_figure(a: Analysis, num_ranks: int) -> go.Figure:
     return _layout(fig, "Communication matrix (bytes sent)", 360)
 
 
-def message_size_figure(a: Analysis) -> go.Figure:
+def message_size_figure(a: Panels) -> go.Figure:
     ms = a.message_sizes
     fig = go.Figure()
     if not ms.empty:
@@ -128,7 +127,7 @@ def _size(b: int) -> str:
     return f"{b} B"
 
 
-def findings_list(a: Analysis, panel: int) -> html.Div:
+def findings_list(a: Panels, panel: int) -> html.Div:
     if not a.findings:
         return html.Div("No findings.", className="muted")
     items = []
@@ -144,14 +143,14 @@ def findings_list(a: Analysis, panel: int) -> html.Div:
     return html.Ol(items, className="findings")
 
 
-def breakdown_table(a: Analysis) -> pd.DataFrame:
+def breakdown_table(a: Panels) -> pd.DataFrame:
     """Summed over ranks: the three parts in seconds and as a share of the total."""
     bd = a.breakdown
     if bd.empty:
         return pd.DataFrame(columns=["part", "seconds", "share"])
     total = float(bd["total_s"].sum()) or 1.0
-    rows = [{"part": name, "seconds": float(bd[col].sum()),
-             "share": float(bd[col].sum()) / total} for col, name, _ in PARTS]
+    rows = [{"part": part, "seconds": float(bd[f"{part}_s"].sum()),
+             "share": float(bd[f"{part}_s"].sum()) / total} for part in PARTS]
     rows.append({"part": "wall (slowest rank)", "seconds": float(bd["total_s"].max()),
                  "share": float("nan")})
     return pd.DataFrame(rows)

@@ -9,36 +9,21 @@ README's docs/timeline.png (a test run never changes the checkout otherwise).
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
-from webui_support import ARTIFACTS, REPO
 
 from mpiscope.archive import reader
+from mpiscope_testing import REPO
+from mpiscope_testing.webui_page import GD, open_app, status, wait_until, zoom_to
+from mpiscope_testing.webui_server import ARTIFACTS
 from mpiscope_webui.analysis import OCCURRENCES_SHOWN
 from mpiscope_webui.geometry import ARROW_POINTS, ARROW_STRIDE, ARROW_TIP
 
 pytestmark = pytest.mark.browser
 
-GD = "document.querySelector('#panel-{p} .timeline .js-plotly-plot')"
 README_SHOT = REPO / "docs" / "timeline.png"  # committed, shown in README
-
-
-def wait_until(driver, script: str, timeout: float = 30, what: str = ""):
-    """Poll a JS expression until it is truthy; returns its value."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = driver.execute_script(script)
-        except Exception as err:  # noqa: BLE001 - the page may still be loading
-            last = err
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what or script}: last={last!r}")
 
 
 def curves(driver, p: int = 0) -> dict:
@@ -52,23 +37,6 @@ def x_range(driver, p: int = 0) -> list[float]:
     return driver.execute_script(f"return {GD.format(p=p)}._fullLayout.xaxis.range")
 
 
-def status(driver, p: int = 0) -> str:
-    return driver.find_element(By.CSS_SELECTOR, f"#panel-{p} .status").text
-
-
-def zoom_to(driver, a: float, b: float, p: int = 0) -> None:
-    """Zoom as box/wheel zoom does (a Plotly relayout) and wait for the server's redraw."""
-    driver.execute_script(f"Plotly.relayout({GD.format(p=p)}, "
-                          f"{{'xaxis.range[0]': {float(a)!r}, 'xaxis.range[1]': {float(b)!r}}})")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        first = status(driver, p).split(" ")[0]
-        if first and abs(float(first) - a) < 2e-6:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"window {a}..{b} not drawn: {status(driver, p)}")
-
-
 def merged_below_us(text: str) -> float:
     return float(text.split("shorter than ")[1].split(" µs")[0])
 
@@ -79,19 +47,8 @@ def open_tab(driver, label: str) -> None:
 
 
 def shot(driver, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
-
-
-def open_app(driver, url: str, panels: int = 1) -> None:
-    driver.get(url)
-    for p in range(panels):
-        wait_until(driver, f"const g={GD.format(p=p)}; return g && g._fullData && "
-                   "g._fullData.length > 5", what=f"timeline {p} drawn")
-    # as a user would: interact once the page has settled (analyses listed, nothing loading)
-    wait_until(driver, "return document.querySelector('button.finding') && document"
-               ".querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0", timeout=60,
-               what="page settled")
-    time.sleep(0.3)
 
 
 def click_at(driver, p: int, curve: str, point: int) -> None:
@@ -198,17 +155,17 @@ def test_waiting_shading_appears_as_soon_as_the_wait_states_are_known(
 
     from werkzeug.serving import make_server
 
-    from mpiscope_webui import analysis
+    from mpiscope.analysis import waitstates
     from mpiscope_webui.app import create_app, load_models
 
     gate = threading.Event()
-    compute = analysis.WaitStates.compute
+    compute = waitstates.compute
 
     def held_back(trace):  # the wait states take their time, as on a big trace
         gate.wait(60)
         return compute(trace)
 
-    monkeypatch.setattr(analysis.WaitStates, "compute", held_back)
+    monkeypatch.setattr(waitstates, "compute", held_back)
     app = create_app(models=load_models([himeno_traces["unpatched"]]))
     srv = make_server("127.0.0.1", 0, app.server, threaded=True)
     threading.Thread(target=srv.serve_forever, daemon=True).start()

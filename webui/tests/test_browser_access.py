@@ -5,8 +5,9 @@ of the trace leaves the page working."""
 from __future__ import annotations
 
 import pytest
-from test_browser import GD, open_app, status, wait_until, zoom_to
-from webui_support import Server, printed_url
+
+from mpiscope_testing.webui_page import GD, open_app, status, wait_until, zoom_to
+from mpiscope_testing.webui_server import Server, printed_url
 
 pytestmark = pytest.mark.browser
 

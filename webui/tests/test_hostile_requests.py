@@ -19,7 +19,8 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from webui_support import Server
+
+from mpiscope_testing.webui_server import Server
 
 HOSTILE = [None, -1, 10**9, 2**70, -(2**70), 1e308, -1e308, math.nan, math.inf, -math.inf,
            0.5, True, "x", "", "1e308", [], [1, 2, 3], {}, {"a": 1}]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from webui_synth import calls_table, exact_time
 
+from mpiscope_testing.calls_synth import calls_table, exact_time
 from mpiscope_webui import lod
 
 RANKS = 6

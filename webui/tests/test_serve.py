@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from webui_support import Server, free_port, printed_url
 
+from mpiscope_testing.webui_server import Server, free_port, printed_url
 from mpiscope_webui import security
 
 

@@ -6,25 +6,25 @@ import numpy as np
 import pandas as pd
 
 from mpiscope.analysis import stats
-from mpiscope_webui.analysis import Analysis
+from mpiscope_webui.analysis import Panels
 from mpiscope_webui.views import message_size_figure
 
 
-def analysis(switches: list) -> Analysis:
+def panels(switches: list) -> Panels:
     lo = [2 ** k for k in range(8, 16)]  # 256 B .. 32 KiB
     sizes = pd.DataFrame({"bucket_lo": lo, "bucket_hi": [2 * b - 1 for b in lo],
                           "messages": 3, "bytes": [3 * b for b in lo],
                           "median_transfer_s": 1e-6, "p90_transfer_s": 1e-6,
                           "bandwidth_MBps": np.linspace(100, 900, len(lo))})
-    return Analysis(np.zeros(0), pd.DataFrame(), pd.DataFrame(), sizes, pd.DataFrame(), [],
-                    protocol_switches=switches)
+    return Panels(pd.DataFrame(), pd.DataFrame(), sizes, pd.DataFrame(), [],
+                  protocol_switches=switches)
 
 
 def test_the_switch_is_a_dashed_line_between_eager_and_rendezvous_sizes():
     sw = stats.ProtocolSwitch(path="intra-node", bytes=16384, last_below_bytes=8192,
                               transfer_s=5e-6, predicted_s=2e-6, alpha_s=1e-6,
                               beta_Bps=5e9, sizes_below=6, sizes_above=2)
-    fig = message_size_figure(analysis([sw]))
+    fig = message_size_figure(panels([sw]))
     [line] = fig.layout.shapes
     assert (line.x0, line.x1, line.line.dash) == (5.5, 5.5, "dash")  # 8 KiB | 16 KiB
     [note] = fig.layout.annotations
@@ -32,5 +32,5 @@ def test_the_switch_is_a_dashed_line_between_eager_and_rendezvous_sizes():
 
 
 def test_no_switch_no_line():
-    fig = message_size_figure(analysis([]))
+    fig = message_size_figure(panels([]))
     assert not fig.layout.shapes and not fig.layout.annotations

@@ -16,6 +16,8 @@ import pandas as pd
 from mpiscope.analysis.waitstates import WaitStates
 from mpiscope.archive.trace import Trace
 
+PARTS = ("compute", "communication", "synchronization")  # of a rank's time, as `<part>_s`
+
 
 def intervals(trace: Trace) -> pd.DataFrame:
     """rank, begin, end (ns) of each rank's measured interval."""
@@ -56,12 +58,8 @@ def _measured_calls(trace: Trace, ws: WaitStates, iv: pd.DataFrame) -> pd.DataFr
                          "mpi": dur, "sync": sync})
 
 
-def per_rank(trace: Trace, ws: WaitStates | None = None) -> pd.DataFrame:
+def per_rank(trace: Trace, ws: WaitStates) -> pd.DataFrame:
     """rank, host, total_s, compute_s, communication_s, synchronization_s."""
-    if ws is None:
-        from mpiscope.analysis import waitstates
-
-        ws = waitstates.compute(trace)
     iv = intervals(trace)
     m = _measured_calls(trace, ws, iv)
     g = m.groupby("rank")[["mpi", "sync"]].sum()

@@ -1,13 +1,17 @@
 """Compare two analyzed runs (before/after a fix): what changed and did the prediction hold.
 
-Works on the contract JSON of each run (`report.analyze(trace).to_dict()`), so a
-comparison can also be built from saved `--json` files.
+Works on the contract JSON of each run (`Analysis(trace).to_dict()`), so a comparison can
+also be built from saved `--json` files; `compare_traces` reads and analyzes two trace
+directories and keeps each run's session for the reports' timelines.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mpiscope.analysis.session import Analysis
+from mpiscope.archive import fom, reader
 
 
 @dataclass
@@ -16,6 +20,8 @@ class RunSummary:
     trace_dir: Path
     report: dict
     figures: dict | None = None
+    # the run's session when it was analyzed here, None when read from saved JSON
+    analysis: Analysis | None = field(default=None, repr=False, compare=False)
 
     @property
     def wall_s(self) -> float:
@@ -129,3 +135,16 @@ def build(a: RunSummary, b: RunSummary) -> Comparison:
         resolved = twin is None or twin["time_s"] < 0.2 * f["time_s"]
         outcomes.append(FindingOutcome(f, resolved, twin["time_s"] if twin else 0.0))
     return Comparison(a, b, functions, outcomes)
+
+
+def analyze_run(trace_dir: Path, label: str | None = None) -> RunSummary:
+    """Read and analyze one traced run, with the figures of merit its program printed."""
+    session = Analysis(reader.load(trace_dir))
+    return RunSummary(label or Path(trace_dir).name, Path(trace_dir), session.to_dict(),
+                      fom.read(trace_dir), session)
+
+
+def compare_traces(a: Path, b: Path, label_a: str | None = None,
+                   label_b: str | None = None) -> Comparison:
+    """Run B (e.g. after a fix) against run A, from their trace directories."""
+    return build(analyze_run(a, label_a), analyze_run(b, label_b))

@@ -328,15 +328,10 @@ def load_imbalance(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
     return found
 
 
-def find(trace: Trace, ws: WaitStates | None = None, breakdown: pd.DataFrame | None = None,
-         loop: iterations.Loop | None = None) -> list[Finding]:
-    """All findings, ranked by estimated savings (largest first)."""
-    from mpiscope.analysis import breakdown as bd
-    from mpiscope.analysis import waitstates
-
-    ws = ws if ws is not None else waitstates.compute(trace)
-    breakdown = breakdown if breakdown is not None else bd.per_rank(trace, ws)
-    loop = loop if loop is not None else iterations.detect(trace)
+def find(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
+         loop: iterations.Loop | None) -> list[Finding]:
+    """All findings, ranked by estimated savings (largest first), from the trace's wait
+    states, per-rank breakdown and main loop (an analysis session computes each once)."""
     total_rank_ns = float(breakdown["total_s"].sum() * 1e9)
     found = (redundant_collectives(trace, ws)
              + frequent_collectives(trace, loop, total_rank_ns)

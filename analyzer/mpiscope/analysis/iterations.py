@@ -291,3 +291,15 @@ def per_iteration(trace: Trace, loop: Loop, ws) -> pd.DataFrame:
         "iteration": df.index, "compute_s": (df["total"] - df["mpi"]) / 1e9,
         "communication_s": (df["mpi"] - df["sync"]) / 1e9, "synchronization_s": df["sync"] / 1e9,
     }).reset_index(drop=True)
+
+
+def iteration_window(trace: Trace, loop: Loop | None, count: int = 3) -> tuple[int, int]:
+    """A few iterations of the main loop `loop` (ns), or the start of the run without one."""
+    if loop is not None and loop.iterations > count:
+        b = loop.bounds[loop.bounds["rank"] == 0].sort_values("iteration")
+        first = min(1, len(b) - count)
+        return int(b["start"].iloc[first]), int(b["end"].iloc[first + count - 1])
+    c = trace.calls
+    lo = int(c["start"].min()) if len(c) else 0
+    hi = int(c["end"].max()) if len(c) else 1
+    return lo, lo + max((hi - lo) // 20, 1)

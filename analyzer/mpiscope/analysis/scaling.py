@@ -10,12 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-import plotly.graph_objects as go
 
-from mpiscope.analysis import breakdown, waitstates
-from mpiscope.archive.trace import Trace
-
-PARTS = ("compute", "communication", "synchronization")
+from mpiscope.analysis.breakdown import PARTS
+from mpiscope.analysis.session import Analysis
 
 
 @dataclass
@@ -33,9 +30,9 @@ class ScalingRow:
         return {p: getattr(self, f"{p}_s") / total if total else 0.0 for p in PARTS}
 
 
-def row(trace: Trace) -> ScalingRow:
-    return row_from_breakdown(str(trace.path),
-                              breakdown.per_rank(trace, waitstates.compute(trace)))
+def row(analysis: Analysis) -> ScalingRow:
+    """One run's row from its analysis session."""
+    return row_from_breakdown(str(analysis.trace.path), analysis.ranks)
 
 
 def row_from_breakdown(trace: str, ranks: pd.DataFrame) -> ScalingRow:
@@ -51,15 +48,3 @@ def table(rows: list[ScalingRow]) -> pd.DataFrame:
                         **{f"{p}_s": getattr(r, f"{p}_s") for p in PARTS},
                         **{f"{p}_share": s for p, s in r.shares.items()}} for r in rows])
     return df.sort_values(["ranks", "trace"], ignore_index=True)
-
-
-def figure(df: pd.DataFrame) -> go.Figure:
-    """Stacked bars of the breakdown shares against rank count."""
-    colors = {"compute": "#4c9a2a", "communication": "#3b73b9", "synchronization": "#d62728"}
-    x = [f"{n} ranks" for n in df["ranks"]]
-    fig = go.Figure([go.Bar(name=p, x=x, y=100 * df[f"{p}_share"], marker_color=colors[p],
-                            hovertemplate=f"{p}: %{{y:.1f}}%<extra></extra>") for p in PARTS])
-    fig.update_layout(barmode="stack", title="Time breakdown vs rank count",
-                      yaxis_title="share of summed rank time (%)", xaxis_title="run",
-                      template="plotly_white")
-    return fig

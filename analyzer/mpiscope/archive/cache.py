@@ -30,11 +30,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 
 CACHE_NAME = ".mpiscope-cache"
-TABLES = ("calls", "regions", "p2p", "messages", "collectives", "flushes", "unmatched",
-          "ranks", "comms")
+TABLES = tuple(SCHEMA.tables)
 # tables whose rows come grouped by this column (rank-major), one file per value on disk
 PARTITION_BY = {"calls": "rank", "regions": "rank", "p2p": "rank", "collectives": "rank",
                 "flushes": "rank", "messages": "send_rank"}

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-MESSAGE_COLS = ["send_rank", "recv_rank", "comm", "tag", "bytes", "send_call", "recv_call",
-                "send_complete_call", "recv_complete_call", "send_time", "recv_time",
-                "send_enter", "recv_enter", "recv_leave"]
+from mpiscope.archive.schema import SCHEMA
+
+MESSAGE_COLS = SCHEMA.tables["messages"].names
 KEY = ["send_rank", "recv_rank", "comm", "tag"]
 
 
@@ -93,7 +93,6 @@ def match_messages(p2p: pd.DataFrame, calls: pd.DataFrame) -> tuple[pd.DataFrame
 def collectives(calls: pd.DataFrame) -> pd.DataFrame:
     """One row per rank per blocking collective call; `instance` joins the ranks' rows."""
     coll = calls[calls["coll_seq"] >= 0]
-    out = coll[["rank", "call", "function", "comm", "coll_seq", "start", "end", "root",
-                "bytes_sent", "bytes_recv", "in_hash", "out_hash"]].copy()
+    out = coll[[c for c in SCHEMA.tables["collectives"].names if c != "instance"]].copy()
     out["instance"] = out.groupby(["comm", "coll_seq"], sort=True).ngroup().astype(np.int64)
     return out.reset_index(drop=True)

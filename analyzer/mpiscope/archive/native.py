@@ -9,57 +9,27 @@ from __future__ import annotations
 import ctypes as C
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 
 import numpy as np
 
+from mpiscope.archive.schema import SCHEMA, Schema
 from mpiscope.errors import UserError
 from mpiscope.paths import BUILD_DIR
 
 NONE32 = 0xFFFFFFFF
-P2P_KINDS = ("send", "recv", "isend", "isend_complete", "irecv_request", "irecv", "cancelled",
-             "nbc_request", "nbc_complete")
 
-# table index -> (name, [(column, dtype)]) in the C layout order (reader.c enums)
-CALL_COLS = [("rank", np.int32), ("function", np.int32), ("kind", np.int8), ("start", np.int64),
-             ("end", np.int64), ("depth", np.int8), ("callsite", np.int32), ("comm", np.int32),
-             ("peer", np.int32), ("tag", np.int32), ("bytes_sent", np.int64),
-             ("bytes_recv", np.int64), ("root", np.int32), ("coll_seq", np.int64),
-             ("coll_op", np.int16), ("in_hash", np.uint64), ("out_hash", np.uint64),
-             ("truncated", np.bool_)]
-TABLES: list[tuple[str, list[tuple[str, type]]]] = [
-    ("calls", CALL_COLS),
-    ("regions", CALL_COLS),
-    ("p2p", [("rank", np.int32), ("event", np.uint8), ("time", np.int64), ("call", np.int64),
-             ("peer", np.int32), ("comm", np.int32), ("tag", np.int32), ("bytes", np.int64),
-             ("request", np.int64)]),
-    ("flushes", [("rank", np.int32), ("start", np.int64), ("end", np.int64)]),
-    ("messages", [("send_rank", np.int32), ("recv_rank", np.int32), ("comm", np.int32),
-                  ("tag", np.int32), ("bytes", np.int64), ("send_call", np.int64),
-                  ("recv_call", np.int64), ("send_complete_call", np.int64),
-                  ("recv_complete_call", np.int64), ("send_time", np.int64),
-                  ("recv_time", np.int64), ("send_enter", np.int64), ("recv_enter", np.int64),
-                  ("recv_leave", np.int64)]),
-    ("unmatched", [("rank", np.int32), ("event", np.uint8), ("peer", np.int32),
-                   ("comm", np.int32), ("tag", np.int32), ("bytes", np.int64),
-                   ("call", np.int64)]),
-    ("coll", [("call", np.int64), ("instance", np.int64)]),
-]
+# C element type -> ctypes (a `T[]` field is a pointer to a numpy array's data)
+_CTYPES = {"int8_t": C.c_int8, "uint8_t": C.c_uint8, "int16_t": C.c_int16,
+           "int32_t": C.c_int32, "uint32_t": C.c_uint32, "int64_t": C.c_int64,
+           "uint64_t": C.c_uint64}
 
 
 class Config(C.Structure):
-    """Mirror of mpsr_config: lookup tables from the definitions."""
-    _fields_ = [
-        ("nloc", C.c_int32), ("locs", C.c_void_p),
-        ("attr_callsite", C.c_uint32), ("attr_in", C.c_uint32), ("attr_out", C.c_uint32),
-        ("timer_resolution", C.c_uint64), ("global_offset", C.c_uint64),
-        ("nregions", C.c_uint32), ("region_func", C.c_void_p), ("region_kind", C.c_void_p),
-        ("region_mpi", C.c_void_p), ("unknown_func", C.c_int32),
-        ("nsources", C.c_uint32), ("source_code", C.c_void_p), ("unknown_source", C.c_int32),
-        ("ncommrefs", C.c_uint32), ("comm_index", C.c_void_p), ("ncomms", C.c_int32),
-        ("comm_offset", C.c_void_p), ("comm_members", C.c_void_p), ("comm_self", C.c_void_p),
-        ("expected_events", C.c_uint64),
-    ]
+    """mpsr_config, as tables.spec declares it: lookup tables from the definitions."""
+    _fields_ = [(f.name, C.c_void_p if f.array else _CTYPES[f.ctype])
+                for f in SCHEMA.structs["config"].fields]
 
 
 @dataclass
@@ -105,8 +75,7 @@ def library() -> C.CDLL:
         if not path.is_file():
             raise UserError(str(path), "native reader not built (run `make build`)")
         lib = C.CDLL(str(path))
-        if not hasattr(lib, "mpsr_take"):
-            raise UserError(str(path), "native reader is out of date (run `make build`)")
+        check_layout(lib, path, SCHEMA)
         lib.mpsr_read.restype = C.c_void_p
         lib.mpsr_read.argtypes = [C.c_char_p, C.POINTER(Config), PROGRESS]
         lib.mpsr_release.argtypes = [C.c_void_p]
@@ -126,6 +95,22 @@ def library() -> C.CDLL:
     return _lib
 
 
+def check_layout(lib: C.CDLL, path: Path, schema: Schema) -> None:
+    """The library was built from the declaration we read: else its columns, codes or
+    config would be misread. A one-line UserError naming what differs if not."""
+    built = ""
+    if hasattr(lib, "mpsr_layout"):  # older builds do not say
+        lib.mpsr_layout.restype = C.c_char_p
+        built = lib.mpsr_layout().decode()
+    expected = schema.layout()
+    if built == expected:
+        return
+    differs = [(a or b).partition(":")[0]
+               for a, b in zip_longest(expected.splitlines(), built.splitlines()) if a != b]
+    what = f"its {differs[0]} differs from tables.spec" if built else "it predates tables.spec"
+    raise UserError(str(path), f"native reader is out of date ({what}): run `make build`")
+
+
 class _Buffer:
     """A C buffer seen by numpy through the array interface; freed with the last view."""
 
@@ -139,7 +124,7 @@ class _Buffer:
         self._free(self.ptr)
 
 
-def _take(lib: C.CDLL, res: int, table: int, col: int, n: int, dtype: type) -> np.ndarray:
+def _take(lib: C.CDLL, res: int, table: int, col: int, n: int, dtype: str) -> np.ndarray:
     ptr = lib.mpsr_take(res, table, col)
     dt = np.dtype(dtype)
     if not ptr:
@@ -178,10 +163,10 @@ def read_events(anchor: Path, lk: Lookup,
         if error:
             raise UserError(str(anchor.parent), error.decode(errors="replace"))
         tables = {}
-        for t, (name, cols) in enumerate(TABLES):
+        for t, table in enumerate(SCHEMA.native_tables):
             n = int(lib.mpsr_rows(res, t))
-            tables[name] = {col: _take(lib, res, t, i, n, dtype)
-                            for i, (col, dtype) in enumerate(cols)}
+            tables[table.name] = {col.name: _take(lib, res, t, i, n, col.storage)
+                                  for i, col in enumerate(table.native)}
         nloc = len(lk.locations)
         events = np.zeros(nloc, np.uint64)
         first = np.zeros(nloc, np.int64)

@@ -1,99 +1,21 @@
-"""Read an OTF2 archive (ours or another tool's, e.g. Score-P) into a Trace of DataFrames.
-
-Definitions (small) come from the `otf2` Python package and are flattened into lookup
-arrays; the native reader (analyzer/native/reader.c) decodes the events and builds the
-large tables, including message matching, in C. Here they only become DataFrames (no
-copies) and are cached as Parquet. See docs/data-model.md.
+"""Open a trace: from the Parquet cache when it is current, else decoded from OTF2 (one
+archive, `decode`) or from the per-rank archives of a job that died (`salvaged`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes as C
-import io
-import os
-import stat
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from mpiscope.archive import cache, salvaged
-from mpiscope.archive import native as _native
-from mpiscope.archive.trace import Trace, TraceMeta
+from mpiscope.archive.decode import (
+    READER_VERSION,
+    Definitions,
+    Progress,
+    build_archive,
+    require_regular,
+)
+from mpiscope.archive.trace import Trace
 from mpiscope.errors import UserError
-
-READER_VERSION = "4"
-NONE32 = _native.NONE32
-Progress = Callable[[str], None]
-
-
-class Step(str):
-    """A progress text that can also be measured: `done` of `total` events (else None), so
-    a display can draw a bar while plain callers just see the text."""
-
-    done: int | None
-    total: int | None
-
-    def __new__(cls, text: str, done: int | None = None, total: int | None = None) -> Step:
-        step = super().__new__(cls, text)
-        step.done, step.total = done, total
-        return step
-
-# MPI function -> call kind (docs/data-model.md)
-_KINDS = {
-    "p2p_send": ("MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend", "MPI_Issend",
-                 "MPI_Irsend", "MPI_Ibsend", "MPI_Send_init", "MPI_Ssend_init",
-                 "MPI_Bsend_init", "MPI_Rsend_init", "MPI_Start", "MPI_Startall"),
-    "p2p_recv": ("MPI_Recv", "MPI_Irecv", "MPI_Recv_init", "MPI_Mrecv", "MPI_Imrecv"),
-    "p2p_sendrecv": ("MPI_Sendrecv", "MPI_Sendrecv_replace"),
-    "wait": ("MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Test",
-             "MPI_Testall", "MPI_Testany", "MPI_Testsome"),
-    "probe": ("MPI_Probe", "MPI_Iprobe", "MPI_Mprobe", "MPI_Improbe"),
-    "barrier": ("MPI_Barrier",),
-    "collective": ("MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Gather", "MPI_Gatherv",
-                   "MPI_Scatter", "MPI_Scatterv", "MPI_Allgather", "MPI_Allgatherv",
-                   "MPI_Alltoall", "MPI_Alltoallv", "MPI_Alltoallw", "MPI_Reduce_scatter",
-                   "MPI_Reduce_scatter_block", "MPI_Scan", "MPI_Exscan", "MPI_Ibarrier",
-                   "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"),
-    "init": ("MPI_Init", "MPI_Init_thread"),
-    "finalize": ("MPI_Finalize",),
-}
-KIND_OF = {fn: kind for kind, fns in _KINDS.items() for fn in fns}
-CALL_KINDS = ["p2p_send", "p2p_recv", "p2p_sendrecv", "wait", "probe", "collective", "barrier",
-              "init", "finalize", "other"]
-_ROLE_KIND = {"BARRIER": "barrier", "COLL_ONE2ALL": "collective", "COLL_ALL2ONE": "collective",
-              "COLL_ALL2ALL": "collective", "COLL_OTHER": "collective"}
-CALL_COLUMNS = ["call", "rank", "function", "kind", "start", "end", "depth", "callsite", "comm",
-                "peer", "tag", "bytes_sent", "bytes_recv", "root", "coll_seq", "in_hash",
-                "out_hash", "coll_op", "truncated"]
-COLLECTIVE_COLUMNS = ["rank", "call", "function", "comm", "coll_seq", "instance", "start", "end",
-                      "root", "bytes_sent", "bytes_recv", "in_hash", "out_hash"]
-UNMATCHED_EVENTS = list(_native.P2P_KINDS)
-
-
-_ERROR_CALLBACK = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_char_p, C.c_uint64, C.c_char_p, C.c_int,
-                             C.c_char_p, C.c_void_p)
-_silent: list[object] = []  # keeps the callback alive
-
-
-def _silence_otf2_package() -> None:
-    """The otf2 package carries its own libotf2, which prints its errors to stderr; the
-    user gets one line from us instead (the native reader silences the system libotf2)."""
-    if _silent:
-        return
-    callback = _ERROR_CALLBACK(lambda _u, _f, _l, _fn, code, _fmt, _va: code)
-    try:
-        from _otf2.Config import conf  # the package's own handle on its library
-
-        fn = conf.lib.OTF2_Error_RegisterCallback
-    except (ImportError, AttributeError):  # another layout: its messages stay as they are
-        return
-    fn.argtypes = [_ERROR_CALLBACK, C.c_void_p]
-    fn.restype = C.c_void_p
-    fn(callback, None)
-    _silent.append(callback)
 
 
 def anchor_of(path: Path) -> Path:
@@ -105,7 +27,7 @@ def anchor_of(path: Path) -> Path:
     if not path.exists():
         raise UserError(str(path), "no such file or directory")
     anchor = path / "traces.otf2" if path.is_dir() else path
-    _require_regular(anchor)
+    require_regular(anchor)
     if not anchor.is_file():
         cut = salvaged.incomplete(path) if path.is_dir() else []
         if cut:  # per-rank archives begun, none finished: every rank was killed writing
@@ -123,184 +45,6 @@ def anchor_of(path: Path) -> Path:
     return anchor
 
 
-def _require_regular(path: Path) -> None:
-    """Refuse a FIFO, device or socket: reading one would block (a FIFO with no writer)
-    or never end. A missing file is left to the caller's own message."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return
-    except OSError as err:
-        raise UserError(str(path), f"cannot read: {err.strerror}") from None
-    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        raise UserError(str(path), "not a regular file")
-
-
-def require_regular_files(anchor: Path) -> None:
-    """Every file libotf2 will open for this archive (anchor, global definitions, the
-    per-location `.def`/`.evt` files under `traces/`) is a regular file: libotf2 would
-    open a FIFO and wait forever for a writer."""
-    files = [anchor, anchor.with_suffix(".def")]
-    local = anchor.with_suffix("")
-    try:
-        files += sorted(local.iterdir()) if local.is_dir() else []
-    except OSError as err:
-        raise UserError(str(local), f"cannot read: {err.strerror}") from None
-    for f in files:
-        _require_regular(f)
-
-
-def callsite_label(file: str, line: int) -> str:
-    return f"{os.path.basename(file)}:{line}" if line > 0 else file
-
-
-def _name(obj: object) -> str:
-    return getattr(obj, "name", str(obj))
-
-
-class _Defs:
-    """The global definitions we need, flattened into lookup arrays for the C side."""
-
-    def __init__(self, anchor: Path) -> None:
-        import otf2
-
-        require_regular_files(anchor)  # before libotf2 opens (and blocks on) any of them
-        _silence_otf2_package()
-        # its definition callbacks print Python tracebacks on damaged records: keep them
-        captured = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(captured), otf2.reader.open(str(anchor)) as tr:
-                self._load(tr.definitions)
-        except UserError:
-            raise
-        except Exception as err:  # the otf2 package raises its own error types
-            text = str(err).strip()
-            msg = text.splitlines()[0] if text else type(err).__name__
-            cause = [line for line in captured.getvalue().splitlines() if line.strip()]
-            if cause and "Traceback" in captured.getvalue():
-                msg = f"damaged definition record ({cause[-1].strip()})"
-            raise UserError(str(anchor.parent), f"corrupt OTF2 definitions: {msg}") from None
-
-    def _load(self, d) -> None:
-        cp = d.clock_properties
-        self.resolution = int(cp.timer_resolution) if cp and cp.timer_resolution else 10**9
-        self.offset = int(cp.global_offset) if cp else 0
-        self.length = int(cp.trace_length) if cp else 0
-        # one location per process (its first CPU thread) is one MPI rank
-        by_group: dict[int, object] = {}
-        for loc in d.locations:
-            if loc.group is None:
-                continue
-            g = loc.group._ref
-            if g not in by_group or loc._ref < by_group[g]._ref:
-                by_group[g] = loc
-        groups = sorted(by_group)
-        self.locations = [by_group[g]._ref for g in groups]
-        self.expected_events = sum(int(by_group[g].number_of_events or 0) for g in groups)
-        rank_of_location = {ref: i for i, ref in enumerate(self.locations)}
-        self.hosts = []
-        for g in groups:
-            node = by_group[g].group.system_tree_parent
-            self.hosts.append(node.name if node is not None else "?")
-
-        self.mpi_functions: list[str] = []
-        self.other_functions: list[str] = []
-        codes: dict[tuple[bool, str], int] = {}
-        refs = [r._ref for r in d.regions]
-        n = max(refs) + 1 if refs else 0
-        self.region_func = np.zeros(n, np.int32)
-        self.region_kind = np.full(n, CALL_KINDS.index("other"), np.int8)
-        self.region_mpi = np.zeros(n, np.uint8)
-        for r in d.regions:
-            name = r.name or f"region {r._ref}"
-            mpi = _name(r.paradigm) == "MPI" or name.startswith("MPI_")
-            names = self.mpi_functions if mpi else self.other_functions
-            if (mpi, name) not in codes:
-                codes[(mpi, name)] = len(names)
-                names.append(name)
-            self.region_func[r._ref] = codes[(mpi, name)]
-            self.region_mpi[r._ref] = mpi
-            if mpi:
-                kind = KIND_OF.get(name) or _ROLE_KIND.get(_name(r.region_role), "other")
-                self.region_kind[r._ref] = CALL_KINDS.index(kind)
-        self.unknown_func = len(self.other_functions)
-        self.other_functions.append("<unknown region>")
-
-        self.attrs = {a.name: a._ref for a in d.attributes}
-        self.callsites = [""]
-        labels: dict[str, int] = {"": 0}
-        srcs = list(d.source_code_locations)
-        self.source_code = np.zeros(max((s._ref for s in srcs), default=-1) + 1, np.int32)
-        for s in srcs:
-            label = callsite_label(_name(s.file), int(s.line_number))
-            if label not in labels:
-                labels[label] = len(self.callsites)
-                self.callsites.append(label)
-            self.source_code[s._ref] = labels[label]
-
-        self.comms: list[dict] = []
-        comm_list = sorted(d.comms, key=lambda c: c._ref)
-        self.comm_index = np.full(max((c._ref for c in comm_list), default=-1) + 1, -1, np.int32)
-        for i, c in enumerate(comm_list):
-            group = getattr(c, "group", None)
-            is_self = c.name == "MPI_COMM_SELF" or (
-                group is not None and _name(group.group_type) == "COMM_SELF")
-            members = [] if is_self or group is None else [
-                rank_of_location.get(getattr(m, "_ref", m), -1) for m in group.members]
-            parent = getattr(c, "parent", None)
-            self.comm_index[c._ref] = i
-            self.comms.append({"comm": c._ref, "name": c.name, "members": members,
-                               "self": is_self, "parent": parent._ref if parent else -1})
-
-    def lookup(self) -> _native.Lookup:
-        members = [np.asarray(c["members"], np.int32) for c in self.comms]
-        offsets = np.zeros(len(members) + 1, np.int64)
-        offsets[1:] = np.cumsum([len(m) for m in members])
-        return _native.Lookup(
-            locations=np.asarray(self.locations, np.uint64),
-            attr_callsite=self.attrs.get("mpiscope:callsite", NONE32),
-            attr_in=self.attrs.get("mpiscope:in_hash", NONE32),
-            attr_out=self.attrs.get("mpiscope:out_hash", NONE32),
-            timer_resolution=self.resolution, global_offset=self.offset,
-            region_func=self.region_func, region_kind=self.region_kind,
-            region_mpi=self.region_mpi, unknown_func=self.unknown_func,
-            source_code=self.source_code, unknown_source=0, comm_index=self.comm_index,
-            comm_offset=offsets,
-            comm_members=np.concatenate(members) if members else np.zeros(0, np.int32),
-            comm_self=np.asarray([c["self"] for c in self.comms], np.uint8),
-            expected_events=self.expected_events)
-
-
-def _category(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
-    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object),
-                                     validate=False)
-
-
-def _frame(cols: dict[str, object]) -> pd.DataFrame:
-    return pd.DataFrame(cols, copy=False)
-
-
-def _calls_frame(cols: dict[str, np.ndarray], functions: list[str],
-                 callsites: list[str]) -> pd.DataFrame:
-    n = len(cols["rank"])
-    kind = cols["kind"]
-    coll = cols["coll_op"] >= 0
-    if coll.any():  # an MPI call with collective payload is a collective whatever its name
-        other = CALL_KINDS.index("other")
-        kind[coll & (kind == other)] = CALL_KINDS.index("collective")
-    out = {"call": np.arange(n, dtype=np.int64)}
-    for name in CALL_COLUMNS[1:]:
-        if name == "function":
-            out[name] = _category(cols["function"], functions)
-        elif name == "kind":
-            out[name] = _category(kind, CALL_KINDS)
-        elif name == "callsite":
-            out[name] = _category(cols["callsite"], callsites)
-        else:
-            out[name] = cols[name]
-    return _frame(out)
-
-
 def build(path: Path, progress: Progress | None = None) -> Trace:
     """Read the trace at `path` from scratch (no cache): one archive, or the per-rank
     archives of a job that died (salvaged.py)."""
@@ -309,85 +53,7 @@ def build(path: Path, progress: Progress | None = None) -> Trace:
     anchor = anchor_of(path)
     if progress:
         progress("definitions")
-    return build_archive(anchor, _Defs(anchor), progress)
-
-
-def build_archive(anchor: Path, defs: _Defs, progress: Progress | None = None) -> Trace:
-    """The tables of one archive whose definitions are read already."""
-    say = progress or (lambda _msg: None)
-    if not defs.locations:
-        raise UserError(str(anchor.parent), "OTF2 archive without locations")
-
-    def on_events(done: int, expected: int) -> None:
-        if expected:
-            say(Step(f"events {done / 1e6:.1f}M of {expected / 1e6:.1f}M "
-                     f"({min(100, 100 * done // expected)}%)", done, expected))
-        else:
-            say(Step(f"events {done / 1e6:.1f}M", done))
-
-    props = _native.archive_properties(anchor)
-    ev = _native.read_events(anchor, defs.lookup(), on_events if progress else None)
-    say("tables")
-    t = ev.tables
-    calls = _calls_frame(t["calls"], defs.mpi_functions, defs.callsites)
-    regions = _calls_frame(t["regions"], defs.other_functions, defs.callsites)
-    regions["kind"] = _category(np.full(len(regions), CALL_KINDS.index("other"), np.int8),
-                                CALL_KINDS)
-    p = t["p2p"]
-    p["event"] = _category(p["event"], UNMATCHED_EVENTS)
-    p2p = _frame(p)
-    u = t["unmatched"]
-    u["event"] = _category(u["event"], UNMATCHED_EVENTS)
-    unmatched = _frame(u)
-    messages = _frame(t["messages"])
-    flushes = _frame(t["flushes"])
-    rows = t["coll"]["call"]
-    coll = {name: (calls[name].to_numpy()[rows] if name != "function"
-                   else calls["function"].array.take(rows))
-            for name in COLLECTIVE_COLUMNS if name != "instance"}
-    coll["call"] = rows
-    coll["instance"] = t["coll"]["instance"]
-    collectives = _frame({name: coll[name] for name in COLLECTIVE_COLUMNS})
-
-    nranks = len(defs.locations)
-    ranks = _frame({
-        "rank": np.arange(nranks, dtype=np.int32),
-        "host": pd.Categorical(defs.hosts, categories=pd.Index(sorted(set(defs.hosts)),
-                                                              dtype=object)),
-        "location": np.asarray(defs.locations, dtype=np.int64),
-        "first_ns": ev.loc_first,
-        "last_ns": ev.loc_last,
-        "events": ev.loc_events.astype(np.int64),
-    })
-    comms = pd.DataFrame([
-        {"comm": c["comm"], "name": c["name"], "size": 1 if c["self"] else len(c["members"]),
-         "members": c["members"], "parent": c["parent"]} for c in defs.comms
-    ], columns=["comm", "name", "size", "members", "parent"])
-
-    truncated = set(np.flatnonzero(ev.loc_truncated).tolist())
-    ours = "MPISCOPE::VERSION" in props
-    if "MPI_Finalize" in defs.mpi_functions:
-        fin = defs.mpi_functions.index("MPI_Finalize")
-        finalized = set(np.unique(t["calls"]["rank"][t["calls"]["function"] == fin]).tolist())
-        if ours or finalized:  # a job that finalizes does so on every rank
-            truncated |= set(range(nranks)) - finalized
-    elif ours:
-        truncated = set(range(nranks))
-    scale = 1e9 / defs.resolution
-    duration = max(int(round(defs.length * scale)), int(ev.loc_last.max(initial=0)))
-    creator = (f"mpiscope {props['MPISCOPE::VERSION']}" if ours
-               else props.get("OTF2::CREATOR") or "unknown")
-    meta = TraceMeta(
-        program=props.get("MPISCOPE::PROGRAM", ""),
-        cmdline=props.get("MPISCOPE::CMDLINE", ""),
-        mpi_library=props.get("MPISCOPE::MPI_LIBRARY", ""),
-        start_time=props.get("MPISCOPE::START_TIME", ""),
-        creator=creator, num_ranks=nranks, duration_ns=duration,
-        timer_resolution=defs.resolution, truncated_ranks=sorted(truncated),
-        clock_corrected=ev.clock_offsets > 0,
-    )
-    return Trace(Path(anchor.parent), meta, ranks, comms, calls, regions, p2p, messages,
-                 collectives, flushes, unmatched)
+    return build_archive(anchor, Definitions(anchor), progress)
 
 
 def load(path: Path | str, *, use_cache: bool = True, progress: Progress | None = None) -> Trace:

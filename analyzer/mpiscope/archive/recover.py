@@ -99,7 +99,7 @@ def recover(trace_dir: Path, ranks: list[int] | None = None
 def _not_a_log(trace_dir: Path, rank: int) -> str | None:
     """Why rank's live log is not read, or None: a FIFO, device or socket in place of
     one of its files would make the recovery wait forever for a writer (as for the
-    trace's own files, reader.require_regular_files)."""
+    trace's own files, decode.require_regular_files)."""
     for suffix in ("events", "defs"):
         path = trace_dir / LIVE_DIR / f"rank{rank}.{suffix}"
         try:

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from mpiscope.archive import cache, matching, reader
-from mpiscope.archive import native as _native
+from mpiscope.archive import cache, decode, matching
+from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
 
@@ -75,7 +75,7 @@ def is_salvaged(path: Path) -> bool:
 
 def num_ranks(anchor: Path) -> int:
     """How many ranks the job had (every per-rank archive defines them all)."""
-    return len(reader._Defs(anchor).locations)
+    return len(decode.Definitions(anchor).locations)
 
 
 @dataclass
@@ -122,11 +122,11 @@ def _local_comm_ids(anchor: Path, rank: int) -> dict[int, int]:
 
 
 def _read_part(rank: int, anchor: Path) -> _Part:
-    defs = reader._Defs(anchor)
+    defs = decode.Definitions(anchor)
     if not 0 <= rank < len(defs.locations):
         raise UserError(str(anchor.parent), f"defines {len(defs.locations)} ranks, not rank "
                                             f"{rank}")
-    trace = reader.build_archive(anchor, defs)
+    trace = decode.build_archive(anchor, defs)
     try:
         comm_ids = _local_comm_ids(anchor, int(defs.locations[rank]))
     except Exception as err:  # the otf2 package raises its own error types
@@ -164,8 +164,8 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _with_dtypes(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """The native reader's column types (the pandas matchers widen some)."""
-    cols = dict(next(c for name, c in _native.TABLES if name == table))
-    return df.astype({c: t for c, t in cols.items() if c in df and c != "event"})
+    return df.astype({c.name: c.dtype for c in SCHEMA.tables[table].native
+                      if c.name in df and c.dtype != "category"})
 
 
 def _merge_comms(parts: list[_Part]) -> tuple[pd.DataFrame, list[np.ndarray]]:
@@ -205,7 +205,7 @@ def _merge_comms(parts: list[_Part]) -> tuple[pd.DataFrame, list[np.ndarray]]:
         rows.append({"comm": ref, "name": c["name"] or f"comm {ref}",
                      "size": 1 if c["self"] else len(c["members"]), "members": c["members"],
                      "parent": merged.get(c["parent"], -1)})
-    comms = pd.DataFrame(rows, columns=["comm", "name", "size", "members", "parent"])
+    comms = pd.DataFrame(rows, columns=SCHEMA.tables["comms"].names)
     luts = []
     for p in parts:
         refs = p.trace.comms["comm"].to_numpy()
@@ -247,7 +247,7 @@ def _part_tables(p: _Part, shift: int, lut: np.ndarray, first_call: int,
     return calls, p2p, regions, flushes
 
 
-def build(trace_dir: Path, progress: reader.Progress | None = None) -> Trace:
+def build(trace_dir: Path, progress: decode.Progress | None = None) -> Trace:
     """Read every DIR/rank<N>/traces.otf2 and merge them into one trace (no cache)."""
     say = progress or (lambda _msg: None)
     found = archives(trace_dir)
@@ -285,9 +285,9 @@ def build(trace_dir: Path, progress: reader.Progress | None = None) -> Trace:
     unmatched = _with_dtypes(unmatched.sort_values(["rank", "call"], kind="stable")
                              .reset_index(drop=True), "unmatched")
     unmatched["event"] = pd.Categorical(unmatched["event"].astype(object),
-                                        categories=pd.Index(reader.UNMATCHED_EVENTS,
+                                        categories=pd.Index(decode.UNMATCHED_EVENTS,
                                                             dtype=object))
-    collectives = matching.collectives(calls_df)[reader.COLLECTIVE_COLUMNS]
+    collectives = matching.collectives(calls_df)[decode.COLLECTIVE_COLUMNS]
 
     by_rank = {p.rank: p for p in parts}
     hosts, first, last, events = [], [], [], []
@@ -328,11 +328,11 @@ def cache_key(trace_dir: Path) -> str:
     parts = [f"{a.parent.name}:{cache.fingerprint(a.parent)}" for a in archives(trace_dir)
              .values()]
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
-    return f"{reader.READER_VERSION}:salvaged:{digest}"
+    return f"{decode.READER_VERSION}:salvaged:{digest}"
 
 
 def load(trace_dir: Path, *, use_cache: bool = True,
-         progress: reader.Progress | None = None) -> Trace:
+         progress: decode.Progress | None = None) -> Trace:
     """The merged trace, from the Parquet cache in DIR when it is current."""
     key = cache_key(trace_dir) if use_cache else ""
     return cache.load_or_build(trace_dir, key, lambda: build(trace_dir, progress),

@@ -29,13 +29,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from mpiscope import output
-    from mpiscope.analysis import report
+    from mpiscope.analysis.session import Analysis
     from mpiscope.render import summary
     from mpiscope.render.loading import load_with_progress
 
-    trace = load_with_progress(args.trace, not args.no_cache)
-    rep = report.analyze(trace)
-    summary.print_summary(rep, Console(), top=args.top)
+    analysis = Analysis(load_with_progress(args.trace, not args.no_cache))
+    summary.print_summary(analysis, Console(), top=args.top)
     if args.json:
-        output.write_text(args.json, rep.to_json())
+        output.write_text(args.json, analysis.to_json())
     return 0

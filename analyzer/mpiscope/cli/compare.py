@@ -20,24 +20,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from mpiscope.analysis.comparison import compare_traces
     from mpiscope.archive import recover
-    from mpiscope.render import comparison as reports
+    from mpiscope.render import html, markdown, summary
     from mpiscope.render.cutshort import cut_short_warning
 
     console = Console(stderr=True)
     for path in (args.a, args.b):
         for line in recover.before_reading(path):
             console.print(line, highlight=False, soft_wrap=True, markup=False)
-    cmp, timelines = reports.comparison(args.a, args.b, args.label_a, args.label_b)
+    cmp = compare_traces(args.a, args.b, args.label_a, args.label_b)
     for path, run in ((args.a, cmp.a), (args.b, cmp.b)):
         warning = cut_short_warning(path, run.truncated_ranks)
-        if warning:  # the reports say it too (htmlreport.cut_short_notes)
+        if warning:  # the reports say it too (cutshort.cut_short_notes)
             console.print(warning, highlight=False, soft_wrap=True, markup=False)
     if args.html:
-        reports.write_html(cmp, timelines, args.html)
+        html.write_html(cmp, args.html)
         console.print(f"report: {args.html}")
     if args.md:
-        reports.write_markdown(cmp, args.md)
+        markdown.write_markdown(cmp, args.md)
         console.print(f"summary: {args.md}")
-    reports.print_comparison(cmp)
+    summary.print_comparison(cmp)
     return 0

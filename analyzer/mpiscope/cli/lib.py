@@ -10,8 +10,9 @@ HELP = "print the absolute path of the interposer library (for LD_PRELOAD)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mpi", choices=MPI_FLAVOURS, default="openmpi",
-                   help="MPI library the traced program uses (default: openmpi)")
+    p.add_argument("--mpi", choices=MPI_FLAVOURS, default=None,
+                   help="MPI library the traced program uses (default: openmpi, or the "
+                   "only flavour built)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,9 +24,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from mpiscope.analysis import scaling
+    from mpiscope.analysis.session import Analysis
+    from mpiscope.render import scaling as scaling_figure
     from mpiscope.render.loading import load_with_progress
 
-    df = scaling.table([scaling.row(load_with_progress(p)) for p in args.traces])
+    df = scaling.table([scaling.row(Analysis(load_with_progress(p))) for p in args.traces])
     tab = Table(title="Breakdown vs rank count")
     for col in ("ranks", "wall (s)", "compute", "communication", "synchronization", "trace"):
         tab.add_column(col, justify="left" if col == "trace" else "right", overflow="fold")
@@ -38,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         output.write_text(args.json,
                           df.to_json(orient="records", indent=2, double_precision=15))
     if args.html or args.png:
-        fig = scaling.figure(df)
+        fig = scaling_figure.figure(df)
         if args.html:  # self-contained, no network
             output.write_text(args.html, fig.to_html(include_plotlyjs=True))
         else:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # no analysis import for the warning lines the CLI prints first
+    from mpiscope.analysis.comparison import Comparison, RunSummary
 
 
 def cut_short_text(ranks: Sequence[int]) -> str | None:
@@ -25,3 +29,14 @@ def cut_short_warning(path: Path | str, ranks: Sequence[int]) -> str | None:
     was cut short. `ranks` is `trace.meta.truncated_ranks`; `path` as the user gave it."""
     text = cut_short_text(ranks)
     return f"mpiscope: warning: {path}: {text}" if text else None
+
+
+def cut_short_notes(cmp: Comparison) -> list[tuple[RunSummary, str]]:
+    """(run, warning) for each run whose trace has ranks cut short: its numbers cover only
+    the part of the run that was traced, which the reader of a report must be told."""
+    notes = []
+    for run in (cmp.a, cmp.b):
+        text = cut_short_text(run.truncated_ranks)
+        if text:
+            notes.append((run, text))
+    return notes

@@ -1,4 +1,5 @@
-"""Stable colours: a function keeps its colour across traces, runs and sessions."""
+"""Stable colours: a function keeps its colour across traces, runs and sessions, and the
+parts of the time breakdown have one colour each, in the reports and the web UI alike."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ FIXED = {
 }
 _HASHED = tuple(c for c in PALETTE if c not in set(FIXED.values()))
 COMPUTE = "#ececec"  # lane background: time outside MPI
+# The parts of the time breakdown (mpiscope.analysis.breakdown.PARTS) in every chart of
+# them, reports and web UI alike: compute a darker grey than the lanes' (bars on white),
+# communication and synchronization the blue and red the timeline gives MPI_Send and
+# MPI_Allreduce.
+PART_COLOURS = {"compute": "#b8b8b8", "communication": "#1f77b4", "synchronization": "#d62728"}
 
 
 def colour(function: str) -> str:

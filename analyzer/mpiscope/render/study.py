@@ -21,7 +21,10 @@ import plotly.offline
 
 from mpiscope import output
 from mpiscope.analysis import scaling
-from mpiscope.render import comparison as reports
+from mpiscope.analysis.comparison import compare_traces
+from mpiscope.render import html as html_report
+from mpiscope.render import markdown
+from mpiscope.render import scaling as scaling_figure
 
 
 class StudyConfig(Protocol):
@@ -63,12 +66,12 @@ def write(result: StudyResult) -> list[dict]:
     scaling_rows: dict[str, list] = {r.variant: [] for r in result.runs}
     for n in ranks:
         a, b = result.run(n, "unpatched"), result.run(n, "patched")
-        cmp, timelines = reports.comparison(a.trace_dir, b.trace_dir, "unpatched", "patched")
+        cmp = compare_traces(a.trace_dir, b.trace_dir, "unpatched", "patched")
         page = f"compare-{n}.html"
         best_of = f" (best of {cfg.repeat} runs each)" if cfg.repeat > 1 else ""
-        reports.write_html(cmp, timelines, cfg.out / page,
-                           f"Himeno {cfg.size}, {n} ranks: unpatched vs patched{best_of}")
-        reports.write_markdown(cmp, cfg.out / f"compare-{n}.md")
+        html_report.write_html(cmp, cfg.out / page,
+                               f"Himeno {cfg.size}, {n} ranks: unpatched vs patched{best_of}")
+        markdown.write_markdown(cmp, cfg.out / f"compare-{n}.md")
         links.append((f"{n} ranks: unpatched vs patched", page))
         for run_, s in ((a, cmp.a), (b, cmp.b)):
             total = s.rank_time_s
@@ -111,7 +114,7 @@ def _share(functions: list[dict], name: str, total: float) -> float:
 def _scaling_page(out: Path, rows: dict, summary: list[dict]) -> None:
     divs = []
     for variant, rs in rows.items():
-        fig = scaling.figure(scaling.table(rs))
+        fig = scaling_figure.figure(scaling.table(rs))
         fig.update_layout(title=f"Time breakdown vs rank count ({variant})")
         divs.append(plotly.offline.plot(fig, output_type="div", include_plotlyjs=False))
     fig = go.Figure()

@@ -1,4 +1,5 @@
-"""Terminal summary of an analysis (rich)."""
+"""Terminal rendering (rich): the summary of one trace's analysis, and a comparison's
+table."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from rich.console import Console
 from rich.table import Table
 
 from mpiscope.analysis import findings, stats
-from mpiscope.analysis.report import AnalysisReport
+from mpiscope.analysis.breakdown import PARTS
+from mpiscope.analysis.comparison import Comparison
+from mpiscope.analysis.session import Analysis
 from mpiscope.analysis.stats import ProtocolSwitch
 
 
@@ -39,10 +42,10 @@ def _switch_line(p: ProtocolSwitch, hosts: int) -> str:
             f"{size_text(p.last_below_bytes)}, rendezvous from {size}")
 
 
-def _messages(rep: AnalysisReport, console: Console, hosts: int) -> None:
+def _messages(analysis: Analysis, console: Console, hosts: int) -> None:
     """Intra- vs inter-node traffic (when there is more than one host) and the
     eager/rendezvous switch (where the message sizes show one)."""
-    split = rep.host_split
+    split = analysis.host_split
     if hosts > 1 and len(split):
         ht = Table(title=f"Messages within and between the {hosts} hosts")
         for col in ("path", "messages", "bytes", "bandwidth (MB/s)"):
@@ -50,27 +53,27 @@ def _messages(rep: AnalysisReport, console: Console, hosts: int) -> None:
         for r in split.itertuples():
             ht.add_row(r.path, str(r.messages), str(r.bytes), f"{r.bandwidth_MBps:.1f}")
         console.print(ht)
-    for p in rep.protocol_switches:
+    for p in analysis.protocol_switches:
         console.print(_switch_line(p, hosts))
     # where the sizes could show a switch and none stands out, say so: a real run may
     # have none (no step between eager and large-message copies); too few sizes say nothing
-    named = {p.path for p in rep.protocol_switches}
-    for path, sizes in stats.switch_evidence(rep.trace).items():
+    named = {p.path for p in analysis.protocol_switches}
+    for path, sizes in stats.switch_evidence(analysis.trace).items():
         if path not in named and sizes >= stats.SWITCH_MIN_BELOW + stats.SWITCH_MIN_ABOVE:
             where = f" ({path})" if hosts > 1 else ""
             console.print(f"No protocol switch visible{where}: the transfer times of {sizes} "
                           "message sizes follow one latency/bandwidth trend")
 
 
-def print_summary(rep: AnalysisReport, console: Console, top: int = 10) -> None:
-    t = rep.trace
+def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
+    t = analysis.trace
     console.print(f"[bold]{t.meta.program or t.path}[/bold]  {t.meta.num_ranks} ranks on "
                   f"{t.ranks['host'].nunique()} host(s), {t.meta.duration_ns / 1e9:.3f} s, "
                   f"{len(t.calls)} MPI calls  [dim]{t.meta.creator} {t.meta.mpi_library}[/dim]")
     tab = Table(title="Time per rank (s)", show_lines=False)
     for col in ("rank", "host", "total", "compute", "communication", "synchronization"):
         tab.add_column(col, justify="right" if col not in ("host",) else "left")
-    for r in rep.ranks.itertuples():
+    for r in analysis.ranks.itertuples():
         tot = r.total_s or 1.0
         tab.add_row(str(r.rank), r.host, _s(r.total_s),
                     f"{_s(r.compute_s)} ({100 * r.compute_s / tot:.0f}%)",
@@ -80,13 +83,13 @@ def print_summary(rep: AnalysisReport, console: Console, top: int = 10) -> None:
     ft = Table(title=f"Top {top} MPI functions")
     for col in ("function", "calls", "time (s)", "mean", "max", "bytes"):
         ft.add_column(col, justify="left" if col == "function" else "right")
-    for f in rep.functions.head(top).itertuples():
+    for f in analysis.functions.head(top).itertuples():
         ft.add_row(f.name, str(f.calls), _s(f.time_s), _s(f.mean_s), _s(f.max_s), str(f.bytes))
     console.print(ft)
-    ws = rep.wait_states.totals()
+    ws = analysis.wait_states.totals()
     console.print("Wait states (s, all ranks): " + ", ".join(
         f"{k.replace('_', ' ')} {_s(v)}" for k, v in ws.items()))
-    sites = rep.wait_states.per_callsite().head(top)
+    sites = analysis.wait_states.per_callsite().head(top)
     if len(sites):
         wt = Table(title="Where ranks wait (top call sites)")
         for col in ("wait state", "function", "call site", "calls", "waiting (s)"):
@@ -96,28 +99,48 @@ def print_summary(rep: AnalysisReport, console: Console, top: int = 10) -> None:
             wt.add_row(str(w.wait_kind).replace("_", " "), str(w.function), str(w.callsite),
                        str(w.calls), _s(w.wait_ns / 1e9))
         console.print(wt)
-    if rep.loop:
-        console.print(f"Main loop: {rep.loop.iterations} iterations, marked by "
-                      f"{findings.where(rep.loop.function, rep.loop.callsite)}")
-    _messages(rep, console, int(t.ranks["host"].nunique()))
-    if rep.findings:
+    if analysis.loop:
+        console.print(f"Main loop: {analysis.loop.iterations} iterations, marked by "
+                      f"{findings.where(analysis.loop.function, analysis.loop.callsite)}")
+    _messages(analysis, console, int(t.ranks["host"].nunique()))
+    if analysis.findings:
         fd = Table(title=f"Top {top} findings (by estimated savings)")
         for col in ("kind", "function", "call site", "calls", "time (s)", "saves (s)"):
             fd.add_column(col, justify="right" if col in ("calls", "time (s)", "saves (s)")
                           else "left", overflow="fold")
-        for f in rep.findings[:top]:
+        for f in analysis.findings[:top]:
             fd.add_row(f.kind, f.function, f.callsite, str(f.calls), _s(f.time_s),
                        _s(f.estimated_savings_s))
         console.print(fd)
-        for f in rep.findings[:top]:
+        for f in analysis.findings[:top]:
             console.print(f"[dim]• {f.kind} {f.callsite}: {f.message}[/dim]")
     else:
         console.print("No findings.")
-    fl = rep.flushes
+    fl = analysis.flushes
     if len(fl):
-        share = fl["seconds"].sum() / max(rep.ranks["total_s"].sum(), 1e-12)
+        share = fl["seconds"].sum() / max(analysis.ranks["total_s"].sum(), 1e-12)
         console.print(f"[yellow]Tracing: {int(fl['flushes'].sum())} buffer flushes took "
                       f"{_s(fl['seconds'].sum())} ({100 * share:.1f}% of the ranks' time), "
                       "counted in the run; a larger MPISCOPE_BUFFER_SIZE avoids them[/yellow]")
     if t.unmatched is not None and len(t.unmatched):
         console.print(f"[yellow]{len(t.unmatched)} unmatched send/receive events[/yellow]")
+
+
+def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
+    console = console or Console()
+    a, b = cmp.a, cmp.b
+    t = Table(title=f"{a.label} → {b.label}")
+    for col in ("", a.label, b.label):
+        t.add_column(col, justify="right" if col else "left")
+    fa, fb = cmp.figure("mflops")
+    if fa is not None and fb is not None:
+        t.add_row("MFLOPS", f"{fa:.1f}", f"{fb:.1f}")
+    t.add_row("wall time (s)", f"{a.wall_s:.4f}", f"{b.wall_s:.4f}")
+    for part in PARTS:
+        t.add_row(f"{part} share", f"{100 * a.share(part):.1f}%", f"{100 * b.share(part):.1f}%")
+    for f in cmp.functions[:5]:
+        t.add_row(f"{f.name} share", f"{100 * f.share_a:.1f}%", f"{100 * f.share_b:.1f}%")
+    console.print(t)
+    if cmp.speedup:
+        console.print(f"speed-up {cmp.speedup:.3f}× ({cmp.speedup_basis}); predicted gain "
+                      f"{cmp.predicted_gain_s:.4f} s, measured {cmp.measured_gain_s:.4f} s")

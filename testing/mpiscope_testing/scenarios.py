@@ -2,8 +2,8 @@
 
 - `build(...)`: a `Trace` made directly from a few hand-written calls and messages, shaped
   exactly as docs/data-model.md says, so expected results can be computed by hand.
-- `traced_run(...)`: compile one of ./programs with -g and run it under the interposer
-  (a real MPI job writing a real OTF2 trace).
+- `traced_run(...)`: compile one of analyzer/tests/programs with -g and run it under the
+  interposer (a real MPI job writing a real OTF2 trace).
 - `marker_line(...)`: the line of a `MARK:<name>` comment, so tests never hard-code lines.
 - `traced_himeno(...)`: trace workloads/himeno/himeno with `mpiscope run`, as a user does.
 """
@@ -19,14 +19,15 @@ import numpy as np
 import pandas as pd
 
 from mpiscope.archive.trace import Trace, TraceMeta
+from mpiscope_testing import REPO
 
-PROGRAMS = Path(__file__).parent / "programs"
-HIMENO = Path(__file__).resolve().parents[2] / "workloads" / "himeno" / "himeno"
+PROGRAMS = REPO / "analyzer" / "tests" / "programs"
+HIMENO = REPO / "workloads" / "himeno" / "himeno"
 # the Score-P trace of a 2-rank ping-pong shipped beside the repository (../shared/testdata);
 # read-only for tests: they use the `scorep_trace` fixture, a private copy (analyzing a
 # trace writes a cache beside it)
 SCOREP_PING_PONG = Path(os.environ.get(
-    "MPISCOPE_TESTDATA", Path(__file__).resolve().parents[3] / "shared" / "testdata")
+    "MPISCOPE_TESTDATA", REPO.parent / "shared" / "testdata")
 ) / "scorep-ping-pong"
 
 COLLECTIVES = {"MPI_Allreduce", "MPI_Bcast", "MPI_Reduce", "MPI_Allgather", "MPI_Alltoall",

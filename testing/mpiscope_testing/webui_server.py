@@ -1,4 +1,4 @@
-"""Helpers for the web UI tests (imported by conftest and by tests that need them)."""
+"""Helpers for the web UI tests: Himeno traces, `mpiscope serve` in a subprocess, ports."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from mpiscope_testing import REPO
+
 HIMENO = REPO / "workloads" / "himeno" / "himeno"
 ARTIFACTS = REPO / "test-artifacts" / "webui"
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4"]
@@ -45,19 +46,6 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60,
                 return
         time.sleep(0.1)
     raise TimeoutError("mpiscope serve did not start listening")
-
-
-def chromium_options(user_data_dir: Path):
-    from selenium.webdriver.chrome.options import Options
-
-    opts = Options()
-    opts.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--no-first-run", "--window-size=1500,1300",
-                f"--user-data-dir={user_data_dir}"):
-        opts.add_argument(arg)
-    return opts
 
 
 class Server:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from traceread import Event, Trace, read_print, read_python
+from mpiscope_testing.traceread import Event, Trace, read_print, read_python
 
 # Region roles as docs/trace-format.md assigns them (Score-P's choice)
 ROLE_OF = {

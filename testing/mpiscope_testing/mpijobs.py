@@ -1,4 +1,5 @@
-"""Build the test programs and run them as a user would: mpirun with LD_PRELOAD."""
+"""Build the interposer's test programs (interposer/tests/programs) and run them as a user
+would: mpirun with LD_PRELOAD."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+from mpiscope_testing import REPO
+
+PROGRAMS = REPO / "interposer" / "tests" / "programs"
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 MPIEXEC_MPICH = ["mpiexec.mpich"]
 TIMEOUT = 180

@@ -5,7 +5,7 @@ exactly as they appear in the reader's tables (the builder pins the archive's
 `global_offset`, so `t=0` is the trace start). Ranks and peers are **world ranks**; the
 builder translates peers/roots into ranks within the communicator, as OTF2 stores them.
 
-    from tracegen import TraceBuilder
+    from mpiscope_testing.tracegen import TraceBuilder
 
     tb = TraceBuilder(ranks=2, hosts=["node0", "node1"])
     tb.isend_call(0, 100, 110, dest=1, tag=7, nbytes=800, request=1, callsite="app.c:42")

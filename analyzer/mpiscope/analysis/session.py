@@ -1,0 +1,166 @@
+"""One analysis session per trace: every result computed on first use, then kept.
+
+`Analysis(trace)` is what `mpiscope analyze` prints and writes as JSON, what a comparison
+report compares and what the web UI shows; they all ask the session, so each result
+(wait states first, since most others build on them) is computed once per trace.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from mpiscope.analysis import breakdown, findings, iterations, stats, waitstates
+from mpiscope.archive.trace import Trace
+
+T = TypeVar("T")
+
+
+def result(compute: Callable[[Analysis], T]) -> property:
+    """A read-only attribute computed by `compute` on first use and kept. A failure is
+    kept too (and raised again): it would only fail again, and the web UI lists it once."""
+    name = compute.__name__
+
+    def get(self: Analysis) -> T:
+        try:
+            value = self._results[name]
+        except KeyError:
+            # one lock per session: the web UI asks from its background thread and from
+            # requests at once; a result reached by another thread meanwhile is not redone
+            with self._lock:
+                if name not in self._results:
+                    try:
+                        self._results[name] = compute(self)
+                    except Exception as err:  # noqa: BLE001 - kept, raised below
+                        self._results[name] = err
+                value = self._results[name]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    return property(get, doc=compute.__doc__)
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    # pandas rounds to 10 decimals by default, which drops sub-ns digits of seconds
+    # and makes the JSON's parts no longer add up to its totals.
+    return json.loads(df.to_json(orient="records", double_precision=15))
+
+
+class Analysis:
+    """The analyses of one trace, each computed on first use (see docs/data-model.md)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._results: dict[str, object] = {}
+        self._lock = threading.RLock()  # re-entrant: a result asks for the ones it needs
+
+    @result
+    def wait_states(self) -> waitstates.WaitStates:
+        """Wait states of every call, on clock-skew corrected times."""
+        return waitstates.compute(self.trace)
+
+    @result
+    def ranks(self) -> pd.DataFrame:
+        """Per-rank breakdown: rank, host, total_s, compute_s, communication_s,
+        synchronization_s."""
+        return breakdown.per_rank(self.trace, self.wait_states)
+
+    @result
+    def time_bins(self) -> pd.DataFrame:
+        """The breakdown over time, summed over ranks."""
+        return breakdown.time_bins(self.trace, self.wait_states)
+
+    @result
+    def loop(self) -> iterations.Loop | None:
+        """The main loop, None if the trace shows none."""
+        return iterations.detect(self.trace)
+
+    @result
+    def per_iteration(self) -> pd.DataFrame | None:
+        """The breakdown per iteration of the main loop (None without one)."""
+        loop = self.loop
+        return iterations.per_iteration(self.trace, loop, self.wait_states) if loop else None
+
+    @result
+    def functions(self) -> pd.DataFrame:
+        """Per MPI function: name, calls, time_s, mean_s, max_s, bytes."""
+        return stats.functions(self.trace)
+
+    @result
+    def callsites(self) -> pd.DataFrame:
+        """Per call site, with its waiting time."""
+        return stats.callsites(self.trace, self.wait_states.per_call["wait_ns"].to_numpy())
+
+    @result
+    def findings(self) -> list[findings.Finding]:
+        """Improvement opportunities, largest estimated savings first."""
+        return findings.find(self.trace, self.wait_states, self.ranks, self.loop)
+
+    @result
+    def message_sizes(self) -> pd.DataFrame:
+        return stats.message_sizes(self.trace)
+
+    @result
+    def protocol_switches(self) -> list[stats.ProtocolSwitch]:
+        return stats.protocol_switches(self.trace)
+
+    @result
+    def comm_matrix(self) -> pd.DataFrame:
+        return stats.comm_matrix(self.trace)
+
+    @result
+    def host_split(self) -> pd.DataFrame:
+        return stats.host_split(self.trace)
+
+    @result
+    def flushes(self) -> pd.DataFrame:
+        """The tracer's buffer flushes per rank."""
+        return stats.flushes(self.trace)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract's JSON (`mpiscope analyze --json`), as Python objects."""
+        t = self.trace
+        ws = self.wait_states
+        u = t.unmatched
+        loop = self.loop
+        per_iteration = self.per_iteration
+        return {
+            "meta": {"program": t.meta.program, "cmdline": t.meta.cmdline,
+                     "mpi_library": t.meta.mpi_library, "start_time": t.meta.start_time,
+                     "creator": t.meta.creator, "num_ranks": t.meta.num_ranks,
+                     "duration_s": t.meta.duration_ns / 1e9,
+                     "truncated_ranks": t.meta.truncated_ranks, "trace": str(t.path),
+                     "measured_interval": "per rank: end of MPI_Init .. start of "
+                     "MPI_Finalize (first/last event where they are missing)"},
+            "ranks": _records(self.ranks),
+            "functions": _records(self.functions),
+            "callsites": _records(self.callsites),
+            "wait_states": {f"{k}_s": v for k, v in ws.totals().items()},
+            "wait_states_per_rank": _records(ws.per_rank().reset_index(names="rank")),
+            "findings": [f.to_dict() for f in self.findings],
+            "message_sizes": _records(self.message_sizes),
+            "protocol_switches": [p.to_dict() for p in self.protocol_switches],
+            "comm_matrix": _records(self.comm_matrix),
+            "host_split": _records(self.host_split),
+            "time_bins": _records(self.time_bins),
+            "buffer_flushes": {"count": int(self.flushes["flushes"].sum()),
+                               "seconds": float(self.flushes["seconds"].sum()),
+                               "per_rank": _records(self.flushes)},
+            "main_loop": ({"callsite": loop.callsite, "function": loop.function,
+                           "iterations": loop.iterations} if loop else None),
+            "iterations": _records(per_iteration) if per_iteration is not None else [],
+            "messages": {"matched": int(len(t.messages)),
+                         "unmatched_sends": int((u["event"].isin(["send", "isend"])).sum()),
+                         "unmatched_receives": int((u["event"].isin(["recv", "irecv"])).sum())},
+            "clock_skew": {"violations": ws.skew.violations,
+                           "offsets_ns": {str(k): v for k, v in ws.skew.offsets_ns.items()},
+                           "remaining": ws.skew.remaining},
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)

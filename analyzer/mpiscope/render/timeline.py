@@ -1,0 +1,41 @@
+"""A static Jumpshot-style timeline of a few iterations, for the comparison reports."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from mpiscope.analysis.comparison import Comparison
+from mpiscope.analysis.iterations import iteration_window
+from mpiscope.analysis.session import Analysis
+from mpiscope.render.palette import COMPUTE, colour  # same colours as the web UI
+
+
+def figure(analysis: Analysis, title: str, window: tuple[int, int] | None = None,
+           max_states: int = 5000) -> go.Figure:
+    """A lane per rank, MPI states coloured by function; `window` in ns (default: a few
+    iterations of the main loop)."""
+    trace = analysis.trace
+    lo, hi = window or iteration_window(trace, analysis.loop)
+    c = trace.calls
+    c = c[(c["end"] >= lo) & (c["start"] <= hi) & ~c["kind"].isin(["init", "finalize"])]
+    c = c.nlargest(max_states, "end") if len(c) > max_states else c
+    fig = go.Figure()
+    for fn, g in c.groupby("function", observed=True):
+        s = (g["start"].clip(lower=lo) - lo) / 1e6
+        d = (g["end"].clip(upper=hi) - g["start"].clip(lower=lo)) / 1e6
+        fig.add_bar(name=str(fn), orientation="h", y=g["rank"], x=d, base=s,
+                    marker_color=colour(str(fn)), width=0.6,
+                    customdata=g[["callsite"]].astype(str).to_numpy(),
+                    hovertemplate="%{fullData.name}<br>rank %{y}<br>start %{base:.3f} ms"
+                                  "<br>%{x:.3f} ms<br>%{customdata[0]}<extra></extra>")
+    fig.update_layout(title=title, barmode="overlay", height=120 + 40 * trace.num_ranks,
+                      xaxis_title="time in window (ms)", yaxis_title="rank",
+                      yaxis=dict(autorange="reversed", dtick=1), plot_bgcolor=COMPUTE,
+                      margin=dict(l=50, r=20, t=50, b=40), legend_orientation="h")
+    return fig
+
+
+def of_comparison(cmp: Comparison) -> list[go.Figure]:
+    """A few iterations of each run analyzed here (none for runs read from saved JSON)."""
+    return [figure(run.analysis, f"{run.label}: a few iterations")
+            for run in (cmp.a, cmp.b) if run.analysis is not None]

@@ -1,0 +1,278 @@
+/* defs.c — definitions writing: the global definitions (regions, system tree, locations,
+ * groups, communicators), a rank's local definitions (id maps, clock offsets) and the
+ * run's properties, for the trace, a salvaged rank's archive and a recovered one. */
+#include "runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint32_t string_next;
+
+/* String refs count from 0 in each archive's global definitions. */
+void mps_gstr_reset(void) { string_next = 0; }
+
+OTF2_StringRef mps_gstr(OTF2_GlobalDefWriter *w, const char *s)
+{
+    OTF2_StringRef ref = string_next++;
+    OTF2_GlobalDefWriter_WriteString(w, ref, s);
+    return ref;
+}
+
+/* The region names in region-ref order, each ended by '\n': recovery checks that its
+ * build numbers the regions as the traced run's did. */
+char *mps_region_names(void)
+{
+    size_t len = 1;
+    for (int f = 0; f < MPS_FN_COUNT; f++) len += strlen(mps_fn_names[f]) + 1;
+    char *s = malloc(len), *p = s;
+    for (int f = 0; s && f < MPS_FN_COUNT; f++) p += sprintf(p, "%s\n", mps_fn_names[f]);
+    return s;
+}
+
+/* The run's properties, handed to put(): the archive's, or the crash-safe log's. */
+void mps_run_properties(void (*put)(enum mps_live_key, const char *, const char *))
+{
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) { buf[n] = 0; put(MPS_LIVE_PROGRAM, "MPISCOPE::PROGRAM", buf); }
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    if (f) {
+        size_t m = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t i = 0; i + 1 < m; i++) if (!buf[i]) buf[i] = ' ';
+        buf[m] = 0;
+        put(MPS_LIVE_CMDLINE, "MPISCOPE::CMDLINE", buf);
+    }
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    PMPI_Get_library_version(lib, &len);
+    lib[strcspn(lib, "\n,")] = 0;
+    put(MPS_LIVE_MPI_LIBRARY, "MPISCOPE::MPI_LIBRARY", lib);
+    time_t t = time(NULL) -
+               (time_t)((mps_mono_ns() - (uint64_t)mps_job.t_init_local) / 1000000000u);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    put(MPS_LIVE_START_TIME, "MPISCOPE::START_TIME", buf);
+}
+
+static OTF2_Archive *props_archive; /* where archive_property writes */
+
+static void archive_property(enum mps_live_key k, const char *name, const char *value)
+{
+    (void)k;
+    OTF2_Archive_SetProperty(props_archive, name, value, true);
+}
+
+void mps_set_properties(OTF2_Archive *ar)
+{
+    props_archive = ar;
+    mps_run_properties(archive_property);
+    OTF2_Archive_SetProperty(ar, "MPISCOPE::VERSION", MPS_VERSION, true);
+}
+
+/* Communicator definitions, parents before children where the parent is known; returns
+ * how many were written, their sparse refs in writing order in order[]. */
+static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uint32_t **order_out)
+{
+    char name[64];
+    int ncomms = 0;
+    for (int i = 0; i < ncw; i += COMM_REC_WORDS(cw + i)) ncomms++;
+    int *at = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *at);
+    unsigned char *done = calloc((size_t)(ncomms ? ncomms : 1), 1);
+    uint32_t *order = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *order);
+    *order_out = order;
+    for (int i = 0, c = 0; i < ncw; i += COMM_REC_WORDS(cw + i)) at[c++] = i;
+    OTF2_GroupRef gref = 3;
+    int written = 0;
+    for (int progress = 1; written < ncomms;) {
+        int force = !progress; /* a cycle or a parent we never saw: write without parent */
+        progress = 0;
+        for (int c = 0; c < ncomms; c++) {
+            if (done[c]) continue;
+            const int32_t *d = cw + at[c];
+            uint32_t parent = (uint32_t)d[1];
+            int ready = parent == OTF2_UNDEFINED_COMM || parent <= COMM_SELF_REF, known = 0;
+            for (int q = 0; q < ncomms && !ready; q++)
+                if ((uint32_t)cw[at[q]] == parent) { known = 1; ready = done[q]; }
+            if (!ready && !known) parent = OTF2_UNDEFINED_COMM, ready = 1;
+            if (!ready && !force) continue;
+            if (!ready) parent = OTF2_UNDEFINED_COMM;
+            for (int q = 0; q < written; q++) /* the parent's dense ref */
+                if (order[q] == parent) { parent = 2 + (uint32_t)q; break; }
+            uint64_t *m = malloc((size_t)(d[2] ? d[2] : 1) * sizeof *m);
+            for (int k = 0; k < d[2]; k++) m[k] = (uint64_t)d[4 + k];
+            uint32_t dense = 2 + (uint32_t)written;
+            snprintf(name, sizeof name, "comm %u", dense);
+            OTF2_GlobalDefWriter_WriteGroup(gw, gref, mps_gstr(gw, name),
+                                            OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                            OTF2_GROUP_FLAG_NONE, (uint32_t)d[2], m);
+            const char *given = (const char *)(d + 4 + d[2]); /* MPI_Comm_set_name */
+            OTF2_GlobalDefWriter_WriteComm(gw, dense,
+                                           mps_gstr(gw, d[3] && *given ? given : name),
+                                           gref++, parent, OTF2_COMM_FLAG_NONE);
+            free(m);
+            done[c] = 1;
+            order[written++] = (uint32_t)d[0];
+            progress = 1;
+        }
+    }
+    free(done);
+    free(at);
+    return written;
+}
+
+/* Communicator refs chosen at creation are sparse; the definitions use dense refs
+ * 2, 3, … in writing order (`order` receives the sparse refs in that order) and every
+ * rank maps its event records onto them with an OTF2 id map. */
+int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax,
+                          const char *hosts, const uint64_t *nevents, const int32_t *cw,
+                          int ncw, uint32_t **order_out)
+{
+    const int size = mps_job.size;
+    const size_t hostlen = sizeof mps_job.host;
+    OTF2_GlobalDefWriter_WriteClockProperties(gw, 1000000000u, gmin, gmax - gmin,
+                                              OTF2_UNDEFINED_TIMESTAMP);
+    OTF2_StringRef empty = mps_gstr(gw, "");
+    OTF2_GlobalDefWriter_WriteParadigm(gw, OTF2_PARADIGM_MPI, mps_gstr(gw, "MPI"),
+                                       OTF2_PARADIGM_CLASS_PROCESS);
+    /* attributes: same refs on every rank */
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CALLSITE, mps_gstr(gw, "mpiscope:callsite"),
+                                        mps_gstr(gw, "call site of the MPI call"),
+                                        OTF2_TYPE_SOURCE_CODE_LOCATION);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_IN_HASH, mps_gstr(gw, "mpiscope:in_hash"),
+                                        mps_gstr(gw, "FNV-1a 64 of the collective's input"),
+                                        OTF2_TYPE_UINT64);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_OUT_HASH, mps_gstr(gw, "mpiscope:out_hash"),
+                                        mps_gstr(gw, "FNV-1a 64 of the collective's result"),
+                                        OTF2_TYPE_UINT64);
+    /* regions: one per MPI function, ref = function index */
+    for (int f = 0; f < MPS_FN_COUNT; f++) {
+        OTF2_StringRef ns = mps_gstr(gw, mps_fn_names[f]);
+        OTF2_GlobalDefWriter_WriteRegion(gw, (OTF2_RegionRef)f, ns, ns, empty,
+                                         (OTF2_RegionRole)mps_fn_roles[f], OTF2_PARADIGM_MPI,
+                                         OTF2_REGION_FLAG_NONE, empty, 0, 0);
+    }
+    /* system tree: machine → one node per distinct host */
+    OTF2_GlobalDefWriter_WriteSystemTreeNode(gw, 0, mps_gstr(gw, "machine"),
+                                             mps_gstr(gw, "machine"),
+                                             OTF2_UNDEFINED_SYSTEM_TREE_NODE);
+    uint32_t *node_of = calloc((size_t)size, sizeof *node_of);
+    uint32_t nnodes = 0;
+    OTF2_StringRef node_class = mps_gstr(gw, "node");
+    for (int r = 0; r < size; r++) {
+        const char *h = hosts + (size_t)r * hostlen;
+        int prev = -1;
+        for (int q = 0; q < r; q++)
+            if (strcmp(h, hosts + (size_t)q * hostlen) == 0) { prev = q; break; }
+        if (prev >= 0) { node_of[r] = node_of[prev]; continue; }
+        node_of[r] = ++nnodes;
+        OTF2_GlobalDefWriter_WriteSystemTreeNode(gw, node_of[r], mps_gstr(gw, h), node_class, 0);
+    }
+    char name[64];
+    for (int r = 0; r < size; r++) {
+        snprintf(name, sizeof name, "MPI Rank %d", r);
+        OTF2_GlobalDefWriter_WriteLocationGroup(gw, (OTF2_LocationGroupRef)r, mps_gstr(gw, name),
+                                                OTF2_LOCATION_GROUP_TYPE_PROCESS, node_of[r],
+                                                OTF2_UNDEFINED_LOCATION_GROUP);
+    }
+    for (int r = 0; r < size; r++) {
+        snprintf(name, sizeof name, "rank %d", r);
+        OTF2_GlobalDefWriter_WriteLocation(gw, (OTF2_LocationRef)r, mps_gstr(gw, name),
+                                           OTF2_LOCATION_TYPE_CPU_THREAD, nevents[r],
+                                           (OTF2_LocationGroupRef)r);
+    }
+    free(node_of);
+    /* groups and communicators */
+    uint64_t *members = malloc((size_t)size * sizeof *members);
+    for (int r = 0; r < size; r++) members[r] = (uint64_t)r;
+    OTF2_GlobalDefWriter_WriteGroup(gw, 0, mps_gstr(gw, "MPI_COMM_WORLD locations"),
+                                    OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_PARADIGM_MPI,
+                                    OTF2_GROUP_FLAG_NONE, (uint32_t)size, members);
+    OTF2_GlobalDefWriter_WriteGroup(gw, 1, mps_gstr(gw, "MPI_COMM_WORLD group"),
+                                    OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                    OTF2_GROUP_FLAG_NONE, (uint32_t)size, members);
+    OTF2_GlobalDefWriter_WriteGroup(gw, 2, mps_gstr(gw, "MPI_COMM_SELF group"),
+                                    OTF2_GROUP_TYPE_COMM_SELF, OTF2_PARADIGM_MPI,
+                                    OTF2_GROUP_FLAG_NONE, 0, NULL);
+    OTF2_GlobalDefWriter_WriteComm(gw, COMM_WORLD_REF, mps_gstr(gw, "MPI_COMM_WORLD"), 1,
+                                   OTF2_UNDEFINED_COMM, OTF2_COMM_FLAG_NONE);
+    OTF2_GlobalDefWriter_WriteComm(gw, COMM_SELF_REF, mps_gstr(gw, "MPI_COMM_SELF"), 2,
+                                   OTF2_UNDEFINED_COMM, OTF2_COMM_FLAG_NONE);
+    int written = write_comms(gw, cw, ncw, order_out);
+    free(members);
+    return written;
+}
+
+/* This rank's local definitions: id maps from its local call-site ids and sparse comm refs
+ * onto the global definitions, and its clock offsets (local time → rank 0's time) at Init
+ * and (when measured) Finalize, which readers interpolate linearly as OTF2 defines. */
+void mps_write_local_defs(OTF2_Archive *ar, const uint32_t *map, const uint32_t *order,
+                          int ncomms, int have_fin)
+{
+    const int rank = mps_job.rank;
+    OTF2_Archive_OpenDefFiles(ar);
+    OTF2_DefWriter *dw = OTF2_Archive_GetDefWriter(ar, (OTF2_LocationRef)rank);
+    if (dw) {
+        if (mps_sites.n && map) {
+            OTF2_IdMap *im = OTF2_IdMap_CreateFromUint32Array(mps_sites.n, map, false);
+            if (im) {
+                OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_SOURCE_CODE_LOCATION, im);
+                OTF2_IdMap_Free(im);
+            }
+        }
+        if (ncomms) {
+            OTF2_IdMap *cm = OTF2_IdMap_Create(OTF2_ID_MAP_SPARSE, (uint64_t)ncomms);
+            for (int k = 0; cm && k < ncomms; k++)
+                OTF2_IdMap_AddIdPair(cm, order[k], 2 + (uint64_t)k);
+            if (cm) {
+                OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_COMM, cm);
+                OTF2_IdMap_Free(cm);
+            }
+        }
+        OTF2_DefWriter_WriteClockOffset(dw, (uint64_t)(mps_job.t_init_local + mps_job.off_init),
+                                        0, 0.0);
+        if (have_fin)
+            OTF2_DefWriter_WriteClockOffset(dw, (uint64_t)(mps_job.t_fin_local + mps_job.off_init),
+                                            mps_job.off_fin - mps_job.off_init, 0.0);
+        OTF2_Archive_CloseDefWriter(ar, dw);
+    }
+    for (int r = 0; r < mps_job.size && !have_fin; r++) { /* salvaged: the others' files, empty */
+        OTF2_DefWriter *w = r == rank ? NULL : OTF2_Archive_GetDefWriter(ar, (uint64_t)r);
+        if (w) OTF2_Archive_CloseDefWriter(ar, w);
+    }
+    OTF2_Archive_CloseDefFiles(ar);
+}
+
+/* The global definitions of a single-rank archive (salvage(), mpiscope-recover): call
+ * sites by this rank's local ids (`loc`, freed here), every rank of the job defined
+ * (communicator groups name them) but only `rank` with its host and `nevents` events:
+ * the others' events died with them. Returns the number of communicators (*order: their
+ * dense refs, for mps_write_local_defs). */
+int mps_write_single_rank_defs(OTF2_GlobalDefWriter *gw, int rank, uint64_t nevents,
+                               mps_location *loc, uint32_t nloc, uint32_t **order)
+{
+    const int size = mps_job.size;
+    const size_t hostlen = sizeof mps_job.host;
+    for (uint32_t i = 0; i < nloc; i++) {
+        OTF2_StringRef fs = mps_gstr(gw, loc[i].file ? loc[i].file : "?");
+        OTF2_GlobalDefWriter_WriteSourceCodeLocation(gw, i, fs, loc[i].line);
+        free(loc[i].file);
+    }
+    char *hosts = calloc((size_t)size, hostlen);
+    uint64_t *counts = calloc((size_t)size, sizeof *counts);
+    int ncw = 0, ncomms = 0;
+    int32_t *cw = mps_serialize_comms(1, &ncw);
+    if (hosts && counts && cw) {
+        for (int r = 0; r < size; r++)
+            snprintf(hosts + (size_t)r * hostlen, hostlen, "%s",
+                     r == rank ? mps_job.host : "unknown");
+        counts[rank] = nevents;
+        ncomms = mps_write_global_defs(gw, mps_rt.first_ts, mps_rt.last_ts, hosts, counts, cw,
+                                       ncw, order);
+    }
+    free(hosts); free(counts); free(cw);
+    return ncomms;
+}

@@ -1,0 +1,180 @@
+/* hotpath.c — event recording: Enter/Leave, call-site ids, blocking point-to-point
+ * events and message sizes, and the mid-run encoding of a full buffer. */
+#define _GNU_SOURCE
+#include "runtime.h"
+#include "iosafe.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct mps_recorder mps_rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+struct mps_callsites mps_sites;
+type_slot mps_types[MPS_TYPE_SLOTS];
+/* the model again: GCC drops the declaration's tls_model at a definition without it */
+__thread int tl_skip __attribute__((tls_model("initial-exec")));
+__thread void *tl_fcaller __attribute__((tls_model("initial-exec")));
+__thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
+
+int mps_active(void) { return mps_rt.state == 1; }
+
+int mps_filtered(enum mps_fn fn) { return mps_cfg.filtered[fn]; }
+
+/* Encode the buffered events into OTF2. In the middle of the run (`record`) the time it
+ * takes is recorded as a BufferFlush, as OTF2 records its own flushes to disk. */
+__attribute__((noinline, cold)) void mps_flush_events(int record)
+{
+    mps_io_guard_begin(); /* OTF2 writes full chunks to disk while encoding */
+    mps_rt.encoding = 1;
+    mps_anchor(mps_rt.tsc, &mps_rt.tm.raw1, &mps_rt.tm.ns1);
+    mps_timemap_fix(&mps_rt.tm);
+    uint64_t t_start = mps_rt.tm.ns1 + (uint64_t)mps_rt.tm.offset;
+    mps_rt.flushes += record;
+    mps_evbuf_encode(&mps_rt.eb, mps_out.evt, mps_out.attrs, &mps_rt.tm, &mps_rt.last_ts,
+                     &mps_out.failed);
+    mps_rt.encode_ns += mps_mono_ns() - mps_rt.tm.ns1;
+    if (record) mps_live_next_window(&mps_rt.eb, mps_rt.tm.raw1, mps_rt.tm.ns1);
+    if (record && !mps_out.failed) {
+        if (t_start < mps_rt.last_ts) t_start = mps_rt.last_ts;
+        OTF2_EvtWriter_BufferFlush(mps_out.evt, NULL, t_start, now());
+    }
+    mps_anchor(mps_rt.tsc, &mps_rt.tm.raw0, &mps_rt.tm.ns0);
+    if (record) mps_live_window_start(mps_rt.tm.raw0, mps_rt.tm.ns0);
+    tl_t = mps_rt.tm.raw0; /* events still to come in this call happen after the flush */
+    mps_rt.encoding = 0;
+    mps_io_guard_end();
+}
+
+/* ----------------------------------------------------------- call sites */
+
+/* A new call site goes to the crash-safe log with its object and load bias, so that it
+ * can be resolved after the process is gone (live.h). Once per distinct site. */
+__attribute__((noinline, cold)) void mps_live_callsite(uint32_t id, void *ra)
+{
+    if (!mps_live_on()) return;
+    struct mps_live_callsite c = {.id = id, .addr = (uint64_t)(uintptr_t)ra};
+    Dl_info info;
+    struct link_map *lm = NULL;
+    char exe[PATH_MAX] = "";
+    const char *path = "";
+    if (dladdr1((char *)ra - 1, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm) {
+        c.bias = (uint64_t)lm->l_addr;
+        c.fbase = (uint64_t)(uintptr_t)info.dli_fbase;
+        if (lm->l_name && lm->l_name[0]) {
+            path = lm->l_name;
+        } else { /* the program itself: its link map has no name, argv[0] may be relative */
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            if (n > 0) { exe[n] = 0; path = exe; }
+        }
+    }
+    mps_live_record(MPS_LIVE_CALLSITE, &c, sizeof c, path, strlen(path));
+}
+
+uint32_t mps_callsite_id(void *ra)
+{
+    uint64_t a = (uint64_t)(uintptr_t)ra;
+    const cs_slot *s = cs_table_find(&mps_sites.tab, a);
+    if (s) return s->id;
+    if (mps_sites.n == mps_sites.addr_cap) { /* rare: once per new distinct site */
+        uint32_t cap = mps_sites.addr_cap ? mps_sites.addr_cap * 2 : 256;
+        void **addrs = realloc(mps_sites.addr, (size_t)cap * sizeof *addrs);
+        if (!addrs) return UINT32_MAX;
+        mps_sites.addr = addrs;
+        mps_sites.addr_cap = cap;
+    }
+    cs_slot *n = cs_table_add(&mps_sites.tab, a);
+    if (!n) return UINT32_MAX;
+    n->id = mps_sites.n;
+    mps_sites.addr[mps_sites.n] = ra;
+    mps_live_callsite(mps_sites.n, ra);
+    return mps_sites.n++;
+}
+
+/* ---------------------------------------------- forwarding Fortran doors */
+
+void *mps_fortran_next(const char *name, const char *pname)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (!f) f = dlsym(RTLD_NEXT, pname);
+    if (!f) { /* a Fortran program always has its MPI's Fortran library loaded */
+        fprintf(stderr, "mpiscope: error: %s: not found in the MPI Fortran library\n", name);
+        abort();
+    }
+    return f;
+}
+
+void mps_fortran_caller(void *ra) { tl_fcaller = ra; }
+
+/* ------------------------------------------------------- enter / leave */
+
+void mps_enter(enum mps_fn fn, void *ra)
+{
+    tl_skip = mps_cfg.filtered[fn];
+    if (tl_skip) return;
+    LOCK();
+    if (__builtin_expect(mps_evbuf_full(&mps_rt.eb), 0)) mps_flush_events(1);
+    tl_t = mps_ticks(mps_rt.tsc);
+    if (__builtin_expect(tl_fcaller != NULL, 0)) { ra = tl_fcaller; tl_fcaller = NULL; }
+    if (ra != mps_sites.last_ra[fn]) {
+        mps_sites.last_ra[fn] = ra;
+        mps_sites.last_cs[fn] = mps_callsite_id(ra);
+    }
+    mps_ev_put(&mps_rt.eb, tl_t, MPS_EV_ENTER, 0, fn, mps_sites.last_cs[fn], 0);
+    UNLOCK();
+}
+
+void mps_after(void)
+{
+    if (!tl_skip && mps_rt.state == 1 && !mps_rt.mt) tl_t = mps_ticks(mps_rt.tsc);
+}
+
+void mps_leave(enum mps_fn fn)
+{
+    if (mps_cfg.filtered[fn] || mps_rt.state != 1) return;
+    LOCK();
+    ev(MPS_EV_LEAVE, 0, fn, 0, 0);
+    UNLOCK();
+}
+
+/* ------------------------------------------------- blocking point-to-point */
+
+uint64_t mps_type_bytes(int count, MPI_Datatype type)
+{
+    int sz = 0;
+    if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
+    type_info(type, &sz);
+    return (uint64_t)count * (uint64_t)sz;
+}
+
+uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type)
+{
+    uint64_t total = 0;
+    if (!counts) return 0;
+    for (int i = 0; i < n; i++) total += (uint64_t)(counts[i] > 0 ? counts[i] : 0);
+    return mps_type_bytes(1, type) * total;
+}
+
+void mps_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type)
+{
+    if (tl_skip || mps_rt.state != 1 || dest == MPI_PROC_NULL) return;
+    uint64_t bytes = mps_type_bytes(count, type);
+    LOCK();
+    uint64_t *x = ev(MPS_EV_SEND, 0, 0, (uint32_t)dest, 2);
+    x[0] = comm_ref(comm) | (uint64_t)(uint32_t)tag << 32;
+    x[1] = bytes;
+    UNLOCK();
+}
+
+void mps_recv_done(const MPI_Status *st, MPI_Comm comm)
+{
+    if (tl_skip || mps_rt.state != 1 || !st || st->MPI_SOURCE == MPI_PROC_NULL) return;
+    int n = 0;
+    PMPI_Get_count(st, MPI_BYTE, &n);
+    LOCK();
+    uint64_t *x = ev(MPS_EV_RECV, 0, 0, (uint32_t)st->MPI_SOURCE, 2);
+    x[0] = comm_ref(comm) | (uint64_t)(uint32_t)st->MPI_TAG << 32;
+    x[1] = (uint64_t)(n > 0 ? n : 0);
+    UNLOCK();
+}

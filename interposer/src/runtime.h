@@ -1,0 +1,312 @@
+/* runtime.h — private to libmpiscope: the trace writer's state, split by object, and the
+ * inline helpers of the hot path.
+ *
+ * The state is a few structs, each defined in the file that owns it (hotpath.c,
+ * requests.c, communicators.c, config.c, archive.c, init.c). Everything declared here
+ * has hidden visibility: shared between the runtime's files, never part of the .so's
+ * ABI (mpiscope.h is that). The helpers the wrappers' per-call path needs (event append,
+ * communicator and datatype lookups) are static inline here, so splitting the runtime
+ * into files added no call to a traced MPI call. Hot path: the wrappers call mps_enter,
+ * an event helper and mps_leave; each reads the clock (rdtsc where the kernel trusts the
+ * TSC), looks up ids in open-addressing tables (optable.h) and appends a raw record to the
+ * event buffer (evbuf.h), encoded into OTF2 in batches; no allocation, no syscall, no
+ * lock unless MPI_THREAD_MULTIPLE.
+ */
+#ifndef MPISCOPE_RUNTIME_H
+#define MPISCOPE_RUNTIME_H
+
+#include "mpiscope.h"
+#include "evbuf.h"
+#include "live.h"
+#include "optable.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <otf2/otf2.h>
+
+#define MPS_INTERNAL __attribute__((visibility("hidden")))
+
+#define MPS_VERSION "0.1.0"
+#define COMM_WORLD_REF 0
+#define COMM_SELF_REF 1
+#define MPS_COMM_REF_SPAN 4096u /* refs a single creator rank may hand out */
+
+/* ------------------------------------------------------------------ tables */
+
+typedef struct {
+    uint64_t key; /* the return address */
+    uint32_t id;  /* dense, in order of first sight */
+    uint8_t used;
+} cs_slot;
+MPS_OPTABLE(cs_table, cs_slot, 256)
+
+typedef struct {
+    uint64_t key; /* the MPI_Comm handle's bits */
+    uint32_t ref;
+    uint8_t used;
+} comm_slot;
+MPS_OPTABLE(comm_table, comm_slot, 64)
+
+enum req_kind { REQ_SEND = 1, REQ_RECV = 2, REQ_COLL = 3 };
+
+typedef struct {
+    uint64_t key; /* the MPI_Request handle's bits */
+    uint64_t id;
+    uint64_t bytes, sent, recvd;
+    uint32_t comm;
+    int32_t peer, tag, root;
+    uint8_t used, kind, persistent, active, coll_op;
+    uint8_t cancel; /* MPI_Cancel was called: ask MPI_Test_cancelled at completion */
+} req_slot;
+MPS_OPTABLE(req_table, req_slot, 1024)
+
+typedef struct {
+    uint32_t ref, parent;
+    int32_t size;
+    int32_t creator;  /* this rank is the comm's rank 0: it contributes the definition */
+    int32_t *members; /* world ranks in comm-rank order */
+    char name[64];    /* MPI_Comm_set_name, or "" */
+} comm_def;
+
+/* A serialized communicator definition: ref, parent, size, name words, members, name. */
+#define COMM_REC_WORDS(d) (4 + (d)[2] + (d)[3])
+#define COMM_NAME_WORDS(name) ((int)((strlen(name) + sizeof(int32_t)) / sizeof(int32_t)))
+
+/* predefined datatypes never change or go away: their sizes are remembered (and which
+ * handles are derived, so those skip the envelope query). Direct-mapped: a collision
+ * replaces the entry, so the cache stays this small. */
+#define MPS_TYPE_SLOTS 64
+typedef struct {
+    uint64_t key; /* the MPI_Datatype handle's bits */
+    int32_t size; /* predefined types only */
+    uint8_t used, named;
+} type_slot;
+
+/* ------------------------------------------------------------------ state */
+
+/* The recorder (hotpath.c): what every traced call reads or writes. */
+struct mps_recorder {
+    int state; /* 0: not initialised, 1: tracing, 2: pass-through */
+    int tsc;   /* raw times are TSC ticks */
+    int mt;    /* MPI_THREAD_MULTIPLE: events are recorded under `lock` */
+    pthread_mutex_t lock;
+    mps_evbuf eb;
+    mps_timemap tm;              /* raw → trace time for the events now in eb */
+    uint64_t flushes, encode_ns; /* raw-buffer batches encoded mid-run; time encoding */
+    uint64_t first_ts, last_ts;  /* trace time of the first and the latest record */
+    volatile sig_atomic_t encoding; /* inside mps_flush_events: a signal must not salvage */
+};
+
+/* Call sites (hotpath.c): return address → dense id, resolved at Finalize. */
+struct mps_callsites {
+    cs_table tab;
+    void **addr;         /* by id */
+    uint32_t n, addr_cap; /* ids handed out */
+    /* each function's last call site: loops call the same site over and over */
+    void *last_ra[MPS_FN_COUNT];
+    uint32_t last_cs[MPS_FN_COUNT];
+};
+
+/* Requests (requests.c): live nonblocking and persistent operations by handle. */
+struct mps_requests {
+    req_table tab;
+    uint64_t next_id;
+};
+
+/* Communicators (communicators.c): handle → global ref, and the definitions of those
+ * this rank belongs to (every member keeps them, for a salvaged trace). */
+struct mps_communicators {
+    comm_table tab;
+    uint32_t counter; /* refs handed out as a creator */
+    comm_def *defs;
+    uint32_t ndefs, defs_cap;
+};
+
+/* Configuration (config.c), read from the environment at MPI_Init. */
+struct mps_config {
+    unsigned char filtered[MPS_FN_COUNT];
+    uint64_t chunk_size;   /* OTF2 chunk */
+    uint64_t buffer_bytes; /* raw event buffer */
+    size_t hash_bytes;
+};
+
+/* The job and this rank's place in it (init.c). */
+struct mps_job {
+    int rank, size;
+    pid_t pid; /* the traced process (a fork()ed child shares the state but is not it) */
+    int have_icomm;
+    MPI_Comm icomm; /* private duplicate of MPI_COMM_WORLD for our own messages */
+    int64_t t_init_local, off_init, t_fin_local, off_fin; /* clock offsets to rank 0 */
+    char host[256];
+};
+
+/* The files (archive.c): the OTF2 archive, its memory, the output directory, and whether
+ * writing failed and was said. */
+struct mps_files {
+    OTF2_Archive *archive;
+    OTF2_EvtWriter *evt;
+    OTF2_AttributeList *attrs;
+    int failed; /* OTF2 reported an error: stop encoding */
+    int werr;   /* why the first write failed: errno, or -OTF2 code where none maps */
+    int warned;
+    uint64_t pool_budget, pool_used;
+    struct mps_chunk *spare; /* flushed event chunks kept for reuse */
+    uint64_t nevents_closed;
+    char outdir[PATH_MAX];
+    char live_why[PATH_MAX + 256]; /* why the crash-safe log was not kept from Init, or "" */
+};
+
+extern struct mps_recorder mps_rt MPS_INTERNAL;
+extern struct mps_callsites mps_sites MPS_INTERNAL;
+extern struct mps_requests mps_reqs MPS_INTERNAL;
+extern struct mps_communicators mps_comms MPS_INTERNAL;
+extern struct mps_config mps_cfg MPS_INTERNAL;
+extern struct mps_job mps_job MPS_INTERNAL;
+extern struct mps_files mps_out MPS_INTERNAL;
+extern type_slot mps_types[MPS_TYPE_SLOTS] MPS_INTERNAL;
+
+/* current call is filtered out; initial-exec: no __tls_get_addr call in the hot path */
+extern __thread int tl_skip MPS_INTERNAL __attribute__((tls_model("initial-exec")));
+/* Set by a forwarding Fortran door (MPICH): the Fortran caller, to be recorded as the call
+ * site of the C call the library's binding makes next instead of the binding itself */
+extern __thread void *tl_fcaller MPS_INTERNAL __attribute__((tls_model("initial-exec")));
+/* Raw timestamp of the current call's phase: taken at Enter and once after the PMPI
+ * call, shared by the events of that phase (a clock read is a good part of our budget) */
+extern __thread uint64_t tl_t MPS_INTERNAL __attribute__((tls_model("initial-exec")));
+
+/* ------------------------------------------------------- between the files */
+
+/* hotpath.c */
+MPS_INTERNAL void mps_flush_events(int record);
+MPS_INTERNAL void mps_live_callsite(uint32_t id, void *ra);
+/* archive.c */
+MPS_INTERNAL OTF2_Archive *mps_archive_open(const char *dir);
+MPS_INTERNAL OTF2_ErrorCode mps_otf2_error(void *user, const char *file, uint64_t line,
+                                           const char *func, OTF2_ErrorCode code,
+                                           const char *fmt, va_list va);
+extern OTF2_MemoryCallbacks mps_mem_cbs MPS_INTERNAL;
+MPS_INTERNAL void mps_to_stderr(const char *line);
+MPS_INTERNAL void mps_warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+MPS_INTERNAL void mps_say_not_written(const char *dir, int werr);
+/* config.c */
+MPS_INTERNAL void mps_config_read(void);
+/* clocksync.c */
+MPS_INTERNAL int64_t mps_clock_offset(void);
+/* communicators.c */
+MPS_INTERNAL comm_def *mps_comm_def_slot(void);
+MPS_INTERNAL int32_t *mps_serialize_comm(const comm_def *d, int32_t *p);
+MPS_INTERNAL int32_t *mps_serialize_comms(int all, int *nwords);
+/* unify.c (collective on the private communicator) */
+MPS_INTERNAL void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global);
+MPS_INTERNAL char *mps_gather_hosts(void);
+MPS_INTERNAL int32_t *mps_gather_comms(int *nwords);
+/* defs.c */
+MPS_INTERNAL void mps_gstr_reset(void);
+MPS_INTERNAL OTF2_StringRef mps_gstr(OTF2_GlobalDefWriter *w, const char *s);
+MPS_INTERNAL char *mps_region_names(void);
+MPS_INTERNAL void mps_run_properties(void (*put)(enum mps_live_key, const char *,
+                                                 const char *));
+MPS_INTERNAL void mps_set_properties(OTF2_Archive *ar);
+MPS_INTERNAL int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin,
+                                       uint64_t gmax, const char *hosts,
+                                       const uint64_t *nevents, const int32_t *cw, int ncw,
+                                       uint32_t **order_out);
+MPS_INTERNAL void mps_write_local_defs(OTF2_Archive *ar, const uint32_t *map,
+                                       const uint32_t *order, int ncomms, int have_fin);
+MPS_INTERNAL int mps_write_single_rank_defs(OTF2_GlobalDefWriter *gw, int rank,
+                                            uint64_t nevents, mps_location *loc,
+                                            uint32_t nloc, uint32_t **order);
+/* finalize.c */
+MPS_INTERNAL void mps_live_said(void);
+/* salvage.c */
+MPS_INTERNAL void mps_catch_stop_signals(void);
+
+/* ------------------------------------------------------ inline hot path */
+
+#define LOCK() do { if (mps_rt.mt) pthread_mutex_lock(&mps_rt.lock); } while (0)
+#define UNLOCK() do { if (mps_rt.mt) pthread_mutex_unlock(&mps_rt.lock); } while (0)
+
+/* Trace time now, for records written straight to OTF2 (outside the hot path): this
+ * host's monotonic clock shifted onto rank 0's (offset from MPI_Init). */
+static inline uint64_t now(void)
+{
+    uint64_t t = mps_mono_ns() + (uint64_t)mps_job.off_init;
+    if (!mps_rt.first_ts)
+        mps_rt.first_ts = t;
+    mps_rt.last_ts = t;
+    return t;
+}
+
+/* With MPI_THREAD_MULTIPLE events are stamped under the lock, so a location's stream
+ * stays ordered; otherwise they share the phase's timestamp. */
+static inline uint64_t stamp(void)
+{
+    return mps_rt.mt ? mps_ticks(mps_rt.tsc) : tl_t;
+}
+
+/* Room for one more record of any kind, then its header: the raw-buffer append. */
+static inline uint64_t *ev(enum mps_ev kind, unsigned op, unsigned region, uint32_t a,
+                           int nwords)
+{
+    if (__builtin_expect(mps_evbuf_full(&mps_rt.eb), 0)) mps_flush_events(1);
+    return mps_ev_put(&mps_rt.eb, stamp(), kind, op, region, a, nwords);
+}
+
+#define HANDLE_KEY(h) handle_key(&(h), sizeof(h))
+static inline uint64_t handle_key(const void *h, size_t n)
+{
+    uint64_t k = 0;
+    memcpy(&k, h, n < sizeof k ? n : sizeof k);
+    return k;
+}
+
+static inline int comm_lookup(MPI_Comm c, uint32_t *ref)
+{
+    if (c == MPI_COMM_WORLD) { *ref = COMM_WORLD_REF; return 1; }
+    if (c == MPI_COMM_SELF) { *ref = COMM_SELF_REF; return 1; }
+    const comm_slot *s = comm_table_find(&mps_comms.tab, HANDLE_KEY(c));
+    if (s) *ref = s->ref;
+    return s != NULL;
+}
+
+static inline uint32_t comm_ref(MPI_Comm c)
+{
+    uint32_t r;
+    return comm_lookup(c, &r) ? r : OTF2_UNDEFINED_COMM;
+}
+
+/* Size of a datatype, and whether it is predefined (those are remembered: Open MPI's
+ * MPI_Type_size and MPI_Type_get_envelope cost ~50 instructions each, several per call) */
+static inline int type_info(MPI_Datatype type, int *size)
+{
+    uint64_t k = HANDLE_KEY(type);
+    type_slot *e = &mps_types[(k ^ k >> 6 ^ k >> 12) & (MPS_TYPE_SLOTS - 1)];
+    int known = !mps_rt.mt && e->used && e->key == k; /* multi-threaded: no shared cache */
+    if (known && e->named) {
+        *size = e->size;
+        return 1;
+    }
+    *size = 0;
+    PMPI_Type_size(type, size);
+    if (*size < 0) *size = 0; /* MPI_UNDEFINED: larger than an int */
+    if (known) return 0; /* derived: its size may change with the handle's reuse */
+    int ni, na, nd, combiner;
+    PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
+    int named = combiner == MPI_COMBINER_NAMED;
+    /* a derived handle stays non-predefined even when freed and reused: both kinds of
+     * entry stay true */
+    if (!mps_rt.mt) {
+        e->key = k;
+        e->size = *size;
+        e->named = (uint8_t)named;
+        e->used = 1;
+    }
+    return named;
+}
+
+#endif

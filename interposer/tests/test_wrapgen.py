@@ -1,0 +1,278 @@
+"""The wrapper generator (interposer/gen/wrapgen.py): mpi.spec lines parsed, and the C it
+writes for each kind of function — what the hooks see, in which order, and that every
+wrapper forwards to PMPI. Assertions name what matters, never whole files (nor includes).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from types import ModuleType
+
+import pytest
+
+from mpiscope_testing import REPO
+
+GEN = REPO / "interposer" / "gen"
+ROLES = {"FUNCTION", "POINT2POINT", "BARRIER", "COLL_ONE2ALL", "COLL_ALL2ONE", "COLL_ALL2ALL",
+         "COLL_OTHER"}  # the OTF2 region roles docs/trace-format.md uses
+
+# one function of each shape the generator knows
+SPEC = """\
+# a comment, then a blank line
+
+MPI_Init FUNCTION init
+  args: int *argc, char ***argv
+MPI_Finalize FUNCTION finalize
+  args:
+MPI_Send POINT2POINT
+  args: const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm
+  pre:  mps_send(dest, tag, comm, count, datatype);
+MPI_Isend POINT2POINT
+  args: const void *buf, int n, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req
+  post: mps_isend(dest, tag, comm, n, dt, req, 0);
+MPI_Waitall POINT2POINT
+  args: int count, MPI_Request array_of_requests[count], MPI_Status array_of_statuses[count]
+  pre:  MPS_SAVE_REQUESTS(count, array_of_requests);
+  pre:  MPS_FIX_STATUSES(count, array_of_statuses);
+  post: mps_complete_many(count, saved_, array_of_statuses, NULL, 0); MPS_RELEASE();
+MPI_Bcast COLL_ONE2ALL
+  args: void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm
+  pre:  mps_coll_begin();
+  post: uint64_t b_ = mps_type_bytes(count, datatype);
+  post: mps_coll_end(MPS_COLL_BCAST, comm, root, b_, b_, 0, 0, 0);
+MPI_Comm_set_name FUNCTION
+  fortran: no
+  args: MPI_Comm comm, const char *comm_name
+  post: if (rc == MPI_SUCCESS) { mps_comm_named(comm, comm_name); }
+"""
+
+
+@pytest.fixture(scope="module")
+def wrapgen() -> ModuleType:
+    """gen/wrapgen.py is a build script, not a package: loaded from its file."""
+    spec = importlib.util.spec_from_file_location("wrapgen", GEN / "wrapgen.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def functions(wrapgen, tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("spec") / "mpi.spec"
+    path.write_text(SPEC)
+    return {f.name: f for f in wrapgen.parse_spec(path)}
+
+
+def body(c: str, signature_start: str) -> str:
+    """The text of the C function whose definition starts with `signature_start`."""
+    start = c.index(signature_start)
+    return c[start:c.index("\n}\n", start) + 3]
+
+
+def in_order(text: str, *parts: str) -> bool:
+    where = [text.find(p) for p in parts]
+    return -1 not in where and where == sorted(where)
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def test_parameters_keep_types_names_and_array_lengths(wrapgen):
+    params = wrapgen.parse_params(
+        "const void *buf, int  count, char ***argv, MPI_Request array_of_requests[count], "
+        "const int sendcounts[], MPI_Status *status")
+    assert [(p.ctype, p.name, p.array) for p in params] == [
+        ("const void *", "buf", None), ("int", "count", None), ("char ***", "argv", None),
+        ("MPI_Request", "array_of_requests", "count"), ("const int", "sendcounts", ""),
+        ("MPI_Status *", "status", None)]
+    assert [p.c_decl for p in params] == [
+        "const void *buf", "int count", "char ***argv", "MPI_Request array_of_requests[]",
+        "const int sendcounts[]", "MPI_Status *status"]
+    assert wrapgen.parse_params("") == []
+
+
+def test_spec_entries_in_order_with_roles_kinds_and_hooks(functions):
+    assert list(functions) == ["MPI_Init", "MPI_Finalize", "MPI_Send", "MPI_Isend",
+                               "MPI_Waitall", "MPI_Bcast", "MPI_Comm_set_name"]
+    assert {n: (f.role, f.kind) for n, f in functions.items() if f.kind != "normal"} == {
+        "MPI_Init": ("FUNCTION", "init"), "MPI_Finalize": ("FUNCTION", "finalize")}
+    assert functions["MPI_Bcast"].role == "COLL_ONE2ALL"
+    assert functions["MPI_Finalize"].params == []
+    # hook lines of one key add up, in order
+    assert functions["MPI_Waitall"].pre == ("MPS_SAVE_REQUESTS(count, array_of_requests);\n"
+                                            "MPS_FIX_STATUSES(count, array_of_statuses);\n")
+    assert functions["MPI_Isend"].pre == "" and "mps_isend(" in functions["MPI_Isend"].post
+    assert not functions["MPI_Comm_set_name"].fortran and functions["MPI_Send"].fortran
+
+
+def test_hook_code_splits_into_top_level_statements(wrapgen):
+    code = "int n_ = f(a, b); if (rc == 0) { g(); h(); } for (;;) { break; } tail()"
+    assert wrapgen.statements(code) == [
+        "int n_ = f(a, b);", "if (rc == 0) { g(); h(); }", "for (;;) { break; }", "tail()"]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("MPI_Send POINT2POINT\n  args: int x\n  prex: f();\n", r"mpi\.spec:3: unknown key 'prex'"),
+    ("MPI_Send\n  args: int x\n", r"mpi\.spec:1: expected 'MPI_Name ROLE"),
+    ("MPI_Send POINT2POINT blocking\n", r"mpi\.spec:1: expected .* got 'MPI_Send POINT2POINT "
+                                        r"blocking'"),
+    ("  args: int x\nMPI_Send POINT2POINT\n", r"mpi\.spec:1: 'args' before the first function"),
+    ("MPI_Recv POINT2POINT\n  args: int count, MPI_Status *\n",
+     r"cannot parse parameter 'MPI_Status \*'"),
+    ("MPI_Recv POINT2POINT\n  args: count[2]\n", r"cannot parse parameter 'count\[2\]'"),
+])
+def test_a_malformed_spec_line_stops_the_build_naming_it(wrapgen, tmp_path, spec, message):
+    path = tmp_path / "mpi.spec"
+    path.write_text(spec)
+    with pytest.raises(SystemExit, match=message):
+        wrapgen.parse_spec(path)
+
+
+# ---------------------------------------------------------------- generated C
+
+
+def test_blocking_p2p_hooks_run_between_enter_and_pmpi(wrapgen, functions):
+    impl = wrapgen.impl(functions["MPI_Send"])
+    assert impl.startswith("static int impl_MPI_Send(void *ra_, const void *buf, int count, "
+                           "MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)")
+    pmpi = "PMPI_Send(buf, count, datatype, dest, tag, comm)"
+    # untraced (before MPI_Init, after MPI_Finalize, MPISCOPE_DISABLE): straight to PMPI
+    assert f"if (!mps_active()) return {pmpi};" in impl
+    assert in_order(impl, "mps_enter(MPS_FN_MPI_Send, ra_);",
+                    "mps_send(dest, tag, comm, count, datatype);", f"int rc = {pmpi};",
+                    "mps_after();", "mps_leave(MPS_FN_MPI_Send);", "return rc;")
+    # the C symbol: its caller's return address is the call site
+    door = wrapgen.c_door(functions["MPI_Send"])
+    assert door.startswith("int MPI_Send(const void *buf, int count, MPI_Datatype datatype, "
+                           "int dest, int tag, MPI_Comm comm)\n")
+    assert ("return impl_MPI_Send(__builtin_return_address(0), buf, count, datatype, dest, "
+            "tag, comm);") in door
+
+
+def test_nonblocking_send_notes_its_request_after_pmpi_filled_it(wrapgen, functions):
+    impl = wrapgen.impl(functions["MPI_Isend"])
+    assert in_order(impl, "mps_enter(MPS_FN_MPI_Isend, ra_);",
+                    "int rc = PMPI_Isend(buf, n, dt, dest, tag, comm, req);",
+                    "mps_after();", "mps_isend(dest, tag, comm, n, dt, req, 0);",
+                    "mps_leave(MPS_FN_MPI_Isend);")
+
+
+def test_collective_hooks_one_statement_a_line_around_pmpi(wrapgen, functions):
+    impl = wrapgen.impl(functions["MPI_Bcast"])
+    assert in_order(impl, "mps_enter(MPS_FN_MPI_Bcast, ra_);", "\n    mps_coll_begin();\n",
+                    "int rc = PMPI_Bcast(buffer, count, datatype, root, comm);", "mps_after();",
+                    "\n    uint64_t b_ = mps_type_bytes(count, datatype);\n",
+                    "\n    mps_coll_end(MPS_COLL_BCAST, comm, root, b_, b_, 0, 0, 0);\n",
+                    "mps_leave(MPS_FN_MPI_Bcast);")
+
+
+def test_life_cycle_kinds_wrap_pmpi_their_own_way(wrapgen, functions):
+    init = wrapgen.impl(functions["MPI_Init"])
+    # nothing is traced before PMPI_Init has returned: the runtime starts after it
+    assert "mps_active" not in init and "mps_enter" not in init
+    assert in_order(init, "uint64_t t_ = mps_clock();", "int rc = PMPI_Init(argc, argv);",
+                    "if (rc == MPI_SUCCESS) mps_init_after(MPS_FN_MPI_Init, t_, ra_);")
+    fin = wrapgen.impl(functions["MPI_Finalize"])
+    assert fin.startswith("static int impl_MPI_Finalize(void *ra_)")
+    assert in_order(fin, "mps_enter(MPS_FN_MPI_Finalize, ra_);", "mps_finalize_before();",
+                    "return PMPI_Finalize();")
+    assert "int MPI_Finalize(void)\n" in wrapgen.c_door(functions["MPI_Finalize"])
+
+
+def test_fortran_door_converts_handles_and_arrays_and_sets_ierr(wrapgen, functions):
+    door = wrapgen.fortran_door(functions["MPI_Isend"])
+    assert door.startswith("void mpi_isend_(void *buf, MPI_Fint *n, MPI_Fint *dt, "
+                           "MPI_Fint *dest, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *req, "
+                           "MPI_Fint *ierr);\n")
+    assert in_order(door, "MPI_Request req_c = PMPI_Request_f2c(*req);",
+                    "int rc = impl_MPI_Isend(__builtin_return_address(0), mps_f_buf(buf), "
+                    "*n, PMPI_Type_f2c(*dt), *dest, *tag, PMPI_Comm_f2c(*comm), &req_c);",
+                    "*req = PMPI_Request_c2f(req_c);", "if (ierr) *ierr = rc;")
+    # every compiler's symbol and use mpi_f08's are aliases of the one door
+    aliases = re.findall(r'void (\w+)\([^)]*\) __attribute__\(\(alias\("mpi_isend_"\)\)\);',
+                         door)
+    assert aliases == ["mpi_isend__", "mpi_isend", "MPI_ISEND", "ompi_isend_f",
+                       "mpi_isend_f08_"]
+
+    waitall = wrapgen.fortran_door(functions["MPI_Waitall"])
+    # array lengths name Fortran INTEGERs, passed by reference
+    assert in_order(waitall, "MPS_F2C_REQUESTS(array_of_requests, (*count));",
+                    "MPS_F2C_STATUSES(array_of_statuses, (*count));",
+                    "impl_MPI_Waitall(__builtin_return_address(0), *count, "
+                    "array_of_requests_c, array_of_statuses_c);",
+                    "MPS_C2F_REQUESTS(array_of_requests, (*count));")
+
+    init = wrapgen.fortran_door(functions["MPI_Init"])
+    assert "void mpi_init_(MPI_Fint *ierr)" in init  # no argc/argv in Fortran
+    assert "impl_MPI_Init(__builtin_return_address(0), NULL, NULL);" in init
+
+
+def test_forwarding_door_notes_the_caller_then_calls_the_library_binding(wrapgen, functions):
+    doors = wrapgen.forward_door(functions["MPI_Send"])
+    assert re.findall(r"^void (\w+)\(", doors, re.M)[::2] == [
+        "mpi_send_", "mpi_send__", "mpi_send", "MPI_SEND"]
+    door = body(doors, "void mpi_send_(void *a0")
+    assert "void mpi_send_(" + ", ".join(f"void *a{i}" for i in range(7)) + ")" in door
+    assert in_order(door, 'mps_fortran_next("mpi_send_", "pmpi_send_")',
+                    "mps_fortran_caller(__builtin_return_address(0));",
+                    "next)(a0, a1, a2, a3, a4, a5, a6);", "mps_fortran_caller(NULL);")
+
+
+@pytest.mark.parametrize("flag", ["--fortran", "--fortran-forward"])
+def test_main_writes_ids_names_roles_and_every_door(tmp_path, flag):
+    (tmp_path / "mpi.spec").write_text(SPEC)
+    subprocess.run([sys.executable, str(GEN / "wrapgen.py"), str(tmp_path / "mpi.spec"),
+                    str(tmp_path / "gen"), flag], check=True)
+    header = (tmp_path / "gen" / "functions.h").read_text()
+    c = (tmp_path / "gen" / "wrappers.c").read_text()
+    names = ["MPI_Init", "MPI_Finalize", "MPI_Send", "MPI_Isend", "MPI_Waitall", "MPI_Bcast",
+             "MPI_Comm_set_name"]
+    assert re.findall(r"^    MPS_FN_(\w+),$", header, re.M) == names
+    assert "MPS_FN_COUNT\n};" in header
+    assert re.findall(r'^    "(MPI_\w+)",$', body(c, "const char *const mps_fn_names"),
+                      re.M) == names
+    assert re.findall(r"^    OTF2_REGION_ROLE_(\w+),$", body(c, "const int mps_fn_roles"),
+                      re.M) == ["FUNCTION"] * 2 + ["POINT2POINT"] * 3 + ["COLL_ONE2ALL",
+                                                                         "FUNCTION"]
+    for name in names:
+        assert f"\nint {name}(" in c and f"static int impl_{name}(" in c
+    for name in names[:-1]:
+        assert f"\nvoid {name.lower()}_(" in c and f"\nvoid {name.upper()}(" in c
+    assert "mpi_comm_set_name" not in c  # `fortran: no`: a C-only wrapper
+
+
+# ---------------------------------------------------------------- the real table
+
+
+def test_the_real_spec_generates_for_both_mpi_flavours(wrapgen):
+    functions = wrapgen.parse_spec(GEN / "mpi.spec")
+    names = [f.name for f in functions]
+    assert len(names) == len(set(names)) and all(n.startswith("MPI_") for n in names)
+    assert {f.role for f in functions} <= ROLES
+    for f in functions:
+        impl = wrapgen.impl(f)
+        assert f"PMPI_{f.name[4:]}(" in impl  # every wrapper forwards to PMPI
+        if f.kind == "normal":
+            assert in_order(impl, f"mps_enter(MPS_FN_{f.name}, ra_);",
+                            f"int rc = PMPI_{f.name[4:]}(",
+                            f"mps_leave(MPS_FN_{f.name});")
+        if f.fortran:  # every Fortran door has a mapping for each parameter type
+            wrapgen.fortran_door(f)
+            wrapgen.forward_door(f)
+
+
+def test_a_parameter_without_a_fortran_mapping_is_refused(wrapgen, tmp_path):
+    path = tmp_path / "mpi.spec"
+    path.write_text("MPI_Foo FUNCTION\n  args: MPI_Win win\n"
+                    "MPI_Bar FUNCTION\n  args: const MPI_Datatype types[]\n")
+    foo, bar = wrapgen.parse_spec(path)
+    with pytest.raises(SystemExit, match="no Fortran mapping for MPI_Win win in MPI_Foo"):
+        wrapgen.fortran_door(foo)
+    with pytest.raises(SystemExit, match="MPI_Bar: datatype array without comm"):
+        wrapgen.fortran_door(bar)
+    assert "PMPI_Foo(win)" in wrapgen.impl(foo)  # C-only wrappers need no mapping
+

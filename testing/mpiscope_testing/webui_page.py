@@ -1,0 +1,61 @@
+"""Drive the web UI's page in a browser as a user does: open it and wait until it has
+settled, zoom the timeline (a Plotly relayout) and wait for the server's redraw, read a
+panel's status line.
+
+    open_app(browser, url)                    # timeline drawn, analyses listed
+    t0, t1 = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
+    zoom_to(browser, t0, (t0 + t1) / 2)
+    assert "states drawn" in status(browser)
+"""
+
+from __future__ import annotations
+
+import time
+
+from selenium.webdriver.common.by import By
+
+GD = "document.querySelector('#panel-{p} .timeline .js-plotly-plot')"  # panel p's timeline
+
+
+def wait_until(driver, script: str, timeout: float = 30, what: str = ""):
+    """Poll a JS expression until it is truthy; returns its value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = driver.execute_script(script)
+        except Exception as err:  # noqa: BLE001 - the page may still be loading
+            last = err
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what or script}: last={last!r}")
+
+
+def status(driver, p: int = 0) -> str:
+    return driver.find_element(By.CSS_SELECTOR, f"#panel-{p} .status").text
+
+
+def zoom_to(driver, a: float, b: float, p: int = 0) -> None:
+    """Zoom as box/wheel zoom does (a Plotly relayout) and wait for the server's redraw."""
+    driver.execute_script(f"Plotly.relayout({GD.format(p=p)}, "
+                          f"{{'xaxis.range[0]': {float(a)!r}, 'xaxis.range[1]': {float(b)!r}}})")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        first = status(driver, p).split(" ")[0]
+        if first and abs(float(first) - a) < 2e-6:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"window {a}..{b} not drawn: {status(driver, p)}")
+
+
+def open_app(driver, url: str, panels: int = 1) -> None:
+    driver.get(url)
+    for p in range(panels):
+        wait_until(driver, f"const g={GD.format(p=p)}; return g && g._fullData && "
+                   "g._fullData.length > 5", what=f"timeline {p} drawn")
+    # as a user would: interact once the page has settled (analyses listed, nothing loading)
+    wait_until(driver, "return document.querySelector('button.finding') && document"
+               ".querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0", timeout=60,
+               what="page settled")
+    time.sleep(0.3)
