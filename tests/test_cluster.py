@@ -26,6 +26,7 @@ from mpiscope.errors import UserError
 from mpiscope.jobs import cluster
 from mpiscope.jobs.cluster import netops
 from mpiscope.jobs.cluster import state as cluster_state
+from mpiscope.jobs.mpirun import Target, adapt, launcher
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "mpstest"
@@ -262,10 +263,10 @@ def test_nodes_have_their_own_address_and_host_name(two_nodes):
 
 
 def test_two_ranks_per_node_through_the_python_api(two_nodes, tmp_path):
-    """What the Himeno study does: mpirun_prefix(...) + program, here untraced."""
+    """What the Himeno study does: launcher(...) + program, here untraced."""
     subprocess.run(["mpicc", "-g", "-o", str(tmp_path / "pingpong"),
                     str(ROOT / "tests" / "test_cluster_pingpong.c")], check=True, timeout=120)
-    cmd = cluster.mpirun_prefix(4, ranks_per_node=2, traced=False, prefix=PREFIX)
+    cmd = launcher(4, Target(cluster=PREFIX), ranks_per_node=2)
     job = run_job([*cmd, "./pingpong", "1000", "1"], cwd=tmp_path)
     assert job.returncode == 0, job.stderr
     said = dict(re.findall(r"^host (\d) (\S+)$", job.stdout, re.M))
@@ -273,13 +274,12 @@ def test_two_ranks_per_node_through_the_python_api(two_nodes, tmp_path):
 
 
 def test_a_mapping_of_your_own_is_kept(two_nodes):
-    cmd = cluster.cluster_command(["mpirun", "-np", "8", "--map-by", "ppr:2:node", "./a"],
-                                  prefix=PREFIX)
+    cmd = adapt(["mpirun", "-np", "8", "--map-by", "ppr:2:node", "./a"], Target(cluster=PREFIX))
     assert cmd.count("--map-by") == 1 and cmd[-5:] == ["-np", "8", "--map-by",
                                                        "ppr:2:node", "./a"]
     assert cmd[cmd.index("--hostfile") + 1] == str(two_nodes.hostfile)
     with pytest.raises(UserError, match="chooses the hosts itself; drop --host"):
-        cluster.cluster_command(["mpirun", "--host", "a,b", "./a"], prefix=PREFIX)
+        adapt(["mpirun", "--host", "a,b", "./a"], Target(cluster=PREFIX))
 
 
 def test_run_cluster_passes_the_exit_code_through(two_nodes, tmp_path):
@@ -288,6 +288,31 @@ def test_run_cluster_passes_the_exit_code_through(two_nodes, tmp_path):
                    "hostname; exit 3"], cwd=tmp_path)
     assert job.returncode == 3
     assert sorted(job.stdout.split()) == ["node0", "node1"]
+
+
+def test_a_trace_the_cluster_cannot_write_is_said_once(two_nodes, tmp_path):
+    """Rank 0 on node0 says why there is no trace through `mpiscope run`'s status file
+    (forwarded to the nodes like the interposer), so the user reads one line, not the
+    rank's line and then `run`'s own "no trace written"."""
+    subprocess.run(["mpicc", "-g", "-o", str(tmp_path / "pingpong"),
+                    str(ROOT / "tests" / "test_cluster_pingpong.c")], check=True, timeout=120)
+    full = tmp_path / "T"  # a 32 KiB file system, far too small for any trace
+    full.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(full)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs: {mounted.stderr.strip()}")
+    try:
+        job = run_job(["env", "MPISCOPE_BUFFER_SIZE=16k", "mpiscope", "run", "--cluster",
+                       "--cluster-prefix", PREFIX, "--out", str(full / "tr"), "--", "mpirun",
+                       "-np", "2", "./pingpong", "1000", "300"], cwd=tmp_path)
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
+    assert job.returncode == 0, job.stderr
+    said = [line for line in job.stderr.splitlines() if line.startswith("mpiscope")]
+    assert len(said) == 1, job.stderr
+    assert said[0].startswith(f"mpiscope: warning: trace not written to {full / 'tr'}: "
+                              "No space left on device"), job.stderr
 
 
 # --- a traced ping-pong across the nodes ------------------------------------------------

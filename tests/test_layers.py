@@ -18,18 +18,11 @@ from mpiscope_testing import REPO
 
 SCRIPT = REPO / "scripts" / "check_layers.py"
 
-# What the real tree still does against the layers when this check came in: the jobs
-# layer imports `traced_env` & co. from the command `mpiscope run`, and reader and
-# salvaged import each other. This list must shrink to empty (wt-jobs removes the cli
-# imports); an entry that no longer matches fails the test, so it cannot go stale.
-# (path, rule, text in the detail)
-ALLOWED = [
-    ("analyzer/mpiscope/jobs/cluster/launch.py", "layers", "imports mpiscope.cli.run"),
-    ("analyzer/mpiscope/jobs/launch.py", "layers", "imports mpiscope.cli.run"),
-    ("analyzer/mpiscope/jobs/study.py", "layers", "imports mpiscope.cli.run"),
-    ("analyzer/mpiscope/cli/run.py", "import cycle between sub-packages cli, jobs",
-     "mpiscope.jobs.cluster"),
-]
+# What the real tree still does against the layers: (path, rule, text in the detail).
+# Empty since the jobs layer stopped importing the command `mpiscope run` and reader and
+# salvaged stopped importing each other; an entry that no longer matches fails the test,
+# so it cannot go stale.
+ALLOWED: list[tuple[str, str, str]] = []
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from mpiscope.jobs.launch import mpirun, run_traced
+from mpiscope.jobs import launch
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "walkthrough.ipynb"
 
@@ -23,8 +23,9 @@ def test_committed_notebook_has_its_outputs_stripped():
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory, himeno) -> Path:
     out = tmp_path_factory.mktemp("nb") / "himeno-2"
-    proc = run_traced(mpirun(2) + [str(himeno), "--size", "XS", "--iterations", "30"], out)
-    assert proc.returncode == 0, proc.stderr
+    job = launch.run([str(himeno), "--size", "XS", "--iterations", "30"], out, ranks=2,
+                     timeout=300)
+    assert job.returncode == 0, job.stderr
     return out
 
 

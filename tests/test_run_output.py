@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from mpiscope.jobs import launch
+from mpiscope.jobs.mpirun import launcher
 
 ROOT = Path(__file__).resolve().parents[1]
 SAVED = "program-output.txt"  # fom.OUTPUT_FILE, spelled out: it is what users find there
 
 
 def himeno_cmd(himeno: Path, ranks: int, *args: str) -> list[str]:
-    return [*launch.mpirun(ranks), str(himeno), "--size", "XS", *args]
+    return [*launcher(ranks), str(himeno), "--size", "XS", *args]
 
 
 def traced(out: Path, cmd: list[str], **kw) -> subprocess.CompletedProcess:

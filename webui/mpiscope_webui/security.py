@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import secrets
 import socket
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 import flask
+
+from mpiscope.errors import UserError
 
 # Dash's routes; anything else would reach its catch-all route (the page again)
 ALLOWED_PATHS = ("/", "/_dash-layout", "/_dash-dependencies", "/_dash-update-component",
@@ -89,6 +92,18 @@ def _ip_literal(name: str) -> bool:
 
 def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def choose_token(given: str | None, loopback: bool, no_token: bool = False) -> str | None:
+    """The token requests need: the one `given` (--token), else a random one for an
+    address other machines reach (unless `no_token`: --no-token), else none."""
+    if given is not None:
+        if not given.strip():
+            raise UserError("--token", "the token is empty")
+        return given
+    if loopback or no_token:
+        return None
+    return secrets.token_urlsafe(24)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ def run(args: argparse.Namespace) -> int:
 
     from mpiscope.analysis import scaling
     from mpiscope.analysis.session import Analysis
-    from mpiscope.cli.analyze import load_with_progress
     from mpiscope.render import scaling as scaling_figure
+    from mpiscope.render.loading import load_with_progress
 
     df = scaling.table([scaling.row(Analysis(load_with_progress(p))) for p in args.traces])
     tab = Table(title="Breakdown vs rank count")

@@ -48,20 +48,6 @@ def warn_cut_short(path: Path, trace) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def _token(args: argparse.Namespace, loopback: bool) -> str | None:
-    """The token requests need: --token, else a random one off loopback (unless
-    --no-token), else none."""
-    import secrets
-
-    if args.token is not None:
-        if not args.token.strip():
-            raise UserError("--token", "the token is empty")
-        return args.token
-    if loopback or args.no_token:
-        return None
-    return secrets.token_urlsafe(24)
-
-
 def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise UserError("--port", f"{args.port} is not a port number")
@@ -70,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from mpiscope_webui.app import create_app, load_models
 
     loopback = security.is_loopback(args.host)
-    token = _token(args, loopback)
+    token = security.choose_token(args.token, loopback, args.no_token)
     dirs = [args.trace] + ([args.trace_b] if args.trace_b else [])
     from mpiscope.archive import recover
 

@@ -14,9 +14,7 @@ spell of the machine hits both.
 
 from __future__ import annotations
 
-import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,9 +22,9 @@ from pathlib import Path
 
 from mpiscope import output
 from mpiscope.archive import fom
-from mpiscope.cli.run import traced_env
 from mpiscope.errors import UserError
 from mpiscope.jobs import launch
+from mpiscope.jobs.mpirun import Target
 from mpiscope.paths import REPO_ROOT
 
 HIMENO = REPO_ROOT / "workloads" / "himeno" / "himeno"
@@ -79,17 +77,22 @@ class StudyResult:
         return next(r for r in self.runs if r.ranks == ranks and r.variant == variant)
 
 
-def mpirun_command(cfg: StudyConfig, ranks: int, variant: str) -> list[str]:
-    """The launcher line for one run; the cluster mode places ranks on emulated nodes."""
+def himeno_args(cfg: StudyConfig, variant: str) -> list[str]:
+    """The program and its arguments for one run (the launcher line is launch.run's)."""
     args = [str(cfg.binary), "--size", cfg.size, "--iterations", str(cfg.iterations),
             "--variant", variant]
     if variant == "patched" and cfg.allreduce_every:
         args += ["--allreduce-every", str(cfg.allreduce_every)]
+    return args
+
+
+def target(cfg: StudyConfig) -> Target:
+    """This machine, or the emulated cluster the study brings up (run_all)."""
     if cfg.cluster:
         from mpiscope.jobs import cluster
 
-        return cluster.mpirun_prefix(ranks) + args
-    return launch.mpirun(ranks) + args
+        return Target(cluster=cluster.parse_spec(cfg.cluster).prefix)
+    return Target()
 
 
 def job_reason(stderr: str, program: str) -> str:
@@ -115,24 +118,19 @@ def run_one(cfg: StudyConfig, ranks: int, variant: str, trace_dir: Path,
             attempt: int = 1) -> RunResult:
     if trace_dir.exists():
         shutil.rmtree(trace_dir)
-    cmd = mpirun_command(cfg, ranks, variant)
-    env = traced_env(trace_dir, "openmpi")
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                              timeout=cfg.timeout_s)
-    except subprocess.TimeoutExpired:
-        raise UserError(shlex.join(cmd), f"timed out after {cfg.timeout_s:.0f} s") from None
+    job = launch.run(himeno_args(cfg, variant), trace_dir, target(cfg), ranks=ranks,
+                     timeout=cfg.timeout_s)
     wall = time.perf_counter() - t0
-    if proc.returncode != 0:
+    if job.returncode != 0:
         shutil.rmtree(trace_dir, ignore_errors=True)  # a failed run's trace is no result
-        reason = job_reason(proc.stderr, cfg.binary.name)
+        reason = job_reason(job.stderr, cfg.binary.name)
         raise UserError("study", f"{reason} ({ranks} rank{'s' if ranks > 1 else ''}, "
-                                 f"{variant}, exit code {proc.returncode})")
+                                 f"{variant}, exit code {job.returncode})")
     trace_dir.mkdir(parents=True, exist_ok=True)
-    output.write_text(trace_dir / fom.OUTPUT_FILE, proc.stdout)
-    return RunResult(ranks, variant, trace_dir, proc.returncode, wall,
-                     fom.last_json_line(proc.stdout), attempt)
+    output.write_text(trace_dir / fom.OUTPUT_FILE, job.stdout)
+    return RunResult(ranks, variant, trace_dir, job.returncode, wall,
+                     fom.last_json_line(job.stdout), attempt)
 
 
 def keep_best(tries: list[RunResult], final_dir: Path) -> RunResult:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpiscope.jobs.launch import mpirun
+from mpiscope.jobs.mpirun import launcher
 
 ARGS = ("--size", "XS", "--iterations", "12")
 CONTRACT_KEYS = {"size", "ranks", "process_grid", "iterations", "elapsed_s", "gosa", "mflops",
@@ -19,7 +19,7 @@ CONTRACT_KEYS = {"size", "ranks", "process_grid", "iterations", "elapsed_s", "go
 
 def run_himeno(binary: Path, ranks: int, *args: str) -> tuple[dict, str]:
     """Run the benchmark; return its last stdout line (JSON) and the whole stdout."""
-    proc = subprocess.run(mpirun(ranks) + [str(binary), *args], capture_output=True, text=True,
+    proc = subprocess.run(launcher(ranks) + [str(binary), *args], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stdout
@@ -136,7 +136,7 @@ def test_timing_mode_fits_the_target_time(himeno):
                                   ["--size"], ["--dims", "9x9"], ["--iterations", "3x"],
                                   ["--allreduce-every", "2"], ["--size", "XS", "--dims", "9x9x9"]])
 def test_bad_arguments_print_usage_and_exit_2(himeno, args):
-    proc = subprocess.run(mpirun(2) + [str(himeno), *args], capture_output=True, text=True,
+    proc = subprocess.run(launcher(2) + [str(himeno), *args], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.count("usage: himeno") == 1  # once, from rank 0
@@ -144,14 +144,14 @@ def test_bad_arguments_print_usage_and_exit_2(himeno, args):
 
 
 def test_a_grid_smaller_than_the_process_grid_is_refused(himeno):
-    proc = subprocess.run(mpirun(5) + [str(himeno), "--dims", "4x4x4", "--iterations", "1"],
+    proc = subprocess.run(launcher(5) + [str(himeno), "--dims", "4x4x4", "--iterations", "1"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "grid too small" in proc.stderr
 
 
 def test_help_prints_usage_and_succeeds(himeno):
-    proc = subprocess.run(mpirun(1) + [str(himeno), "--help"], capture_output=True, text=True,
+    proc = subprocess.run(launcher(1) + [str(himeno), "--help"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0
     assert proc.stdout.startswith("usage: himeno")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from mpiscope.errors import UserError
 from mpiscope.jobs.cluster import netops
-from mpiscope.jobs.cluster.launch import remove_launch_files, write_launch_files
+from mpiscope.jobs.cluster.placement import remove_launch_files, write_launch_files
 from mpiscope.jobs.cluster.spec import ClusterSpec
 from mpiscope.jobs.cluster.state import ClusterState, Node, forget, load, save
 
