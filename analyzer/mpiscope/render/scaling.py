@@ -1,11 +1,18 @@
-"""The scaling study's figure: breakdown shares against rank count."""
+"""The scaling study rendered: breakdown shares against rank count as a terminal table, a
+self-contained HTML figure or a PNG."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import plotly.graph_objects as go
+from rich.console import Console
+from rich.table import Table
 
+from mpiscope import output
 from mpiscope.analysis.breakdown import PARTS
+from mpiscope.errors import UserError
 from mpiscope.render.palette import PART_COLOURS
 
 
@@ -18,3 +25,27 @@ def figure(df: pd.DataFrame) -> go.Figure:
                       yaxis_title="share of summed rank time (%)", xaxis_title="run",
                       template="plotly_white")
     return fig
+
+
+def print_table(df: pd.DataFrame, console: Console | None = None) -> None:
+    tab = Table(title="Breakdown vs rank count")
+    for col in ("ranks", "wall (s)", "compute", "communication", "synchronization", "trace"):
+        tab.add_column(col, justify="left" if col == "trace" else "right", overflow="fold")
+    for r in df.itertuples():
+        tab.add_row(str(r.ranks), f"{r.wall_s:.4f}", f"{r.compute_share:.1%}",
+                    f"{r.communication_share:.1%}", f"{r.synchronization_share:.1%}", r.trace)
+    (console or Console()).print(tab)
+
+
+def write_html(df: pd.DataFrame, out: Path) -> None:
+    """The figure as a self-contained page (no network needed to view it)."""
+    output.write_text(out, figure(df).to_html(include_plotlyjs=True))
+
+
+def write_png(df: pd.DataFrame, out: Path) -> None:
+    try:
+        image = figure(df).to_image(format="png")
+    except Exception as e:  # plotly raises several types when kaleido is absent
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(str(out), f"PNG export needs kaleido ({why}); use --html instead") from None
+    output.write_bytes(out, image)
