@@ -207,3 +207,56 @@ def test_self_consistent_on_synthetic(synth_trace):
 
 def test_self_consistent_on_a_real_program(tmp_path):
     _check_self_consistent(traced_run("imbalance", 4, ["10"], tmp_path))
+
+
+# ---------------------------------------------------------------- mpiscope whatif
+def whatif(*args: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from mpiscope.cli.dispatch import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["whatif", *args])
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--collective-every", "MPI_Allreduce@x.c:5"], "expected FUNC@CALLSITE=K"),
+    (["--collective-every", "MPI_Allreduce@x.c:5=0"], "K must be >= 1"),
+    (["--collective-every", "MPI_Bcast@x.c:5=2"], "no collective call MPI_Bcast@x.c:5"),
+    (["--remove", "Allreduce"], "expected FUNC@CALLSITE"),
+    (["--remove", "MPI_Send@nowhere.c:1"], "no call MPI_Send@nowhere.c:1"),
+    (["--latency", "fast"], "not a number with a unit"),
+    (["--latency", "60 parsecs"], "unknown time unit"),
+    (["--bandwidth=-3Mbit"], "must be positive"),
+    (["--cpu", "0"], "expected a positive factor"),
+    (["--machine", "cray-1"], "no machine named 'cray-1'"),
+])
+def test_whatif_bad_arguments_are_one_line_errors(tmp_path, args, message):
+    tb = TraceBuilder(2)
+    for r in (0, 1):
+        tb.collective(r, 100, 200, "MPI_Allreduce", sent=8, received=8, callsite="x.c:5")
+    rc, out, err = whatif(str(load(tb, tmp_path).path), *args)
+    assert rc == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_whatif_writes_json_and_a_trace_analyze_reads(tmp_path):
+    trace = load(_isend_late_partner(100), tmp_path)
+    pred, js = tmp_path / "pred", tmp_path / "w.json"
+    rc, out, err = whatif(str(trace.path), "--latency", "60us", "--machine", "beowulf-2008",
+                          "--out", str(pred), "--json", str(js))
+    assert rc == 0, err
+    import json
+    d = json.loads(js.read_text())
+    assert {"measured_s", "replayed_s", "predicted_s", "scenario"} <= d.keys()
+    assert d["scenario"]["latency_s"] == pytest.approx(60e-6)
+    assert d["machine"]["name"] == "beowulf-2008"
+    # 4 nodes: the two ranks are on different nodes now; the message pays 60 us
+    assert d["predicted_s"] > d["replayed_s"] + 60e-6
+    from mpiscope.analysis.session import Analysis
+    a = Analysis(reader.load(pred, use_cache=False)).to_dict()
+    assert a["ranks"] and len(reader.load(pred, use_cache=False).messages) == 1
+    rc, _, err = whatif(str(trace.path), "--out", str(pred))
+    assert rc == 2 and "already exists" in err

@@ -28,6 +28,7 @@ from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.archive.trace import Trace
 from mpiscope.errors import UserError
 
+
 def collective_cost_s(function: str, p: int, nbytes: float, latency_s: float,
                       bandwidth_Bps: float) -> float:
     """The algorithm's time once every rank has entered: binomial tree (Bcast, Reduce,
