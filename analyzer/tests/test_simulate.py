@@ -182,6 +182,19 @@ def test_predicted_trace_reads_back(tmp_path):
     assert len(back.messages) == 1 and back.unmatched.empty
 
 
+def test_native_engine_matches_the_reference(synth_trace):
+    import numpy as np
+
+    from mpiscope.analysis.simulate import engine, program
+    trace = reader.load(synth_trace(ranks=8, events=20000))
+    fitted = simulate.fit(trace)
+    for sc in (Scenario(), Scenario(machine="beowulf-2008")):
+        prog = program.build(trace, fitted, simulate.target_machine(fitted, sc), sc)
+        a, b = engine.run(prog), engine.reference(prog)
+        for name in ("start", "end", "arrival", "send_done", "rank_end"):
+            assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name
+
+
 # ---------------------------------------------------------------- self-consistency
 TARGET = 0.05
 

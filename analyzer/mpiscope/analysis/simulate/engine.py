@@ -1,5 +1,6 @@
 """The replay engine: runs a Program (program.py) and returns when each op starts and
-ends and when each message arrives.
+ends and when each message arrives. `run` is the native engine (analyzer/native/
+replay.c), `reference` the same algorithm in Python.
 
 Ranks advance one at a time, each as far as it can: an op starts when the previous one
 ends plus the computation between them, makes its posts (a send's arrival is known once
@@ -35,7 +36,46 @@ class Timeline:
         return float(self.rank_end.max()) if len(self.rank_end) else 0.0
 
 
+def _deadlock(ranks: list[int]) -> UserError:
+    return UserError("whatif", f"the replay deadlocks: ranks {ranks[:8]} wait for messages "
+                     "or collectives that never come (a partner removed?)")
+
+
 def run(p: Program) -> Timeline:
+    """The replay, by the native engine (analyzer/native/replay.c)."""
+    from mpiscope.analysis.simulate import native
+
+    def c(a: np.ndarray, dtype: type) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=dtype)
+
+    n_msg = len(p.msg_row)
+    out = {"start": np.empty(p.num_ops), "end": np.empty(p.num_ops),
+           "arrival": np.empty(n_msg), "s_post": np.empty(n_msg),
+           "rank_clock": np.empty(p.num_ranks)}
+    i64, f64, u8 = np.int64, np.float64, np.uint8
+    arrays = {
+        "op_lo": c(p.op_lo, i64), "gap": c(p.gap, f64), "cost": c(p.cost, f64),
+        "removed": c(p.removed, u8),
+        "ps_ptr": c(p.post_send.ptr, i64), "ps_idx": c(p.post_send.idx, i64),
+        "pr_ptr": c(p.post_recv.ptr, i64), "pr_idx": c(p.post_recv.idx, i64),
+        "wr_ptr": c(p.wait_recv.ptr, i64), "wr_idx": c(p.wait_recv.idx, i64),
+        "ws_ptr": c(p.wait_send.ptr, i64), "ws_idx": c(p.wait_send.idx, i64),
+        "op_inst": c(p.op_inst, i64), "op_waits": c(p.op_waits_inst, u8),
+        "eager": c(p.msg_eager, u8), "contended": c(p.msg_contended, u8),
+        "lat": c(p.msg_latency, f64), "xfer": c(p.msg_xfer, f64),
+        "msg_sender": c(p.op_rank()[p.msg_send_op], i64),
+        "inst_size": c(p.inst_size, i64), "inst_cost": c(p.inst_cost, f64), **out}
+    rc = native.run(arrays, {"nranks": p.num_ranks, "nops": p.num_ops, "nmsg": n_msg,
+                             "ninst": len(p.inst_size)})
+    if rc:
+        raise _deadlock([rc - 1])
+    send_done = np.where(p.msg_eager, out["s_post"], out["arrival"])
+    return Timeline(out["start"], out["end"], out["arrival"], send_done,
+                    out["rank_clock"] + p.trailing)
+
+
+def reference(p: Program) -> Timeline:
+    """The replay in Python: the algorithm as replay.c runs it, for the tests."""
     n_ops, n_msg = p.num_ops, len(p.msg_row)
     gap, cost = p.gap.tolist(), p.cost.tolist()
     removed = p.removed.tolist()
@@ -137,8 +177,7 @@ def run(p: Program) -> Timeline:
             if i < stop:
                 still.append(r)
         if not moved:
-            raise UserError("whatif", f"the replay deadlocks: ranks {still[:8]} wait for "
-                            "messages or collectives that never come (a partner removed?)")
+            raise _deadlock(still)
         active = still
     rank_end = np.array(clock) + p.trailing
     arr = np.array(arrival)
