@@ -25,7 +25,7 @@ from mpiscope.analysis.simulate.model import Machine, fit, load_machine
 from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.archive.trace import Trace
 
-__all__ = ["Machine", "Replay", "Scenario", "fit", "load_machine", "replay"]
+__all__ = ["Machine", "Replay", "Scenario", "fit", "load_machine", "predicted_s", "replay"]
 
 
 @dataclass
@@ -100,6 +100,13 @@ def _timed_run(prog: program.Program) -> tuple[engine.Timeline, float]:
     t0 = time.perf_counter()
     tl = engine.run(prog)
     return tl, time.perf_counter() - t0
+
+
+def predicted_s(trace: Trace, scenario: Scenario, fitted: Machine) -> float:
+    """The runtime `scenario` gives on `trace` (no breakdown, no predicted trace): for
+    trying several scenarios against one `replay(trace)`."""
+    machine = target_machine(fitted, scenario)
+    return engine.run(program.build(trace, fitted, machine, scenario)).runtime_ns / 1e9
 
 
 def replay(trace: Trace, scenario: Scenario | None = None, *,
