@@ -23,6 +23,8 @@ typedef struct {
     int64_t stuck_rank;
 } mpsim_program;
 
+static inline double max2(double a, double b) { return a > b ? a : b; }
+
 static double deliver(const mpsim_program *p, double *link_free, int64_t m, double ready)
 {
     if (p->contended[m]) {
@@ -81,13 +83,13 @@ int mpsim_run(mpsim_program *p)
                             if (p->eager[m])
                                 deliver(p, link_free, m, t0);
                             else if (!isnan(r_post[m]))
-                                deliver(p, link_free, m, fmax(t0 + p->lat[m], r_post[m]) + p->lat[m]);
+                                deliver(p, link_free, m, max2(t0 + p->lat[m], r_post[m]) + p->lat[m]);
                         }
                         for (int64_t j = p->pr_ptr[i]; j < p->pr_ptr[i + 1]; j++) {
                             int64_t m = p->pr_idx[j];
                             r_post[m] = t0;
                             if (!p->eager[m] && !isnan(p->s_post[m]))
-                                deliver(p, link_free, m, fmax(p->s_post[m] + p->lat[m], t0) + p->lat[m]);
+                                deliver(p, link_free, m, max2(p->s_post[m] + p->lat[m], t0) + p->lat[m]);
                         }
                         int64_t k = p->op_inst[i];
                         if (k >= 0) {

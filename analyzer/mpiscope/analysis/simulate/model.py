@@ -17,16 +17,10 @@ slower than they were.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 from mpiscope.analysis import stats
 from mpiscope.archive.trace import Trace
@@ -195,6 +189,14 @@ def load_machine(spec: str) -> Machine:
         if not path.is_file():
             raise UserError("--machine", f"no machine named {spec!r} (known: "
                             f"{', '.join(machine_names())}; or give a .toml file)")
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the tomli package, if installed
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise UserError("--machine", "machine files need Python 3.11 or the tomli "
+                            "package") from None
     try:
         data = tomllib.loads(path.read_text())
     except OSError as err:

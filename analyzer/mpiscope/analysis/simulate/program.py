@@ -29,19 +29,17 @@ from mpiscope.archive.trace import Trace
 from mpiscope.errors import UserError
 
 
-def collective_cost_s(function: str, p: int, nbytes: float, latency_s: float,
-                      bandwidth_Bps: float) -> float:
-    """The algorithm's time once every rank has entered: binomial tree (Bcast, Reduce,
-    Gather, Scatter), recursive doubling (Allreduce, Allgather, Reduce_scatter, Scan),
-    dissemination (Barrier), pairwise exchange (Alltoall)."""
-    if p <= 1:
-        return 0.0
-    steps = int(np.ceil(np.log2(p)))
-    if function == "MPI_Barrier":
-        return steps * latency_s
-    if function.startswith("MPI_Alltoall"):
-        return (p - 1) * latency_s + nbytes / bandwidth_Bps
-    return steps * (latency_s + nbytes / bandwidth_Bps)
+def collective_cost_s(function: np.ndarray, p: np.ndarray, nbytes: np.ndarray,
+                      latency_s: np.ndarray, bandwidth_Bps: np.ndarray) -> np.ndarray:
+    """The algorithm's time once every rank has entered, per instance: binomial tree
+    (Bcast, Reduce, Gather, Scatter), recursive doubling (Allreduce, Allgather,
+    Reduce_scatter, Scan), dissemination (Barrier), pairwise exchange (Alltoall)."""
+    steps = np.ceil(np.log2(np.maximum(p, 1)))
+    per_step = latency_s + nbytes / bandwidth_Bps
+    cost = np.where(function == "MPI_Barrier", steps * latency_s, steps * per_step)
+    alltoall = np.char.startswith(function.astype(str), "MPI_Alltoall")
+    cost = np.where(alltoall, (p - 1) * latency_s + nbytes / bandwidth_Bps, cost)
+    return np.where(p <= 1, 0.0, cost)
 
 
 @dataclass
@@ -91,13 +89,22 @@ class Program:
 def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> Csr:
     """values grouped by key (0..n-1)."""
     order = np.argsort(keys, kind="stable")
-    return Csr(np.searchsorted(keys[order], np.arange(n + 1)).astype(np.int64),
-               values[order].astype(np.int64))
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return Csr(ptr, values[order].astype(np.int64))
+
+
+def _strings(col: pd.Series) -> np.ndarray:
+    """A string column's values as a numpy array, through the categories when it has
+    them (converting 10^6 category values one by one takes a noticeable time)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        names = np.asarray(col.cat.categories.astype(str), dtype=object)
+        return names[col.cat.codes.to_numpy()]
+    return col.astype(str).to_numpy()
 
 
 def _site_mask(calls: pd.DataFrame, function: str, callsite: str) -> np.ndarray:
-    return ((calls["function"].astype(str) == function)
-            & (calls["callsite"].astype(str) == callsite)).to_numpy()
+    return (_strings(calls["function"]) == function) & (_strings(calls["callsite"]) == callsite)
 
 
 def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
@@ -135,7 +142,7 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
             for side in (s, r):
                 kept = pd.Series(~dropped).groupby(side).any()
                 only_dropped = kept.index[~kept.to_numpy()].to_numpy()
-                kinds = calls["kind"].astype(str).to_numpy()[only_dropped]
+                kinds = _strings(calls["kind"])[only_dropped]
                 # a blocking send/recv without its message has nothing left to do
                 gone[only_dropped[np.isin(kinds, ["p2p_send", "p2p_recv"])]] = True
     return gone
@@ -222,26 +229,26 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     inst_size = np.bincount(inst, minlength=n_inst)
     inst_maxstart = np.full(n_inst, -np.inf)
     np.maximum.at(inst_maxstart, inst, start[c_op])
-    funcs = coll["function"].astype(str).to_numpy()[csel]
+    funcs = _strings(coll["function"])[csel]
     cbytes = np.maximum(coll["bytes_sent"].to_numpy(), coll["bytes_recv"].to_numpy())[csel]
     inst_bytes = np.zeros(n_inst)
     np.maximum.at(inst_bytes, inst, cbytes.astype(np.float64))
-    inst_func = np.empty(n_inst, object)
+    inst_func = np.empty(n_inst, funcs.dtype if len(funcs) else "<U1")
     inst_func[inst] = funcs
 
     def inst_costs(machine: Machine, place: Placement) -> np.ndarray:
+        if machine.collectives == "measured" or not n_inst:
+            return np.zeros(n_inst)
         nodes_lo = np.full(n_inst, np.iinfo(np.int64).max)
         nodes_hi = np.full(n_inst, -1)
         np.minimum.at(nodes_lo, inst, place.node[rank[c_op]])
         np.maximum.at(nodes_hi, inst, place.node[rank[c_op]])
-        out = np.zeros(n_inst)
-        if machine.collectives == "measured":
-            return out
-        for k in range(n_inst):
-            pm = machine.paths[INTER if nodes_hi[k] != nodes_lo[k] else INTRA]
-            out[k] = collective_cost_s(inst_func[k], int(inst_size[k]), inst_bytes[k],
-                                       pm.latency_s, pm.bandwidth_Bps) * 1e9
-        return out
+        inter = nodes_hi != nodes_lo
+        pi, pe = machine.paths[INTRA], machine.paths[INTER]
+        return collective_cost_s(
+            inst_func, inst_size, inst_bytes,
+            np.where(inter, pe.latency_s, pi.latency_s),
+            np.where(inter, pe.bandwidth_Bps, pi.bandwidth_Bps)) * 1e9
 
     # a rank that left before the last one entered (a Bcast root, say) did not wait
     c_end = end[c_op]
