@@ -5,7 +5,9 @@ Kinds (the contract's definitions):
   previous call from the same call site on the same communicator on every rank, or a
   barrier directly after a synchronizing collective on the same communicator.
 - frequent_collective: a small collective run every iteration of the main loop from one
-  call site at a notable share of run time; saving from `replay.every_kth`.
+  call site at a notable share of run time; saving replayed by the simulator
+  (mpiscope.analysis.simulate) on the machine fitted from the trace, with the collective
+  run every k-th iteration, k the smallest of FREQUENT_KS that gets 90% of their best.
 - message_aggregation: bursts of small back-to-back messages between one pair; saving
   (m-1)*alpha per burst with alpha from a Hockney fit on the trace's own messages.
 - load_imbalance: ranks waiting at a synchronizing call site because others are late;
@@ -21,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import iterations, replay, stats
+from mpiscope.analysis import iterations, simulate, stats
+from mpiscope.analysis.simulate.scenario import CallSite, CollectiveEvery, Scenario
 from mpiscope.analysis.waitstates import ALL2ONE, NXN, ONE2ALL, WaitStates
 from mpiscope.archive.trace import Trace
 
@@ -30,7 +33,9 @@ SMALL_COLLECTIVE_BYTES = 1024  # per rank and call
 SMALL_MESSAGE_BYTES = 4096
 MIN_BURST = 3
 NOTABLE_SHARE = 0.02  # of the summed rank time
-FREQUENT_K = 10
+FREQUENT_KS = (2, 5, 10, 20, 50)  # every k-th iteration: the k tried (2 k <= iterations)
+FREQUENT_MIN_ITERATIONS = 20  # a loop this long at least, for a collective to be frequent
+FREQUENT_ENOUGH = 0.9  # of the best saving: the smallest k that gets it is proposed
 
 
 @dataclass
@@ -128,9 +133,26 @@ def _group_redundant(rows: pd.DataFrame, wait: np.ndarray, why: str,
     return found
 
 
+def _every_kth(trace: Trace, function: str, callsite: str, per_iteration: int,
+               iterations: int) -> tuple[int, simulate.Replay, dict[int, float]] | None:
+    """(k, the replay without change, saving per k tried) of running a collective every
+    k-th iteration (keeping one of k * per_iteration calls), k as the module doc says."""
+    ks = [k for k in FREQUENT_KS if 2 * k <= iterations]
+    if not ks:
+        return None
+    base = simulate.replay(trace)
+    site = CallSite(function, callsite)
+    saving = {k: base.replayed_s - simulate.predicted_s(
+        trace, Scenario(collective_every=(CollectiveEvery(site, k * per_iteration),)),
+        base.fitted) for k in ks}
+    best = max(saving.values())
+    k = next(k for k in ks if saving[k] >= FREQUENT_ENOUGH * best)
+    return k, base, saving
+
+
 def frequent_collectives(trace: Trace, loop: iterations.Loop | None,
-                         total_rank_ns: float, k: int = FREQUENT_K) -> list[Finding]:
-    if loop is None or loop.iterations < 2 * k:
+                         total_rank_ns: float) -> list[Finding]:
+    if loop is None or loop.iterations < FREQUENT_MIN_ITERATIONS:
         return []
     coll = _with_callsite(trace, trace.collectives)
     coll = coll[coll["function"] != "MPI_Barrier"]
@@ -149,23 +171,25 @@ def frequent_collectives(trace: Trace, loop: iterations.Loop | None,
         share = time_ns / max(total_rank_ns, 1)
         if size > SMALL_COLLECTIVE_BYTES or share < NOTABLE_SHARE:
             continue
-        # every k-th iteration keeps one of the k * per_iteration calls
-        r = replay.every_kth(g, k * per_iteration)
-        if r is None:
+        tried = _every_kth(trace, str(function), str(callsite), per_iteration,
+                           loop.iterations)
+        if tried is None:
             continue
+        k, base, saving = tried
         times = "" if per_iteration == 1 else f"{per_iteration} times "
         found.append(Finding(
             "frequent_collective", str(function), str(callsite), len(g), time_ns / 1e9,
-            r.saving_s,
+            max(saving[k], 0.0),
             f"{where(str(function), str(callsite))} runs {times}in every iteration of the "
             f"main loop ({loop.iterations} iterations; {g.groupby('rank').size().min()} calls "
             f"per rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
-            f"iteration saves ~{r.saving_s:.3g} s (iteration-level replay: ranks run their "
-            "measured work independently between the kept calls, which synchronize them).",
+            f"iteration saves ~{max(saving[k], 0.0):.3g} s (replayed: the trace's ranks with "
+            "their messages and collectives on the machine fitted from its own timings).",
             {"k": k, "share": share, "bytes_per_call": float(size),
              "iterations": loop.iterations, "per_iteration": per_iteration,
-             "model": "replay.every_kth", "replayed_with_all_s": r.measured_model_s,
-             "replayed_every_k_s": r.replayed_s}))
+             "model": "simulate (fitted machine)", "replayed_with_all_s": base.replayed_s,
+             "replayed_every_k_s": base.replayed_s - saving[k],
+             "saving_by_k_s": {int(j): float(v) for j, v in saving.items()}}))
     return found
 
 

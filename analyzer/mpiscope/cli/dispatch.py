@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "serve": "serve",
     "study": "study",
     "cluster": "cluster",
+    "whatif": "whatif",
 }
 
 

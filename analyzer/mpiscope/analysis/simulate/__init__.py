@@ -1,0 +1,134 @@
+"""Trace replay simulator: replays a trace's ranks on a model of a machine, optionally
+with a what-if scenario applied, and predicts the run (docs/simulate.md).
+
+    from mpiscope.analysis import simulate
+    result = simulate.replay(trace)                       # on its own fitted machine
+    what = simulate.replay(trace, Scenario(latency_s=60e-6))
+    what.predicted_s, what.trace                          # a Trace, like a measured one
+
+model: the machine (network per path, CPU factor, fitting); scenario: what changes;
+program: the trace as ops with dependencies; engine: the replay; timeline: the
+predicted run as a Trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from mpiscope.analysis.simulate import engine, program, timeline
+from mpiscope.analysis.simulate.model import Machine, fit, load_machine
+from mpiscope.analysis.simulate.scenario import Scenario
+from mpiscope.archive.trace import Trace
+
+__all__ = ["Machine", "Replay", "Scenario", "fit", "load_machine", "predicted_s", "replay"]
+
+
+@dataclass
+class Replay:
+    """One replay: the measured run, its replay on the base machine and the prediction
+    (the replay with the scenario; the same as `replayed` for no scenario)."""
+
+    measured_s: float
+    replayed_s: float
+    predicted_s: float
+    scenario: Scenario
+    machine: Machine  # the machine the prediction ran on
+    fitted: Machine  # the trace's own machine
+    ranks: pd.DataFrame  # per rank: measured/replayed/predicted total, compute, MPI
+    events: int  # ops + message posts and completions replayed
+    engine_s: float  # time the engine took (the prediction's replay)
+    _source: Trace = field(repr=False)
+    _program: program.Program = field(repr=False)
+    _timeline: engine.Timeline = field(repr=False)
+
+    @functools.cached_property
+    def trace(self) -> Trace:
+        """The predicted run as a Trace (write it with mpiscope.archive.writer)."""
+        return timeline.predicted_trace(self._source, self._program, self._timeline,
+                                        self.machine)
+
+    @property
+    def error(self) -> float:
+        """The replay without change against the measurement, relative."""
+        return (self.replayed_s - self.measured_s) / self.measured_s if self.measured_s else 0.0
+
+    def to_dict(self) -> dict:
+        return {"measured_s": self.measured_s, "replayed_s": self.replayed_s,
+                "predicted_s": self.predicted_s,
+                "gain_s": self.replayed_s - self.predicted_s,
+                "replay_error": self.error,
+                "scenario": self.scenario.to_dict(), "machine": self.machine.to_dict(),
+                "fitted": self.fitted.to_dict(),
+                "ranks": self.ranks.to_dict(orient="records")}
+
+
+def target_machine(fitted: Machine, scenario: Scenario) -> Machine:
+    """The machine a scenario runs on: its named machine (or the fitted one) with its
+    network and CPU overrides."""
+    base = load_machine(scenario.machine) if scenario.machine else fitted
+    machine = base.with_network(scenario.latency_s, scenario.bandwidth_Bps)
+    if scenario.cpu_factor is not None:
+        machine = replace(machine, cpu_factor=scenario.cpu_factor)
+    return machine
+
+
+def _breakdown(prog: program.Program, tl: engine.Timeline) -> pd.DataFrame:
+    rank = prog.op_rank()
+    mpi = np.bincount(rank, weights=np.where(prog.removed, 0.0, tl.end - tl.start),
+                      minlength=prog.num_ranks)
+    total = tl.rank_end
+    return pd.DataFrame({"rank": np.arange(prog.num_ranks), "total_s": total / 1e9,
+                         "mpi_s": mpi / 1e9, "compute_s": (total - mpi) / 1e9})
+
+
+def _measured(trace: Trace) -> pd.DataFrame:
+    c = trace.calls[trace.calls["depth"] == 0]
+    mpi = (c["end"] - c["start"]).groupby(c["rank"]).sum()
+    r = trace.ranks.sort_values("rank")
+    total = r["last_ns"].to_numpy().astype(float)
+    mpi = mpi.reindex(r["rank"], fill_value=0).to_numpy().astype(float)
+    return pd.DataFrame({"rank": r["rank"].to_numpy(), "total_s": total / 1e9,
+                         "mpi_s": mpi / 1e9, "compute_s": (total - mpi) / 1e9})
+
+
+def _timed_run(prog: program.Program) -> tuple[engine.Timeline, float]:
+    t0 = time.perf_counter()
+    tl = engine.run(prog)
+    return tl, time.perf_counter() - t0
+
+
+def predicted_s(trace: Trace, scenario: Scenario, fitted: Machine) -> float:
+    """The runtime `scenario` gives on `trace` (no breakdown, no predicted trace): for
+    trying several scenarios against one `replay(trace)`."""
+    machine = target_machine(fitted, scenario)
+    return engine.run(program.build(trace, fitted, machine, scenario)).runtime_ns / 1e9
+
+
+def replay(trace: Trace, scenario: Scenario | None = None, *,
+           fitted: Machine | None = None) -> Replay:
+    """Replay `trace` on its own fitted machine, then with `scenario` (if any)."""
+    scenario = scenario or Scenario()
+    fitted = fitted or fit(trace)
+    base_prog = program.build(trace, fitted, fitted, Scenario())
+    base, engine_s = _timed_run(base_prog)
+    machine, prog, tl = fitted, base_prog, base
+    if not scenario.is_baseline:
+        machine = target_machine(fitted, scenario)
+        prog = program.build(trace, fitted, machine, scenario)
+        tl, engine_s = _timed_run(prog)
+    measured = _measured(trace)
+    ranks = measured.rename(columns=lambda c: c if c == "rank" else f"measured_{c}")
+    for name, (pr, t) in {"replayed": (base_prog, base), "predicted": (prog, tl)}.items():
+        b = _breakdown(pr, t)
+        for col in ("total_s", "mpi_s", "compute_s"):
+            ranks[f"{name}_{col}"] = b[col].to_numpy()
+    return Replay(measured_s=float(measured["total_s"].max()),
+                  replayed_s=base.runtime_ns / 1e9, predicted_s=tl.runtime_ns / 1e9,
+                  scenario=scenario, machine=machine, fitted=fitted, ranks=ranks,
+                  events=prog.num_ops + 2 * len(prog.msg_row), engine_s=engine_s,
+                  _source=trace, _program=prog, _timeline=tl)

@@ -1,0 +1,235 @@
+"""The machine a replay runs on: a network per path, a CPU factor, a node count.
+
+A message of n bytes on a path takes `latency + n / bandwidth` (LogP's L + G·n). Sizes
+up to the path's `eager_limit` go eagerly (the sender does not wait for the receiver);
+larger ones by rendezvous: the request reaches the receiver after one latency, its
+reply goes back once the receive is posted, then the data follow, so the data arrive
+`max(send + L, recv posted) + 2L + n / bandwidth`. Contention: a rank's inter-node
+sends leave through one link, one after the other.
+
+`fit(trace)` takes the parameters from the trace's own messages: per path, the time
+from each message's send to the end of the receive call that completed it (its
+transfer when the receive was waiting), per power-of-two size bucket the 10th
+percentile, a line through those; the latency the 10th percentile of what is left. A
+low envelope, so a replay on the fitted model does not make the measured transfers
+slower than they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from mpiscope.analysis import stats
+from mpiscope.archive.trace import Trace
+from mpiscope.errors import UserError
+
+INTRA, INTER = "intra-node", "inter-node"
+MACHINES_DIR = Path(__file__).with_name("machines")
+
+# without messages to fit from: a typical shared-memory / gigabit path, and the limits
+# Open MPI uses by default (vader 4 KiB, tcp 64 KiB)
+DEFAULT_PATHS = {
+    INTRA: (1e-6, 5e9, 4096),
+    INTER: (50e-6, 117e6, 65536),
+}
+QUANTILE = 0.10  # low envelope of the transfer times per size bucket
+MIN_SAMPLES = 3  # messages a bucket needs to count
+
+
+@dataclass(frozen=True)
+class PathModel:
+    latency_s: float
+    bandwidth_Bps: float
+    eager_limit: int  # largest message sent eagerly (bytes)
+
+    def transfer_s(self, nbytes: float) -> float:
+        return self.latency_s + nbytes / self.bandwidth_Bps
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A named model of a machine; `fitted` says its network came from the trace."""
+
+    name: str
+    paths: dict[str, PathModel]
+    cpu_factor: float = 1.0  # computation takes this times its measured time
+    nodes: int | None = None  # ranks spread over this many nodes (None: as traced)
+    fitted: bool = False
+    notes: str = ""
+    collectives: str = "algorithm"  # "algorithm" models or "measured" intrinsic cost
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "fitted": self.fitted, "cpu_factor": self.cpu_factor,
+                "nodes": self.nodes, "collectives": self.collectives,
+                "paths": {p: {"latency_s": m.latency_s, "bandwidth_Bps": m.bandwidth_Bps,
+                              "eager_limit": m.eager_limit}
+                          for p, m in self.paths.items()}}
+
+    def with_network(self, latency_s: float | None = None,
+                     bandwidth_Bps: float | None = None) -> Machine:
+        """The same machine with every path's latency and/or bandwidth replaced."""
+        paths = {p: replace(m, latency_s=m.latency_s if latency_s is None else latency_s,
+                            bandwidth_Bps=m.bandwidth_Bps if bandwidth_Bps is None
+                            else bandwidth_Bps)
+                 for p, m in self.paths.items()}
+        return replace(self, paths=paths)
+
+
+def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, int],
+              eager_limit: int) -> PathModel:
+    latency, bandwidth, _ = default
+    if not len(nbytes):
+        return PathModel(latency, bandwidth, eager_limit)
+    lo = np.where(nbytes > 0, 2 ** np.floor(np.log2(np.maximum(nbytes, 1))), 0)
+    xs, ys = [], []
+    for b in np.unique(lo):
+        sel = lo == b
+        if sel.sum() >= MIN_SAMPLES:
+            xs.append(float(np.median(nbytes[sel])))
+            ys.append(float(np.quantile(t_s[sel], QUANTILE)))
+    if len(xs) > 1:
+        slope, alpha = np.polyfit(xs, ys, 1)
+        if slope > 0:
+            bandwidth = 1 / slope
+    q = QUANTILE if len(xs) else 0.0  # too few messages for a percentile: the fastest
+    if np.quantile(t_s - nbytes / bandwidth, q) < 0 and (nbytes > 0).any():
+        # faster than the bandwidth assumed: the fastest rates the trace shows
+        bandwidth = float(np.quantile(nbytes[nbytes > 0] / np.maximum(t_s[nbytes > 0], 1e-9),
+                                      1 - q))
+    # the latency: as low as the trace's own transfers go at that bandwidth
+    latency = float(np.quantile(t_s - nbytes / bandwidth, q))
+    return PathModel(max(latency, 0.0), bandwidth, eager_limit)
+
+
+def fit(trace: Trace) -> Machine:
+    """The trace's own machine: its paths fitted from its messages (see module doc)."""
+    m = trace.messages
+    calls = trace.calls
+    switches = {s.path: s for s in stats.protocol_switches(trace)} if len(m) else {}
+    paths: dict[str, PathModel] = {}
+    if len(m):
+        hosts = trace.host_of()
+        same = (m["send_rank"].map(hosts).to_numpy()
+                == m["recv_rank"].map(hosts).to_numpy())
+        done = m["recv_complete_call"].to_numpy()
+        ok = done >= 0
+        c_start = np.full(len(m), -1, np.int64)
+        c_end = np.full(len(m), -1, np.int64)
+        c_start[ok] = calls["start"].to_numpy()[done[ok]]
+        c_end[ok] = calls["end"].to_numpy()[done[ok]]
+        send = m["send_enter"].to_numpy()
+        # from the send to the end of the receive that completed it: the transfer where
+        # the receive was already waiting, an upper bound elsewhere (the low envelope
+        # below picks the former)
+        waiting = ok & (c_end >= send)
+        t = (c_end - send) / 1e9
+        nbytes = m["bytes"].to_numpy()
+        for name, sel in ((INTRA, same), (INTER, ~same)):
+            s = switches.get(name)
+            limit = s.last_below_bytes if s else DEFAULT_PATHS[name][2]
+            # rendezvous sizes count too: their handshake is part of what they cost here
+            use = waiting & sel
+            paths[name] = _fit_path(nbytes[use], t[use], DEFAULT_PATHS[name], limit)
+    for name, (lat, bw, limit) in DEFAULT_PATHS.items():
+        paths.setdefault(name, PathModel(lat, bw, limit))
+    return Machine(name="fitted", paths=paths, fitted=True,
+                   notes="fitted from the trace's own message timings")
+
+
+# ---------------------------------------------------------------------- machine files
+_UNITS_TIME = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+_UNITS_RATE = {"bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8,
+               "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9}
+
+
+def _number_unit(text: str, what: str) -> tuple[float, str]:
+    s = text.strip()
+    i = len(s)
+    while i and not (s[i - 1].isdigit() or s[i - 1] == "."):
+        i -= 1
+    try:
+        value = float(s[:i])
+    except ValueError:
+        raise UserError(what, f"not a number with a unit: {text!r}") from None
+    if value <= 0 or not np.isfinite(value):
+        raise UserError(what, f"must be positive: {text!r}")
+    return value, s[i:].strip()
+
+
+def parse_time(text: str, what: str = "--latency") -> float:
+    """`60us`, `1.5ms`, `2e-6s` -> seconds (no unit: seconds)."""
+    value, unit = _number_unit(text, what)
+    if unit.lower() not in {**_UNITS_TIME, "": 1}:
+        raise UserError(what, f"unknown time unit {unit!r} in {text!r} (ns, us, ms, s)")
+    return value * _UNITS_TIME.get(unit.lower(), 1.0)
+
+
+def parse_rate(text: str, what: str = "--bandwidth") -> float:
+    """`100Mbit`, `1Gbit`, `117MB` (per second) -> bytes per second (no unit: B/s)."""
+    value, unit = _number_unit(text, what)
+    u = unit.lower().removesuffix("/s").removesuffix("ps")
+    if u not in {**_UNITS_RATE, "": 1}:
+        raise UserError(what, f"unknown rate unit {unit!r} in {text!r} "
+                        "(bit, kbit, Mbit, Gbit, B, kB, MB, GB per second)")
+    return value * _UNITS_RATE.get(u, 1.0)
+
+
+def machine_names() -> list[str]:
+    return sorted(p.stem for p in MACHINES_DIR.glob("*.toml"))
+
+
+def load_machine(spec: str) -> Machine:
+    """A machine by name (machines/NAME.toml shipped here) or from a TOML file."""
+    path = Path(spec)
+    if not path.suffix:
+        path = MACHINES_DIR / f"{spec}.toml"
+        if not path.is_file():
+            raise UserError("--machine", f"no machine named {spec!r} (known: "
+                            f"{', '.join(machine_names())}; or give a .toml file)")
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the tomli package, if installed
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise UserError("--machine", "machine files need Python 3.11 or the tomli "
+                            "package") from None
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as err:
+        raise UserError(str(path), err.strerror or "cannot read") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(str(path), f"not a machine file: {err}") from None
+    try:
+        paths = {}
+        for name in (INTRA, INTER):
+            p = data["network"][name]
+            paths[name] = PathModel(parse_time(str(p["latency"]), f"{path}: latency"),
+                                    parse_rate(str(p["bandwidth"]), f"{path}: bandwidth"),
+                                    int(p.get("eager_limit", DEFAULT_PATHS[name][2])))
+        return Machine(name=str(data.get("name", path.stem)), paths=paths,
+                       cpu_factor=float(data.get("cpu_factor", 1.0)),
+                       nodes=int(data["nodes"]) if "nodes" in data else None,
+                       notes=str(data.get("assumptions", "")).strip())
+    except (KeyError, TypeError, ValueError) as err:
+        raise UserError(str(path), f"not a machine file: missing or bad {err}") from None
+
+
+@dataclass
+class Placement:
+    """Which node each rank runs on in the replay."""
+
+    node: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @classmethod
+    def of(cls, trace: Trace, machine: Machine) -> Placement:
+        n = trace.num_ranks
+        if machine.nodes is None:
+            codes = trace.ranks.sort_values("rank")["host"].astype(str)
+            return cls(codes.factorize()[0].astype(np.int64))
+        # block placement: consecutive ranks share a node, as mpirun --map-by slot does
+        per = -(-n // machine.nodes)
+        return cls(np.arange(n, dtype=np.int64) // per)

@@ -1,0 +1,291 @@
+"""A trace turned into what the replay engine runs: per rank, compute bursts and MPI
+operations with their dependencies, as flat arrays.
+
+Operations are the outermost MPI calls (depth 0), in each rank's order. Each has
+- `gap`: the computation before it (time since the previous operation's end),
+- posts made when it starts: sends and receives of matched messages, its entry into a
+  collective instance,
+- dependencies it completes on: messages it receives (their arrival), rendezvous sends
+  it completes (their data delivered), the collective instance (every participant has
+  entered, plus the algorithm's cost),
+- `cost`: its own part, what it takes once its dependencies are met. Measured: its end
+  minus the later of its start and its dependencies' time on the trace's own machine
+  (clamped to its duration), so a replay on that machine gives back the measured times.
+
+A Test that completed a request is treated as waiting for it (the trace shows it did).
+Calls nested inside MPI calls and user regions are part of the enclosing time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from mpiscope.analysis.simulate.model import INTER, INTRA, Machine, Placement
+from mpiscope.analysis.simulate.scenario import Scenario
+from mpiscope.archive.trace import Trace
+from mpiscope.errors import UserError
+
+
+def collective_cost_s(function: np.ndarray, p: np.ndarray, nbytes: np.ndarray,
+                      latency_s: np.ndarray, bandwidth_Bps: np.ndarray) -> np.ndarray:
+    """The algorithm's time once every rank has entered, per instance: binomial tree
+    (Bcast, Reduce, Gather, Scatter), recursive doubling (Allreduce, Allgather,
+    Reduce_scatter, Scan), dissemination (Barrier), pairwise exchange (Alltoall)."""
+    steps = np.ceil(np.log2(np.maximum(p, 1)))
+    per_step = latency_s + nbytes / bandwidth_Bps
+    cost = np.where(function == "MPI_Barrier", steps * latency_s, steps * per_step)
+    alltoall = np.char.startswith(function.astype(str), "MPI_Alltoall")
+    cost = np.where(alltoall, (p - 1) * latency_s + nbytes / bandwidth_Bps, cost)
+    return np.where(p <= 1, 0.0, cost)
+
+
+@dataclass
+class Csr:
+    ptr: np.ndarray  # int64, n + 1
+    idx: np.ndarray  # int64
+
+
+@dataclass
+class Program:
+    """Flat arrays, ops in rank order (ops of rank r: op_lo[r]:op_lo[r+1])."""
+
+    num_ranks: int
+    op_lo: np.ndarray  # int64, num_ranks + 1
+    op_call: np.ndarray  # row id in trace.calls
+    gap: np.ndarray  # float ns, computation before the op (CPU factor applied)
+    cost: np.ndarray  # float ns, the op's own part
+    removed: np.ndarray  # bool: the scenario removed this op (it takes no time)
+    trailing: np.ndarray  # float ns per rank after its last op
+    # messages (only those both of whose posting ops stay)
+    msg_row: np.ndarray  # row in trace.messages
+    msg_send_op: np.ndarray
+    msg_recv_op: np.ndarray
+    msg_eager: np.ndarray  # bool
+    msg_latency: np.ndarray  # float ns
+    msg_xfer: np.ndarray  # float ns, bytes / bandwidth
+    msg_contended: np.ndarray  # bool: inter-node (shares the sender's link)
+    # op -> messages it posts as sender / receiver, and completes as receiver / sender;
+    # CSR: the messages of op i are idx[ptr[i]:ptr[i + 1]]
+    post_send: Csr
+    post_recv: Csr
+    wait_recv: Csr
+    wait_send: Csr
+    op_inst: np.ndarray  # collective instance the op enters (-1: none)
+    op_waits_inst: np.ndarray  # bool: the op completes on its instance
+    inst_size: np.ndarray  # participants per instance
+    inst_cost: np.ndarray  # float ns, algorithm cost per instance (target machine)
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.op_call)
+
+    def op_rank(self) -> np.ndarray:
+        return np.repeat(np.arange(self.num_ranks), np.diff(self.op_lo))
+
+
+def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> Csr:
+    """values grouped by key (0..n-1)."""
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return Csr(ptr, values[order].astype(np.int64))
+
+
+def _strings(col: pd.Series) -> np.ndarray:
+    """A string column's values as a numpy array, through the categories when it has
+    them (converting 10^6 category values one by one takes a noticeable time)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        names = np.asarray(col.cat.categories.astype(str), dtype=object)
+        return names[col.cat.codes.to_numpy()]
+    return col.astype(str).to_numpy()
+
+
+def _site_mask(calls: pd.DataFrame, function: str, callsite: str) -> np.ndarray:
+    return (_strings(calls["function"]) == function) & (_strings(calls["callsite"]) == callsite)
+
+
+def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
+    """Calls the scenario takes out (over trace.calls): removed call sites, collective
+    instances skipped, and the partner calls whose every message went with them."""
+    calls, coll = trace.calls, trace.collectives
+    gone = np.zeros(len(calls), bool)
+    inst_gone: set[int] = set()
+    for site in scenario.remove:
+        sel = _site_mask(calls, site.function, site.callsite)
+        if not sel.any():
+            raise UserError("--remove", f"no call {site} in this trace")
+        gone |= sel
+    for every in scenario.collective_every:
+        sel = _site_mask(calls, every.site.function, every.site.callsite)
+        rows = coll[np.isin(coll["call"].to_numpy(), np.flatnonzero(sel))]
+        if rows.empty:
+            raise UserError("--collective-every", f"no collective call {every.site} "
+                            "in this trace")
+        insts = np.unique(rows["instance"].to_numpy())
+        j = np.arange(len(insts))
+        keep = (j % every.k == every.k - 1) | (j == len(insts) - 1)
+        inst_gone.update(insts[~keep].tolist())
+    if inst_gone or gone.any():
+        # a collective goes on every rank of the instance
+        by_inst = np.isin(coll["instance"].to_numpy(), list(inst_gone))
+        hit = np.isin(coll["instance"].to_numpy(),
+                      coll.loc[gone[coll["call"].to_numpy()], "instance"].unique())
+        gone[coll["call"].to_numpy()[by_inst | hit]] = True
+        # messages posted by a removed call go; so does a partner call left without any
+        m = trace.messages
+        if len(m):
+            s, r = m["send_call"].to_numpy(), m["recv_call"].to_numpy()
+            dropped = gone[s] | gone[r]
+            for side in (s, r):
+                kept = pd.Series(~dropped).groupby(side).any()
+                only_dropped = kept.index[~kept.to_numpy()].to_numpy()
+                kinds = _strings(calls["kind"])[only_dropped]
+                # a blocking send/recv without its message has nothing left to do
+                gone[only_dropped[np.isin(kinds, ["p2p_send", "p2p_recv"])]] = True
+    return gone
+
+
+def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) -> Program:
+    calls = trace.calls
+    n_calls = len(calls)
+    top = (calls["depth"].to_numpy() == 0)
+    op_call = np.flatnonzero(top)
+    op_of = np.full(n_calls + 1, -1, np.int64)  # index -1 (no call) maps to -1 too
+    op_of[op_call] = np.arange(len(op_call))
+    rank = calls["rank"].to_numpy()[op_call].astype(np.int64)
+    start = calls["start"].to_numpy()[op_call].astype(np.float64)
+    end = calls["end"].to_numpy()[op_call].astype(np.float64)
+    nr = trace.num_ranks
+    op_lo = np.searchsorted(rank, np.arange(nr + 1))
+    n_ops = len(op_call)
+    removed = _removed_calls(trace, scenario)[op_call]
+
+    # computation between operations, per rank
+    prev_end = np.concatenate([[0.0], end[:-1]])
+    first = np.zeros(n_ops, bool)
+    first[op_lo[:-1][op_lo[:-1] < n_ops]] = True
+    prev_end[first] = 0.0
+    cpu = scenario.cpu_factor if scenario.cpu_factor is not None else target.cpu_factor
+    gap = np.maximum(start - prev_end, 0.0) * cpu
+    ranks_tab = trace.ranks.sort_values("rank")
+    last_ns = ranks_tab["last_ns"].to_numpy().astype(np.float64)
+    trailing = np.zeros(nr)
+    for r in range(nr):
+        if op_lo[r + 1] > op_lo[r]:
+            trailing[r] = max(last_ns[r] - end[op_lo[r + 1] - 1], 0.0) * cpu
+
+    traced = Placement.of(trace, fitted)
+    placed = Placement.of(trace, target)
+
+    # messages
+    m = trace.messages
+    s_op = op_of[m["send_call"].to_numpy()] if len(m) else np.zeros(0, np.int64)
+    r_op = op_of[m["recv_call"].to_numpy()] if len(m) else np.zeros(0, np.int64)
+    keep = (s_op >= 0) & (r_op >= 0)
+    keep[keep] &= ~removed[s_op[keep]] & ~removed[r_op[keep]]
+    rows = np.flatnonzero(keep)
+    s_op, r_op = s_op[rows], r_op[rows]
+    sdone = op_of[m["send_complete_call"].to_numpy()[rows]] if len(m) else s_op
+    rdone = op_of[m["recv_complete_call"].to_numpy()[rows]] if len(m) else r_op
+    nbytes = m["bytes"].to_numpy()[rows].astype(np.float64) if len(m) else np.zeros(0)
+    s_rank = rank[s_op]
+    r_rank = rank[r_op]
+
+    def path_params(machine: Machine, place: Placement):
+        inter = place.node[s_rank] != place.node[r_rank]
+        lat = np.where(inter, machine.paths[INTER].latency_s, machine.paths[INTRA].latency_s)
+        bw = np.where(inter, machine.paths[INTER].bandwidth_Bps,
+                      machine.paths[INTRA].bandwidth_Bps)
+        lim = np.where(inter, machine.paths[INTER].eager_limit,
+                       machine.paths[INTRA].eager_limit)
+        return inter, lat * 1e9, nbytes / bw * 1e9, nbytes <= lim
+
+    _, f_lat, f_xfer, f_eager = path_params(fitted, traced)
+    t_inter, t_lat, t_xfer, t_eager = path_params(target, placed)
+    # measured arrival on the trace's machine (posts at the posting calls' starts)
+    s_post, r_post = start[s_op], start[r_op]
+    arrival = np.where(f_eager, s_post + f_lat + f_xfer,
+                       np.maximum(s_post + f_lat, r_post) + 2 * f_lat + f_xfer)
+    ready = np.full(n_ops, -np.inf)
+    ok = rdone >= 0
+    np.maximum.at(ready, rdone[ok], arrival[ok])
+    rdv = (sdone >= 0) & ~f_eager
+    np.maximum.at(ready, sdone[rdv], arrival[rdv])
+
+    # collectives
+    coll = trace.collectives
+    op_inst = np.full(n_ops, -1, np.int64)
+    op_waits = np.zeros(n_ops, bool)
+    c_op = op_of[coll["call"].to_numpy()] if len(coll) else np.zeros(0, np.int64)
+    csel = c_op >= 0
+    csel[csel] &= ~removed[c_op[csel]]
+    inst_ids, inst = np.unique(coll["instance"].to_numpy()[csel], return_inverse=True)
+    n_inst = len(inst_ids)
+    c_op = c_op[csel]
+    op_inst[c_op] = inst
+    inst_size = np.bincount(inst, minlength=n_inst)
+    inst_maxstart = np.full(n_inst, -np.inf)
+    np.maximum.at(inst_maxstart, inst, start[c_op])
+    funcs = _strings(coll["function"])[csel]
+    cbytes = np.maximum(coll["bytes_sent"].to_numpy(), coll["bytes_recv"].to_numpy())[csel]
+    inst_bytes = np.zeros(n_inst)
+    np.maximum.at(inst_bytes, inst, cbytes.astype(np.float64))
+    inst_func = np.empty(n_inst, funcs.dtype if len(funcs) else "<U1")
+    inst_func[inst] = funcs
+
+    def inst_costs(machine: Machine, place: Placement) -> np.ndarray:
+        if machine.collectives == "measured" or not n_inst:
+            return np.zeros(n_inst)
+        nodes_lo = np.full(n_inst, np.iinfo(np.int64).max)
+        nodes_hi = np.full(n_inst, -1)
+        np.minimum.at(nodes_lo, inst, place.node[rank[c_op]])
+        np.maximum.at(nodes_hi, inst, place.node[rank[c_op]])
+        inter = nodes_hi != nodes_lo
+        pi, pe = machine.paths[INTRA], machine.paths[INTER]
+        return collective_cost_s(
+            inst_func, inst_size, inst_bytes,
+            np.where(inter, pe.latency_s, pi.latency_s),
+            np.where(inter, pe.bandwidth_Bps, pi.bandwidth_Bps)) * 1e9
+
+    # a rank that left before the last one entered (a Bcast root, say) did not wait
+    c_end = end[c_op]
+    waits = c_end >= inst_maxstart[inst]
+    # the algorithm models against the measured cost (the last rank's time after the
+    # last entry), per function: an MPI library faster than its model (shared memory)
+    # runs at that fraction of it on the trace's machine, so replaying there gives back
+    # the measured times; a scenario changes the cost by the model's difference
+    model_cost = inst_costs(fitted, traced)
+    seen = np.full(n_inst, np.inf)
+    np.minimum.at(seen, inst[waits], c_end[waits] - inst_maxstart[inst[waits]])
+    f_cost = model_cost.copy()
+    for f in np.unique(inst_func) if n_inst else []:
+        sel = (inst_func == f) & np.isfinite(seen) & (model_cost > 0)
+        if sel.any():
+            share = float(np.clip(np.quantile(seen[sel] / model_cost[sel], 0.1), 0, 1))
+            f_cost[inst_func == f] *= share
+    t_cost = f_cost if target is fitted else np.maximum(
+        inst_costs(target, placed) - model_cost + f_cost, 0.0)
+    op_waits[c_op] = waits
+    ready[c_op[waits]] = np.maximum(ready[c_op[waits]],
+                                    inst_maxstart[inst[waits]] + f_cost[inst[waits]])
+
+    dur = end - start
+    cost = np.clip(end - np.maximum(start, ready), 0.0, dur)
+    cost[removed] = 0.0
+    # no posts or waits for removed ops; messages were filtered above
+    keys_ok = rdone >= 0
+    rdv_t = ~t_eager
+    sd_ok = (sdone >= 0) & rdv_t
+    return Program(
+        num_ranks=nr, op_lo=op_lo.astype(np.int64), op_call=op_call, gap=gap, cost=cost,
+        removed=removed, trailing=trailing, msg_row=rows, msg_send_op=s_op,
+        msg_recv_op=r_op, msg_eager=t_eager, msg_latency=t_lat, msg_xfer=t_xfer,
+        msg_contended=t_inter,
+        post_send=_csr(s_op, np.arange(len(rows)), n_ops),
+        post_recv=_csr(r_op, np.arange(len(rows)), n_ops),
+        wait_recv=_csr(rdone[keys_ok], np.flatnonzero(keys_ok), n_ops),
+        wait_send=_csr(sdone[sd_ok], np.flatnonzero(sd_ok), n_ops),
+        op_inst=op_inst, op_waits_inst=op_waits, inst_size=inst_size, inst_cost=t_cost)

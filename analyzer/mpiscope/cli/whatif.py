@@ -1,0 +1,100 @@
+"""`mpiscope whatif DIR [scenario options] [--out PRED_DIR] [--json OUT]`: replay a trace
+on a model of a machine with a scenario applied (mpiscope.analysis.simulate)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from pathlib import Path
+
+from mpiscope.errors import UserError
+
+HELP = ("predict a run: replay a trace on a model of the machine with calls made less "
+        "often or removed, another network or CPU speed")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", type=Path, metavar="DIR", help="trace directory (or traces.otf2)")
+    p.add_argument("--collective-every", action="append", default=[],
+                   metavar="FUNC@CALLSITE=K",
+                   help="run this collective only every K-th time (and the last time)")
+    p.add_argument("--remove", action="append", default=[], metavar="FUNC@CALLSITE",
+                   help="leave these calls out (a collective on every rank)")
+    p.add_argument("--latency", metavar="T", help="network latency, e.g. 60us (every path)")
+    p.add_argument("--bandwidth", metavar="B", help="network bandwidth, e.g. 100Mbit, 1GB")
+    p.add_argument("--cpu", metavar="F", help="computation takes F times its measured time")
+    p.add_argument("--machine", metavar="NAME|FILE",
+                   help="machine model: a shipped name (beowulf-2008) or a TOML file")
+    p.add_argument("--out", type=Path, metavar="PRED_DIR",
+                   help="write the predicted run there as an OTF2 trace")
+    p.add_argument("--json", type=Path, metavar="OUT", help="write the prediction as JSON")
+
+
+def scenario_of(args: argparse.Namespace):
+    """The scenario the options describe; a bad option is a one-line UserError."""
+    from mpiscope.analysis.simulate import model
+    from mpiscope.analysis.simulate.scenario import CallSite, CollectiveEvery, Scenario
+
+    cpu = None
+    if args.cpu is not None:
+        try:
+            cpu = float(args.cpu)
+        except ValueError:
+            cpu = -1.0
+        if not cpu > 0 or cpu == float("inf"):
+            raise UserError("--cpu", f"expected a positive factor (0.5: twice as fast), "
+                            f"not {args.cpu!r}")
+    if args.machine is not None:
+        model.load_machine(args.machine)  # a bad name or file fails before the reading
+    return Scenario(
+        collective_every=tuple(CollectiveEvery.parse(t) for t in args.collective_every),
+        remove=tuple(CallSite.parse(t, "--remove") for t in args.remove),
+        latency_s=model.parse_time(args.latency) if args.latency is not None else None,
+        bandwidth_Bps=(model.parse_rate(args.bandwidth) if args.bandwidth is not None
+                       else None),
+        cpu_factor=cpu, machine=args.machine)
+
+
+def _check_out(path: Path) -> None:
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UserError(str(path), "already exists: give a new directory for the "
+                        "predicted trace")
+
+
+def write_prediction(trace, path: Path, scenario_text: str) -> None:
+    """The predicted trace into `path`, whole or not at all."""
+    from mpiscope.archive import writer
+
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        writer.write(trace, tmp, {"MPISCOPE::REPLAY": scenario_text})
+        if path.exists():
+            path.rmdir()
+        tmp.rename(path)
+    except OSError as err:
+        raise UserError(str(path), err.strerror or str(err)) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from mpiscope import output
+    from mpiscope.analysis import simulate
+    from mpiscope.cli.analyze import load_with_progress
+    from mpiscope.render.whatif import print_summary
+
+    scenario = scenario_of(args)
+    if args.out is not None:
+        _check_out(args.out)
+    trace = load_with_progress(args.trace)
+    result = simulate.replay(trace, scenario)
+    print_summary(result, Console(highlight=False))
+    if args.out is not None:
+        write_prediction(result.trace, args.out, json.dumps(result.scenario.to_dict()))
+    if args.json is not None:
+        output.write_text(args.json, json.dumps(result.to_dict(), indent=2) + "\n")
+    return 0

@@ -1,0 +1,30 @@
+"""`mpiscope whatif`'s terminal summary: measured, replayed, predicted, per rank."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from mpiscope.analysis.simulate import Replay
+
+
+def _s(x: float) -> str:
+    return f"{x:.4f} s"
+
+
+def print_summary(r: Replay, console: Console) -> None:
+    m = r.machine
+    console.print(f"Measured runtime  {_s(r.measured_s)}", highlight=False)
+    console.print(f"Replayed          {_s(r.replayed_s)}  ({r.error:+.2%} against measured, "
+                  "on the machine fitted from the trace)", highlight=False)
+    if r.scenario.is_baseline:
+        return
+    gain = r.replayed_s - r.predicted_s
+    console.print(f"Predicted         {_s(r.predicted_s)}  (gain {gain:+.4f} s, "
+                  f"{gain / r.replayed_s:+.1%} of the replay) on {m.name}", highlight=False)
+    t = Table("rank", "replayed", "predicted", "predicted MPI", "predicted compute",
+              title="Per rank", title_justify="left")
+    for row in r.ranks.itertuples():
+        t.add_row(str(row.rank), _s(row.replayed_total_s), _s(row.predicted_total_s),
+                  _s(row.predicted_mpi_s), _s(row.predicted_compute_s))
+    console.print(t)
