@@ -285,7 +285,9 @@ def test_a_mapping_of_your_own_is_kept(two_nodes):
 def test_run_cluster_passes_the_exit_code_through(two_nodes, tmp_path):
     job = run_job(["mpiscope", "run", "--cluster", "--cluster-prefix", PREFIX, "--out",
                    str(tmp_path / "t"), "--", "mpirun", "-np", "2", "sh", "-c",
-                   "hostname; exit 3"], cwd=tmp_path)
+                   # the pause lets both ranks' lines reach mpirun before the first exit 3
+                   # makes it end the job (not what this test is about)
+                   "hostname; sleep 1; exit 3"], cwd=tmp_path)
     assert job.returncode == 3
     assert sorted(job.stdout.split()) == ["node0", "node1"]
 

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     from mpiscope import output
     from mpiscope.analysis import simulate
-    from mpiscope.cli.analyze import load_with_progress
+    from mpiscope.render.loading import load_with_progress
     from mpiscope.render.whatif import print_summary
 
     scenario = scenario_of(args)
