@@ -41,14 +41,17 @@ print(*re.findall(r"\"([^\"]+)\"", re.search(r"requires\s*=\s*\[(.*?)\]", b, re.
 fi
 
 # Re-install the Python package only when its metadata or its set of modules changed since
-# the last install: the editable install maps each module to its file, so a module moved
+# the last install, or when `mpiscope` is imported from elsewhere (another checkout's
+# editable install): the editable install maps each module to its file, so a module moved
 # or removed needs a new map (an added one is found without). The editable install builds
 # the C side too (CMakeLists.txt), into build/.
 stamp=build/.pip-stamp
 mkdir -p build
 modules=$(find analyzer/mpiscope webui/mpiscope_webui -name '*.py' -not -path '*/__pycache__/*' | LC_ALL=C sort)
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$modules" != "$(cat "$stamp")" ] \
-   || ! "$PY" -c "import mpiscope, mpi4py" 2>/dev/null; then
+   || ! "$PY" -c "import mpiscope, mpi4py, os, sys
+sys.exit(not os.path.realpath(mpiscope.__file__).startswith(os.path.realpath('analyzer') + os.sep))" 2>/dev/null
+then
   echo "setup: installing the mpiscope Python package, its dependencies and its C side"
   "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
     --no-build-isolation -e ".[test]"
