@@ -159,3 +159,34 @@ def test_fortran_module_procedure_demangled(tmp_path, interposer) -> None:
     s = sites(traced(exe, tmp_path / "t"), tmp_path)
     (allreduce,) = s["MPI_Allreduce"]
     assert re.fullmatch(r"comm_layer::global_sum\+0x[0-9a-f]+", allreduce), allreduce
+
+
+def split_debug(exe: Path) -> Path:
+    """Move exe's DWARF and symbols to a build-id debug file under exe's dir/debug; the
+    directory to give MPISCOPE_DEBUGINFO_PATH."""
+    build_id = re.search(r"Build ID: ([0-9a-f]+)", sh(["readelf", "-n", exe.name],
+                                                      exe.parent)).group(1)
+    debug = exe.parent / "debug" / ".build-id" / build_id[:2] / f"{build_id[2:]}.debug"
+    debug.parent.mkdir(parents=True)
+    sh(["objcopy", "--only-keep-debug", exe.name, str(debug)], exe.parent)
+    sh(["strip", "--strip-all", exe.name], exe.parent)
+    return exe.parent / "debug"
+
+
+def test_symbolize_salvaged_per_rank_archives(tmp_path, interposer) -> None:
+    """A job that exits without MPI_Finalize leaves DIR/rank<N>/ archives: each keeps its
+    call sites' object+offset, and symbolize names them in every one (the executable
+    itself: a PIE stripped of everything, main not exported)."""
+    exe = mpijobs.build("nofinalize.c", tmp_path)
+    debug = split_debug(exe)
+    trace = tmp_path / "t"
+    mpijobs.run([str(exe)], np=2, out=trace)  # mpirun fails the job: no MPI_Finalize
+    assert not (trace / "traces.otf2").exists() and (trace / "rank1" / "traces.otf2").exists()
+    before = sites(trace, tmp_path)
+    assert re.fullmatch(r"nofinalize\+0x[0-9a-f]+", *before["MPI_Allreduce"])
+    proc = symbolize(trace, {"MPISCOPE_DEBUGINFO_PATH": str(debug)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("call sites named better") == 2, proc.stdout
+    lines = (mpijobs.PROGRAMS / "nofinalize.c").read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if "MPI_Allreduce(" in text)
+    assert sites(trace, tmp_path)["MPI_Allreduce"] == {f"nofinalize.c:{line}"}
