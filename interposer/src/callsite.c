@@ -93,6 +93,17 @@ static int name_from_module(Dwfl *dwfl, Dwarf_Addr a, mps_location *out)
     return out->file != NULL;
 }
 
+/* the module's GNU build-id in hex into out (65 bytes), "" where it has none */
+static void module_build_id(Dwfl_Module *mod, char *out)
+{
+    const unsigned char *bits = NULL;
+    GElf_Addr vaddr, bias;
+    out[0] = 0;
+    int n = mod && dwfl_module_getelf(mod, &bias) ? dwfl_module_build_id(mod, &bits, &vaddr)
+                                                  : 0;
+    for (int i = 0; i < n && i < 32; i++) sprintf(out + 2 * i, "%02x", bits[i]);
+}
+
 /* "object+0xOFFSET" from the object's path */
 static char *object_offset(const char *path, uint64_t offset)
 {
@@ -124,7 +135,7 @@ void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out)
         int known = dladdr(call, &info) && info.dli_fname;
         out[i] = (mps_location){
             .object = known && *info.dli_fname ? strdup(info.dli_fname) : NULL,
-            .offset = (uint64_t)(known ? call - (char *)info.dli_fbase : call - (char *)0),
+            .offset = known ? (uint64_t)(call - (char *)info.dli_fbase) : (uint64_t)(uintptr_t)call,
         };
         if (!name_from_module(dwfl, (Dwarf_Addr)(uintptr_t)call, &out[i]))
             out[i].file = known ? object_offset(info.dli_fname, out[i].offset)
@@ -138,6 +149,7 @@ void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out)
             free(out[i].object);
             out[i].object = strdup(mpath);
         }
+        module_build_id(mod, out[i].build_id);
     }
     if (dwfl) dwfl_end(dwfl);
 }
@@ -177,6 +189,7 @@ void mps_callsite_resolve_offline(const mps_offline_site *sites, uint32_t n, mps
         out[i].object = sites[i].path && *sites[i].path ? strdup(sites[i].path) : NULL;
         if (!name_from_module(dwfl, a, &out[i]))
             out[i].file = object_offset(sites[i].path, out[i].offset);
+        module_build_id(dwfl ? dwfl_addrmodule(dwfl, a) : NULL, out[i].build_id);
     }
     if (dwfl) dwfl_end(dwfl);
 }
@@ -184,8 +197,10 @@ void mps_callsite_resolve_offline(const mps_offline_site *sites, uint32_t n, mps
 /* The same for one object in a file, from its recorded offset (mpiscope-symbolize): the
  * object is reported at bias 0, where its first loaded byte (dladdr's base) is the
  * module's low address. 1 where it gave a name into *out (file:line or
- * function+0xOFFSET), 0 where the object has none. */
-int mps_callsite_resolve_file(const char *path, uint64_t offset, mps_location *out)
+ * function+0xOFFSET), 0 where the object has none, -1 where it is not the object of
+ * build_id any more. */
+int mps_callsite_resolve_file(const char *path, const char *build_id, uint64_t offset,
+                              mps_location *out)
 {
     Dwfl_Callbacks cb = {
         .find_elf = dwfl_build_id_find_elf,
@@ -197,10 +212,17 @@ int mps_callsite_resolve_file(const char *path, uint64_t offset, mps_location *o
     if (!dwfl) return 0;
     dwfl_report_begin(dwfl);
     Dwfl_Module *mod = dwfl_report_elf(dwfl, path, path, -1, 0, false);
+    if (!mod || dwfl_report_end(dwfl, NULL, NULL) != 0) {
+        dwfl_end(dwfl);
+        return 0;
+    }
     Dwarf_Addr low = 0;
-    if (mod) dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
-    int ok = mod && dwfl_report_end(dwfl, NULL, NULL) == 0 &&
-             name_from_module(dwfl, low + offset, out);
+    char now[65];
+    dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL);
+    module_build_id(mod, now);
+    /* rebuilt since the run: its offsets would name other code */
+    int ok = *build_id && strcmp(now, build_id) != 0 ? -1
+                                                     : name_from_module(dwfl, low + offset, out);
     dwfl_end(dwfl);
     return ok;
 }

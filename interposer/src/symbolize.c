@@ -196,22 +196,34 @@ static record *find(defs *d, enum kind k, uint64_t ref)
 }
 
 /* better names for the call sites listed in `objects` (the property's value); returns
- * how many changed, *total how many were listed */
+ * how many changed, *total how many were listed; warns once per object rebuilt since */
 static int rename_sites(defs *d, char *objects, int *total)
 {
     int improved = 0;
     *total = 0;
+    const char *warned[64]; /* objects found rebuilt: one warning each */
+    int nwarned = 0;
     for (char *line = strtok(objects, "\n"); line; line = strtok(NULL, "\n")) {
         char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-        if (!t2) continue;
+        char *t3 = t2 ? strchr(t2 + 1, '\t') : NULL;
+        if (!t3) continue;
+        *t3 = 0;
         uint64_t ref = strtoull(line, NULL, 10), offset = strtoull(t1 + 1, NULL, 16);
-        const char *path = t2 + 1;
+        const char *build_id = strcmp(t2 + 1, "-") == 0 ? "" : t2 + 1, *path = t3 + 1;
         record *scl = find(d, SCL, ref);
         record *str = scl ? find(d, STRING, scl->f[1]) : NULL;
         if (!str) continue;
         (*total)++;
         mps_location loc = {0};
-        if (!mps_callsite_resolve_file(path, offset, &loc)) continue;
+        int got = mps_callsite_resolve_file(path, build_id, offset, &loc);
+        int seen = 0;
+        for (int w = 0; w < nwarned && !seen; w++) seen = strcmp(warned[w], path) == 0;
+        if (got < 0 && !seen) {
+            fprintf(stderr, "mpiscope-symbolize: warning: %s was rebuilt since the trace was "
+                    "taken (its build-id differs): its call sites keep their names\n", path);
+            if (nwarned < 64) warned[nwarned++] = path;
+        }
+        if (got <= 0) continue;
         if (quality(loc.file, loc.line, path) > quality(str->s, (uint32_t)scl->f[2], path)) {
             free(str->s);
             str->s = loc.file;

@@ -41,11 +41,12 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
     for (uint32_t i = 0; i < ncs; i++) {
         const char *f = loc[i].file ? loc[i].file : "?";
         const char *o = loc[i].object ? loc[i].object : "";
-        size_t need = strlen(f) + strlen(o) + 48;
+        size_t need = strlen(f) + strlen(o) + sizeof loc[i].build_id + 48;
         if (len + need >= cap) { cap = (cap + need) * 2; blob = realloc(blob, cap); }
-        /* name<TAB>line<TAB>offset<TAB>object */
-        len += (size_t)snprintf(blob + len, cap - len, "%s\t%u\t%llx\t%s\n", f, loc[i].line,
-                                (unsigned long long)loc[i].offset, o);
+        /* name<TAB>line<TAB>offset<TAB>build-id<TAB>object */
+        len += (size_t)snprintf(blob + len, cap - len, "%s\t%u\t%llx\t%s\t%s\n", f,
+                                loc[i].line, (unsigned long long)loc[i].offset,
+                                loc[i].build_id, o);
         free(loc[i].file);
         free(loc[i].object);
     }
@@ -70,6 +71,7 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
         /* simple string table; call sites are few (hundreds), so a linear map suffices */
         char **keys = malloc(nalloc * sizeof *keys);
         const char **objects = malloc(nalloc * sizeof *objects);
+        const char **build_ids = malloc(nalloc * sizeof *build_ids);
         uint64_t *offsets = malloc(nalloc * sizeof *offsets);
         uint32_t nkeys = 0, k = 0;
         for (int r = 0; r < size; r++) {
@@ -83,12 +85,15 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
                 char *tab = strchr(p, '\t');
                 char *tab2 = tab ? strchr(tab + 1, '\t') : NULL;
                 char *tab3 = tab2 ? strchr(tab2 + 1, '\t') : NULL;
+                char *tab4 = tab3 ? strchr(tab3 + 1, '\t') : NULL;
+                if (tab4) *tab4 = 0; /* ends the build-id */
                 if (tab2) *tab2 = 0;
                 uint32_t g = 0;
                 while (g < nkeys && strcmp(keys[g], p) != 0) g++;
                 if (g == nkeys) {
                     keys[nkeys] = p;
-                    objects[nkeys] = tab3 ? tab3 + 1 : "";
+                    build_ids[nkeys] = tab4 ? tab3 + 1 : "";
+                    objects[nkeys] = tab4 ? tab4 + 1 : "";
                     offsets[nkeys] = tab2 ? strtoull(tab2 + 1, NULL, 16) : 0;
                     nkeys++;
                     unsigned line = 0;
@@ -103,9 +108,10 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
             }
             idcounts[r] = (int)counts[r];
         }
-        mps_set_callsite_objects(mps_out.archive, objects, offsets, nkeys);
+        mps_set_callsite_objects(mps_out.archive, objects, build_ids, offsets, nkeys);
         free(keys);
         free(objects);
+        free(build_ids);
         free(offsets);
     }
     *local_to_global = malloc((ncs ? ncs : 1) * sizeof(uint32_t));

@@ -190,3 +190,19 @@ def test_symbolize_salvaged_per_rank_archives(tmp_path, interposer) -> None:
     lines = (mpijobs.PROGRAMS / "nofinalize.c").read_text().splitlines()
     line = next(i for i, text in enumerate(lines, 1) if "MPI_Allreduce(" in text)
     assert sites(trace, tmp_path)["MPI_Allreduce"] == {f"nofinalize.c:{line}"}
+
+
+def test_symbolize_leaves_a_rebuilt_object_alone(tmp_path, interposer) -> None:
+    """The offsets of an object rebuilt since the run would name other code: symbolize
+    checks the build-id it recorded, keeps those call sites' names and says why."""
+    d = build_variant(tmp_path / "lib", False)
+    sh(["strip", "--strip-all", "libnames.so"], d)
+    trace = traced(d / "usenames", tmp_path / "t")
+    before = sites(trace, tmp_path)
+    sh([*NOG, "-g", "-fPIC", "-shared", "-Wl,--build-id=0x0123456789abcdef", "-o",
+        "libnames.so", str(mpijobs.PROGRAMS / "nameslib.c")], d)
+    proc = symbolize(trace)
+    assert proc.returncode == 0, proc.stderr
+    assert "0 of 4 call sites named better" in proc.stdout
+    assert proc.stderr.count("was rebuilt since the trace was taken") == 1, proc.stderr
+    assert sites(trace, tmp_path) == before

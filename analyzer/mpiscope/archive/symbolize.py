@@ -28,6 +28,7 @@ class Symbolized:
     archive: Path  # the anchor (traces.otf2) whose definitions were re-resolved
     improved: int  # call sites with a better name now
     total: int     # call sites with a recorded object+offset
+    warnings: list[str]  # e.g. an object rebuilt since the run: its call sites kept
 
 
 def tool() -> Path:
@@ -62,5 +63,7 @@ def symbolize(trace_dir: Path, env: dict[str, str] | None = None) -> list[Symbol
         if proc.returncode != 0 or not m:
             why = proc.stderr.strip().removeprefix("mpiscope-symbolize: ")
             raise UserError(str(anchor), why or f"mpiscope-symbolize failed ({proc.returncode})")
-        done.append(Symbolized(anchor, int(m.group(1)), int(m.group(2))))
+        warnings = [line.removeprefix("mpiscope-symbolize: warning: ")
+                    for line in proc.stderr.splitlines() if "warning: " in line]
+        done.append(Symbolized(anchor, int(m.group(1)), int(m.group(2)), warnings))
     return done

@@ -4,6 +4,7 @@ installed."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from mpiscope.errors import UserError
@@ -23,5 +24,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.trace.is_dir():
         raise UserError(str(args.trace), "no such trace directory")
     for s in symbolize.symbolize(args.trace):
+        for w in s.warnings:
+            print(f"mpiscope: warning: {w}", file=sys.stderr)
         print(f"mpiscope: {s.archive}: {s.improved} of {s.total} call sites named better")
     return 0
