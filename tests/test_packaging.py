@@ -335,6 +335,9 @@ def test_pip_install_builds_a_working_interposer(wheel_venv, scratch: Path) -> N
     recover = package / "_lib" / "interposer" / "openmpi" / "mpiscope-recover"
     usage = subprocess.run([str(recover)], capture_output=True, text=True, env=user_env())
     assert usage.returncode == 2 and "usage" in usage.stderr  # it runs: $ORIGIN finds the lib
+    symbolize = recover.with_name("mpiscope-symbolize")
+    usage = subprocess.run([str(symbolize)], capture_output=True, text=True, env=user_env())
+    assert usage.returncode == 2 and "usage" in usage.stderr
     assert (package.parent / "mpiscope_webui" / "assets" / "style.css").is_file()
 
     trace = trace_tiny_program(venv, "openmpi", work)

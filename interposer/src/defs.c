@@ -58,6 +58,28 @@ void mps_run_properties(void (*put)(enum mps_live_key, const char *, const char 
     put(MPS_LIVE_START_TIME, "MPISCOPE::START_TIME", buf);
 }
 
+/* MPISCOPE::CALLSITE_OBJECTS: for each call site (SourceCodeLocation ref), the object and
+ * offset its name was resolved from, one line "ref<TAB>0xOFFSET<TAB>build-id<TAB>path"
+ * each (build-id "-" where the object has none), so that `mpiscope symbolize` can name
+ * it again once debug files are installed. */
+void mps_set_callsite_objects(OTF2_Archive *ar, const char *const *objects,
+                              const char *const *build_ids, const uint64_t *offsets,
+                              uint32_t n)
+{
+    size_t cap = 1, len = 0;
+    for (uint32_t i = 0; i < n; i++) cap += (objects[i] ? strlen(objects[i]) : 0) + 120;
+    char *v = malloc(cap);
+    if (!v) return;
+    v[0] = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (objects[i] && *objects[i])
+            len += (size_t)snprintf(v + len, cap - len, "%u\t0x%llx\t%s\t%s\n", i,
+                                    (unsigned long long)offsets[i],
+                                    *build_ids[i] ? build_ids[i] : "-", objects[i]);
+    OTF2_Archive_SetProperty(ar, "MPISCOPE::CALLSITE_OBJECTS", v, true);
+    free(v);
+}
+
 static OTF2_Archive *props_archive; /* where archive_property writes */
 
 static void archive_property(enum mps_live_key k, const char *name, const char *value)
@@ -251,16 +273,30 @@ void mps_write_local_defs(OTF2_Archive *ar, const uint32_t *map, const uint32_t 
  * (communicator groups name them) but only `rank` with its host and `nevents` events:
  * the others' events died with them. Returns the number of communicators (*order: their
  * dense refs, for mps_write_local_defs). */
-int mps_write_single_rank_defs(OTF2_GlobalDefWriter *gw, int rank, uint64_t nevents,
-                               mps_location *loc, uint32_t nloc, uint32_t **order)
+int mps_write_single_rank_defs(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw, int rank,
+                               uint64_t nevents, mps_location *loc, uint32_t nloc,
+                               uint32_t **order)
 {
     const int size = mps_job.size;
     const size_t hostlen = sizeof mps_job.host;
+    const char **objects = calloc(nloc ? nloc : 1, sizeof *objects);
+    const char **build_ids = calloc(nloc ? nloc : 1, sizeof *build_ids);
+    uint64_t *offsets = calloc(nloc ? nloc : 1, sizeof *offsets);
+    int have = objects && build_ids && offsets;
     for (uint32_t i = 0; i < nloc; i++) {
         OTF2_StringRef fs = mps_gstr(gw, loc[i].file ? loc[i].file : "?");
         OTF2_GlobalDefWriter_WriteSourceCodeLocation(gw, i, fs, loc[i].line);
-        free(loc[i].file);
+        if (have) {
+            objects[i] = loc[i].object;
+            build_ids[i] = loc[i].build_id;
+            offsets[i] = loc[i].offset;
+        }
     }
+    if (have) mps_set_callsite_objects(ar, objects, build_ids, offsets, nloc);
+    for (uint32_t i = 0; i < nloc; i++) { free(loc[i].file); free(loc[i].object); }
+    free(objects);
+    free(build_ids);
+    free(offsets);
     char *hosts = calloc((size_t)size, hostlen);
     uint64_t *counts = calloc((size_t)size, sizeof *counts);
     int ncw = 0, ncomms = 0;

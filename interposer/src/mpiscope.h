@@ -79,8 +79,11 @@ void mps_comm_named(MPI_Comm comm, const char *name);
 /* Call sites: dense per-rank id for a return address; resolved at Finalize. */
 uint32_t mps_callsite_id(void *ra);
 typedef struct {
-    char *file; /* "path/file.c" or "libfoo.so+0x1234" */
-    uint32_t line;
+    char *file;     /* "path/file.c", "function+0x12" or "libfoo.so+0x1234" */
+    uint32_t line;  /* 0 unless file is a source file */
+    char *object;   /* the object's path (NULL where unknown), kept for re-symbolizing */
+    uint64_t offset; /* the call instruction's offset in that object */
+    char build_id[65]; /* the object's GNU build-id in hex, "" where it has none */
 } mps_location;
 void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out);
 /* Post-mortem (mpiscope-recover): return addresses with the object they were in. */
@@ -90,6 +93,11 @@ typedef struct {
 } mps_offline_site;
 void mps_callsite_resolve_offline(const mps_offline_site *sites, uint32_t n,
                                   mps_location *out);
+/* One object's call from its recorded offset, with the debug files there now
+ * (mpiscope-symbolize): 1 and a name in *out; 0 where it has none; -1 where the object
+ * at path is no longer the one of build_id (unless that is ""). */
+int mps_callsite_resolve_file(const char *path, const char *build_id, uint64_t offset,
+                              mps_location *out);
 /* Turn rank `rank`'s crash-safe live log in outdir into DIR/rank<N>/traces.otf2, the
  * archive salvage() writes (live.h). 0 and a one-line summary in msg, or -1 and why. */
 int mps_recover(const char *outdir, int rank, char *msg, size_t msglen);

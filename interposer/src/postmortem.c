@@ -226,7 +226,7 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
             o->path = log.sites[i].path;
         }
         mps_callsite_resolve_offline(sites, ncs, loc);
-        ncomms = mps_write_single_rank_defs(gw, rank, nevents, loc, ncs, &order);
+        ncomms = mps_write_single_rank_defs(ar, gw, rank, nevents, loc, ncs, &order);
     }
     free(sites);
     free(loc);

@@ -218,9 +218,12 @@ MPS_INTERNAL int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin,
                                        uint32_t **order_out);
 MPS_INTERNAL void mps_write_local_defs(OTF2_Archive *ar, const uint32_t *map,
                                        const uint32_t *order, int ncomms, int have_fin);
-MPS_INTERNAL int mps_write_single_rank_defs(OTF2_GlobalDefWriter *gw, int rank,
-                                            uint64_t nevents, mps_location *loc,
+MPS_INTERNAL int mps_write_single_rank_defs(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw,
+                                            int rank, uint64_t nevents, mps_location *loc,
                                             uint32_t nloc, uint32_t **order);
+MPS_INTERNAL void mps_set_callsite_objects(OTF2_Archive *ar, const char *const *objects,
+                                           const char *const *build_ids,
+                                           const uint64_t *offsets, uint32_t n);
 /* finalize.c */
 MPS_INTERNAL void mps_live_said(void);
 /* salvage.c */

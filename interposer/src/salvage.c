@@ -35,7 +35,7 @@ static void salvage(void)
     int ncomms = 0;
     if (gw && loc) {
         mps_callsite_resolve(mps_sites.addr, mps_sites.n, loc);
-        ncomms = mps_write_single_rank_defs(gw, rank, mps_out.nevents_closed, loc,
+        ncomms = mps_write_single_rank_defs(ar, gw, rank, mps_out.nevents_closed, loc,
                                             mps_sites.n, &order);
     }
     free(loc);

@@ -28,7 +28,8 @@ static char *gather_blob(const char *mine, int len, int **lens_out, int **displs
     return all;
 }
 
-/* Call sites: resolve ours, unify at rank 0, write id maps + SourceCodeLocation defs. */
+/* Call sites: resolve ours, unify at rank 0 by name, write id maps, SourceCodeLocation
+ * defs and, per global id, the object+offset its name came from (the first rank's). */
 void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
 {
     const uint32_t ncs = mps_sites.n;
@@ -39,17 +40,22 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
     char *blob = malloc(cap);
     for (uint32_t i = 0; i < ncs; i++) {
         const char *f = loc[i].file ? loc[i].file : "?";
-        size_t need = strlen(f) + 16;
+        const char *o = loc[i].object ? loc[i].object : "";
+        size_t need = strlen(f) + strlen(o) + sizeof loc[i].build_id + 48;
         if (len + need >= cap) { cap = (cap + need) * 2; blob = realloc(blob, cap); }
-        len += (size_t)snprintf(blob + len, cap - len, "%s\t%u\n", f, loc[i].line);
+        /* name<TAB>line<TAB>offset<TAB>build-id<TAB>object */
+        len += (size_t)snprintf(blob + len, cap - len, "%s\t%u\t%llx\t%s\t%s\n", f,
+                                loc[i].line, (unsigned long long)loc[i].offset,
+                                loc[i].build_id, o);
         free(loc[i].file);
+        free(loc[i].object);
     }
     free(loc);
     int *lens, *displs;
     char *all = gather_blob(blob, (int)len, &lens, &displs);
     free(blob);
 
-    /* rank 0: distinct (file, line) → global id; per rank, its local → global table */
+    /* rank 0: distinct (name, line) → global id; per rank, its local → global table */
     uint32_t *counts = NULL, *ids = NULL;
     int *idcounts = NULL, *iddispls = NULL;
     if (mps_job.rank == 0) {
@@ -60,9 +66,13 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
         iddispls = calloc((size_t)size, sizeof(int));
         size_t nlines = 0;
         for (int i = 0; i < total; i++) nlines += all[i] == '\n';
-        ids = malloc((nlines ? nlines : 1) * sizeof *ids);
+        size_t nalloc = nlines ? nlines : 1;
+        ids = malloc(nalloc * sizeof *ids);
         /* simple string table; call sites are few (hundreds), so a linear map suffices */
-        char **keys = malloc((nlines ? nlines : 1) * sizeof *keys);
+        char **keys = malloc(nalloc * sizeof *keys);
+        const char **objects = malloc(nalloc * sizeof *objects);
+        const char **build_ids = malloc(nalloc * sizeof *build_ids);
+        uint64_t *offsets = malloc(nalloc * sizeof *offsets);
         uint32_t nkeys = 0, k = 0;
         for (int r = 0; r < size; r++) {
             iddispls[r] = (int)k;
@@ -71,11 +81,21 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
                 char *nl = memchr(p, '\n', (size_t)(end - p));
                 if (!nl) break;
                 *nl = 0;
+                /* the key is name<TAB>line: cut the line at the tab after it */
+                char *tab = strchr(p, '\t');
+                char *tab2 = tab ? strchr(tab + 1, '\t') : NULL;
+                char *tab3 = tab2 ? strchr(tab2 + 1, '\t') : NULL;
+                char *tab4 = tab3 ? strchr(tab3 + 1, '\t') : NULL;
+                if (tab4) *tab4 = 0; /* ends the build-id */
+                if (tab2) *tab2 = 0;
                 uint32_t g = 0;
                 while (g < nkeys && strcmp(keys[g], p) != 0) g++;
                 if (g == nkeys) {
-                    keys[nkeys++] = p;
-                    char *tab = strrchr(p, '\t');
+                    keys[nkeys] = p;
+                    build_ids[nkeys] = tab4 ? tab3 + 1 : "";
+                    objects[nkeys] = tab4 ? tab4 + 1 : "";
+                    offsets[nkeys] = tab2 ? strtoull(tab2 + 1, NULL, 16) : 0;
+                    nkeys++;
                     unsigned line = 0;
                     if (tab) { *tab = 0; line = (unsigned)strtoul(tab + 1, NULL, 10); }
                     OTF2_StringRef fs = mps_gstr(gw, p);
@@ -88,7 +108,11 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
             }
             idcounts[r] = (int)counts[r];
         }
+        mps_set_callsite_objects(mps_out.archive, objects, build_ids, offsets, nkeys);
         free(keys);
+        free(objects);
+        free(build_ids);
+        free(offsets);
     }
     *local_to_global = malloc((ncs ? ncs : 1) * sizeof(uint32_t));
     PMPI_Scatterv(ids, idcounts, iddispls, MPI_UINT32_T, *local_to_global, (int)ncs,

@@ -28,7 +28,7 @@ def built(tmp_path_factory, interposer) -> Path:
     sh([*MPICC, "-fPIC", "-shared", "-o", "libcall.so", str(src / "libcall.c")], d)
     sh([*MPICC, "-o", "uselib", str(src / "uselib.c"), "-L.", "-lcall",
         f"-Wl,-rpath,{d}"], d)
-    sh(["objcopy", "--strip-debug", "uselib", "uselib-stripped"], d)
+    sh(["objcopy", "--strip-all", "uselib", "uselib-stripped"], d)
     return d
 
 
@@ -55,8 +55,9 @@ def test_debug_info_gives_file_and_line_in_exe_and_library(built: Path, tmp_path
 
 
 def test_without_debug_info_object_plus_offset(built: Path, tmp_path) -> None:
-    """The stripped executable yields `uselib-stripped+0xOFFSET`; that offset, given to
-    addr2line with the unstripped twin (same code), is the line of the call."""
+    """The stripped executable (no DWARF, no .symtab, main not exported) yields
+    `uselib-stripped+0xOFFSET`; that offset, given to addr2line with the unstripped twin
+    (same code), is the line of the call."""
     t = trace_of(built / "uselib-stripped", tmp_path / "trace")
     for r in range(2):
         (site,) = tc.callsites(t, r, "MPI_Barrier")

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "run": "run",
     "analyze": "analyze",
     "recover": "recover",
+    "symbolize": "symbolize",
     "scaling": "scaling",
     "compare": "compare",
     "serve": "serve",
