@@ -45,6 +45,25 @@ def built(relative: str | Path) -> Path | None:
     return None
 
 
+def artefact(relative: str | Path, what: str) -> Path:
+    """The built file ``relative`` (first found, as ``built``), or one line naming where it
+    was expected and how to build it."""
+    found = built(relative)
+    if found is None:
+        raise UserError(str(BUILD_DIR / relative), f"{what} not built (run `make build`)")
+    return found
+
+
+def interposer_tool(name: str) -> Path:
+    """A program built beside the interposer (``mpiscope-recover``, ``mpiscope-symbolize``):
+    either MPI flavour's, as the files they read do not depend on it."""
+    for mpi in MPI_FLAVOURS:
+        exe = built(Path("interposer") / mpi / name)
+        if exe is not None:
+            return exe
+    raise UserError(str(BUILD_DIR / "interposer"), f"{name} not built (run `make build`)")
+
+
 def installed() -> bool:
     """True when mpiscope runs from an installed package that carries its own C artefacts."""
     return PACKAGE_LIB_DIR.is_dir()

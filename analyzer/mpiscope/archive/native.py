@@ -16,7 +16,7 @@ import numpy as np
 
 from mpiscope.archive.schema import SCHEMA, Schema
 from mpiscope.errors import UserError
-from mpiscope.paths import BUILD_DIR
+from mpiscope.paths import artefact
 
 NONE32 = 0xFFFFFFFF
 
@@ -71,9 +71,7 @@ _lib: C.CDLL | None = None
 def library() -> C.CDLL:
     global _lib
     if _lib is None:
-        path = BUILD_DIR / "native" / "libmpiscope_reader.so"
-        if not path.is_file():
-            raise UserError(str(path), "native reader not built (run `make build`)")
+        path = artefact("native/libmpiscope_reader.so", "native reader")
         lib = C.CDLL(str(path))
         check_layout(lib, path, SCHEMA)
         lib.mpsr_read.restype = C.c_void_p

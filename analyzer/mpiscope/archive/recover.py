@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpiscope.archive import salvaged
-from mpiscope.errors import UserError
-from mpiscope.paths import BUILD_DIR, MPI_FLAVOURS
+from mpiscope.paths import interposer_tool
 
 LIVE_DIR = ".mpiscope-live"
 _DEFS = re.compile(r"rank(\d+)\.defs")
@@ -62,13 +61,8 @@ def _drop_served(trace_dir: Path) -> None:
 
 
 def tool() -> Path:
-    """The `mpiscope-recover` program next to the interposer library (either MPI build:
-    the log format does not depend on it)."""
-    for mpi in MPI_FLAVOURS:
-        exe = BUILD_DIR / "interposer" / mpi / "mpiscope-recover"
-        if exe.is_file():
-            return exe
-    raise UserError(str(BUILD_DIR / "interposer"), "mpiscope-recover not built (run `make build`)")
+    """The `mpiscope-recover` program next to the interposer library."""
+    return interposer_tool("mpiscope-recover")
 
 
 def recover(trace_dir: Path, ranks: list[int] | None = None

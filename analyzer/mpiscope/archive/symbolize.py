@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mpiscope.archive import salvaged
 from mpiscope.errors import UserError
-from mpiscope.paths import BUILD_DIR, MPI_FLAVOURS
+from mpiscope.paths import interposer_tool
 
 _RESULT = re.compile(r"improved (\d+) of (\d+) call sites")
 
@@ -32,14 +32,8 @@ class Symbolized:
 
 
 def tool() -> Path:
-    """The `mpiscope-symbolize` program next to the interposer library (either MPI build:
-    the trace format does not depend on it)."""
-    for mpi in MPI_FLAVOURS:
-        exe = BUILD_DIR / "interposer" / mpi / "mpiscope-symbolize"
-        if exe.is_file():
-            return exe
-    raise UserError(str(BUILD_DIR / "interposer"), "mpiscope-symbolize not built "
-                    "(run `make build`)")
+    """The `mpiscope-symbolize` program next to the interposer library."""
+    return interposer_tool("mpiscope-symbolize")
 
 
 def anchors(trace_dir: Path) -> list[Path]:

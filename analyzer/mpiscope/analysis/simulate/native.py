@@ -7,8 +7,7 @@ import ctypes as C
 
 import numpy as np
 
-from mpiscope.errors import UserError
-from mpiscope.paths import BUILD_DIR
+from mpiscope.paths import artefact
 
 _P = C.c_void_p
 _FIELDS = [("nranks", C.c_int64), ("nops", C.c_int64), ("nmsg", C.c_int64),
@@ -29,9 +28,7 @@ _lib: C.CDLL | None = None
 def library() -> C.CDLL:
     global _lib
     if _lib is None:
-        path = BUILD_DIR / "native" / "libmpiscope_replay.so"
-        if not path.is_file():
-            raise UserError(str(path), "native replay engine not built (run `make build`)")
+        path = artefact("native/libmpiscope_replay.so", "native replay engine")
         lib = C.CDLL(str(path))
         lib.mpsim_run.restype = C.c_int
         lib.mpsim_run.argtypes = [C.POINTER(Program)]
