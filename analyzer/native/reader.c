@@ -16,6 +16,7 @@
  * (analyzer/native/schemagen.py), and mpsr_layout() tells Python which layout we have.
  */
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -780,6 +781,11 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
 {
     g_error[0] = 0;
     OTF2_Error_RegisterCallback(on_error, NULL);
+    /* libotf2 reads an event chunk into a malloc'd buffer and decodes past the end of a
+       truncated file into whatever that buffer held: recycled heap memory made garbage
+       events (millions of rows from a 1 KiB file, now and then). A fixed mmap threshold
+       gives chunk-sized buffers fresh zeroed pages, which decode as the end of the data. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     mpsr_result *res = calloc(1, sizeof *res);
     if (!res) return NULL;
     for (int t = 0; t < T_NTABLES; t++)

@@ -162,8 +162,10 @@ def _partners(trace: Trace, ws: WaitStates, off: np.ndarray) -> np.ndarray:
     if len(coll):
         rank, root = coll["rank"].to_numpy().astype(np.int64), coll["root"].to_numpy()
         start = coll["start"].to_numpy() + off[rank]
-        inst = coll["instance"].to_numpy()
-        size = int(inst.max()) + 1
+        # instance ids compacted to 0..size-1: ids are not bounded by the row count (a
+        # truncated rank's collectives), and one array slot per id could take gigabytes
+        ids, inst = np.unique(coll["instance"].to_numpy(), return_inverse=True)
+        size = len(ids)
         last, _ = _latest(inst, start, rank, size)
         nonroot = rank != root
         last_nonroot, _ = _latest(inst[nonroot], start[nonroot], rank[nonroot], size)
