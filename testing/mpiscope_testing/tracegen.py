@@ -42,7 +42,6 @@ from pathlib import Path
 import _otf2  # the otf2 package's C binding: archive properties
 import otf2
 from otf2.enums import (
-    CollectiveOp,
     GroupType,
     LocationGroupType,
     LocationType,
@@ -51,52 +50,14 @@ from otf2.enums import (
     Type,
 )
 
-# Score-P's region roles for MPI functions (docs/trace-format.md, "Regions").
-_ROLES: dict[RegionRole, tuple[str, ...]] = {
-    RegionRole.BARRIER: ("MPI_Barrier", "MPI_Ibarrier"),
-    RegionRole.COLL_ONE2ALL: ("MPI_Bcast", "MPI_Scatter", "MPI_Scatterv", "MPI_Ibcast"),
-    RegionRole.COLL_ALL2ONE: ("MPI_Reduce", "MPI_Gather", "MPI_Gatherv", "MPI_Ireduce"),
-    RegionRole.COLL_ALL2ALL: ("MPI_Allreduce", "MPI_Allgather", "MPI_Allgatherv",
-                              "MPI_Alltoall", "MPI_Alltoallv", "MPI_Alltoallw",
-                              "MPI_Reduce_scatter", "MPI_Reduce_scatter_block",
-                              "MPI_Iallreduce"),
-    RegionRole.COLL_OTHER: ("MPI_Scan", "MPI_Exscan"),
-}
-_P2P_PREFIXES = ("MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend", "MPI_Issend",
-                 "MPI_Irsend", "MPI_Ibsend", "MPI_Recv", "MPI_Irecv", "MPI_Sendrecv",
-                 "MPI_Wait", "MPI_Test", "MPI_Probe", "MPI_Iprobe", "MPI_Mprobe",
-                 "MPI_Improbe", "MPI_Mrecv", "MPI_Imrecv")
-# MPI function -> OTF2 collective operation (for MpiCollectiveEnd)
-COLLECTIVE_OPS: dict[str, CollectiveOp] = {
-    "MPI_Barrier": CollectiveOp.BARRIER, "MPI_Bcast": CollectiveOp.BCAST,
-    "MPI_Gather": CollectiveOp.GATHER, "MPI_Gatherv": CollectiveOp.GATHERV,
-    "MPI_Scatter": CollectiveOp.SCATTER, "MPI_Scatterv": CollectiveOp.SCATTERV,
-    "MPI_Allgather": CollectiveOp.ALLGATHER, "MPI_Allgatherv": CollectiveOp.ALLGATHERV,
-    "MPI_Alltoall": CollectiveOp.ALLTOALL, "MPI_Alltoallv": CollectiveOp.ALLTOALLV,
-    "MPI_Alltoallw": CollectiveOp.ALLTOALLW, "MPI_Reduce": CollectiveOp.REDUCE,
-    "MPI_Allreduce": CollectiveOp.ALLREDUCE, "MPI_Reduce_scatter": CollectiveOp.REDUCE_SCATTER,
-    "MPI_Reduce_scatter_block": CollectiveOp.REDUCE_SCATTER_BLOCK,
-    "MPI_Scan": CollectiveOp.SCAN, "MPI_Exscan": CollectiveOp.EXSCAN,
-}
-UNDEFINED_ROOT = 0xFFFFFFFF  # OTF2_UNDEFINED_UINT32: rootless collective
-BASE_TIME = 1_000_000_000  # raw timestamp of t=0 (any positive value works)
-
-
-def region_role(name: str) -> RegionRole:
-    for role, names in _ROLES.items():
-        if name in names:
-            return role
-    if name.startswith(_P2P_PREFIXES):
-        return RegionRole.POINT2POINT
-    return RegionRole.FUNCTION
-
-
-def parse_callsite(callsite: str) -> tuple[str, int]:
-    """`"app.c:42"` -> ("app.c", 42); `"libx.so+0x1f"` -> ("libx.so+0x1f", 0)."""
-    file, sep, line = callsite.rpartition(":")
-    if sep and line.isdigit():
-        return file, int(line)
-    return callsite, 0
+# the OTF2 format knowledge of mpiscope's own trace writer (roles, operations, call sites)
+from mpiscope.archive.writer import (
+    BASE_TIME,
+    UNDEFINED_ROOT,
+    collective_op,
+    parse_callsite,
+    region_role,
+)
 
 
 @dataclass
@@ -205,7 +166,7 @@ class TraceBuilder:
                  sent: int = 0, received: int = 0, in_hash: int | None = None,
                  out_hash: int | None = None) -> None:
         """MpiCollectiveEnd; `root` is a world rank (None: rootless)."""
-        self._add(rank, t, "coll_end", COLLECTIVE_OPS[function], comm,
+        self._add(rank, t, "coll_end", collective_op(function), comm,
                   self._local(comm, root, rank), sent, received, in_hash=in_hash,
                   out_hash=out_hash)
 

@@ -52,15 +52,22 @@ _P2P_PREFIXES = ("MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend",
 _AT_ENTER = {"send", "isend", "irecv_request", "nbc_request"}
 
 
-def _role(name: str) -> RegionRole:
+def region_role(name: str) -> RegionRole:
+    """Score-P's role of an MPI function's region (FUNCTION for anything else)."""
     if name in _ROLES:
         return _ROLES[name]
     return RegionRole.POINT2POINT if name.startswith(_P2P_PREFIXES) else RegionRole.FUNCTION
 
 
-def _callsite(text: str) -> tuple[str, int]:
+def parse_callsite(text: str) -> tuple[str, int]:
+    """`"app.c:42"` -> ("app.c", 42); `"libx.so+0x1f"` -> ("libx.so+0x1f", 0)."""
     file, sep, line = text.rpartition(":")
     return (file, int(line)) if sep and line.isdigit() else (text, 0)
+
+
+def collective_op(function: str) -> CollectiveOp:
+    """The OTF2 operation of a blocking MPI collective (MpiCollectiveEnd's `op`)."""
+    return getattr(CollectiveOp, function.removeprefix("MPI_").upper())
 
 
 def write(trace: Trace, directory: str | os.PathLike,
@@ -118,12 +125,12 @@ def _write(trace: Trace, w: otf2.writer.Writer) -> None:
 
     def region(name: str):
         if name not in regions:
-            regions[name] = d.region(name, region_role=_role(name), paradigm=Paradigm.MPI)
+            regions[name] = d.region(name, region_role=region_role(name), paradigm=Paradigm.MPI)
         return regions[name]
 
     def source(cs: str):
         if cs not in sources:
-            sources[cs] = d.source_code_location(*_callsite(cs))
+            sources[cs] = d.source_code_location(*parse_callsite(cs))
         return sources[cs]
 
     def peer(comm: int, world: int) -> int:
@@ -170,7 +177,7 @@ def _write(trace: Trace, w: otf2.writer.Writer) -> None:
                     elif kind == "cancelled":
                         ew.mpi_request_cancelled(t, e.request)
             if coll is not None:
-                op = getattr(CollectiveOp, fn[i].removeprefix("MPI_").upper())
+                op = collective_op(fn[i])
                 at = {a: int(coll[k]) for a, k in ((a_in, "in_hash"), (a_out, "out_hash"))
                       if int(coll[k])}
                 root_rank = (UNDEFINED_ROOT if int(coll["root"]) < 0
