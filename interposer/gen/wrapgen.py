@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate the MPI wrappers from gen/mpi.spec (the one table of signatures).
 
-    wrapgen.py SPEC OUTDIR [--fortran | --fortran-forward]
+    wrapgen.py SPEC OUTDIR [--fortran | --fortran-forward] [--mpicc CC [--mpifort FC]]
 
 writes OUTDIR/functions.h (function ids, names, OTF2 region roles) and
 OUTDIR/wrappers.c (C wrappers, and with --fortran the Fortran entry points; with
@@ -10,12 +10,20 @@ library's own Fortran binding, which calls our C wrappers: MPICH's way).
 Every function gets one static implementation `impl_MPI_X(ra, args...)`; the C
 symbol and each Fortran symbol are thin doors into it, passing their caller's
 return address so call sites point at user code.
+
+With --mpicc, every other `MPI_*` function the `mpi.h` of that MPI declares (and its
+library exports as PMPI_*) gets a generated timed wrapper too — Enter, PMPI, Leave —
+unless the spec's `## local` section lists it: whatever the MPI declares is covered by
+construction. --mpifort names that MPI's Fortran compiler wrapper, whose libraries tell
+which of those functions have a Fortran binding (and so get a Fortran door).
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,9 +33,12 @@ class Param:
     ctype: str  # e.g. "const void *", "int", "MPI_Request *", "MPI_Request" (array elem)
     name: str
     array: str | None = None  # length expression for `T name[n]`, "" for `T name[]`
+    decl: str = ""  # a header's own declarator, used as it is (generated wrappers)
 
     @property
     def c_decl(self) -> str:
+        if self.decl:
+            return self.decl
         if self.array is not None:
             return f"{self.ctype} {self.name}[]"
         sep = "" if self.ctype.endswith("*") else " "
@@ -43,6 +54,7 @@ class Function:
     pre: str = ""
     post: str = ""
     fortran: bool = True
+    generated: bool = False  # from mpi.h, not from a spec entry: a timed wrapper only
 
     @property
     def lower(self) -> str:
@@ -67,9 +79,25 @@ def parse_params(text: str) -> list[Param]:
 
 
 def parse_spec(path: Path) -> list[Function]:
+    return parse_spec_tables(path)[0]
+
+
+def parse_spec_tables(path: Path) -> tuple[list[Function], list[str]]:
+    """The spec's entries, and its local-only list (`MPI_X local` lines: names, or a
+    prefix ending in `*`)."""
     functions: list[Function] = []
+    local: list[str] = []
     for lineno, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        words = line.split()
+        if not line[0].isspace() and len(words) == 2 and words[1] == "local":
+            if not re.fullmatch(r"MPI_\w+\*?", words[0]):
+                raise SystemExit(f"{path}:{lineno}: expected 'MPI_Name local', got "
+                                 f"{line.strip()!r}")
+            if words[0] in local:
+                raise SystemExit(f"{path}:{lineno}: {words[0]} listed twice as local")
+            local.append(words[0])
             continue
         if not line[0].isspace():
             words = line.split()
@@ -93,7 +121,14 @@ def parse_spec(path: Path) -> list[Function]:
             fn.fortran = value.strip() != "no"
         else:
             raise SystemExit(f"{path}:{lineno}: unknown key {key!r}")
-    return functions
+    for fn in functions:
+        if is_local(fn.name, local):
+            raise SystemExit(f"{path}: {fn.name} is both a spec entry and local")
+    return functions, local
+
+
+def is_local(name: str, local: list[str]) -> bool:
+    return any(name == p or (p.endswith("*") and name.startswith(p[:-1])) for p in local)
 
 
 def statements(code: str) -> list[str]:
@@ -253,7 +288,7 @@ def forward_door(fn: Function) -> str:
     Every Fortran argument is a pointer (INTEGER, handles and buffers by reference), so
     the door forwards the registers and stack slots unchanged as pointers."""
     nargs = (len([p for p in fn.params if p.name not in ("argc", "argv")])
-             if fn.kind == "init" else len(fn.params)) + 1  # + ierr
+             if fn.kind == "init" else len(fn.params) + hidden_lengths(fn)) + 1  # + ierr
     params = ", ".join(f"void *a{i}" for i in range(nargs))
     args = ", ".join(f"a{i}" for i in range(nargs))
     ptype = f"void (*)({', '.join(['void *'] * nargs)})"
@@ -274,13 +309,233 @@ def forward_door(fn: Function) -> str:
         for name in names)
 
 
+# ---------------------------------------------------------------- the MPI's own mpi.h
+
+@dataclass
+class Prototype:
+    name: str
+    ret: str  # return type as declared ("int", "double", "MPI_Aint", ...)
+    params: list[Param]
+    variadic: bool = False
+
+
+def _strip_attributes(text: str) -> str:
+    """The header without its `__attribute__((...))` groups (visibility, deprecation,
+    type tags: nothing a wrapper's own declaration needs)."""
+    out, i = [], 0
+    while (j := text.find("__attribute__", i)) >= 0:
+        out.append(text[i:j])
+        k, depth = text.index("(", j), 0
+        while True:
+            depth += text[k] == "("
+            depth -= text[k] == ")"
+            k += 1
+            if depth == 0:
+                break
+        i = k
+    out.append(text[i:])
+    return "".join(out)
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    out, cur, depth = [], "", 0
+    for ch in text:
+        depth += ch in "({["
+        depth -= ch in ")}]"
+        if ch == sep and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+DECL_RE = re.compile(
+    r"^(?:extern )?(?P<ret>[\w ]*?[\w*]) ?\b(?P<name>MPI_\w+) ?\((?P<params>.*)\)$", re.S)
+C_WORDS = {"const", "volatile", "restrict", "int", "char", "void", "double", "float", "long",
+           "short", "unsigned", "signed", "struct"}
+
+
+def header_param(text: str, index: int) -> Param:
+    """One parameter as the header declares it: kept verbatim, its name found (or given:
+    `a<index>` when the header names none)."""
+    text = " ".join(text.split())
+    if "(" in text:
+        raise SystemExit(f"wrapgen: cannot parse header parameter {text!r}")
+    base = re.sub(r"(\s*\[[^\]]*\])+$", "", text)  # `int ranges[][3]` -> `int ranges`
+    m = re.search(r"(\w+)$", base)
+    words = base.replace("*", " ").split()
+    if m and len(words) > 1 and m[1] not in C_WORDS and not m[1].startswith("MPI_"):
+        name, ctype = m[1], base[:m.start()].strip()
+        return Param(ctype, name, "" if base != text else None, decl=text)
+    name = f"a{index}"  # an unnamed parameter gets one, before any array suffix
+    arrays = text[len(base):]
+    return Param(base, name, "" if arrays else None, decl=f"{base} {name}{arrays}")
+
+
+def parse_header(text: str) -> dict[str, Prototype]:
+    """Every `MPI_*` function a preprocessed mpi.h declares (typedefs skipped)."""
+    protos: dict[str, Prototype] = {}
+    for decl in _split_top(_strip_attributes(text), ";"):
+        decl = " ".join(decl.split())
+        if decl.startswith("typedef") or "MPI_" not in decl:
+            continue
+        m = DECL_RE.match(decl)
+        if not m:
+            continue
+        raw = [p.strip() for p in _split_top(m["params"], ",")]
+        variadic = "..." in raw
+        raw = [p for p in raw if p not in ("...", "void", "")]
+        params = [header_param(p, i) for i, p in enumerate(raw)]
+        protos[m["name"]] = Prototype(m["name"], " ".join(m["ret"].split()), params, variadic)
+    return protos
+
+
+def preprocess_header(mpicc: str) -> str:
+    """mpi.h as the MPI's own compiler wrapper sees it (its include path, its macros)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "h.c"
+        src.write_text("#include <mpi.h>\n")
+        return subprocess.run([mpicc, "-E", "-P", str(src)], check=True, text=True,
+                              capture_output=True).stdout
+
+
+def link_libraries(compiler: str) -> list[Path]:
+    """The shared libraries an MPI compiler wrapper links (Open MPI's -showme:link,
+    MPICH's -link_info), found in its -L directories or the compiler's own."""
+    for flag in ("-showme:link", "-link_info"):
+        r = subprocess.run([compiler, flag], text=True, capture_output=True)
+        if r.returncode == 0 and r.stdout.strip():
+            words = r.stdout.split()
+            break
+    else:
+        raise SystemExit(f"wrapgen: {compiler} tells no link line")
+    dirs = [Path(w[2:]) for w in words if w.startswith("-L")]
+    libs: list[Path] = []
+    # the MPI's own libraries (libmpi*, libmpich*), not its dependencies (libm, libz, ...)
+    for lib in (w[2:] for w in words if w.startswith("-l") and "mpi" in w):
+        found = [d / f"lib{lib}.so" for d in dirs if (d / f"lib{lib}.so").exists()]
+        if not found:
+            r = subprocess.run([compiler, f"-print-file-name=lib{lib}.so"], text=True,
+                               capture_output=True)
+            path = Path(r.stdout.strip())
+            found = [path] if r.returncode == 0 and path.is_absolute() and path.exists() else []
+        libs += found[:1]
+    return libs
+
+
+def exported(libs: list[Path]) -> set[str]:
+    """Function and object names the libraries define in their dynamic symbol tables."""
+    names: set[str] = set()
+    for lib in libs:
+        out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], check=True, text=True,
+                             capture_output=True).stdout
+        names.update(line.split()[-1].split("@")[0] for line in out.splitlines()
+                     if line.strip())
+    return names
+
+
+# OTF2 roles of generated wrappers where the name says what the call is; FUNCTION else.
+P2P_RE = re.compile(r"^MPI_(I?[bsr]?send|I?recv|[BSR]?send_init|Recv_init|I?m?probe|Imrecv"
+                    r"|Mrecv|I?sendrecv(_replace)?|P(send|recv)_init|Pready(_list|_range)?"
+                    r"|Parrived)(_c)?$", re.I)
+RMA_RE = re.compile(r"^MPI_(R?(put|get|accumulate|get_accumulate)|Fetch_and_op|Compare_and_swap"
+                    r"|Win_(fence|post|start|complete|wait|test|lock|unlock|lock_all|unlock_all"
+                    r"|flush|flush_all|flush_local|flush_local_all|sync))(_c)?$", re.I)
+FILE_DATA_RE = re.compile(r"^MPI_File_i?(read|write)", re.I)
+
+
+def generated_role(name: str) -> str:
+    if P2P_RE.match(name):
+        return "POINT2POINT"
+    if RMA_RE.match(name):
+        return "RMA"
+    if FILE_DATA_RE.match(name):
+        return "FILE_IO"
+    if name.startswith("MPI_File_"):
+        return "FILE_IO_METADATA"
+    return "FUNCTION"
+
+
+def coverage(spec: list[Function], local: list[str], protos: dict[str, Prototype],
+             pmpi: set[str] | None) -> list[Function]:
+    """A timed wrapper for every declared function neither in the spec nor local.
+    `pmpi`: the names the C library exports (None: not checked); a function it lacks
+    (declared, not built) cannot be forwarded and is left out."""
+    in_spec = {f.name for f in spec}
+    out: list[Function] = []
+    for name in sorted(protos):
+        proto = protos[name]
+        if name in in_spec or is_local(name, local):
+            continue
+        if pmpi is not None and f"PMPI_{name[4:]}" not in pmpi:
+            print(f"wrapgen: {name} is declared by mpi.h but its library has no PMPI_"
+                  f"{name[4:]}: not wrapped", file=sys.stderr)
+            continue
+        if proto.ret != "int" or proto.variadic:
+            raise SystemExit(f"wrapgen: {name} ({proto.ret}{', variadic' if proto.variadic else ''}"
+                             f") needs a spec entry or a `{name} local` line in mpi.spec")
+        out.append(Function(name, generated_role(name), params=proto.params, generated=True))
+    return out
+
+
+def hidden_lengths(fn: Function) -> int:
+    """Fortran passes a CHARACTER argument's length after the others: one per `char`
+    parameter (a string, or an array of them such as Comm_spawn's argv)."""
+    return sum(1 for p in fn.params if re.search(r"\bchar\b", p.ctype))
+
+
+def fortran_timed_door(fn: Function) -> str:
+    """mpi_x_(...) for a generated function on Open MPI, whose Fortran binding calls
+    PMPI_X directly (not our C wrapper): Enter, the library's own pmpi_x_, Leave.
+    Every Fortran argument is a pointer, ierr last, then one hidden length per
+    CHARACTER argument: forwarded as they came."""
+    nargs = len(fn.params) + 1 + hidden_lengths(fn)
+    params = ", ".join(f"void *a{i}" for i in range(nargs))
+    args = ", ".join(f"a{i}" for i in range(nargs))
+    ptype = f"void (*)({', '.join(['void *'] * nargs)})"
+    lower, short = fn.lower, fn.lower[4:]
+    aliases = [f"{lower}__", lower, fn.name.upper(), f"ompi_{short}_f", f"{lower}_f08_"]
+    alias_decls = "".join(
+        f"void {a}({params}) __attribute__((alias(\"{lower}_\")));\n" for a in aliases)
+    fid = f"MPS_FN_{fn.name}"
+    return (f"void {lower}_({params});\nvoid {lower}_({params})\n{{\n"
+            f"    static void *next_;\n"
+            f"    void *next = __atomic_load_n(&next_, __ATOMIC_RELAXED);\n"
+            f"    if (!next) {{\n"
+            f"        next = mps_fortran_next(\"p{lower}_\", \"{lower}_\");\n"
+            f"        __atomic_store_n(&next_, next, __ATOMIC_RELAXED);\n"
+            f"    }}\n"
+            f"    if (!mps_active()) {{ (({ptype})next)({args}); return; }}\n"
+            f"    mps_enter({fid}, __builtin_return_address(0));\n"
+            f"    (({ptype})next)({args});\n"
+            f"    mps_after();\n"
+            f"    mps_leave({fid});\n}}\n{alias_decls}")
+
+
+def option(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
 def main(argv: list[str]) -> int:
     spec, outdir = Path(argv[1]), Path(argv[2])
     fortran = "--fortran" in argv[3:]
     forward = "--fortran-forward" in argv[3:]
-    functions = parse_spec(spec)
+    mpicc, mpifort = option(argv, "--mpicc"), option(argv, "--mpifort")
+    functions, local = parse_spec_tables(spec)
+    generated: list[Function] = []
+    fortran_names: set[str] = set()
+    if mpicc:
+        generated = coverage(functions, local, parse_header(preprocess_header(mpicc)),
+                             exported(link_libraries(mpicc)))
+        if mpifort:
+            fortran_names = exported(link_libraries(mpifort))
+    for f in generated:  # a Fortran door only where the library has a Fortran binding
+        f.fortran = bool({f"{f.lower}_", f"p{f.lower}_"} & fortran_names)
+    everything = functions + generated
     outdir.mkdir(parents=True, exist_ok=True)
-    enum = "".join(f"    MPS_FN_{f.name},\n" for f in functions)
+    enum = "".join(f"    MPS_FN_{f.name},\n" for f in everything)
     (outdir / "functions.h").write_text(
         "/* generated by gen/wrapgen.py from gen/mpi.spec: do not edit */\n"
         "#ifndef MPS_FUNCTIONS_H\n#define MPS_FUNCTIONS_H\n"
@@ -292,12 +547,19 @@ def main(argv: list[str]) -> int:
         "#include \"mpiscope.h\"\n#include <otf2/otf2.h>\n#include <stdlib.h>\n"
         "#include <string.h>\n\n",
         "const char *const mps_fn_names[MPS_FN_COUNT] = {\n"
-        + "".join(f"    \"{f.name}\",\n" for f in functions) + "};\n",
+        + "".join(f"    \"{f.name}\",\n" for f in everything) + "};\n",
         "const int mps_fn_roles[MPS_FN_COUNT] = {\n"
-        + "".join(f"    OTF2_REGION_ROLE_{f.role},\n" for f in functions) + "};\n\n",
+        + "".join(f"    OTF2_REGION_ROLE_{f.role},\n" for f in everything) + "};\n\n",
     ]
     for f in functions:
         parts += [impl(f), c_door(f), "\n"]
+    if generated:
+        # every other function mpi.h declares: timed only. Some are deprecated (MPICH's
+        # MPI_Address, ...): forwarding them is the point, not a use to warn about.
+        parts.append("/* ---- generated from mpi.h: functions the spec does not list ---- */\n"
+                     "#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n\n")
+        for f in generated:
+            parts += [impl(f), c_door(f), "\n"]
     if fortran:
         parts.append("/* ---- Fortran entry points (mpif.h, use mpi, use mpi_f08) ---- */\n")
         parts.append("_Static_assert(sizeof(MPI_Fint) == sizeof(int), "
@@ -305,9 +567,12 @@ def main(argv: list[str]) -> int:
         for f in functions:
             if f.fortran:
                 parts += [fortran_door(f), "\n"]
+        for f in generated:
+            if f.fortran:
+                parts += [fortran_timed_door(f), "\n"]
     if forward:
         parts.append("/* ---- Fortran doors (mpif.h, use mpi) forwarding to the library ---- */\n")
-        for f in functions:
+        for f in everything:
             if f.fortran:
                 parts += [forward_door(f), "\n"]
     (outdir / "wrappers.c").write_text("".join(parts))
