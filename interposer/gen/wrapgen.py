@@ -370,7 +370,7 @@ def header_param(text: str, index: int) -> Param:
         name, ctype = m[1], base[:m.start()].strip()
         return Param(ctype, name, "" if base != text else None, decl=text)
     name = f"a{index}"  # an unnamed parameter gets one, before any array suffix
-    arrays = text[len(base):]
+    arrays = text[len(base):].strip()
     return Param(base, name, "" if arrays else None, decl=f"{base} {name}{arrays}")
 
 

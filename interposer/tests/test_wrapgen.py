@@ -5,6 +5,7 @@ wrapper forwards to PMPI. Assertions name what matters, never whole files (nor i
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import re
 import subprocess
@@ -13,11 +14,11 @@ from types import ModuleType
 
 import pytest
 
-from mpiscope_testing import REPO
+from mpiscope_testing import REPO, mpijobs
 
 GEN = REPO / "interposer" / "gen"
 ROLES = {"FUNCTION", "POINT2POINT", "BARRIER", "COLL_ONE2ALL", "COLL_ALL2ONE", "COLL_ALL2ALL",
-         "COLL_OTHER"}  # the OTF2 region roles docs/trace-format.md uses
+         "COLL_OTHER", "RMA", "FILE_IO", "FILE_IO_METADATA"}  # roles docs/trace-format.md uses
 
 # one function of each shape the generator knows
 SPEC = """\
@@ -276,3 +277,144 @@ def test_a_parameter_without_a_fortran_mapping_is_refused(wrapgen, tmp_path):
         wrapgen.fortran_door(bar)
     assert "PMPI_Foo(win)" in wrapgen.impl(foo)  # C-only wrappers need no mapping
 
+
+
+# ---------------------------------------------------------------- coverage from mpi.h
+
+# a preprocessed mpi.h in miniature: attributes, typedefs, every shape of declaration
+HEADER = """\
+typedef struct ompi_win_t *MPI_Win;
+typedef int (MPI_Copy_function)(MPI_Comm, int, void *, void *, void *, int *);
+typedef MPI_Aint (QMPI_Aint_add_t) (void *context, MPI_Aint base);
+__attribute__((visibility("default"))) int MPI_Win_fence(int assert, MPI_Win win);
+extern int MPI_Win_set_name(MPI_Win win, const char *win_name)
+    __attribute__((deprecated("no, just a test")));
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int MPI_Finalize(void);
+double MPI_Wtime(void);
+int MPI_Pcontrol(const int level, ...);
+int MPI_Comm_rank(MPI_Comm comm, int *rank);
+int MPI_Unnamed(MPI_Comm, int []);
+int PMPI_Win_fence(int assert, MPI_Win win);
+"""
+
+
+def test_header_declarations_become_prototypes(wrapgen):
+    protos = wrapgen.parse_header(HEADER)
+    assert sorted(protos) == ["MPI_Comm_rank", "MPI_Finalize", "MPI_Group_range_incl",
+                              "MPI_Pcontrol", "MPI_Unnamed", "MPI_Win_fence",
+                              "MPI_Win_set_name", "MPI_Wtime"]  # no typedef, no PMPI_
+    fence = protos["MPI_Win_fence"]
+    assert (fence.ret, [p.name for p in fence.params]) == ("int", ["assert", "win"])
+    assert [p.c_decl for p in protos["MPI_Win_set_name"].params] == [
+        "MPI_Win win", "const char *win_name"]
+    # declarators are kept as the header wrote them, arrays of arrays included
+    assert protos["MPI_Group_range_incl"].params[2].c_decl == "int ranges[][3]"
+    assert protos["MPI_Finalize"].params == []
+    assert protos["MPI_Wtime"].ret == "double" and protos["MPI_Pcontrol"].variadic
+    # a parameter the header leaves unnamed gets a name to forward it by
+    assert [p.c_decl for p in protos["MPI_Unnamed"].params] == ["MPI_Comm a0", "int a1[]"]
+
+
+def local_spec(tmp_path, text: str) -> tuple:
+    path = tmp_path / "mpi.spec"
+    path.write_text(text)
+    return path
+
+
+def test_local_section_is_its_own_syntax(wrapgen, tmp_path):
+    path = local_spec(tmp_path, SPEC + "\n## local\nMPI_Comm_rank local\nMPI_T_* local\n")
+    functions, local = wrapgen.parse_spec_tables(path)
+    assert len(functions) == 7 and local == ["MPI_Comm_rank", "MPI_T_*"]
+    assert wrapgen.is_local("MPI_T_pvar_read", local)
+    assert not wrapgen.is_local("MPI_Comm_ranks", local)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("MPI_Send local\n", "MPI_Send is both a spec entry and local"),
+    ("MPI_Wtime local\nMPI_Wtime local\n", r"MPI_Wtime listed twice as local"),
+    ("Comm_rank local\n", r"expected 'MPI_Name local'"),
+])
+def test_a_wrong_local_line_stops_the_build(wrapgen, tmp_path, extra, message):
+    with pytest.raises(SystemExit, match=message):
+        wrapgen.parse_spec_tables(local_spec(tmp_path, SPEC + extra))
+
+
+def test_coverage_wraps_every_declared_function_but_spec_and_local(wrapgen, functions):
+    protos = wrapgen.parse_header(HEADER)
+    local = ["MPI_Comm_rank", "MPI_Wtime", "MPI_Pcontrol"]
+    spec = [functions["MPI_Finalize"]]
+    pmpi = {"PMPI_Win_fence", "PMPI_Win_set_name", "PMPI_Group_range_incl", "PMPI_Unnamed"}
+    gen = wrapgen.coverage(spec, local, protos, pmpi)
+    assert [f.name for f in gen] == ["MPI_Group_range_incl", "MPI_Unnamed", "MPI_Win_fence",
+                                     "MPI_Win_set_name"]
+    assert all(f.generated and f.kind == "normal" and not f.pre and not f.post for f in gen)
+    assert {f.name: f.role for f in gen}["MPI_Win_fence"] == "RMA"
+    # a declared function its library does not build cannot be forwarded: left out
+    assert [f.name for f in wrapgen.coverage(spec, local, protos, pmpi - {"PMPI_Unnamed"})
+            ] == ["MPI_Group_range_incl", "MPI_Win_fence", "MPI_Win_set_name"]
+    # the generated wrapper is the spec's timed shape with no hooks
+    impl = wrapgen.impl(gen[0])
+    assert impl.startswith("static int impl_MPI_Group_range_incl(void *ra_, MPI_Group group, "
+                           "int n, int ranges[][3], MPI_Group *newgroup)")
+    assert in_order(impl, "if (!mps_active()) return PMPI_Group_range_incl(group, n, ranges, "
+                    "newgroup);", "mps_enter(MPS_FN_MPI_Group_range_incl, ra_);",
+                    "int rc = PMPI_Group_range_incl(group, n, ranges, newgroup);",
+                    "mps_after();", "mps_leave(MPS_FN_MPI_Group_range_incl);", "return rc;")
+
+
+@pytest.mark.parametrize("unlisted", ["MPI_Wtime", "MPI_Pcontrol"])
+def test_a_non_int_or_variadic_function_must_be_listed(wrapgen, unlisted):
+    protos = wrapgen.parse_header(HEADER)
+    local = [n for n in ("MPI_Wtime", "MPI_Pcontrol") if n != unlisted]
+    with pytest.raises(SystemExit, match=f"{unlisted} .* needs a spec entry or a "
+                                         f"`{unlisted} local` line"):
+        wrapgen.coverage([], local, protos, None)
+
+
+@pytest.mark.parametrize("name, role", [
+    ("MPI_Win_fence", "RMA"), ("MPI_Rget_accumulate_c", "RMA"), ("MPI_Win_create", "FUNCTION"),
+    ("MPI_File_write_at_all", "FILE_IO"), ("MPI_File_open", "FILE_IO_METADATA"),
+    ("MPI_Ibsend", "POINT2POINT"), ("MPI_Mrecv", "POINT2POINT"), ("MPI_Send_c", "POINT2POINT"),
+    ("MPI_Isendrecv_replace", "POINT2POINT"), ("MPI_Ialltoall", "FUNCTION"),
+    ("MPI_Comm_split_type", "FUNCTION"), ("MPI_Get_processor_name", "FUNCTION")])
+def test_generated_roles_follow_the_name(wrapgen, name, role):
+    assert wrapgen.generated_role(name) == role
+
+
+def test_generated_fortran_doors_forward_hidden_lengths(wrapgen):
+    fn = wrapgen.coverage([], ["MPI_Wtime", "MPI_Pcontrol"], wrapgen.parse_header(HEADER),
+                          None)[-1]
+    assert fn.name == "MPI_Win_set_name"
+    # Open MPI: a timed door around the library's own binding, which calls PMPI_*
+    door = wrapgen.fortran_timed_door(fn)
+    args = ", ".join(f"a{i}" for i in range(4))  # win, name, ierr, then name's length
+    assert door.startswith(f"void mpi_win_set_name_({', '.join(f'void *a{i}' for i in range(4))});")
+    assert in_order(door, 'mps_fortran_next("pmpi_win_set_name_", "mpi_win_set_name_")',
+                    f"if (!mps_active()) {{ ((void (*)(void *, void *, void *, void *))next)"
+                    f"({args}); return; }}",
+                    "mps_enter(MPS_FN_MPI_Win_set_name, __builtin_return_address(0));",
+                    f"\n    ((void (*)(void *, void *, void *, void *))next)({args});\n",
+                    "mps_after();", "mps_leave(MPS_FN_MPI_Win_set_name);")
+    assert re.findall(r'void (\w+)\([^)]*\) __attribute__\(\(alias\("mpi_win_set_name_"\)\)\);',
+                      door) == ["mpi_win_set_name__", "mpi_win_set_name", "MPI_WIN_SET_NAME",
+                                "ompi_win_set_name_f", "mpi_win_set_name_f08_"]
+    # MPICH: the forwarding door passes the same four
+    fwd = body(wrapgen.forward_door(fn), "void mpi_win_set_name_(void *a0")
+    assert f"next)({args});" in fwd
+
+
+@pytest.mark.skipif(not mpijobs.have("mpicc.openmpi"), reason="no Open MPI")
+def test_coverage_only_adds_to_the_spec_wrappers(tmp_path):
+    """The spec's wrappers (the hot path) are byte for byte what they were without
+    coverage: the generated functions are added after them, nothing else changes."""
+    spec = str(GEN / "mpi.spec")
+    gen = [sys.executable, str(GEN / "wrapgen.py"), spec]
+    subprocess.run(gen + [str(tmp_path / "a"), "--fortran"], check=True)
+    subprocess.run(gen + [str(tmp_path / "b"), "--fortran", "--mpicc", "mpicc.openmpi"],
+                   check=True)
+    before = (tmp_path / "a" / "wrappers.c").read_text().splitlines()
+    after = (tmp_path / "b" / "wrappers.c").read_text().splitlines()
+    ops = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    assert {op for op, *_ in ops} == {"equal", "insert"}
+    assert len(after) > 2 * len(before)
