@@ -4,7 +4,8 @@
 program f_rma
   use mpi
   implicit none
-  integer :: ierr, rank, nranks, node, win, mine, got, namelen
+  ! arrays, as the bindings declare the buffers: a scalar may be passed as a temporary copy
+  integer :: ierr, rank, nranks, node, win, namelen, mine(1), got(1)
   integer(kind=MPI_ADDRESS_KIND) :: winsize, disp
   character(len=MPI_MAX_OBJECT_NAME) :: winname
 
@@ -12,8 +13,8 @@ program f_rma
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, nranks, ierr)
   call MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, node, ierr)  ! CALLSITE:split_type
-  mine = 100 + rank
-  got = -1
+  mine(1) = 100 + rank
+  got(1) = -1
   winsize = 4
   disp = 0
   call MPI_Win_create(mine, winsize, 4, MPI_INFO_NULL, MPI_COMM_WORLD, win, ierr)
@@ -24,7 +25,7 @@ program f_rma
   call MPI_Win_fence(0, win, ierr)
   call MPI_Win_free(win, ierr)
   call MPI_Comm_free(node, ierr)
-  print '(a,i0,a,i0,a,a,a,i0)', 'rank ', rank, ' got ', got, ' name ', winname(1:namelen), &
+  print '(a,i0,a,i0,a,a,a,i0)', 'rank ', rank, ' got ', got(1), ' name ', winname(1:namelen), &
        ' ierr ', ierr
   call MPI_Finalize(ierr)
 end program f_rma
