@@ -22,7 +22,7 @@ from mpiscope_testing.traceread import otf2_print
 
 GEN = REPO / "interposer" / "gen"
 MPIS = ["openmpi", "mpich"]
-SLEEP_S = 0.2  # rank 1's pause before the closing fence (programs/rma_fence.c)
+SLEEP_S = 0.2  # rank 1's pause before the closing fence (programs/cov_fence.c)
 MPICH_RUN = dict(launcher=mpijobs.MPIEXEC_MPICH, mpi="mpich")
 
 
@@ -128,12 +128,12 @@ def analyze(trace: Path, tmp: Path) -> dict:
 
 @pytest.fixture(scope="module", params=MPIS)
 def rma_run(request, programs, tmp_path_factory):
-    """programs/rma_fence.c at 2 ranks, traced and untraced."""
+    """programs/cov_fence.c at 2 ranks, traced and untraced."""
     mpi = request.param
     opts = MPICH_RUN if mpi == "mpich" else {}
     into = tmp_path_factory.mktemp(f"rma-{mpi}")
-    exe = (mpijobs.build("rma_fence.c", into, ["mpicc.mpich", "-g", "-O0", "-Wall", "-Wextra"])
-           if mpi == "mpich" else programs["rma_fence.c"])
+    exe = (mpijobs.build("cov_fence.c", into, ["mpicc.mpich", "-g", "-O0", "-Wall", "-Wextra"])
+           if mpi == "mpich" else programs["cov_fence.c"])
     out = into / "trace"
     job = mpijobs.run([str(exe)], np=2, out=out, **opts)
     assert job.returncode == 0, job.stderr
@@ -157,7 +157,7 @@ def test_rma_and_split_type_are_regions(rma_run):
             "MPI_Get": 1, "MPI_Win_free": 1, "MPI_Comm_free": 1, "MPI_Finalize": 1}), (mpi, r)
         # Comm_rank/size are local-only: called, not recorded
         assert "MPI_Comm_rank" not in t.enters(r)
-        assert tc.callsites(t, r, "MPI_Win_fence")[0].startswith("rma_fence.c:")
+        assert tc.callsites(t, r, "MPI_Win_fence")[0].startswith("cov_fence.c:")
     assert t.regions["MPI_Win_fence"] == ("MPI", "RMA")
     assert t.regions["MPI_Comm_split_type"] == ("MPI", "FUNCTION")
     assert otf2_print(out).count('Region: "MPI_Win_fence"') == 2 * 2 * 2  # Enter+Leave
@@ -186,10 +186,10 @@ def test_fortran_door_of_a_generated_function(mpi, programs, tmp_path):
     if mpi == "mpich":
         if not mpijobs.have("mpif90.mpich"):
             pytest.skip("no MPICH Fortran")
-        exe = mpijobs.build("f_rma.f90", tmp_path, ["mpif90.mpich"] + mpijobs.COMPILERS[
-            ".f90"][1:])
+        exe = mpijobs.build("f_cov_rma.f90", tmp_path,
+                            ["mpif90.mpich"] + mpijobs.COMPILERS[".f90"][1:])
     else:
-        exe = programs["f_rma.f90"]
+        exe = programs["f_cov_rma.f90"]
     out = tmp_path / "trace"
     job = mpijobs.run([str(exe)], np=2, out=out, **opts)
     assert job.returncode == 0, job.stderr
@@ -207,5 +207,35 @@ def test_fortran_door_of_a_generated_function(mpi, programs, tmp_path):
             "MPI_Win_set_name": 1, "MPI_Win_get_name": 1, "MPI_Win_fence": 2, "MPI_Get": 1,
             "MPI_Win_free": 1, "MPI_Comm_free": 1, "MPI_Finalize": 1}), r
         assert tc.callsites(t, r, "MPI_Comm_split_type") == [
-            mpijobs.callsite("f_rma.f90", "split_type")]
-        assert tc.callsites(t, r, "MPI_Win_fence")[0] == mpijobs.callsite("f_rma.f90", "fence")
+            mpijobs.callsite("f_cov_rma.f90", "split_type")]
+        assert tc.callsites(t, r, "MPI_Win_fence")[0] == mpijobs.callsite("f_cov_rma.f90", "fence")
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_mpi_io_calls_are_regions_and_the_file_is_the_same(mpi, programs, tmp_path):
+    """MPI-IO without a spec entry: every call a region of its own (never nested: the
+    library's I/O layer calls no wrapped MPI_* symbol), the file written byte for byte as
+    untraced."""
+    opts = MPICH_RUN if mpi == "mpich" else {}
+    exe = (mpijobs.build("cov_io.c", tmp_path, ["mpicc.mpich", "-g", "-O0", "-Wall", "-Wextra"])
+           if mpi == "mpich" else programs["cov_io.c"])
+    files = {}
+    for traced in (True, False):
+        data = tmp_path / f"data-{traced}"
+        job = mpijobs.run([str(exe), str(data)], np=2, out=tmp_path / "trace", traced=traced,
+                          **opts)
+        assert job.returncode == 0, job.stderr
+        assert mpijobs.sorted_lines(job.stdout) == ["rank 0 read 0 1 2 3",
+                                                    "rank 1 read 10 11 12 13"]
+        files[traced] = data.read_bytes()
+    assert files[True] == files[False] and len(files[True]) == 108 * 4
+    t = tc.read_both(tmp_path / "trace")
+    tc.check_structure(t)
+    for r in range(2):
+        assert t.enters(r) == Counter({
+            "MPI_Init": 1, "MPI_File_open": 1, "MPI_File_set_view": 1,
+            "MPI_File_write_at_all": 1, "MPI_File_iwrite_at": 1, "MPI_Wait": 1,
+            "MPI_File_seek_shared": 1, "MPI_File_write_ordered": 1, "MPI_File_sync": 1,
+            "MPI_File_read_at_all": 1, "MPI_File_close": 1, "MPI_Finalize": 1}), (mpi, r)
+    assert t.regions["MPI_File_write_at_all"] == ("MPI", "FILE_IO")
+    assert t.regions["MPI_File_open"] == ("MPI", "FILE_IO_METADATA")

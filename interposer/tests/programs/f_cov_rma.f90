@@ -1,7 +1,7 @@
 ! Functions only the wrappers generated from mpi.h record, called from `use mpi`:
 ! MPI_Comm_split_type, a window with MPI_Win_fence and MPI_Get, and MPI_Win_set_name /
 ! MPI_Win_get_name, whose CHARACTER arguments add hidden lengths the door forwards.
-program f_rma
+program f_cov_rma
   use mpi
   implicit none
   ! arrays, as the bindings declare the buffers: a scalar may be passed as a temporary copy
@@ -28,4 +28,4 @@ program f_rma
   print '(a,i0,a,i0,a,a,a,i0)', 'rank ', rank, ' got ', got(1), ' name ', winname(1:namelen), &
        ' ierr ', ierr
   call MPI_Finalize(ierr)
-end program f_rma
+end program f_cov_rma
