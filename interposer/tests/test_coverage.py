@@ -239,3 +239,19 @@ def test_mpi_io_calls_are_regions_and_the_file_is_the_same(mpi, programs, tmp_pa
             "MPI_File_read_at_all": 1, "MPI_File_close": 1, "MPI_Finalize": 1}), (mpi, r)
     assert t.regions["MPI_File_write_at_all"] == ("MPI", "FILE_IO")
     assert t.regions["MPI_File_open"] == ("MPI", "FILE_IO_METADATA")
+
+
+def test_fortran_f08_entry_points_of_generated_functions(programs, tmp_path):
+    out = tmp_path / "trace"
+    job = mpijobs.run([str(programs["f_cov_f08.f90"])], np=2, out=out)
+    assert job.returncode == 0, job.stderr
+    assert mpijobs.sorted_lines(job.stdout) == ["rank 0 done", "rank 1 done"]
+    t = tc.read_both(out)
+    tc.check_structure(t)
+    for r in range(2):
+        assert t.enters(r) == Counter({
+            "MPI_Init": 1, "MPI_Comm_split_type": 1, "MPI_Win_create": 1,
+            "MPI_Win_set_name": 1, "MPI_Win_fence": 1, "MPI_Win_free": 1, "MPI_Comm_free": 1,
+            "MPI_Finalize": 1}), r
+        assert tc.callsites(t, r, "MPI_Comm_split_type") == [
+            mpijobs.callsite("f_cov_f08.f90", "split_type")]
