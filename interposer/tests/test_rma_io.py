@@ -1,0 +1,296 @@
+"""RMA and MPI-IO as standard OTF2 records (programs/rma.c, programs/mpiio.c, 3 ranks).
+
+Each trace is read back with `otf2-print` and the records are checked exactly: per rank,
+every RMA operation with its target and bytes, every synchronisation, every completion by
+matching id; every I/O operation with the bytes asked for and the bytes the status
+reported. The injected 200 ms late partner shows up as time inside the synchronising call
+of the ranks that wait for it, and `mpiscope analyze` reads the traces.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from mpiscope_testing import mpijobs
+
+NP = 3
+LATE_S = 0.2
+_FIELD = re.compile(r'([A-Z][\w ]*?): (\{[^}]*\}|"[^"]*" <\d+>|[^,]+)(?:, |$)')
+
+
+@dataclass
+class Rec:
+    kind: str
+    time: int
+    f: dict[str, str] = field(default_factory=dict)
+
+    def num(self, key: str) -> int | None:
+        """The record's number for key ("UNDEFINED" → None; `2 ("rank 2" <2>)` → 2)."""
+        m = re.match(r'(\d+)|"[^"]*" <(\d+)>', self.f[key])
+        return None if m is None else int(m.group(1) or m.group(2))
+
+
+@dataclass
+class Printed:
+    events: dict[int, list[Rec]]
+    defs: list[Rec]
+
+    def of(self, rank: int, *kinds: str) -> list[Rec]:
+        return [e for e in self.events[rank] if e.kind in kinds]
+
+    def kinds(self, rank: int, prefix: str) -> Counter[str]:
+        return Counter(e.kind for e in self.events[rank] if e.kind.startswith(prefix))
+
+    def seconds_in(self, rank: int, region: str) -> list[float]:
+        """Duration of each call of `region` on `rank`."""
+        out, start = [], 0
+        for e in self.events[rank]:
+            if e.kind in ("ENTER", "LEAVE") and e.f["Region"].startswith(f'"{region}"'):
+                if e.kind == "ENTER":
+                    start = e.time
+                else:
+                    out.append((e.time - start) / 1e9)
+        return out
+
+    def defs_of(self, kind: str) -> list[Rec]:
+        return [d for d in self.defs if d.kind == kind]
+
+
+def otf2_print(trace: Path) -> Printed:
+    anchor = str(trace / "traces.otf2")
+    text = subprocess.run(["otf2-print", anchor], capture_output=True, text=True,
+                          check=True).stdout
+    events: dict[int, list[Rec]] = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Z][A-Z_]+)\s+(\d+)\s+(\d+)\s*(.*)$", line)
+        if m:
+            rec = Rec(m[1], int(m[3]), dict(_FIELD.findall(m[4])))
+            events.setdefault(int(m[2]), []).append(rec)
+    gtext = subprocess.run(["otf2-print", "-G", anchor], capture_output=True, text=True,
+                           check=True).stdout
+    defs = []
+    for line in gtext.splitlines():
+        m = re.match(r"^([A-Z][A-Z_]+)\s+(\d+)\s+(.*)$", line)
+        if m:
+            defs.append(Rec(m[1], int(m[2]), {"ref": m[2], "line": m[3],
+                                                **dict(_FIELD.findall(m[3]))}))
+    return Printed(events, defs)
+
+
+def traced(programs, tmp_path: Path, source: str, *args: str) -> tuple[Printed, Path]:
+    out = tmp_path / "trace"
+    job = mpijobs.run([str(programs[source]), *args], np=NP, out=out)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "WRONG" not in job.stdout
+    return otf2_print(out), out
+
+
+def analyzed_functions(trace: Path, tmp_path: Path) -> dict[str, int]:
+    js = tmp_path / "analysis.json"
+    proc = subprocess.run(["mpiscope", "analyze", str(trace), "--json", str(js)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return {f["name"]: f["calls"] for f in json.loads(js.read_text())["functions"]}
+
+
+def ops_done(p: Printed, rank: int) -> dict[int, str]:
+    """matching id → the completion record kind; each operation completed exactly once."""
+    done: dict[int, str] = {}
+    for e in p.of(rank, "RMA_OP_COMPLETE_REMOTE", "RMA_OP_COMPLETE_BLOCKING",
+                  "RMA_OP_COMPLETE_NON_BLOCKING"):
+        mid = int(e.f["Matching"])
+        assert mid not in done, f"rank {rank}: operation {mid} completed twice"
+        done[mid] = e.kind
+    return done
+
+
+def window(p: Printed) -> int:
+    wins = p.defs_of("RMA_WIN")
+    assert len(wins) == 1
+    assert wins[0].f["Communicator"] == '"MPI_COMM_WORLD" <0>'
+    assert wins[0].f["Flags"] == "{CREATE_DESTROY_EVENTS}"
+    return int(wins[0].f["ref"])
+
+
+# ------------------------------------------------------------------------------ RMA
+
+
+def test_rma_fence(programs, tmp_path: Path) -> None:
+    p, out = traced(programs, tmp_path, "rma.c", "fence")
+    win = window(p)
+    for r in range(NP):
+        assert p.kinds(r, "RMA") == Counter({
+            "RMA_WIN_CREATE": 1, "RMA_WIN_DESTROY": 1, "RMA_COLLECTIVE_BEGIN": 2,
+            "RMA_COLLECTIVE_END": 2, "RMA_PUT": 1, "RMA_GET": 1, "RMA_ATOMIC": 1,
+            "RMA_OP_COMPLETE_REMOTE": 3}), r
+        put, get, acc = p.of(r, "RMA_PUT", "RMA_GET", "RMA_ATOMIC")
+        assert (put.num("Remote"), put.f["Bytes"]) == ((r + 1) % NP, "16")
+        assert (get.num("Remote"), get.f["Bytes"]) == ((r + NP - 1) % NP, "8")
+        assert (acc.num("Remote"), acc.f["Type"], acc.f["Sent"], acc.f["Received"]) == \
+            (0, "ACCUMULATE", "4", "0")
+        assert {put.num("Window"), get.num("Window"), acc.num("Window")} == {win}
+        for end in p.of(r, "RMA_COLLECTIVE_END"):
+            assert end.f["Operation"] == "BARRIER" and end.num("Window") == win
+            assert end.f["Level of Synchronicity"] == "{PROCESS, MEMORY}" and end.f["Root"] == "NONE"
+        # the three operations complete in the second fence, after its Begin
+        ids = {int(e.f["Matching"]) for e in (put, get, acc)}
+        assert set(ops_done(p, r)) == ids
+        second_begin = p.of(r, "RMA_COLLECTIVE_BEGIN")[1].time
+        assert all(e.time >= second_begin for e in p.of(r, "RMA_OP_COMPLETE_REMOTE"))
+    for r in range(NP - 1):  # the others wait for the late last rank in the second fence
+        assert p.seconds_in(r, "MPI_Win_fence")[1] >= 0.6 * LATE_S
+    calls = analyzed_functions(out, tmp_path)
+    assert calls["MPI_Win_fence"] == 2 * NP and calls["MPI_Win_create"] == NP
+    assert calls["MPI_Put"] == calls["MPI_Get"] == calls["MPI_Accumulate"] == NP
+
+
+def group_members(p: Printed, ref: int | None) -> list[int]:
+    (g,) = [d for d in p.defs_of("GROUP") if int(d.f["ref"]) == ref]
+    return [int(x) for x in re.findall(r'(\d+) \("rank', g.f["line"])]
+
+
+def test_rma_pscw(programs, tmp_path: Path) -> None:
+    p, out = traced(programs, tmp_path, "rma.c", "pscw")
+    win = window(p)
+    post, wait = p.of(0, "RMA_GROUP_SYNC")
+    assert p.kinds(0, "RMA") == Counter({"RMA_WIN_CREATE": 1, "RMA_WIN_DESTROY": 1,
+                                         "RMA_GROUP_SYNC": 2})
+    assert post.f["Level of Synchronicity"] == "{PROCESS}"
+    assert wait.f["Level of Synchronicity"] == "{PROCESS, MEMORY}"
+    assert post.num("Group") == wait.num("Group")
+    assert group_members(p, post.num("Group")) == list(range(1, NP))
+    for r in range(1, NP):
+        assert p.kinds(r, "RMA") == Counter({"RMA_WIN_CREATE": 1, "RMA_WIN_DESTROY": 1,
+                                             "RMA_GROUP_SYNC": 2, "RMA_PUT": 1,
+                                             "RMA_OP_COMPLETE_REMOTE": 1})
+        start, complete = p.of(r, "RMA_GROUP_SYNC")
+        assert start.num("Group") == complete.num("Group")
+        assert group_members(p, start.num("Group")) == [0]
+        (put,) = p.of(r, "RMA_PUT")
+        assert (put.num("Remote"), put.f["Bytes"], put.num("Window")) == (0, "16", win)
+        assert ops_done(p, r) == {int(put.f["Matching"]): "RMA_OP_COMPLETE_REMOTE"}
+    # the target waits for the late origin's complete
+    assert p.seconds_in(0, "MPI_Win_wait")[0] >= 0.6 * LATE_S
+    calls = analyzed_functions(out, tmp_path)
+    assert calls["MPI_Win_post"] == calls["MPI_Win_wait"] == 1
+    assert calls["MPI_Win_start"] == calls["MPI_Win_complete"] == NP - 1
+
+
+def test_rma_passive(programs, tmp_path: Path) -> None:
+    p, out = traced(programs, tmp_path, "rma.c", "passive")
+    win = window(p)
+    for r in range(NP):
+        t = (r + 1) % NP
+        origin = r != 0  # ranks 1.. take rank 0's lock after rank 0 and operate under it
+        assert p.kinds(r, "RMA") == Counter({
+            "RMA_WIN_CREATE": 1, "RMA_WIN_DESTROY": 1, "RMA_REQUEST_LOCK": 2,
+            "RMA_ACQUIRE_LOCK": 2, "RMA_RELEASE_LOCK": 2, "RMA_PUT": 2, "RMA_GET": 1,
+            "RMA_ATOMIC": 4 + 2 * origin, "RMA_OP_COMPLETE_NON_BLOCKING": 4,
+            "RMA_OP_COMPLETE_REMOTE": 2 + 2 * origin, "RMA_OP_COMPLETE_BLOCKING": 1,
+            "RMA_SYNC": 4}), r
+        locks = [(e.kind, e.num("Remote"), e.f.get("Type")) for e in
+                 p.of(r, "RMA_REQUEST_LOCK", "RMA_ACQUIRE_LOCK", "RMA_RELEASE_LOCK")]
+        assert locks == [("RMA_REQUEST_LOCK", 0, "EXCLUSIVE"), ("RMA_ACQUIRE_LOCK", 0, "EXCLUSIVE"),
+                         ("RMA_RELEASE_LOCK", 0, None),
+                         ("RMA_REQUEST_LOCK", None, "SHARED"), ("RMA_ACQUIRE_LOCK", None, "SHARED"),
+                         ("RMA_RELEASE_LOCK", None, None)]
+        atomics = [(e.num("Remote"), e.f["Type"], e.f["Sent"], e.f["Received"])
+                   for e in p.of(r, "RMA_ATOMIC")]
+        assert atomics == [(0, "FETCH_AND_ACCUMULATE", "4", "4"),
+                           (0, "COMPARE_AND_SWAP", "8", "4")] * origin + [
+            (t, "FETCH_AND_ACCUMULATE", "4", "4"), (t, "ACCUMULATE", "8", "0"),
+            (t, "FETCH_AND_ACCUMULATE", "4", "4"), (t, "ACCUMULATE", "4", "0")]
+        assert [(e.kind, e.num("Remote"), e.f["Bytes"]) for e in p.of(r, "RMA_PUT", "RMA_GET")] \
+            == [("RMA_PUT", t, "16"), ("RMA_GET", t, "8"), ("RMA_PUT", t, "4")]
+        assert [e.num("Remote") for e in p.of(r, "RMA_SYNC")] == [t, None, None, None]
+        assert all(e.num("Window") == win for e in p.of(r, "RMA_PUT", "RMA_ATOMIC", "RMA_SYNC"))
+        # each operation completed once, where it is known complete
+        ops = p.of(r, "RMA_PUT", "RMA_GET", "RMA_ATOMIC")
+        kinds = [ops_done(p, r)[int(e.f["Matching"])] for e in ops]
+        nb, rem, blk = ("RMA_OP_COMPLETE_NON_BLOCKING", "RMA_OP_COMPLETE_REMOTE",
+                        "RMA_OP_COMPLETE_BLOCKING")
+        # [FOP, CAS] Rput, Rget, Get_accumulate, Raccumulate, Rget_accumulate, Accumulate, Put
+        assert kinds == [rem, rem] * origin + [nb, nb, rem, nb, nb, blk, rem]
+    for r in range(1, NP):  # rank 0 holds its exclusive lock 200 ms: the others wait
+        lock = p.seconds_in(r, "MPI_Win_lock")[0] + p.seconds_in(r, "MPI_Win_unlock")[0]
+        assert lock >= 0.6 * LATE_S
+    calls = analyzed_functions(out, tmp_path)
+    for name in ("MPI_Win_allocate", "MPI_Win_lock_all", "MPI_Rput", "MPI_Rget",
+                 "MPI_Get_accumulate", "MPI_Raccumulate", "MPI_Rget_accumulate",
+                 "MPI_Win_flush", "MPI_Win_flush_local_all", "MPI_Win_flush_all",
+                 "MPI_Win_sync", "MPI_Win_unlock_all", "MPI_Win_free"):
+        assert calls[name] == NP, name
+    assert calls["MPI_Fetch_and_op"] == calls["MPI_Compare_and_swap"] == NP - 1
+
+
+# --------------------------------------------------------------------------- MPI-IO
+
+W, R, F = "WRITE", "READ", "FLUSH"
+NONE, COLL, NB, NBC = "NONE", "{COLLECTIVE}", "{NON_BLOCKING}", "{NON_BLOCKING, COLLECTIVE}"
+# (mode, flags, bytes requested, bytes done) of every operation of programs/mpiio.c, in order
+IO_OPS = [
+    (W, NONE, 16, 16), (W, COLL, 16, 16), (W, NONE, 16, 16), (W, COLL, 16, 16),
+    (W, NB, 16, 16), (W, NBC, 16, 16), (W, NBC, 16, 16), (W, COLL, 16, 16), (W, NONE, 16, 16),
+    (W, NB, 16, 16), (F, NONE, 0, 0),
+    (R, NONE, 16, 16), (R, COLL, 16, 16), (R, NONE, 16, 16), (R, COLL, 16, 16),
+    (R, NB, 16, 16), (R, NBC, 16, 16), (R, NBC, 16, 16), (R, NB, 16, 16), (R, COLL, 16, 16),
+    (R, NONE, 16, 16), (R, NONE, 16, 8),  # the last one reads past the end of the file
+]
+
+
+def test_mpiio(programs, tmp_path: Path) -> None:
+    untraced = tmp_path / "untraced.dat"
+    job = mpijobs.run([str(programs["mpiio.c"]), str(untraced)], np=NP, traced=False)
+    assert job.returncode == 0 and job.stdout.count(" ok") == NP, job.stdout + job.stderr
+    data = tmp_path / "traced.dat"
+    p, out = traced(programs, tmp_path, "mpiio.c", str(data))
+    assert data.read_bytes() == untraced.read_bytes()
+    assert data.stat().st_size == 10 * 16 * NP
+    # definitions: one paradigm, the data file and rank 0's scratch file, a handle per open
+    (paradigm,) = p.defs_of("IO_PARADIGM")
+    assert paradigm.f["Name"].startswith('"MPI-IO"') and paradigm.f["Class"] == "PARALLEL"
+    files = {d.f["Name"].split('"')[1]: int(d.f["ref"]) for d in p.defs_of("IO_REGULAR_FILE")}
+    assert files.keys() == {str(data), f"{data}.scratch"}
+    handles = p.defs_of("IO_HANDLE")
+    assert len(handles) == NP + 1
+    on_world = [h for h in handles if h.f["Communicator"] == '"MPI_COMM_WORLD" <0>']
+    assert len(on_world) == NP and all(h.num("File") == files[str(data)] for h in on_world)
+    for r in range(NP):
+        kinds = p.kinds(r, "IO_")
+        nb = sum("NON_BLOCKING" in flags for _, flags, _, _ in IO_OPS)
+        assert kinds == Counter({
+            "IO_CREATE_HANDLE": 1 + (r == 0), "IO_DESTROY_HANDLE": 1 + (r == 0),
+            "IO_DELETE_FILE": r == 0, "IO_OPERATION_BEGIN": len(IO_OPS),
+            "IO_OPERATION_ISSUED": nb, "IO_OPERATION_COMPLETE": len(IO_OPS), "IO_SEEK": 8,
+        }) - Counter(), r
+        create = p.of(r, "IO_CREATE_HANDLE")[0]
+        assert (create.f["Access Mode"], create.f["Creation Flags"]) == ("READ_WRITE", "{CREATE}")
+        done = {int(e.f["Matching Id"]): int(e.f["Bytes Result"])
+                for e in p.of(r, "IO_OPERATION_COMPLETE")}
+        issued = {int(e.f["Matching Id"]) for e in p.of(r, "IO_OPERATION_ISSUED")}
+        got = []
+        for b in p.of(r, "IO_OPERATION_BEGIN"):
+            mid = int(b.f["Matching Id"])
+            got.append((b.f["Mode"], b.f["Operation Flags"], int(b.f["Bytes Request"]), done[mid]))
+            assert (mid in issued) == ("NON_BLOCKING" in b.f["Operation Flags"])
+        assert got == IO_OPS, r
+        seeks = [(int(s.f["Offset Request"]), s.f["Whence"]) for s in p.of(r, "IO_SEEK")]
+        region, slot = 16 * NP, 16 * r
+        assert seeks == [(2 * region + slot, "FROM_START"), (3 * region + slot, "FROM_START"),
+                         (7 * region, "FROM_START"), (2 * region + slot, "FROM_START"),
+                         (3 * region + slot, "FROM_START"), (6 * region + slot, "FROM_START"),
+                         (7 * region, "FROM_START"), (8 * region, "FROM_START")]
+    (delete,) = p.of(0, "IO_DELETE_FILE")
+    assert delete.num("File") == files[f"{data}.scratch"]
+    calls = analyzed_functions(out, tmp_path)
+    for name in ("MPI_File_write_at", "MPI_File_write_at_all", "MPI_File_iwrite_shared",
+                 "MPI_File_read_ordered", "MPI_File_write_at_all_begin"):
+        assert calls[name] == NP, name
+    assert calls["MPI_File_open"] == calls["MPI_File_close"] == NP + 1  # + rank 0's scratch
