@@ -138,7 +138,8 @@ def test_rma_fence(programs, tmp_path: Path) -> None:
         assert {put.num("Window"), get.num("Window"), acc.num("Window")} == {win}
         for end in p.of(r, "RMA_COLLECTIVE_END"):
             assert end.f["Operation"] == "BARRIER" and end.num("Window") == win
-            assert end.f["Level of Synchronicity"] == "{PROCESS, MEMORY}" and end.f["Root"] == "NONE"
+            assert end.f["Level of Synchronicity"] == "{PROCESS, MEMORY}"
+            assert end.f["Root"] == "NONE"
         # the three operations complete in the second fence, after its Begin
         ids = {int(e.f["Matching"]) for e in (put, get, acc)}
         assert set(ops_done(p, r)) == ids
@@ -294,3 +295,50 @@ def test_mpiio(programs, tmp_path: Path) -> None:
                  "MPI_File_read_ordered", "MPI_File_write_at_all_begin"):
         assert calls[name] == NP, name
     assert calls["MPI_File_open"] == calls["MPI_File_close"] == NP + 1  # + rank 0's scratch
+
+
+# ------------------------------------------------- a real MPI-IO application: PnetCDF
+
+CDL = Path(__file__).parent / "data" / "pnetcdf.cdl"  # v: 64 x 4 ints, d: 64 doubles
+
+
+@pytest.mark.skipif(not mpijobs.have("ncmpigen"), reason="pnetcdf-bin is not installed")
+def test_pnetcdf_tools(tmp_path: Path) -> None:
+    """ncmpigen writes a netCDF file with collective MPI-IO on 2 ranks, ncmpidiff reads two
+    of them back: same file and output traced and untraced, and the writes in the trace."""
+    np = 2
+    plain = tmp_path / "untraced.nc"
+    job = mpijobs.run(["ncmpigen", "-v", "2", "-o", str(plain), str(CDL)], np=np,
+                      traced=False)
+    assert job.returncode == 0, job.stderr
+    nc = tmp_path / "traced.nc"
+    out = tmp_path / "gen"
+    gen = mpijobs.run(["ncmpigen", "-v", "2", "-o", str(nc), str(CDL)], np=np, out=out)
+    assert (gen.returncode, gen.stdout) == (0, job.stdout), gen.stderr
+    assert nc.read_bytes() == plain.read_bytes()
+    p = otf2_print(out)
+    (f,) = p.defs_of("IO_REGULAR_FILE")
+    assert f.f["Name"].split('"')[1] == str(nc)
+    for r in range(np):
+        writes = [(b.f["Operation Flags"], int(b.f["Bytes Request"]))
+                  for b in p.of(r, "IO_OPERATION_BEGIN") if b.f["Mode"] == "WRITE"]
+        done = [int(c.f["Bytes Result"]) for c in p.of(r, "IO_OPERATION_COMPLETE")]
+        # every rank writes both variables collectively; rank 0 also the header
+        assert [w for w in writes if w[0] == COLL] == [(COLL, 64 * 4 * 4), (COLL, 64 * 8)]
+        header = [w for w in writes if w[0] != COLL]
+        assert len(header) == (r == 0) and all(0 < b < 512 for _, b in header)
+        assert done == [b for _, b in writes]
+        assert p.kinds(r, "IO_") == Counter({"IO_CREATE_HANDLE": 1, "IO_DESTROY_HANDLE": 1,
+                                             "IO_OPERATION_BEGIN": len(writes),
+                                             "IO_OPERATION_COMPLETE": len(writes)})
+    # ncmpidiff reads both files: same verdict traced, and reads of the variables' bytes
+    diff = ["ncmpidiff", str(plain), str(nc)]
+    want = mpijobs.run(diff, np=np, traced=False)
+    out = tmp_path / "diff"
+    got = mpijobs.run(diff, np=np, out=out)
+    assert (got.returncode, got.stdout) == (want.returncode, want.stdout) == (0, want.stdout)
+    assert "All variables of two files are the same" in got.stdout
+    p = otf2_print(out)
+    for r in range(np):
+        reads = [int(c.f["Bytes Result"]) for c in p.of(r, "IO_OPERATION_COMPLETE")]
+        assert reads.count(64 * 8) >= 2 and sum(reads) > 0
