@@ -342,3 +342,42 @@ def test_pnetcdf_tools(tmp_path: Path) -> None:
     for r in range(np):
         reads = [int(c.f["Bytes Result"]) for c in p.of(r, "IO_OPERATION_COMPLETE")]
         assert reads.count(64 * 8) >= 2 and sum(reads) > 0
+
+
+# ----------------------------------------------------------- Fortran (`use mpi`)
+
+FORTRAN = {
+    "openmpi": (None, None),
+    "mpich": (["mpif90.mpich", "-g", "-O0", "-ffree-line-length-none",
+               "-fallow-argument-mismatch"], mpijobs.MPIEXEC_MPICH),
+}
+
+
+@pytest.mark.parametrize("mpi", sorted(FORTRAN))
+def test_fortran_rma_and_io(mpi: str, tmp_path: Path) -> None:
+    compiler, launcher = FORTRAN[mpi]
+    if compiler and not mpijobs.have(compiler[0]):
+        pytest.skip(f"{compiler[0]} not installed")
+    exe = mpijobs.build("f_rmaio.f90", tmp_path, compiler)
+    plain, data, out = tmp_path / "untraced.dat", tmp_path / "traced.dat", tmp_path / "trace"
+    want = mpijobs.run([str(exe), str(plain)], np=2, traced=False, launcher=launcher, mpi=mpi)
+    got = mpijobs.run([str(exe), str(data)], np=2, out=out, launcher=launcher, mpi=mpi)
+    assert got.returncode == want.returncode == 0, got.stderr
+    assert mpijobs.sorted_lines(got.stdout) == mpijobs.sorted_lines(want.stdout) == [
+        "rank 0 got 1 wrote 16", "rank 1 got 0 wrote 16"]
+    assert data.read_bytes() == plain.read_bytes()
+    p = otf2_print(out)
+    window(p)
+    (f,) = p.defs_of("IO_REGULAR_FILE")
+    assert f.f["Name"].split('"')[1] == str(data)  # the CHARACTER name, blanks trimmed
+    for r in range(2):
+        (put,) = p.of(r, "RMA_PUT")
+        assert (put.num("Remote"), put.f["Bytes"]) == (1 - r, "16")
+        assert ops_done(p, r) == {int(put.f["Matching"]): "RMA_OP_COMPLETE_REMOTE"}
+        (begin,) = p.of(r, "IO_OPERATION_BEGIN")
+        (done,) = p.of(r, "IO_OPERATION_COMPLETE")
+        assert (begin.f["Mode"], begin.f["Operation Flags"], begin.f["Bytes Request"]) == \
+            ("WRITE", COLL, "16")
+        assert done.f["Bytes Result"] == "16"
+        create = p.of(r, "IO_CREATE_HANDLE")[0]
+        assert (create.f["Access Mode"], create.f["Creation Flags"]) == ("WRITE_ONLY", "{CREATE}")
