@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from mpiscope_testing import mpijobs
+from mpiscope_testing.killing import KILLED, run_and_kill
 
 NP = 3
 LATE_S = 0.2
@@ -381,3 +383,31 @@ def test_fortran_rma_and_io(mpi: str, tmp_path: Path) -> None:
         assert done.f["Bytes Result"] == "16"
         create = p.of(r, "IO_CREATE_HANDLE")[0]
         assert (create.f["Access Mode"], create.f["Creation Flags"]) == ("WRITE_ONLY", "{CREATE}")
+
+
+# ------------------------------------------ a rank killed amid RMA and I/O: recovered
+
+def test_killed_rank_with_rma_and_io_recovers(programs, tmp_path: Path) -> None:
+    """kill -9 rank 1 of programs/rmaio_loop.c: `mpiscope analyze` recovers it from its
+    crash-safe log with its RMA and I/O records and the window, file and handle they name."""
+    job = run_and_kill(programs["rmaio_loop.c"], tmp_path / "trace", after=30,
+                       args=("100000", str(tmp_path / "loop.dat")))
+    assert job.returncode == 128 + signal.SIGKILL, job.stderr
+    assert (job.out / ".mpiscope-live" / f"rank{KILLED}.events").is_file()
+    calls = analyzed_functions(job.out, tmp_path)  # recovers rank 1 first
+    assert calls["MPI_Put"] >= 3 * job.printed and calls["MPI_File_iwrite_at"] >= 3 * job.printed
+    p = otf2_print(job.out / f"rank{KILLED}")
+    window(p)
+    (f,) = p.defs_of("IO_REGULAR_FILE")
+    assert f.f["Name"].split('"')[1] == str(tmp_path / "loop.dat")
+    (h,) = p.defs_of("IO_HANDLE")
+    assert h.num("File") == int(f.f["ref"])
+    ev = p.events[KILLED]
+    puts = [e for e in ev if e.kind == "RMA_PUT"]
+    assert len(puts) >= job.printed
+    assert all((e.num("Remote"), e.f["Bytes"]) == (2, "16") for e in puts)
+    assert set(ops_done(p, KILLED)) <= {int(e.f["Matching"]) for e in puts}
+    assert len(ops_done(p, KILLED)) >= job.printed
+    writes = [int(e.f["Bytes Request"]) for e in ev if e.kind == "IO_OPERATION_BEGIN"]
+    assert len(writes) >= 2 * job.printed and set(writes) == {16}
+    assert all(e.num("Handle") == int(h.f["ref"]) for e in ev if e.kind.startswith("IO_"))
