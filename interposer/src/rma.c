@@ -224,13 +224,13 @@ void mps_rma_lock(int stage, MPI_Win win, int rank, int lock_type)
     LOCK();
     struct mps_win *w = win_of(win);
     if (w) {
-        uint32_t remote = rank < 0 ? ALL : (uint32_t)rank;
+        uint32_t remote = rank == MPS_RMA_ALL ? ALL : (uint32_t)rank;
         if (stage == 2) complete_ops(w, remote, 2, 0);
         /* a lock is named by its target (lock_all: every target) */
         uint64_t *x = ev(MPS_EV_RMA_LOCK, (unsigned)stage, 0, w->ref, 2);
         x[0] = remote | (uint64_t)(lock_type == MPI_LOCK_EXCLUSIVE ? OTF2_LOCK_EXCLUSIVE
                                                                     : OTF2_LOCK_SHARED) << 32;
-        x[1] = rank < 0 ? OTF2_UNDEFINED_UINT64 : (uint64_t)rank;
+        x[1] = rank == MPS_RMA_ALL ? OTF2_UNDEFINED_UINT64 : (uint64_t)rank;
     }
     UNLOCK();
 }
@@ -241,7 +241,7 @@ void mps_rma_flush(MPI_Win win, int rank, int local)
     LOCK();
     struct mps_win *w = win_of(win);
     if (w) {
-        uint32_t remote = rank < 0 ? ALL : (uint32_t)rank;
+        uint32_t remote = rank == MPS_RMA_ALL ? ALL : (uint32_t)rank;
         complete_ops(w, remote, local ? 0 : 2, 0);
         ev(MPS_EV_RMA_SYNC, OTF2_RMA_SYNC_TYPE_MEMORY, 0, w->ref, 1)[0] = remote;
     }

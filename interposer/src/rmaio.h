@@ -19,9 +19,11 @@ void mps_rma_fence_begin(void);
 void mps_rma_fence_end(MPI_Win win);
 enum mps_gsync { MPS_GSYNC_POST, MPS_GSYNC_START, MPS_GSYNC_COMPLETE, MPS_GSYNC_WAIT };
 void mps_rma_gsync(enum mps_gsync which, MPI_Win win, MPI_Group group);
-/* stage 0: requested (before the call), 1: acquired, 2: released; rank -1: all (lock_all) */
+/* every rank of the window (lock_all, flush_all, …): no rank, nor MPI_PROC_NULL (MPICH: -1) */
+#define MPS_RMA_ALL INT32_MIN
+/* stage 0: requested (before the call), 1: acquired, 2: released; rank MPS_RMA_ALL: all */
 void mps_rma_lock(int stage, MPI_Win win, int rank, int lock_type);
-/* flush/flush_local (rank -1: _all) and MPI_Win_sync (sync: no operation completes) */
+/* flush/flush_local (rank MPS_RMA_ALL: _all) and MPI_Win_sync (sync: no operation completes) */
 void mps_rma_flush(MPI_Win win, int rank, int local);
 void mps_rma_sync(MPI_Win win);
 
