@@ -53,7 +53,12 @@ void mps_win_created(MPI_Comm comm, const MPI_Win *win)
     /* the window's rank 0 chooses its ref and tells the others (creation is collective) */
     int crank = 0;
     PMPI_Comm_rank(comm, &crank);
-    uint32_t ref = crank == 0 ? mps_obj_new_ref() : 0;
+    uint32_t ref = 0;
+    if (crank == 0) {
+        LOCK();
+        ref = mps_obj_new_ref();
+        UNLOCK();
+    }
     PMPI_Bcast(&ref, 1, MPI_UINT32_T, 0, comm);
     char name[MPI_MAX_OBJECT_NAME] = "";
     int len = 0;
@@ -174,7 +179,7 @@ void mps_rma_fence_end(MPI_Win win)
     UNLOCK();
 }
 
-/* The group's members as world ranks, interned as a group object. */
+/* The group's members as world ranks, interned as a group object (under the lock). */
 static uint32_t group_ref(MPI_Group group)
 {
     int n = 0;
@@ -189,7 +194,9 @@ static uint32_t group_ref(MPI_Group group)
     for (int i = 0; i < n; i++) idx[i] = i;
     PMPI_Group_translate_ranks(group, n, idx, wg, world);
     PMPI_Group_free(&wg);
+    LOCK();
     uint32_t ref = mps_obj_intern(MPS_OBJ_GROUP, world, (size_t)n * sizeof *world);
+    UNLOCK();
     if (idx != small) free(idx);
     return ref;
 }
