@@ -14,6 +14,7 @@ APT_PACKAGES=(
   libotf2-trace-dev otf2-tools
   libdw-dev libelf-dev
   iproute2 util-linux
+  pnetcdf-bin  # a real MPI-IO application (PnetCDF tools on Open MPI) for the interposer tests
   chromium chromium-driver
 )
 

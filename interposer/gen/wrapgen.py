@@ -192,7 +192,13 @@ HANDLE_F2C = {
     "MPI_Op": "PMPI_Op_f2c",
     "MPI_Group": "PMPI_Group_f2c",
     "MPI_Info": "PMPI_Info_f2c",
+    "MPI_Win": "PMPI_Win_f2c",
+    "MPI_File": "PMPI_File_f2c",
 }
+# handles a call creates or frees: converted in, and back out after the call
+HANDLE_OUT = {"MPI_Comm *": "Comm", "MPI_Win *": "Win", "MPI_File *": "File"}
+# INTEGER(KIND=MPI_ADDRESS_KIND) and INTEGER(KIND=MPI_OFFSET_KIND), by reference
+BY_VALUE_KIND = ("MPI_Aint", "MPI_Offset")
 
 
 def fortran_door(fn: Function) -> str:
@@ -201,6 +207,7 @@ def fortran_door(fn: Function) -> str:
     before: list[str] = []
     call: list[str] = []
     after: list[str] = []
+    hidden: list[str] = []  # Fortran's hidden CHARACTER lengths, after ierr
     if fn.kind == "init":
         fparams = [f"MPI_Fint *{p.name}" for p in fn.params if p.name not in ("argc", "argv")]
         call = ["NULL", "NULL"] + [
@@ -239,9 +246,23 @@ def fortran_door(fn: Function) -> str:
                 if n == "array_of_indices":
                     after.append("if (*outcount != MPI_UNDEFINED) for (int k_ = 0; k_ < *outcount; "
                                  f"k_++) {n}[k_]++;")
+            elif t == "void *" and n == "baseptr":
+                # Win_allocate stores the address into an INTEGER(KIND=MPI_ADDRESS_KIND)
+                fparams.append(f"void *{n}")
+                call.append(n)
             elif t in ("void *",):
                 fparams.append(f"void *{n}")
                 call.append(f"mps_f_buf({n})")
+            elif t == "char *":
+                # CHARACTER(*): blank-padded, its length a hidden argument after ierr
+                fparams.append(f"char *{n}")
+                hidden.append(f"size_t {n}_len")
+                before.append(f"char *{n}_c = mps_f_string({n}, {n}_len);")
+                call.append(f"{n}_c")
+                after.append(f"free({n}_c);")
+            elif t in BY_VALUE_KIND:
+                fparams.append(f"{t} *{n}")
+                call.append(f"*{n}")
             elif t == "int":
                 fparams.append(f"MPI_Fint *{n}")
                 call.append(f"*{n}")
@@ -253,11 +274,12 @@ def fortran_door(fn: Function) -> str:
                 before.append(f"MPI_Request {n}_c = PMPI_Request_f2c(*{n});")
                 call.append(f"&{n}_c")
                 after.append(f"*{n} = PMPI_Request_c2f({n}_c);")
-            elif t == "MPI_Comm *":
+            elif t in HANDLE_OUT:
+                h = HANDLE_OUT[t]
                 fparams.append(f"MPI_Fint *{n}")
-                before.append(f"MPI_Comm {n}_c = PMPI_Comm_f2c(*{n});")
+                before.append(f"MPI_{h} {n}_c = PMPI_{h}_f2c(*{n});")
                 call.append(f"&{n}_c")
-                after.append(f"*{n} = PMPI_Comm_c2f({n}_c);")
+                after.append(f"*{n} = PMPI_{h}_c2f({n}_c);")
             elif t == "MPI_Status *":
                 fparams.append(f"MPI_Fint *{n}")
                 before.append(f"MPI_Status {n}_c;")
@@ -266,6 +288,7 @@ def fortran_door(fn: Function) -> str:
             else:
                 raise SystemExit(f"wrapgen: no Fortran mapping for {p.ctype} {n} in {fn.name}")
     fparams.append("MPI_Fint *ierr")
+    fparams += hidden
     lower = fn.lower
     body = "".join(f"    {b}\n" for b in before)
     body += (f"    int rc = impl_{fn.name}({', '.join(['__builtin_return_address(0)'] + call)});\n")

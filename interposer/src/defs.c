@@ -224,6 +224,7 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
     OTF2_GlobalDefWriter_WriteComm(gw, COMM_SELF_REF, mps_gstr(gw, "MPI_COMM_SELF"), 2,
                                    OTF2_UNDEFINED_COMM, OTF2_COMM_FLAG_NONE);
     int written = write_comms(gw, cw, ncw, order_out);
+    mps_objects_write_defs(gw, *order_out, written);
     free(members);
     return written;
 }
@@ -254,6 +255,7 @@ void mps_write_local_defs(OTF2_Archive *ar, const uint32_t *map, const uint32_t 
                 OTF2_IdMap_Free(cm);
             }
         }
+        mps_objects_write_maps(dw);
         OTF2_DefWriter_WriteClockOffset(dw, (uint64_t)(mps_job.t_init_local + mps_job.off_init),
                                         0, 0.0);
         if (have_fin)
@@ -302,6 +304,7 @@ int mps_write_single_rank_defs(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw, int r
     int ncw = 0, ncomms = 0;
     int32_t *cw = mps_serialize_comms(1, &ncw);
     if (hosts && counts && cw) {
+        mps_objects_use_own();
         for (int r = 0; r < size; r++)
             snprintf(hosts + (size_t)r * hostlen, hostlen, "%s",
                      r == rank ? mps_job.host : "unknown");

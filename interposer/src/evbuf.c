@@ -113,7 +113,13 @@ uint64_t mps_timemap_ns(const mps_timemap *m, uint64_t raw)
 static size_t record_words(const uint64_t *p)
 {
     switch ((enum mps_ev)(p[1] & 0xff)) {
-    case MPS_EV_ENTER: case MPS_EV_LEAVE: case MPS_EV_COLL_BEGIN: return 2;
+    case MPS_EV_ENTER: case MPS_EV_LEAVE: case MPS_EV_COLL_BEGIN: case MPS_EV_RMA_WIN:
+    case MPS_EV_RMA_COLL_BEGIN: case MPS_EV_IO_DESTROY: case MPS_EV_IO_DELETE: return 2;
+    case MPS_EV_RMA_DONE: case MPS_EV_RMA_COLL_END: case MPS_EV_RMA_GSYNC: case MPS_EV_RMA_SYNC:
+    case MPS_EV_IO_CREATE: case MPS_EV_IO_ISSUED: return 3;
+    case MPS_EV_RMA_LOCK: case MPS_EV_IO_BEGIN: case MPS_EV_IO_DONE: case MPS_EV_IO_SEEK:
+        return 4;
+    case MPS_EV_RMA_OP: return 6;
     case MPS_EV_IRECV_REQUEST: case MPS_EV_ISEND_DONE: case MPS_EV_CANCELLED:
     case MPS_EV_TEST: case MPS_EV_NBC_REQUEST: return 3;
     case MPS_EV_SEND: case MPS_EV_RECV: return 4;
@@ -139,6 +145,77 @@ void mps_evbuf_drop_unfinished(mps_evbuf *b)
     uint64_t *p = b->base, *last = NULL;
     for (size_t n; p < b->pos && (n = record_words(p)) != 0; p += n) last = p;
     if (last && record_words(last) > 2) b->pos = last;
+}
+
+/* The RMA and MPI-IO records (rma.c, io.c), as Score-P's MPI adapter writes them. */
+static void encode_rma_io(OTF2_EvtWriter *w, uint64_t t, unsigned kind, unsigned op,
+                          uint32_t a, const uint64_t *x)
+{
+    switch ((enum mps_ev)kind) {
+    case MPS_EV_RMA_WIN:
+        if (op) OTF2_EvtWriter_RmaWinDestroy(w, NULL, t, a);
+        else OTF2_EvtWriter_RmaWinCreate(w, NULL, t, a);
+        break;
+    case MPS_EV_RMA_OP:
+        if (op == 0) OTF2_EvtWriter_RmaPut(w, NULL, t, a, (uint32_t)x[0], x[1], x[3]);
+        else if (op == 1) OTF2_EvtWriter_RmaGet(w, NULL, t, a, (uint32_t)x[0], x[2], x[3]);
+        else OTF2_EvtWriter_RmaAtomic(w, NULL, t, a, (uint32_t)x[0], (OTF2_RmaAtomicType)(op - 16),
+                                      x[1], x[2], x[3]);
+        break;
+    case MPS_EV_RMA_DONE:
+        if (op == 0) OTF2_EvtWriter_RmaOpCompleteBlocking(w, NULL, t, a, x[0]);
+        else if (op == 1) OTF2_EvtWriter_RmaOpCompleteNonBlocking(w, NULL, t, a, x[0]);
+        else OTF2_EvtWriter_RmaOpCompleteRemote(w, NULL, t, a, x[0]);
+        break;
+    case MPS_EV_RMA_COLL_BEGIN:
+        OTF2_EvtWriter_RmaCollectiveBegin(w, NULL, t);
+        break;
+    case MPS_EV_RMA_COLL_END:
+        OTF2_EvtWriter_RmaCollectiveEnd(w, NULL, t, (OTF2_CollectiveOp)op,
+                                        (OTF2_RmaSyncLevel)x[0], a, OTF2_UNDEFINED_UINT32, 0, 0);
+        break;
+    case MPS_EV_RMA_GSYNC:
+        OTF2_EvtWriter_RmaGroupSync(w, NULL, t, (OTF2_RmaSyncLevel)(uint32_t)x[0], a,
+                                    (uint32_t)(x[0] >> 32));
+        break;
+    case MPS_EV_RMA_LOCK: {
+        uint32_t remote = (uint32_t)x[0];
+        OTF2_LockType type = (OTF2_LockType)(x[0] >> 32);
+        if (op == 0) OTF2_EvtWriter_RmaRequestLock(w, NULL, t, a, remote, x[1], type);
+        else if (op == 1) OTF2_EvtWriter_RmaAcquireLock(w, NULL, t, a, remote, x[1], type);
+        else OTF2_EvtWriter_RmaReleaseLock(w, NULL, t, a, remote, x[1]);
+        break;
+    }
+    case MPS_EV_RMA_SYNC:
+        OTF2_EvtWriter_RmaSync(w, NULL, t, a, (uint32_t)x[0], (OTF2_RmaSyncType)op);
+        break;
+    case MPS_EV_IO_CREATE:
+        OTF2_EvtWriter_IoCreateHandle(w, NULL, t, a, (OTF2_IoAccessMode)(x[0] & 0xff),
+                                      (OTF2_IoCreationFlag)((x[0] >> 8) & 0xffffff),
+                                      (OTF2_IoStatusFlag)(x[0] >> 32));
+        break;
+    case MPS_EV_IO_DESTROY:
+        OTF2_EvtWriter_IoDestroyHandle(w, NULL, t, a);
+        break;
+    case MPS_EV_IO_BEGIN:
+        OTF2_EvtWriter_IoOperationBegin(w, NULL, t, a, (OTF2_IoOperationMode)(op & 0xf),
+                                        (OTF2_IoOperationFlag)(op >> 4), x[0], x[1]);
+        break;
+    case MPS_EV_IO_ISSUED:
+        OTF2_EvtWriter_IoOperationIssued(w, NULL, t, a, x[0]);
+        break;
+    case MPS_EV_IO_DONE:
+        OTF2_EvtWriter_IoOperationComplete(w, NULL, t, a, x[0], x[1]);
+        break;
+    case MPS_EV_IO_SEEK:
+        OTF2_EvtWriter_IoSeek(w, NULL, t, a, (int64_t)x[0], (OTF2_IoSeekOption)op, x[1]);
+        break;
+    case MPS_EV_IO_DELETE:
+        OTF2_EvtWriter_IoDeleteFile(w, NULL, t, 0, a);
+        break;
+    default:
+        break;
+    }
 }
 
 void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
@@ -210,6 +287,7 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
                                                          (uint32_t)x[0], a, x[1], x[2], x[3]);
             break;
         default:
+            if (kind >= MPS_EV_RMA_WIN) encode_rma_io(w, t, kind, op, a, x);
             break;
         }
         size_t n = record_words(p);

@@ -44,6 +44,24 @@ enum mps_ev {
                              (+ [in hash] [out hash] when have_hash) */
     MPS_EV_NBC_REQUEST,   /* [request id] */
     MPS_EV_NBC_DONE,      /* op; a = root; [comm] [sent] [recvd] [request id] */
+    /* RMA (rma.c), a = window ref */
+    MPS_EV_RMA_WIN,       /* op 0 create, 1 destroy */
+    MPS_EV_RMA_OP,        /* op 0 put, 1 get, else 16 + atomic type; [remote] [sent] [recvd]
+                             [matching id] */
+    MPS_EV_RMA_DONE,      /* op 0 blocking, 1 non-blocking, 2 remote; [matching id] */
+    MPS_EV_RMA_COLL_BEGIN,/* */
+    MPS_EV_RMA_COLL_END,  /* op = collective op; [sync level] */
+    MPS_EV_RMA_GSYNC,     /* [sync level | group << 32] */
+    MPS_EV_RMA_LOCK,      /* op 0 request, 1 acquire, 2 release; [remote | type << 32] [lock id] */
+    MPS_EV_RMA_SYNC,      /* op = sync type; [remote] */
+    /* MPI-IO (io.c), a = I/O handle ref (file ref for IO_DELETE) */
+    MPS_EV_IO_CREATE,     /* [access mode | creation flags << 8 | status flags << 32] */
+    MPS_EV_IO_DESTROY,    /* */
+    MPS_EV_IO_BEGIN,      /* op = mode | flags << 4; [bytes requested] [matching id] */
+    MPS_EV_IO_ISSUED,     /* [matching id] */
+    MPS_EV_IO_DONE,       /* [bytes result] [matching id] */
+    MPS_EV_IO_SEEK,       /* op = whence; [offset requested] [offset result] */
+    MPS_EV_IO_DELETE,     /* */
 };
 
 typedef struct {

@@ -96,12 +96,14 @@ void mps_finalize_before(void)
     char *hosts = mps_gather_hosts();
     int ncw = 0;
     int32_t *cw = mps_gather_comms(&ncw);
+    mps_objects_gather();
     uint32_t *order = NULL;
     int ncomms = gw ? mps_write_global_defs(gw, gmin, gmax, hosts, all_events, cw, ncw, &order)
                     : 0;
     PMPI_Bcast(&ncomms, 1, MPI_INT, 0, icomm);
     if (!order) order = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *order);
     PMPI_Bcast(order, ncomms, MPI_UINT32_T, 0, icomm);
+    mps_objects_share_pairs();
 
     mps_write_local_defs(mps_out.archive, map, order, ncomms, 1);
     OTF2_Archive_CloseDefFiles(mps_out.archive);

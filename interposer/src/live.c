@@ -264,6 +264,15 @@ int mps_live_read(const char *path, mps_live_log *log, char *why, size_t whylen)
             log->ncomm_words += words;
             break;
         }
+        case MPS_LIVE_OBJECT: {
+            int words = (int)(n / 4);
+            void *g = realloc(log->objects, (size_t)(log->nobject_words + words) * 4);
+            if (!g) goto oom;
+            log->objects = g;
+            memcpy(log->objects + log->nobject_words, p, (size_t)words * 4);
+            log->nobject_words += words;
+            break;
+        }
         case MPS_LIVE_COMM_NAME:
             if (n < 4) break;
             GROW(log->names, log->nnames, ncap);
@@ -304,6 +313,7 @@ void mps_live_log_free(mps_live_log *log)
     for (uint32_t i = 0; i < log->nsites; i++) free(log->sites[i].path);
     free(log->sites);
     free(log->comms);
+    free(log->objects);
     free(log->names);
     free(log->win);
     free(log->regions);

@@ -38,6 +38,7 @@ enum mps_live_rec {
     MPS_LIVE_COMM_NAME,  /* uint32 ref, then the name */
     MPS_LIVE_WINDOW,     /* struct mps_live_window */
     MPS_LIVE_REGIONS,    /* the region names (mps_fn order), each ended by '\n' */
+    MPS_LIVE_OBJECT,     /* int32 words: an RMA window, file, I/O handle or group (objects.c) */
 };
 
 enum mps_live_key {
@@ -113,6 +114,8 @@ typedef struct {
     struct mps_live_window *win;
     uint32_t nwin;
     char *regions; /* the REGIONS record, NUL-terminated */
+    int32_t *objects; /* the OBJECT records' words, back to back */
+    int nobject_words;
 } mps_live_log;
 
 /* Parse DIR/.mpiscope-live/rank<N>.defs (a record cut short by the kill ends it). */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "functions.h" /* generated: enum mps_fn, MPS_FN_COUNT */
+#include "rmaio.h"          /* RMA and MPI-IO hooks */
 
 /* Is tracing on for this process right now (initialised, not disabled, not in error)? */
 int mps_active(void);

@@ -132,6 +132,7 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
         mps_comms.ndefs++;
         i += n;
     }
+    mps_objects_restore(log.objects, log.nobject_words);
 
     mps_remove_tree(part);
     if (mps_mkdir_p(part) != 0) {

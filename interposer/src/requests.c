@@ -82,7 +82,7 @@ void mps_start(const MPI_Request *req)
 static void complete_one(req_slot *r, const MPI_Status *st)
 {
     int cancelled = 0;
-    if (st && r->cancel && r->kind != REQ_COLL) PMPI_Test_cancelled(st, &cancelled);
+    if (st && r->cancel && r->kind <= REQ_RECV) PMPI_Test_cancelled(st, &cancelled);
     r->cancel = 0;
     if (r->active && r->kind) {
         if (cancelled) {
@@ -103,6 +103,10 @@ static void complete_one(req_slot *r, const MPI_Status *st)
             x[1] = r->sent;
             x[2] = r->recvd;
             x[3] = r->id;
+        } else if (r->kind == REQ_RMA) {
+            mps_rma_req_done(r);
+        } else if (r->kind == REQ_IO) {
+            mps_io_req_done(r, st);
         }
     }
     r->active = 0;
@@ -147,7 +151,7 @@ void mps_test_incomplete(int n, const MPI_Request *saved)
     for (int i = 0; i < n; i++) {
         if (saved[i] == MPI_REQUEST_NULL) continue;
         req_slot *r = req_table_find(&mps_reqs.tab, HANDLE_KEY(saved[i]));
-        if (r && r->active && r->kind)
+        if (r && r->active && r->kind && r->kind <= REQ_COLL) /* MPI requests only */
             ev(MPS_EV_TEST, 0, 0, 0, 1)[0] = r->id;
     }
     UNLOCK();

@@ -52,7 +52,7 @@ typedef struct {
 } comm_slot;
 MPS_OPTABLE(comm_table, comm_slot, 64)
 
-enum req_kind { REQ_SEND = 1, REQ_RECV = 2, REQ_COLL = 3 };
+enum req_kind { REQ_SEND = 1, REQ_RECV = 2, REQ_COLL = 3, REQ_RMA = 4, REQ_IO = 5 };
 
 typedef struct {
     uint64_t key; /* the MPI_Request handle's bits */
@@ -228,6 +228,24 @@ MPS_INTERNAL void mps_set_callsite_objects(OTF2_Archive *ar, const char *const *
 MPS_INTERNAL void mps_live_said(void);
 /* salvage.c */
 MPS_INTERNAL void mps_catch_stop_signals(void);
+
+/* objects.c: windows, files, I/O handles and groups named by RMA and MPI-IO records */
+enum { MPS_OBJ_WIN = 1, MPS_OBJ_FILE, MPS_OBJ_HANDLE, MPS_OBJ_GROUP, MPS_OBJ_KINDS };
+MPS_INTERNAL uint32_t mps_obj_new_ref(void);
+MPS_INTERNAL void mps_obj_add(int kind, uint32_t ref, uint32_t x, uint32_t y,
+                              const void *payload, size_t bytes, int mine);
+MPS_INTERNAL uint32_t mps_obj_intern(int kind, const void *payload, size_t bytes);
+MPS_INTERNAL void mps_objects_gather(void);
+MPS_INTERNAL void mps_objects_use_own(void);
+MPS_INTERNAL void mps_objects_restore(const int32_t *w, int nwords);
+MPS_INTERNAL void mps_objects_write_defs(OTF2_GlobalDefWriter *gw, const uint32_t *order,
+                                         int ncomms);
+MPS_INTERNAL void mps_objects_share_pairs(void);
+MPS_INTERNAL void mps_objects_write_maps(OTF2_DefWriter *dw);
+MPS_INTERNAL char *mps_gather_blob(const char *mine, int len, int **lens, int **displs);
+/* rma.c, io.c: a request-based RMA operation or non-blocking I/O completed (requests.c) */
+MPS_INTERNAL void mps_rma_req_done(const req_slot *r);
+MPS_INTERNAL void mps_io_req_done(const req_slot *r, const MPI_Status *st);
 
 /* ------------------------------------------------------ inline hot path */
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 /* Gather variable-length byte blobs at rank 0. */
-static char *gather_blob(const char *mine, int len, int **lens_out, int **displs_out)
+char *mps_gather_blob(const char *mine, int len, int **lens_out, int **displs_out)
 {
     const int size = mps_job.size;
     int *lens = NULL, *displs = NULL;
@@ -52,7 +52,7 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
     }
     free(loc);
     int *lens, *displs;
-    char *all = gather_blob(blob, (int)len, &lens, &displs);
+    char *all = mps_gather_blob(blob, (int)len, &lens, &displs);
     free(blob);
 
     /* rank 0: distinct (name, line) → global id; per rank, its local → global table */
@@ -137,7 +137,7 @@ int32_t *mps_gather_comms(int *nwords)
     int32_t *mine = mps_serialize_comms(0, &len);
     int *lens = NULL, *displs = NULL;
     int bytes = len * (int)sizeof(int32_t);
-    char *all = gather_blob((char *)mine, bytes, &lens, &displs);
+    char *all = mps_gather_blob((char *)mine, bytes, &lens, &displs);
     free(mine);
     *nwords = 0;
     if (mps_job.rank == 0)

@@ -78,7 +78,8 @@ def _py_fields(ev: object) -> dict[str, object]:
         f["region"] = ev.region.name
     for src, dst in (("receiver", "peer"), ("sender", "peer"), ("msg_tag", "tag"),
                      ("msg_length", "bytes"), ("request_id", "request"),
-                     ("size_sent", "sent"), ("size_received", "received")):
+                     ("size_sent", "sent"), ("size_received", "received"),
+                     ("bytes_sent", "sent"), ("bytes_received", "received")):
         if hasattr(ev, src):
             f[dst] = int(getattr(ev, src))
     if hasattr(ev, "communicator"):
@@ -130,7 +131,8 @@ def _print_fields(text: str) -> dict[str, object]:
     if m := re.search(r'Region: "([^"]+)"', text):
         f["region"] = m.group(1)
     for key, dst in _INT_FIELDS.items():
-        if m := re.search(rf"\b{key}: (\d+)", text):
+        # a field of its own: "Request: 3" is a request id, "Bytes Request: 16" (I/O) is not
+        if m := re.search(rf"(?:^|, ){key}: (\d+)", text):
             f[dst] = int(m.group(1))
     if m := re.search(r'Communicator: "[^"]*" <(\d+)>', text):
         f["comm"] = int(m.group(1))
