@@ -157,6 +157,7 @@ HANDLE_F2C = {
     "MPI_Op": "PMPI_Op_f2c",
     "MPI_Group": "PMPI_Group_f2c",
     "MPI_Info": "PMPI_Info_f2c",
+    "MPI_Message": "PMPI_Message_f2c",
 }
 
 
@@ -218,6 +219,11 @@ def fortran_door(fn: Function) -> str:
                 before.append(f"MPI_Request {n}_c = PMPI_Request_f2c(*{n});")
                 call.append(f"&{n}_c")
                 after.append(f"*{n} = PMPI_Request_c2f({n}_c);")
+            elif t == "MPI_Message *":  # matched probe: Mprobe sets it, Mrecv consumes it
+                fparams.append(f"MPI_Fint *{n}")
+                before.append(f"MPI_Message {n}_c = PMPI_Message_f2c(*{n});")
+                call.append(f"&{n}_c")
+                after.append(f"*{n} = PMPI_Message_c2f({n}_c);")
             elif t == "MPI_Comm *":
                 fparams.append(f"MPI_Fint *{n}")
                 before.append(f"MPI_Comm {n}_c = PMPI_Comm_f2c(*{n});")

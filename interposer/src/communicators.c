@@ -110,6 +110,83 @@ void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
     UNLOCK();
 }
 
+/* The definition of a communicator whose members are `group`'s, in its rank order. Locked. */
+static void keep_def(uint32_t ref, uint32_t parent, MPI_Group g, int creator)
+{
+    int csize = 0;
+    PMPI_Group_size(g, &csize);
+    comm_def *d = mps_comm_def_slot();
+    if (!d) return;
+    d->ref = ref;
+    d->parent = parent;
+    d->size = csize;
+    d->creator = creator;
+    d->name[0] = 0;
+    d->members = malloc((size_t)(csize ? csize : 1) * sizeof(int32_t));
+    int *idx = malloc((size_t)(csize ? csize : 1) * sizeof(int));
+    if (d->members && idx) {
+        MPI_Group wg;
+        PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+        for (int i = 0; i < csize; i++) idx[i] = i;
+        PMPI_Group_translate_ranks(g, csize, idx, wg, d->members);
+        PMPI_Group_free(&wg);
+        mps_comms.ndefs++;
+        live_comm(d);
+    } else {
+        free(d->members);
+    }
+    free(idx);
+}
+
+/* MPI_Comm_idup: the new communicator cannot be used (for a Bcast of its id, as
+ * mps_comm_created does) before the request completes, and a blocking call at completion
+ * could deadlock a program that completes it with MPI_Test while its peers still compute.
+ * So every member derives the id from what all members of the parent share without
+ * communicating: the parent's id and how many MPI_Comm_idup the parent has seen (MPI
+ * orders a communicator's collective calls alike on all its members). FNV-1a of the pair,
+ * with the top bit set: disjoint from ids handed out by a creator rank (those are below
+ * 2^31 up to 2^19 ranks); two idup'd communicators of one job collide with probability
+ * about k^2 / 2^32 for k of them. The members are the parent's, in its order; the parent's
+ * rank 0 contributes the definition. */
+void mps_comm_idup(MPI_Comm parent, const MPI_Comm *newcomm)
+{
+    if (mps_rt.state != 1 || *newcomm == MPI_COMM_NULL) return;
+    int inter = 0;
+    PMPI_Comm_test_inter(parent, &inter);
+    if (inter) return;
+    LOCK();
+    uint32_t pref = comm_ref(parent), seq = 0, i = 0;
+    while (i < mps_comms.nidups && mps_comms.idups[i].ref != pref) i++;
+    if (i == mps_comms.nidups && mps_comms.nidups == mps_comms.idups_cap) {
+        uint32_t cap = mps_comms.idups_cap ? 2 * mps_comms.idups_cap : 8;
+        void *p = realloc(mps_comms.idups, cap * sizeof *mps_comms.idups);
+        if (p) { mps_comms.idups = p; mps_comms.idups_cap = cap; }
+    }
+    if (i < mps_comms.idups_cap) {
+        if (i == mps_comms.nidups) {
+            mps_comms.idups[i].ref = pref;
+            mps_comms.idups[i].n = 0;
+            mps_comms.nidups++;
+        }
+        seq = mps_comms.idups[i].n++;
+        uint32_t key[2] = {pref, seq};
+        uint32_t h = 2166136261u; /* FNV-1a 32 */
+        for (size_t k = 0; k < sizeof key; k++) {
+            h ^= ((const unsigned char *)key)[k];
+            h *= 16777619u;
+        }
+        uint32_t ref = 0x80000000u | h;
+        if (ref == OTF2_UNDEFINED_COMM) ref--;
+        comm_slot *s = comm_table_add(&mps_comms.tab, HANDLE_KEY(*newcomm));
+        if (s) s->ref = ref;
+        MPI_Group g;
+        PMPI_Comm_group(parent, &g);
+        keep_def(ref, pref, g, mps_comm_rank(parent) == 0);
+        PMPI_Group_free(&g);
+    }
+    UNLOCK();
+}
+
 void mps_comm_named(MPI_Comm comm, const char *name)
 {
     uint32_t ref;

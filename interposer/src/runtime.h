@@ -62,6 +62,7 @@ typedef struct {
     int32_t peer, tag, root;
     uint8_t used, kind, persistent, active, coll_op;
     uint8_t cancel; /* MPI_Cancel was called: ask MPI_Test_cancelled at completion */
+    uint8_t hashed; /* a collective whose result is hashed at completion (collectives.c) */
 } req_slot;
 MPS_OPTABLE(req_table, req_slot, 1024)
 
@@ -125,6 +126,8 @@ struct mps_communicators {
     uint32_t counter; /* refs handed out as a creator */
     comm_def *defs;
     uint32_t ndefs, defs_cap;
+    struct { uint32_t ref, n; } *idups; /* MPI_Comm_idup calls so far, per parent */
+    uint32_t nidups, idups_cap;
 };
 
 /* Configuration (config.c), read from the environment at MPI_Init. */
@@ -197,6 +200,8 @@ MPS_INTERNAL void mps_say_not_written(const char *dir, int werr);
 MPS_INTERNAL void mps_config_read(void);
 /* clocksync.c */
 MPS_INTERNAL int64_t mps_clock_offset(void);
+/* collectives.c: a hashed nonblocking collective's input hash and its result's, now */
+MPS_INTERNAL int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out);
 /* communicators.c */
 MPS_INTERNAL comm_def *mps_comm_def_slot(void);
 MPS_INTERNAL int32_t *mps_serialize_comm(const comm_def *d, int32_t *p);
