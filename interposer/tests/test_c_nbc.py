@@ -96,7 +96,9 @@ def test_every_call_once(nbc: Run) -> None:
                      "MPI_Reduce_scatter_block": 1, "MPI_Barrier": 1, "MPI_Ialltoall": 1,
                      "MPI_Neighbor_alltoall": 1, "MPI_Neighbor_allgather": 1,
                      "MPI_Wait": len(NBC) + len(NEIGHBOUR) + 1})
-        assert nbc.trace.enters(r) == want, r
+        got = {f: k for f, k in nbc.trace.enters(r).items()
+               if f not in ("MPI_Comm_rank", "MPI_Comm_size")}  # book-keeping
+        assert got == want, r
 
 
 def test_nonblocking_collectives_on_world(nbc: Run) -> None:
