@@ -26,12 +26,13 @@ int32_t *mps_serialize_comm(const comm_def *d, int32_t *p)
     *p++ = (int32_t)d->ref;
     *p++ = (int32_t)d->parent;
     *p++ = d->size;
-    int nw = COMM_NAME_WORDS(d->name);
+    int nw = COMM_NAME_WORDS(d->name) + (d->inter_a > 0);
     *p++ = nw;
     memcpy(p, d->members, (size_t)d->size * sizeof *p);
     p += d->size;
     memset(p, 0, (size_t)nw * sizeof *p);
     memcpy(p, d->name, strlen(d->name));
+    if (d->inter_a > 0) p[nw - 1] = d->inter_a;
     return p + nw;
 }
 
@@ -42,7 +43,8 @@ int32_t *mps_serialize_comms(int all, int *nwords)
     int len = 0;
     const comm_def *defs = mps_comms.defs;
     for (uint32_t i = 0; i < mps_comms.ndefs; i++)
-        if (all || defs[i].creator) len += 4 + defs[i].size + COMM_NAME_WORDS(defs[i].name);
+        if (all || defs[i].creator)
+            len += 4 + defs[i].size + COMM_NAME_WORDS(defs[i].name) + (defs[i].inter_a > 0);
     int32_t *mine = malloc((size_t)(len ? len : 1) * sizeof *mine), *p = mine;
     for (uint32_t i = 0; i < mps_comms.ndefs; i++)
         if (all || defs[i].creator) p = mps_serialize_comm(&defs[i], p);
@@ -54,11 +56,82 @@ int32_t *mps_serialize_comms(int all, int *nwords)
 static void live_comm(const comm_def *d)
 {
     if (!mps_live_on()) return;
-    int32_t *w = malloc((size_t)(4 + d->size + COMM_NAME_WORDS(d->name)) * sizeof *w);
+    int32_t *w = malloc((size_t)(5 + d->size + COMM_NAME_WORDS(d->name)) * sizeof *w);
     if (!w) return;
     size_t n = (size_t)(mps_serialize_comm(d, w) - w);
     mps_live_record(MPS_LIVE_COMM, w, n * sizeof *w, NULL, 0);
     free(w);
+}
+
+/* World ranks of a group's members, in its rank order (n of them), or NULL. */
+static int32_t *world_ranks(MPI_Group g, int *n)
+{
+    PMPI_Group_size(g, n);
+    int32_t *w = malloc((size_t)(*n ? *n : 1) * sizeof *w);
+    int *idx = malloc((size_t)(*n ? *n : 1) * sizeof *idx);
+    if (w && idx) {
+        MPI_Group wg;
+        PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+        for (int i = 0; i < *n; i++) idx[i] = i;
+        PMPI_Group_translate_ranks(g, *n, idx, wg, w);
+        PMPI_Group_free(&wg);
+    } else {
+        free(w);
+        w = NULL;
+    }
+    free(idx);
+    return w;
+}
+
+/* An intercommunicator: both groups must agree on one id, and no intracommunicator spans
+ * them (a Bcast is not possible). Each group's rank 0 proposes an id of its own; two
+ * Allreduce(MAX) on the intercommunicator (each rank receives the remote group's result)
+ * give every rank the remote proposal, then its own; the smaller wins, and its group is
+ * the definition's group A (events name peers by their rank in the remote group, so a
+ * reader needs both groups: OTF2's InterComm definition). Collective over both groups,
+ * as every intercommunicator constructor is. */
+static void inter_created(const MPI_Comm *newcomm)
+{
+    int lrank = 0;
+    PMPI_Comm_rank(*newcomm, &lrank);
+    uint32_t mine = 0, remote = 0, own = 0;
+    if (lrank == 0)
+        mine = 2 + (uint32_t)mps_job.rank * MPS_COMM_REF_SPAN +
+               (mps_comms.counter++ % MPS_COMM_REF_SPAN);
+    PMPI_Allreduce(&mine, &remote, 1, MPI_UINT32_T, MPI_MAX, *newcomm);
+    PMPI_Allreduce(&remote, &own, 1, MPI_UINT32_T, MPI_MAX, *newcomm);
+    int side_a = own < remote;
+    uint32_t ref = side_a ? own : remote;
+    MPI_Group lg, rg;
+    PMPI_Comm_group(*newcomm, &lg);
+    PMPI_Comm_remote_group(*newcomm, &rg);
+    int nl = 0, nr = 0;
+    int32_t *l = world_ranks(lg, &nl), *r = world_ranks(rg, &nr);
+    PMPI_Group_free(&lg);
+    PMPI_Group_free(&rg);
+    LOCK();
+    comm_slot *s = comm_table_add(&mps_comms.tab, HANDLE_KEY(*newcomm));
+    if (s) s->ref = ref;
+    comm_def *d = l && r ? mps_comm_def_slot() : NULL;
+    if (d) {
+        d->ref = ref;
+        d->parent = OTF2_UNDEFINED_COMM; /* no communicator holds both groups */
+        d->size = nl + nr;
+        d->inter_a = side_a ? nl : nr;
+        d->creator = side_a && lrank == 0;
+        d->name[0] = 0;
+        d->members = malloc((size_t)(nl + nr) * sizeof(int32_t));
+        if (d->members) {
+            memcpy(d->members, side_a ? l : r, (size_t)d->inter_a * sizeof(int32_t));
+            memcpy(d->members + d->inter_a, side_a ? r : l,
+                   (size_t)(d->size - d->inter_a) * sizeof(int32_t));
+            mps_comms.ndefs++;
+            live_comm(d);
+        }
+    }
+    UNLOCK();
+    free(l);
+    free(r);
 }
 
 void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
@@ -66,7 +139,10 @@ void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
     if (mps_rt.state != 1 || *newcomm == MPI_COMM_NULL) return;
     int inter = 0;
     PMPI_Comm_test_inter(*newcomm, &inter);
-    if (inter) return; /* intercommunicators are not tracked (events name no comm) */
+    if (inter) {
+        inter_created(newcomm);
+        return;
+    }
     int crank, csize;
     PMPI_Comm_rank(*newcomm, &crank);
     PMPI_Comm_size(*newcomm, &csize);
@@ -87,6 +163,7 @@ void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
         d->parent = comm_ref(parent);
         d->size = csize;
         d->creator = crank == 0;
+        d->inter_a = 0;
         d->name[0] = 0;
         d->members = malloc((size_t)csize * sizeof(int32_t));
         if (d->members) {
@@ -121,6 +198,7 @@ static void keep_def(uint32_t ref, uint32_t parent, MPI_Group g, int creator)
     d->parent = parent;
     d->size = csize;
     d->creator = creator;
+    d->inter_a = 0;
     d->name[0] = 0;
     d->members = malloc((size_t)(csize ? csize : 1) * sizeof(int32_t));
     int *idx = malloc((size_t)(csize ? csize : 1) * sizeof(int));

@@ -128,13 +128,30 @@ static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uin
             for (int k = 0; k < d[2]; k++) m[k] = (uint64_t)d[4 + k];
             uint32_t dense = 2 + (uint32_t)written;
             snprintf(name, sizeof name, "comm %u", dense);
-            OTF2_GlobalDefWriter_WriteGroup(gw, gref, mps_gstr(gw, name),
-                                            OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
-                                            OTF2_GROUP_FLAG_NONE, (uint32_t)d[2], m);
             const char *given = (const char *)(d + 4 + d[2]); /* MPI_Comm_set_name */
-            OTF2_GlobalDefWriter_WriteComm(gw, dense,
-                                           mps_gstr(gw, d[3] && *given ? given : name),
-                                           gref++, parent, OTF2_COMM_FLAG_NONE);
+            OTF2_StringRef cname = mps_gstr(gw, d[3] && *given ? given : name);
+            int32_t na = comm_rec_inter_a(d);
+            if (na > 0 && na <= d[2]) { /* intercommunicator: its two groups */
+                char gname[80];
+                snprintf(gname, sizeof gname, "%s A", name);
+                OTF2_GlobalDefWriter_WriteGroup(gw, gref, mps_gstr(gw, gname),
+                                                OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                                OTF2_GROUP_FLAG_NONE, (uint32_t)na, m);
+                snprintf(gname, sizeof gname, "%s B", name);
+                OTF2_GlobalDefWriter_WriteGroup(gw, gref + 1, mps_gstr(gw, gname),
+                                                OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                                OTF2_GROUP_FLAG_NONE, (uint32_t)(d[2] - na),
+                                                m + na);
+                OTF2_GlobalDefWriter_WriteInterComm(gw, dense, cname, gref, gref + 1, parent,
+                                                    OTF2_COMM_FLAG_NONE);
+                gref += 2;
+            } else {
+                OTF2_GlobalDefWriter_WriteGroup(gw, gref, mps_gstr(gw, name),
+                                                OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                                OTF2_GROUP_FLAG_NONE, (uint32_t)d[2], m);
+                OTF2_GlobalDefWriter_WriteComm(gw, dense, cname, gref++, parent,
+                                               OTF2_COMM_FLAG_NONE);
+            }
             free(m);
             done[c] = 1;
             order[written++] = (uint32_t)d[0];

@@ -70,13 +70,21 @@ typedef struct {
     uint32_t ref, parent;
     int32_t size;
     int32_t creator;  /* this rank is the comm's rank 0: it contributes the definition */
-    int32_t *members; /* world ranks in comm-rank order */
+    int32_t *members; /* world ranks in comm-rank order; an intercommunicator's: A then B */
+    int32_t inter_a;  /* an intercommunicator: size of its group A (> 0); else 0 */
     char name[64];    /* MPI_Comm_set_name, or "" */
 } comm_def;
 
-/* A serialized communicator definition: ref, parent, size, name words, members, name. */
+/* A serialized communicator definition: ref, parent, size, name words, members, name.
+ * An intercommunicator's name words end with one more word after the name's: the size of
+ * its group A (readers that only know intracommunicators stop at the name's NUL). */
 #define COMM_REC_WORDS(d) (4 + (d)[2] + (d)[3])
 #define COMM_NAME_WORDS(name) ((int)((strlen(name) + sizeof(int32_t)) / sizeof(int32_t)))
+static inline int32_t comm_rec_inter_a(const int32_t *d)
+{
+    const char *name = (const char *)(d + 4 + d[2]);
+    return d[3] > COMM_NAME_WORDS(name) ? d[4 + d[2] + d[3] - 1] : 0;
+}
 
 /* predefined datatypes never change or go away: their sizes are remembered (and which
  * handles are derived, so those skip the envelope query). Direct-mapped: a collision

@@ -178,8 +178,10 @@ def check_requests(trace: Trace) -> None:
             f"{rid}: {started[rid]}" for rid in outstanding)
 
 
-def world(trace: Trace, comm: int, rank_in_comm: int) -> int:
-    return trace.comms[comm].members[rank_in_comm]
+def world(trace: Trace, comm: int, rank_in_comm: int, rank: int = -1) -> int:
+    """World rank of `rank`'s peer `rank_in_comm` (in the remote group of an
+    intercommunicator)."""
+    return trace.comms[comm].peer(rank, rank_in_comm)
 
 
 def messages(trace: Trace) -> tuple[Counter, Counter]:
@@ -189,17 +191,17 @@ def messages(trace: Trace) -> tuple[Counter, Counter]:
     for rank, events in trace.events.items():
         for e in events:
             if e.kind in ("MpiSend", "MpiIsend"):
-                sends[(rank, world(trace, e["comm"], e["peer"]), e["comm"], e["tag"],
+                sends[(rank, world(trace, e["comm"], e["peer"], rank), e["comm"], e["tag"],
                        e["bytes"])] += 1
             elif e.kind in ("MpiRecv", "MpiIrecv"):
-                recvs[(world(trace, e["comm"], e["peer"]), rank, e["comm"], e["tag"],
+                recvs[(world(trace, e["comm"], e["peer"], rank), rank, e["comm"], e["tag"],
                        e["bytes"])] += 1
     return sends, recvs
 
 
 def p2p_of(trace: Trace, rank: int, kind: str) -> Counter:
     """Counter of (peer as world rank, tag, bytes) of one message event kind."""
-    return Counter((world(trace, e["comm"], e["peer"]), e["tag"], e["bytes"])
+    return Counter((world(trace, e["comm"], e["peer"], rank), e["tag"], e["bytes"])
                    for e in trace.of(rank, kind))
 
 
