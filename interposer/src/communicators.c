@@ -146,7 +146,11 @@ void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
     int crank, csize;
     PMPI_Comm_rank(*newcomm, &crank);
     PMPI_Comm_size(*newcomm, &csize);
-    /* The new communicator's rank 0 chooses a globally unique ref and tells the others. */
+    /* The new communicator's rank 0 chooses a globally unique ref and tells the others on
+     * the new communicator itself: every constructor but Comm_idup returns a usable
+     * communicator to exactly its members, all inside the constructor, so this Bcast is
+     * the first collective on it everywhere (Comm_create_group, collective only over the
+     * group, included: the group is the new communicator). */
     uint32_t ref = 0;
     if (crank == 0)
         ref = 2 + (uint32_t)mps_job.rank * MPS_COMM_REF_SPAN +
