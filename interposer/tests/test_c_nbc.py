@@ -4,8 +4,8 @@ Every nonblocking collective of MPI-3.1 is a NonBlockingCollectiveRequest in its
 NonBlockingCollectiveComplete in the MPI_Wait that completes it, with the operation, root
 and bytes its blocking twin records (sent = what this rank's send buffer contributes,
 received = what lands in its receive buffer). Neighbourhood collectives are recorded as
-the global operation of the same shape (OTF2 has no neighbourhood operation; Score-P does
-the same), with the bytes that move to and from the topology's neighbours.
+the global operation of the same shape (OTF2 has no neighbourhood operation), with the
+bytes that move to and from the topology's neighbours.
 """
 
 from __future__ import annotations
