@@ -95,6 +95,32 @@ void mps_set_properties(OTF2_Archive *ar)
     OTF2_Archive_SetProperty(ar, "MPISCOPE::VERSION", MPS_VERSION, true);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each communicator has one creator, so a ref twice is two communicators with one id:
+ * possible only for ids hashed without communication (MPI_Comm_idup, communicators.c). */
+static void warn_duplicate_refs(const int32_t *cw, const int *at, int ncomms)
+{
+    uint32_t *refs = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *refs);
+    if (!refs) return;
+    for (int c = 0; c < ncomms; c++) refs[c] = (uint32_t)cw[at[c]];
+    qsort(refs, (size_t)ncomms, sizeof *refs, cmp_u32);
+    for (int c = 1; c < ncomms; c++)
+        if (refs[c] == refs[c - 1]) {
+            char line[160];
+            snprintf(line, sizeof line, "mpiscope: warning: two communicators (from "
+                     "MPI_Comm_idup) got the same id %u: the trace cannot tell their events "
+                     "apart\n", refs[c]);
+            mps_to_stderr(line);
+            break;
+        }
+    free(refs);
+}
+
 /* Communicator definitions, parents before children where the parent is known; returns
  * how many were written, their sparse refs in writing order in order[]. */
 static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uint32_t **order_out)
@@ -107,6 +133,7 @@ static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uin
     uint32_t *order = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *order);
     *order_out = order;
     for (int i = 0, c = 0; i < ncw; i += COMM_REC_WORDS(cw + i)) at[c++] = i;
+    warn_duplicate_refs(cw, at, ncomms);
     OTF2_GroupRef gref = 3;
     int written = 0;
     for (int progress = 1; written < ncomms;) {
