@@ -270,8 +270,17 @@ static inline int32_t world(const ctx_t *c, OTF2_CommRef comm, uint32_t local)
     if (local == NONE32 || comm >= g->ncommrefs) return -1;
     int32_t ci = g->comm_index[comm];
     if (ci < 0) return -1;
-    if (g->comm_self[ci]) return c->rank;
+    if (g->comm_self[ci] == 1) return c->rank;
     int64_t off = g->comm_offset[ci], size = g->comm_offset[ci + 1] - off;
+    if (g->comm_self[ci] == 2 && size > 0) { /* intercommunicator: the peer's group is the
+                                               one this rank is not in */
+        int64_t na = g->comm_members[off];
+        if (na < 0 || na > size - 1) return -1;
+        int in_a = 0;
+        for (int64_t k = 0; k < na && !in_a; k++) in_a = g->comm_members[off + 1 + k] == c->rank;
+        if (in_a) off += 1 + na, size -= 1 + na;
+        else off += 1, size = na;
+    }
     return (int64_t)local < size ? g->comm_members[off + local] : -1;
 }
 

@@ -194,9 +194,11 @@ HANDLE_F2C = {
     "MPI_Info": "PMPI_Info_f2c",
     "MPI_Win": "PMPI_Win_f2c",
     "MPI_File": "PMPI_File_f2c",
+    "MPI_Message": "PMPI_Message_f2c",
 }
 # handles a call creates or frees: converted in, and back out after the call
-HANDLE_OUT = {"MPI_Comm *": "Comm", "MPI_Win *": "Win", "MPI_File *": "File"}
+HANDLE_OUT = {"MPI_Comm *": "Comm", "MPI_Win *": "Win", "MPI_File *": "File",
+              "MPI_Message *": "Message"}  # Mprobe sets a message, Mrecv consumes it
 # INTEGER(KIND=MPI_ADDRESS_KIND) and INTEGER(KIND=MPI_OFFSET_KIND), by reference
 BY_VALUE_KIND = ("MPI_Aint", "MPI_Offset")
 

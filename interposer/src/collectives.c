@@ -73,6 +73,99 @@ void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint
 void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
                const MPI_Request *req)
 {
+    mps_icoll_hashed(op, comm, root, sent, recvd, req, 0, 0, NULL);
+}
+
+/* ------------------------------------------------------------ payload hashing */
+
+#define FNV_BASIS 0xcbf29ce484222325ULL
+
+static uint64_t fnv(uint64_t h, const unsigned char *p, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* Bytes of b, and whether every datatype in it is predefined (then its bytes are
+ * exactly count * size in memory, displacements in elements are size-strided). */
+static uint64_t buf_bytes(const struct mps_buf *b, int *named)
+{
+    int sz = 0;
+    uint64_t total = 0;
+    *named = 1;
+    if (!b->buf || b->buf == MPI_IN_PLACE) return 0;
+    if (!b->counts) {
+        if (b->count <= 0) return 0;
+        if (b->type == MPI_DATATYPE_NULL) { *named = 0; return 0; }
+        *named = type_info(b->type, &sz);
+        return (uint64_t)b->count * (uint64_t)sz;
+    }
+    for (int i = 0; i < b->n && *named; i++) {
+        if (b->counts[i] <= 0) continue;
+        MPI_Datatype t = b->types ? b->types[i] : b->type;
+        if (t == MPI_DATATYPE_NULL) { *named = 0; break; }
+        *named = type_info(t, &sz);
+        total += (uint64_t)b->counts[i] * (uint64_t)sz;
+    }
+    return total;
+}
+
+int mps_hashable(const struct mps_buf *in, const struct mps_buf *out)
+{
+    if (tl_skip || mps_rt.state != 1) return 0;
+    int named_in, named_out;
+    uint64_t bi = buf_bytes(in, &named_in), bo = buf_bytes(out, &named_out);
+    return named_in && named_out && bi <= mps_cfg.hash_bytes && bo <= mps_cfg.hash_bytes;
+}
+
+/* FNV-1a 64 of b's bytes (its blocks concatenated in rank order); 0 for no buffer. */
+uint64_t mps_hash_of(const struct mps_buf *b)
+{
+    if (!b->buf || b->buf == MPI_IN_PLACE) return 0;
+    const unsigned char *p = b->buf;
+    if (!b->counts) return fnv(FNV_BASIS, p, mps_type_bytes(b->count, b->type));
+    uint64_t h = FNV_BASIS, at = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (b->counts[i] <= 0) continue;
+        int sz = 0;
+        type_info(b->types ? b->types[i] : b->type, &sz);
+        uint64_t n = (uint64_t)b->counts[i] * (uint64_t)sz;
+        /* displacements: bytes with one type per block (w), else elements; none: packed */
+        int64_t off = !b->displs ? (int64_t)at
+                      : b->types ? (int64_t)b->displs[i] : (int64_t)b->displs[i] * sz;
+        h = fnv(h, p + off, n);
+        at += n;
+    }
+    return h;
+}
+
+/* Hashed nonblocking collectives in flight: few at a time, so a small array; when it is
+ * full a collective goes unhashed (never wrong, only less provable). */
+#define MPS_NBC_HASHED 64
+static struct {
+    uint64_t id, in;
+    struct mps_buf out;
+} nbc_hashed[MPS_NBC_HASHED];
+
+int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out)
+{
+    for (int i = 0; i < MPS_NBC_HASHED; i++)
+        if (nbc_hashed[i].id == id) {
+            *in = nbc_hashed[i].in;
+            *out = mps_hash_of(&nbc_hashed[i].out);
+            nbc_hashed[i].id = 0;
+            return 1;
+        }
+    return 0;
+}
+
+void mps_icoll_hashed(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
+                      uint64_t recvd, const MPI_Request *req, int have_hash,
+                      uint64_t in_hash, const struct mps_buf *out)
+{
     if (tl_skip || mps_rt.state != 1 || *req == MPI_REQUEST_NULL) return;
     LOCK();
     req_slot *r = req_table_add(&mps_reqs.tab, HANDLE_KEY(*req));
@@ -85,7 +178,57 @@ void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_
         r->recvd = recvd;
         r->id = ++mps_reqs.next_id;
         r->active = 1;
+        for (int i = 0; have_hash && out && i < MPS_NBC_HASHED; i++)
+            if (!nbc_hashed[i].id) {
+                nbc_hashed[i].id = r->id;
+                nbc_hashed[i].in = in_hash;
+                nbc_hashed[i].out = *out;
+                r->hashed = 1;
+                break;
+            }
         ev(MPS_EV_NBC_REQUEST, 0, 0, 0, 1)[0] = r->id;
     }
     UNLOCK();
+}
+
+/* ------------------------------------------------------ neighbourhood collectives */
+
+int mps_nbr_degree(MPI_Comm comm, int out)
+{
+    int topo = MPI_UNDEFINED, n = 0, in = 0, o = 0, weighted = 0;
+    PMPI_Topo_test(comm, &topo);
+    if (topo == MPI_CART) {
+        PMPI_Cartdim_get(comm, &n);
+        return 2 * n;
+    }
+    if (topo == MPI_GRAPH) {
+        PMPI_Graph_neighbors_count(comm, mps_comm_rank(comm), &n);
+        return n;
+    }
+    if (topo == MPI_DIST_GRAPH) {
+        PMPI_Dist_graph_neighbors_count(comm, &in, &o, &weighted);
+        return out ? o : in;
+    }
+    return 0;
+}
+
+uint64_t mps_nbr_bytes(MPI_Comm comm, int out, const int *counts, int count,
+                       MPI_Datatype type, const MPI_Datatype *types)
+{
+    if (tl_skip || mps_rt.state != 1) return 0;
+    int topo = MPI_UNDEFINED, deg = mps_nbr_degree(comm, out);
+    PMPI_Topo_test(comm, &topo);
+    uint64_t total = 0;
+    int src = MPI_PROC_NULL, dst = MPI_PROC_NULL;
+    for (int i = 0; i < deg; i++) {
+        /* a Cartesian rank's neighbours, in and out alike: per dimension the rank below
+         * (source of MPI_Cart_shift by 1), then the rank above; off a non-periodic edge
+         * they are MPI_PROC_NULL and nothing moves */
+        if (topo == MPI_CART) {
+            if (i % 2 == 0) PMPI_Cart_shift(comm, i / 2, 1, &src, &dst);
+            if ((i % 2 ? dst : src) == MPI_PROC_NULL) continue;
+        }
+        total += mps_type_bytes(counts ? counts[i] : count, types ? types[i] : type);
+    }
+    return total;
 }

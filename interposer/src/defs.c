@@ -95,6 +95,32 @@ void mps_set_properties(OTF2_Archive *ar)
     OTF2_Archive_SetProperty(ar, "MPISCOPE::VERSION", MPS_VERSION, true);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each communicator has one creator, so a ref twice is two communicators with one id:
+ * possible only for ids hashed without communication (MPI_Comm_idup, communicators.c). */
+static void warn_duplicate_refs(const int32_t *cw, const int *at, int ncomms)
+{
+    uint32_t *refs = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *refs);
+    if (!refs) return;
+    for (int c = 0; c < ncomms; c++) refs[c] = (uint32_t)cw[at[c]];
+    qsort(refs, (size_t)ncomms, sizeof *refs, cmp_u32);
+    for (int c = 1; c < ncomms; c++)
+        if (refs[c] == refs[c - 1]) {
+            char line[160];
+            snprintf(line, sizeof line, "mpiscope: warning: two communicators (from "
+                     "MPI_Comm_idup) got the same id %u: the trace cannot tell their events "
+                     "apart\n", refs[c]);
+            mps_to_stderr(line);
+            break;
+        }
+    free(refs);
+}
+
 /* Communicator definitions, parents before children where the parent is known; returns
  * how many were written, their sparse refs in writing order in order[]. */
 static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uint32_t **order_out)
@@ -107,6 +133,7 @@ static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uin
     uint32_t *order = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *order);
     *order_out = order;
     for (int i = 0, c = 0; i < ncw; i += COMM_REC_WORDS(cw + i)) at[c++] = i;
+    warn_duplicate_refs(cw, at, ncomms);
     OTF2_GroupRef gref = 3;
     int written = 0;
     for (int progress = 1; written < ncomms;) {
@@ -128,13 +155,30 @@ static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uin
             for (int k = 0; k < d[2]; k++) m[k] = (uint64_t)d[4 + k];
             uint32_t dense = 2 + (uint32_t)written;
             snprintf(name, sizeof name, "comm %u", dense);
-            OTF2_GlobalDefWriter_WriteGroup(gw, gref, mps_gstr(gw, name),
-                                            OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
-                                            OTF2_GROUP_FLAG_NONE, (uint32_t)d[2], m);
             const char *given = (const char *)(d + 4 + d[2]); /* MPI_Comm_set_name */
-            OTF2_GlobalDefWriter_WriteComm(gw, dense,
-                                           mps_gstr(gw, d[3] && *given ? given : name),
-                                           gref++, parent, OTF2_COMM_FLAG_NONE);
+            OTF2_StringRef cname = mps_gstr(gw, d[3] && *given ? given : name);
+            int32_t na = comm_rec_inter_a(d);
+            if (na > 0 && na <= d[2]) { /* intercommunicator: its two groups */
+                char gname[80];
+                snprintf(gname, sizeof gname, "%s A", name);
+                OTF2_GlobalDefWriter_WriteGroup(gw, gref, mps_gstr(gw, gname),
+                                                OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                                OTF2_GROUP_FLAG_NONE, (uint32_t)na, m);
+                snprintf(gname, sizeof gname, "%s B", name);
+                OTF2_GlobalDefWriter_WriteGroup(gw, gref + 1, mps_gstr(gw, gname),
+                                                OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                                OTF2_GROUP_FLAG_NONE, (uint32_t)(d[2] - na),
+                                                m + na);
+                OTF2_GlobalDefWriter_WriteInterComm(gw, dense, cname, gref, gref + 1, parent,
+                                                    OTF2_COMM_FLAG_NONE);
+                gref += 2;
+            } else {
+                OTF2_GlobalDefWriter_WriteGroup(gw, gref, mps_gstr(gw, name),
+                                                OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                                OTF2_GROUP_FLAG_NONE, (uint32_t)d[2], m);
+                OTF2_GlobalDefWriter_WriteComm(gw, dense, cname, gref++, parent,
+                                               OTF2_COMM_FLAG_NONE);
+            }
             free(m);
             done[c] = 1;
             order[written++] = (uint32_t)d[0];

@@ -124,7 +124,7 @@ static size_t record_words(const uint64_t *p)
     case MPS_EV_TEST: case MPS_EV_NBC_REQUEST: return 3;
     case MPS_EV_SEND: case MPS_EV_RECV: return 4;
     case MPS_EV_ISEND: case MPS_EV_IRECV: return 5;
-    case MPS_EV_NBC_DONE: return 6;
+    case MPS_EV_NBC_DONE: return p[2] >> 32 ? 8 : 6;
     case MPS_EV_COLL_END: return p[2] >> 32 ? 7 : 5;
     }
     return 0;
@@ -282,10 +282,17 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
         case MPS_EV_NBC_REQUEST:
             OTF2_EvtWriter_NonBlockingCollectiveRequest(w, NULL, t, x[0]);
             break;
-        case MPS_EV_NBC_DONE:
-            OTF2_EvtWriter_NonBlockingCollectiveComplete(w, NULL, t, (OTF2_CollectiveOp)op,
-                                                         (uint32_t)x[0], a, x[1], x[2], x[3]);
+        case MPS_EV_NBC_DONE: {
+            int have_hash = (int)(x[0] >> 32);
+            if (have_hash) {
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_IN_HASH, x[4]);
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_OUT_HASH, x[5]);
+            }
+            OTF2_EvtWriter_NonBlockingCollectiveComplete(w, have_hash ? al : NULL, t,
+                                                         (OTF2_CollectiveOp)op, (uint32_t)x[0],
+                                                         a, x[1], x[2], x[3]);
             break;
+        }
         default:
             if (kind >= MPS_EV_RMA_WIN) encode_rma_io(w, t, kind, op, a, x);
             break;

@@ -25,7 +25,7 @@
 #define MPS_ATTR_CALLSITE 0
 #define MPS_ATTR_IN_HASH 1
 #define MPS_ATTR_OUT_HASH 2
-#define MPS_EV_MAX_WORDS 8 /* largest record (NonBlockingCollectiveComplete) */
+#define MPS_EV_MAX_WORDS 8 /* largest record (hashed NonBlockingCollectiveComplete) */
 
 /* record kinds; payload words after the header in brackets */
 enum mps_ev {
@@ -43,7 +43,8 @@ enum mps_ev {
     MPS_EV_COLL_END,      /* op; a = root; [comm | have_hash << 32] [sent] [recvd]
                              (+ [in hash] [out hash] when have_hash) */
     MPS_EV_NBC_REQUEST,   /* [request id] */
-    MPS_EV_NBC_DONE,      /* op; a = root; [comm] [sent] [recvd] [request id] */
+    MPS_EV_NBC_DONE,      /* op; a = root; [comm | have_hash << 32] [sent] [recvd]
+                             [request id] (+ [in hash] [out hash] when have_hash) */
     /* RMA (rma.c), a = window ref */
     MPS_EV_RMA_WIN,       /* op 0 create, 1 destroy */
     MPS_EV_RMA_OP,        /* op 0 put, 1 get, else 16 + atomic type; [remote] [sent] [recvd]

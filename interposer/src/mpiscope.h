@@ -66,6 +66,43 @@ void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
                   uint64_t recvd, int have_hash, uint64_t in_hash, uint64_t out_hash);
 void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
                const MPI_Request *req);
+/* A collective's input or result buffer, for payload hashing: `count` elements of `type`
+ * at buf; or, with `counts`, n blocks at `displs` (elements of `type`, or bytes with one
+ * datatype per block in `types`), hashed as their concatenation in rank order. buf NULL:
+ * nothing (hash 0). */
+struct mps_buf {
+    const void *buf;
+    int count;
+    MPI_Datatype type;
+    const int *counts, *displs;
+    const MPI_Datatype *types;
+    int n;
+};
+#define MPS_BUF(b, c, t) ((struct mps_buf){.buf = (b), .count = (c), .type = (t)})
+#define MPS_BUFV(b, t, cs, ds, ts, nb) \
+    ((struct mps_buf){.buf = (b), .type = (t), .counts = (cs), .displs = (ds), .types = (ts), \
+                      .n = (nb)})
+#define MPS_NOBUF ((struct mps_buf){.buf = NULL})
+/* Both hashable: predefined types, each at most mps_cfg.hash_bytes (and tracing on). */
+int mps_hashable(const struct mps_buf *in, const struct mps_buf *out);
+uint64_t mps_hash_of(const struct mps_buf *b);
+/* Nonblocking collective whose result is hashed at completion (`out` must stay valid
+ * until then, as MPI requires of the buffers and arrays of a nonblocking collective). */
+void mps_icoll_hashed(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
+                      uint64_t recvd, const MPI_Request *req, int have_hash,
+                      uint64_t in_hash, const struct mps_buf *out);
+/* Neighbourhood collectives: blocks in the receive (`out` 0) or send (`out` 1) buffer
+ * of comm's topology, and the bytes moved (neighbours that are MPI_PROC_NULL move none):
+ * `counts` per neighbour or `count` each, of `type` or of types[i]. */
+int mps_nbr_degree(MPI_Comm comm, int out);
+uint64_t mps_nbr_bytes(MPI_Comm comm, int out, const int *counts, int count,
+                       MPI_Datatype type, const MPI_Datatype *types);
+/* Matched probe: Mprobe/Improbe remember the message's communicator; Mrecv/Imrecv
+ * consume it (saved: the handle before the call, which MPI sets to MPI_MESSAGE_NULL). */
+void mps_mprobed(const MPI_Message *msg, MPI_Comm comm);
+void mps_mrecv_done(const MPI_Message *saved, const MPI_Status *st);
+void mps_imrecv(const MPI_Message *saved, int count, MPI_Datatype type,
+                const MPI_Request *req);
 int mps_comm_size(MPI_Comm comm);
 /* processes a collective addresses: the remote group's size for an intercommunicator */
 int mps_comm_peers(MPI_Comm comm);
@@ -76,6 +113,8 @@ uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type);
 void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm);
 void mps_comm_freed(const MPI_Comm *comm);
 void mps_comm_named(MPI_Comm comm, const char *name);
+/* Comm_idup: the new communicator's id without communication (see communicators.c). */
+void mps_comm_idup(MPI_Comm parent, const MPI_Comm *newcomm);
 
 /* Call sites: dense per-rank id for a return address; resolved at Finalize. */
 uint32_t mps_callsite_id(void *ra);

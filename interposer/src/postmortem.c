@@ -127,6 +127,7 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
         if (!c->members) break;
         memcpy(c->members, d + 4, (size_t)d[2] * sizeof(int32_t));
         snprintf(c->name, sizeof c->name, "%.*s", (int)(d[3] * 4), (const char *)(d + 4 + d[2]));
+        c->inter_a = comm_rec_inter_a(d);
         for (uint32_t k = 0; k < log.nnames; k++)
             if (log.names[k].ref == c->ref) snprintf(c->name, sizeof c->name, "%s", log.names[k].name);
         mps_comms.ndefs++;

@@ -97,12 +97,19 @@ static void complete_one(req_slot *r, const MPI_Status *st)
             x[1] = (uint64_t)(n > 0 ? n : 0);
             x[2] = r->id;
         } else if (r->kind == REQ_COLL) {
+            uint64_t in = 0, out = 0;
+            int hashed = r->hashed && mps_nbc_hashes(r->id, &in, &out);
             uint64_t *x = ev(MPS_EV_NBC_DONE, r->coll_op, 0,
-                             r->root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)r->root, 4);
-            x[0] = r->comm;
+                             r->root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)r->root,
+                             hashed ? 6 : 4);
+            x[0] = r->comm | (uint64_t)hashed << 32;
             x[1] = r->sent;
             x[2] = r->recvd;
             x[3] = r->id;
+            if (hashed) {
+                x[4] = in;
+                x[5] = out;
+            }
         } else if (r->kind == REQ_RMA) {
             mps_rma_req_done(r);
         } else if (r->kind == REQ_IO) {
@@ -175,5 +182,80 @@ void mps_cancelled_mark(const MPI_Request *req)
     LOCK();
     req_slot *r = req_find_oldest(HANDLE_KEY(*req)); /* the one completion will find */
     if (r) r->cancel = 1;
+    UNLOCK();
+}
+
+/* ------------------------------------------------------------- matched probe */
+
+/* Messages MPI_Mprobe/Improbe handed out and no receive consumed yet: their
+ * communicator, which MPI_Mrecv/Imrecv do not name. A program holds few at a time; the
+ * oldest is overwritten when full (its receive then names no communicator). */
+#define MPS_MESSAGES 64
+static struct {
+    uint64_t key;
+    uint32_t comm;
+    uint8_t used;
+} messages[MPS_MESSAGES];
+static unsigned next_message;
+
+void mps_mprobed(const MPI_Message *msg, MPI_Comm comm)
+{
+    /* kept even when the probe is filtered out: the receive may be traced */
+    if (mps_rt.state != 1 || *msg == MPI_MESSAGE_NULL || *msg == MPI_MESSAGE_NO_PROC) return;
+    LOCK();
+    int i = 0;
+    while (i < MPS_MESSAGES && messages[i].used) i++;
+    if (i == MPS_MESSAGES) i = (int)(next_message++ % MPS_MESSAGES);
+    messages[i].key = HANDLE_KEY(*msg);
+    messages[i].comm = comm_ref(comm);
+    messages[i].used = 1;
+    UNLOCK();
+}
+
+/* The communicator of a probed message, forgotten (the receive consumes it). Locked. */
+static uint32_t message_comm(const MPI_Message *msg)
+{
+    uint64_t k = HANDLE_KEY(*msg);
+    for (int i = 0; i < MPS_MESSAGES; i++)
+        if (messages[i].used && messages[i].key == k) {
+            messages[i].used = 0;
+            return messages[i].comm;
+        }
+    return OTF2_UNDEFINED_COMM;
+}
+
+void mps_mrecv_done(const MPI_Message *saved, const MPI_Status *st)
+{
+    if (mps_rt.state != 1 || *saved == MPI_MESSAGE_NULL) return;
+    LOCK();
+    uint32_t comm = message_comm(saved);
+    if (!tl_skip && st && st->MPI_SOURCE != MPI_PROC_NULL) {
+        int n = 0;
+        PMPI_Get_count(st, MPI_BYTE, &n);
+        uint64_t *x = ev(MPS_EV_RECV, 0, 0, (uint32_t)st->MPI_SOURCE, 2);
+        x[0] = comm | (uint64_t)(uint32_t)st->MPI_TAG << 32;
+        x[1] = (uint64_t)(n > 0 ? n : 0);
+    }
+    UNLOCK();
+}
+
+void mps_imrecv(const MPI_Message *saved, int count, MPI_Datatype type,
+                const MPI_Request *req)
+{
+    if (mps_rt.state != 1 || *saved == MPI_MESSAGE_NULL) return;
+    LOCK();
+    uint32_t comm = message_comm(saved);
+    /* MPI_MESSAGE_NO_PROC: a receive from MPI_PROC_NULL, nothing to record */
+    if (!tl_skip && *saved != MPI_MESSAGE_NO_PROC && *req != MPI_REQUEST_NULL) {
+        req_slot *r = req_table_add(&mps_reqs.tab, HANDLE_KEY(*req));
+        if (r) {
+            r->kind = REQ_RECV;
+            r->peer = MPI_ANY_SOURCE;
+            r->tag = MPI_ANY_TAG;
+            r->comm = comm;
+            r->bytes = mps_type_bytes(count, type);
+            post_recv(r);
+        }
+    }
     UNLOCK();
 }

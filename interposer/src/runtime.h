@@ -62,6 +62,7 @@ typedef struct {
     int32_t peer, tag, root;
     uint8_t used, kind, persistent, active, coll_op;
     uint8_t cancel; /* MPI_Cancel was called: ask MPI_Test_cancelled at completion */
+    uint8_t hashed; /* a collective whose result is hashed at completion (collectives.c) */
 } req_slot;
 MPS_OPTABLE(req_table, req_slot, 1024)
 
@@ -69,13 +70,21 @@ typedef struct {
     uint32_t ref, parent;
     int32_t size;
     int32_t creator;  /* this rank is the comm's rank 0: it contributes the definition */
-    int32_t *members; /* world ranks in comm-rank order */
+    int32_t *members; /* world ranks in comm-rank order; an intercommunicator's: A then B */
+    int32_t inter_a;  /* an intercommunicator: size of its group A (> 0); else 0 */
     char name[64];    /* MPI_Comm_set_name, or "" */
 } comm_def;
 
-/* A serialized communicator definition: ref, parent, size, name words, members, name. */
+/* A serialized communicator definition: ref, parent, size, name words, members, name.
+ * An intercommunicator's name words end with one more word after the name's: the size of
+ * its group A (readers that only know intracommunicators stop at the name's NUL). */
 #define COMM_REC_WORDS(d) (4 + (d)[2] + (d)[3])
 #define COMM_NAME_WORDS(name) ((int)((strlen(name) + sizeof(int32_t)) / sizeof(int32_t)))
+static inline int32_t comm_rec_inter_a(const int32_t *d)
+{
+    const char *name = (const char *)(d + 4 + d[2]);
+    return d[3] > COMM_NAME_WORDS(name) ? d[4 + d[2] + d[3] - 1] : 0;
+}
 
 /* predefined datatypes never change or go away: their sizes are remembered (and which
  * handles are derived, so those skip the envelope query). Direct-mapped: a collision
@@ -125,6 +134,8 @@ struct mps_communicators {
     uint32_t counter; /* refs handed out as a creator */
     comm_def *defs;
     uint32_t ndefs, defs_cap;
+    struct { uint32_t ref, n; } *idups; /* MPI_Comm_idup calls so far, per parent */
+    uint32_t nidups, idups_cap;
 };
 
 /* Configuration (config.c), read from the environment at MPI_Init. */
@@ -197,6 +208,8 @@ MPS_INTERNAL void mps_say_not_written(const char *dir, int werr);
 MPS_INTERNAL void mps_config_read(void);
 /* clocksync.c */
 MPS_INTERNAL int64_t mps_clock_offset(void);
+/* collectives.c: a hashed nonblocking collective's input hash and its result's, now */
+MPS_INTERNAL int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out);
 /* communicators.c */
 MPS_INTERNAL comm_def *mps_comm_def_slot(void);
 MPS_INTERNAL int32_t *mps_serialize_comm(const comm_def *d, int32_t *p);

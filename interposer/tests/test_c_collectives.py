@@ -222,3 +222,29 @@ def test_hash_size_is_configurable(programs, tmp_path) -> None:
         assert "mpiscope:in_hash" in by_op["SCAN"].fields
         assert "mpiscope:in_hash" not in by_op["ALLREDUCE"].fields
         assert "mpiscope:out_hash" not in by_op["ALLREDUCE"].fields
+
+
+def test_v_and_w_variant_hashes(colls: Run) -> None:
+    """Gather/scatter/alltoall families and reduce_scatter are hashed too: v/w variants as
+    their blocks concatenated in rank order, a side without a buffer as 0. colls.c's send
+    buffer `a` holds zeros, so each hash is that of so many zero bytes."""
+    np = colls.np
+    tri = np * (np + 1) // 2
+
+    def zeros(n_ints: int) -> int:
+        return tc.fnv1a(bytes(INT * n_ints))
+
+    for r in range(np):
+        ends = {e["op"]: e for e in colls.trace.of(r, "MpiCollectiveEnd") if e["comm"] == 0}
+        root0 = r == 0
+        want = {
+            "GATHERV": (zeros(r + 1), zeros(tri) if root0 else 0),
+            "SCATTERV": (zeros(tri) if root0 else 0, zeros(r + 1)),
+            "ALLGATHERV": (zeros(r + 1), zeros(tri)),
+            "ALLTOALLV": (zeros(tri), zeros(np * (r + 1))),
+            "ALLTOALLW": (zeros(np), zeros(np)),
+            "REDUCE_SCATTER": (zeros(2 * np), zeros(2)),
+        }
+        for op, (in_hash, out_hash) in want.items():
+            e = ends[op]
+            assert (e["mpiscope:in_hash"], e["mpiscope:out_hash"]) == (in_hash, out_hash), (r, op)

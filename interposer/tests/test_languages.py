@@ -204,3 +204,35 @@ def test_fortran_alltoallw(mpi, programs, tmp_path) -> None:
             mpijobs.callsite("f_alltoallw.f90", "alltoallw")]
         (end,) = [e for e in t.of(r, "MpiCollectiveEnd") if e["op"] == "ALLTOALLW"]
         assert (end["sent"], end["received"]) == (8, 8)  # one INTEGER to/from each rank
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_fortran_matched_probe_nbc_idup(mpi, programs, tmp_path) -> None:
+    """MPI_Mprobe/Mrecv, MPI_Ialltoall + Wait and MPI_Comm_idup from `use mpi`: results
+    unchanged, the message matched on the probe's communicator, the collective completed
+    in the Wait, the idup'd communicator defined."""
+    if mpi == "mpich":
+        if not (mpijobs.have("mpif90.mpich") and mpijobs.have("mpiexec.mpich")):
+            pytest.skip("MPICH is not installed (mpif90.mpich / mpiexec.mpich missing)")
+        exe = mpijobs.build("f_mprobe.f90", tmp_path,
+                            ["mpif90.mpich", *mpijobs.COMPILERS[".f90"][1:]])
+        job = mpijobs.run([str(exe)], np=2, out=tmp_path / "trace",
+                          launcher=mpijobs.MPIEXEC_MPICH, mpi="mpich")
+    else:
+        exe = programs["f_mprobe.f90"]
+        job = mpijobs.run([str(exe)], np=2, out=tmp_path / "trace")
+    assert job.returncode == 0, job.stderr
+    assert sorted(job.stdout.split("\n")[:2]) == ["rank 0 got 6 a2a 10 n 2",
+                                                   "rank 1 got 3 a2a 12 n 2"]
+    t = tc.read_both(tmp_path / "trace")
+    tc.check_structure(t)
+    tc.check_requests(t)
+    sends, recvs = tc.messages(t)
+    assert sends == recvs and sum(sends.values()) == 2
+    for r in range(2):
+        assert [(e["comm"], e["tag"], e["bytes"]) for e in t.of(r, "MpiRecv")] == [(0, 7, 12)]
+        assert tc.callsites(t, r, "MPI_Mrecv") == [mpijobs.callsite("f_mprobe.f90", "mrecv")]
+        (done,) = t.of(r, "NonBlockingCollectiveComplete")
+        assert (done["op"], done["sent"], done["received"]) == ("ALLTOALL", 8, 8)
+        (end,) = [e for e in t.of(r, "MpiCollectiveEnd") if e["op"] == "ALLREDUCE"]
+        assert t.comms[end["comm"]].members == [0, 1] and end["comm"] >= 2

@@ -24,15 +24,35 @@ ROLE_OF = {
     **{f: "FUNCTION" for f in (
         "MPI_Init", "MPI_Init_thread", "MPI_Finalize", "MPI_Abort", "MPI_Comm_dup",
         "MPI_Comm_split", "MPI_Comm_create", "MPI_Cart_create", "MPI_Comm_free")},
+    # nonblocking collectives take their blocking twin's role; neighbourhood ones COLL_OTHER
+    **{f: "COLL_ALL2ONE" for f in ("MPI_Igather", "MPI_Igatherv")},
+    **{f: "COLL_ONE2ALL" for f in ("MPI_Iscatter", "MPI_Iscatterv")},
+    **{f: "COLL_ALL2ALL" for f in (
+        "MPI_Iallgather", "MPI_Iallgatherv", "MPI_Ialltoall", "MPI_Ialltoallv", "MPI_Ialltoallw",
+        "MPI_Ireduce_scatter", "MPI_Ireduce_scatter_block")},
+    **{f: "COLL_OTHER" for f in ("MPI_Iscan", "MPI_Iexscan")},
+    **{f"MPI_{prefix}_{f}": "COLL_OTHER" for prefix in ("Neighbor", "Ineighbor") for f in (
+        "allgather", "allgatherv", "alltoall", "alltoallv", "alltoallw")},
+    **{f: "POINT2POINT" for f in (
+        "MPI_Mprobe", "MPI_Improbe", "MPI_Mrecv", "MPI_Imrecv", "MPI_Ibsend", "MPI_Ssend_init",
+        "MPI_Bsend_init", "MPI_Rsend_init")},
+    **{f: "FUNCTION" for f in (
+        "MPI_Comm_split_type", "MPI_Comm_dup_with_info", "MPI_Comm_idup",
+        "MPI_Comm_create_group", "MPI_Intercomm_create", "MPI_Intercomm_merge", "MPI_Cart_sub",
+        "MPI_Graph_create", "MPI_Dist_graph_create", "MPI_Dist_graph_create_adjacent")},
 }
+NBC_REGIONS = {"MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"} | {
+    f for f, role in ROLE_OF.items()
+    if f.startswith(("MPI_Ig", "MPI_Isc", "MPI_Iall", "MPI_Ired", "MPI_Iex", "MPI_Ineighbor_"))}
 
 SEND_REGIONS = {"MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Sendrecv",
                 "MPI_Sendrecv_replace"}
-RECV_REGIONS = {"MPI_Recv", "MPI_Sendrecv", "MPI_Sendrecv_replace"}
+RECV_REGIONS = {"MPI_Recv", "MPI_Sendrecv", "MPI_Sendrecv_replace", "MPI_Mrecv"}
 COMPLETION_REGIONS = {"MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Test",
                       "MPI_Testall", "MPI_Testany", "MPI_Testsome"}
-ISEND_REGIONS = {"MPI_Isend", "MPI_Issend", "MPI_Irsend", "MPI_Start", "MPI_Startall"}
-IRECV_REGIONS = {"MPI_Irecv", "MPI_Start", "MPI_Startall"}
+ISEND_REGIONS = {"MPI_Isend", "MPI_Issend", "MPI_Irsend", "MPI_Ibsend", "MPI_Start",
+                 "MPI_Startall"}
+IRECV_REGIONS = {"MPI_Irecv", "MPI_Imrecv", "MPI_Start", "MPI_Startall"}
 # which region each payload event may appear in
 ALLOWED_IN = {
     "MpiSend": SEND_REGIONS,
@@ -43,8 +63,7 @@ ALLOWED_IN = {
     "MpiIrecv": COMPLETION_REGIONS,
     "MpiRequestTest": {"MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome"},
     "MpiRequestCancelled": COMPLETION_REGIONS | {"MPI_Cancel"},
-    "NonBlockingCollectiveRequest": {"MPI_Ibarrier", "MPI_Ibcast", "MPI_Ireduce",
-                                     "MPI_Iallreduce"},
+    "NonBlockingCollectiveRequest": NBC_REGIONS,
     "NonBlockingCollectiveComplete": COMPLETION_REGIONS,
 }
 # RMA and MPI-IO records: inside the window's / file's own calls, or the Wait/Test that
@@ -174,8 +193,10 @@ def check_requests(trace: Trace) -> None:
             f"{rid}: {started[rid]}" for rid in outstanding)
 
 
-def world(trace: Trace, comm: int, rank_in_comm: int) -> int:
-    return trace.comms[comm].members[rank_in_comm]
+def world(trace: Trace, comm: int, rank_in_comm: int, rank: int = -1) -> int:
+    """World rank of `rank`'s peer `rank_in_comm` (in the remote group of an
+    intercommunicator)."""
+    return trace.comms[comm].peer(rank, rank_in_comm)
 
 
 def messages(trace: Trace) -> tuple[Counter, Counter]:
@@ -185,17 +206,17 @@ def messages(trace: Trace) -> tuple[Counter, Counter]:
     for rank, events in trace.events.items():
         for e in events:
             if e.kind in ("MpiSend", "MpiIsend"):
-                sends[(rank, world(trace, e["comm"], e["peer"]), e["comm"], e["tag"],
+                sends[(rank, world(trace, e["comm"], e["peer"], rank), e["comm"], e["tag"],
                        e["bytes"])] += 1
             elif e.kind in ("MpiRecv", "MpiIrecv"):
-                recvs[(world(trace, e["comm"], e["peer"]), rank, e["comm"], e["tag"],
+                recvs[(world(trace, e["comm"], e["peer"], rank), rank, e["comm"], e["tag"],
                        e["bytes"])] += 1
     return sends, recvs
 
 
 def p2p_of(trace: Trace, rank: int, kind: str) -> Counter:
     """Counter of (peer as world rank, tag, bytes) of one message event kind."""
-    return Counter((world(trace, e["comm"], e["peer"]), e["tag"], e["bytes"])
+    return Counter((world(trace, e["comm"], e["peer"], rank), e["tag"], e["bytes"])
                    for e in trace.of(rank, kind))
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import otf2
 
+from mpiscope.archive.decode import fix_otf2_intercomm
+
 UNDEFINED_ROOT = 0xFFFFFFFF
 
 
@@ -35,8 +37,17 @@ class Event:
 class Comm:
     ref: int
     name: str
-    members: list[int]  # world ranks in communicator-rank order
+    members: list[int]  # world ranks in communicator-rank order (intercomm: group A, then B)
     parent: int | None
+    # an intercommunicator's groups A and B: a rank names its peers in the other one
+    groups: tuple[list[int], list[int]] | None = None
+
+    def peer(self, rank: int, local: int) -> int:
+        """World rank of the peer `rank` names `local` in this communicator."""
+        if self.groups is None:
+            return self.members[local]
+        a, b = self.groups
+        return (b if rank in a else a)[local]
 
 
 @dataclass
@@ -97,13 +108,18 @@ def _py_fields(ev: object) -> dict[str, object]:
 
 
 def read_python(trace_dir: Path) -> Trace:
+    fix_otf2_intercomm()
     with otf2.reader.open(str(trace_dir / "traces.otf2")) as tr:
         d = tr.definitions
-        comms = {
-            _ref(c): Comm(_ref(c), c.name, [_ref(m) for m in c.group.members],
-                          None if c.parent is None else _ref(c.parent))
-            for c in d.comms
-        }
+        comms = {}
+        for c in d.comms:
+            parent = None if c.parent is None else _ref(c.parent)
+            if isinstance(c, otf2.definitions.InterComm):
+                a, b = ([_ref(m) for m in g.members] for g in (c.groupA, c.groupB))
+                comms[_ref(c)] = Comm(_ref(c), c.name, a + b, parent, (a, b))
+            else:
+                comms[_ref(c)] = Comm(_ref(c), c.name, [_ref(m) for m in c.group.members],
+                                      parent)
         hosts = {_ref(loc): loc.group.system_tree_parent.name for loc in d.locations}
         names = {_ref(loc): loc.name for loc in d.locations}
         regions = {r.name: (_enum(r.paradigm), _enum(r.region_role)) for r in d.regions}
@@ -177,6 +193,12 @@ def _print_defs(text: str) -> tuple[dict[int, Comm], dict[int, str], dict[str, t
             group = int(re.search(r'Group: "[^"]*" <(\d+)>', body).group(1))
             parent = re.search(r'Parent: "[^"]*" <(\d+)>', body)
             comms[ref] = Comm(ref, name, groups[group], int(parent.group(1)) if parent else None)
+        elif kind == "INTER_COMM":
+            name = re.search(r'name: "([^"]*)"', body).group(1)
+            a = groups[int(re.search(r'Group A: "[^"]*" <(\d+)>', body).group(1))]
+            b = groups[int(re.search(r'Group B: "[^"]*" <(\d+)>', body).group(1))]
+            common = re.search(r'Common Communicator: "[^"]*" <(\d+)>', body)
+            comms[ref] = Comm(ref, name, a + b, int(common.group(1)) if common else None, (a, b))
         elif kind == "SYSTEM_TREE_NODE":
             nodes[ref] = re.search(r'Name: "([^"]*)"', body).group(1)
         elif kind == "LOCATION_GROUP":

@@ -128,6 +128,18 @@ def _name(obj: object) -> str:
     return getattr(obj, "name", str(obj))
 
 
+def fix_otf2_intercomm() -> None:
+    """The otf2 package's InterComm inherits Comm's fields before its own (name, group,
+    parent, flags, groupA, …), so reading any InterComm definition fails: give it the
+    fields of the record (name, groupA, groupB, commonCommunicator as parent, flags)."""
+    from otf2 import definitions
+
+    f = definitions.InterComm._fields
+    names = [x.name for x in f]
+    if names == ["name", "group", "parent", "flags", "groupA", "groupB", "parent", "flags"]:
+        definitions.InterComm._fields = (f[0], f[4], f[5], f[6], f[7])
+
+
 class Definitions:
     """The global definitions we need, flattened into lookup arrays for the C side."""
 
@@ -136,6 +148,7 @@ class Definitions:
 
         require_regular_files(anchor)  # before libotf2 opens (and blocks on) any of them
         _silence_otf2_package()
+        fix_otf2_intercomm()
         # its definition callbacks print Python tracebacks on damaged records: keep them
         captured = io.StringIO()
         try:
@@ -211,19 +224,28 @@ class Definitions:
         self.comms: list[dict] = []
         comm_list = sorted(d.comms, key=lambda c: c._ref)
         self.comm_index = np.full(max((c._ref for c in comm_list), default=-1) + 1, -1, np.int32)
+        def ranks(group: object) -> list[int]:
+            return [rank_of_location.get(getattr(m, "_ref", m), -1) for m in group.members]
+
         for i, c in enumerate(comm_list):
             group = getattr(c, "group", None)
             is_self = c.name == "MPI_COMM_SELF" or (
                 group is not None and _name(group.group_type) == "COMM_SELF")
-            members = [] if is_self or group is None else [
-                rank_of_location.get(getattr(m, "_ref", m), -1) for m in group.members]
+            members = [] if is_self or group is None else ranks(group)
+            inter_a = 0
+            if getattr(c, "groupA", None) is not None:  # an InterComm: group A, then B
+                a, b = ranks(c.groupA), ranks(c.groupB)
+                members, inter_a, is_self = a + b, len(a), False
             parent = getattr(c, "parent", None)
             self.comm_index[c._ref] = i
             self.comms.append({"comm": c._ref, "name": c.name, "members": members,
-                               "self": is_self, "parent": parent._ref if parent else -1})
+                               "self": is_self, "inter_a": inter_a,
+                               "parent": parent._ref if parent else -1})
 
     def lookup(self) -> _native.Lookup:
-        members = [np.asarray(c["members"], np.int32) for c in self.comms]
+        # an intercommunicator's members for the C side: [size of group A, A..., B...]
+        members = [np.asarray(([c["inter_a"]] if c["inter_a"] else []) + list(c["members"]),
+                              np.int32) for c in self.comms]
         offsets = np.zeros(len(members) + 1, np.int64)
         offsets[1:] = np.cumsum([len(m) for m in members])
         return _native.Lookup(
@@ -237,7 +259,8 @@ class Definitions:
             source_code=self.source_code, unknown_source=0, comm_index=self.comm_index,
             comm_offset=offsets,
             comm_members=np.concatenate(members) if members else np.zeros(0, np.int32),
-            comm_self=np.asarray([c["self"] for c in self.comms], np.uint8),
+            comm_self=np.asarray([2 if c["inter_a"] else c["self"] for c in self.comms],
+                                 np.uint8),
             expected_events=self.expected_events)
 
 
