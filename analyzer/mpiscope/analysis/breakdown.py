@@ -19,6 +19,8 @@ from mpiscope.archive.trace import Trace
 
 # of a rank's time, as `<part>_s`; they add up to total_s
 PARTS = ("compute", "communication", "synchronization", "io")
+PART_LABELS = {"compute": "compute", "communication": "communication",
+               "synchronization": "synchronization", "io": "I/O"}  # for people
 
 
 def intervals(trace: Trace) -> pd.DataFrame:
