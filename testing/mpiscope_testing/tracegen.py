@@ -197,6 +197,17 @@ class TraceBuilder:
                   self._local(comm, root, rank), sent, received, in_hash=in_hash,
                   out_hash=out_hash)
 
+    def nbc_request(self, rank: int, t: int, request: int) -> None:
+        """NonBlockingCollectiveRequest (in the posting call, e.g. MPI_Ialltoall)."""
+        self._add(rank, t, "nbc_request", request)
+
+    def nbc_complete(self, rank: int, t: int, function: str, request: int, comm: int = 0,
+                     root: int | None = None, sent: int = 0, received: int = 0) -> None:
+        """NonBlockingCollectiveComplete (in the Wait/Test); `function` names the blocking
+        operation (`"MPI_Alltoall"`), `root` a world rank."""
+        self._add(rank, t, "nbc_complete", collective_op(function), comm,
+                  self._local(comm, root, rank), sent, received, request)
+
     def buffer_flush(self, rank: int, t: int, stop: int) -> None:
         self._add(rank, t, "flush", stop)
 
@@ -452,6 +463,11 @@ class TraceBuilder:
                                           attributes=at or None)
                 elif ev.kind == "flush":
                     ew.buffer_flush(t, BASE_TIME + a[0])
+                elif ev.kind == "nbc_request":
+                    ew.non_blocking_collective_request(t, a[0])
+                elif ev.kind == "nbc_complete":
+                    ew.non_blocking_collective_complete(t, a[0], comms[a[1]], a[2], a[3], a[4],
+                                                        a[5])
                 elif ev.kind.startswith(("rma_", "io_")):
                     self._write_rma_io(ew, t, ev.kind, a, wins, handles, rgroup)
                 else:  # pragma: no cover - guarded by the methods above
