@@ -229,6 +229,22 @@ def test_io_time_is_its_own_part_of_the_breakdown(tmp_path):
     assert a.uninterpreted.empty  # MPI-IO is interpreted: it is the I/O part
 
 
+def test_the_wait_completing_a_nonblocking_read_is_io(tmp_path):
+    tb = TraceBuilder(ranks=1)
+    framed(tb, 100 * MS)
+    fh = tb.file("in.dat")
+    tb.enter(0, 10 * MS, "MPI_File_iread")
+    tb.io_begin(0, 10 * MS, fh, "read", 4096, matching=1, nonblocking=True)
+    tb.io_issued(0, 11 * MS, fh, 1)
+    tb.leave(0, 11 * MS, "MPI_File_iread")
+    tb.enter(0, 50 * MS, "MPI_Wait")
+    tb.io_complete(0, 70 * MS, fh, 4096, 1)
+    tb.leave(0, 70 * MS, "MPI_Wait")
+    r = Analysis(load(tb, tmp_path)).ranks.iloc[0]
+    assert r["io_s"] == pytest.approx(0.001 + 0.020)
+    assert r["communication_s"] == pytest.approx(0.0)
+
+
 def test_io_s_in_json_summary_and_compare_report(tmp_path):
     a = io_run(30).write(tmp_path / "a")
     b = io_run(10).write(tmp_path / "b")

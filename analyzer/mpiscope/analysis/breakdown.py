@@ -56,17 +56,28 @@ def _measured_calls(trace: Trace, ws: WaitStates, iv: pd.DataFrame) -> pd.DataFr
     end = np.clip(c["end"].to_numpy(), lo[rk], hi[rk])
     dur = end - start
     wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
-    parts = call_parts(c, dur, wait)
+    parts = call_parts(c, dur, wait, io_completing(trace))
     return pd.DataFrame({"rank": c["rank"].to_numpy(), "start": start, "end": end,
                          "mpi": dur, **parts})
 
 
-def call_parts(c: pd.DataFrame, dur: np.ndarray, wait: np.ndarray) -> dict[str, np.ndarray]:
+def io_completing(trace: Trace) -> np.ndarray:
+    """Row ids of the calls that complete MPI-IO operations without being MPI-IO calls
+    (the MPI_Wait/Test of an MPI_File_iwrite …): their time is I/O too."""
+    io = trace.io
+    return np.unique(io["complete_call"].to_numpy()[io["complete_call"].to_numpy() >= 0])
+
+
+def call_parts(c: pd.DataFrame, dur: np.ndarray, wait: np.ndarray,
+               io_calls: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The synchronization and I/O parts (ns) of calls lasting `dur` that waited `wait`:
-    a barrier is all synchronization, an MPI-IO call all I/O (its waiting included, as
-    the contract defines I/O), any other call waits for `wait` at most."""
+    a barrier is all synchronization, an MPI-IO call (or a Wait/Test completing MPI-IO
+    operations, `io_calls`) all I/O (its waiting included, as the contract defines
+    I/O), any other call waits for `wait` at most."""
     barrier = (c["function"] == "MPI_Barrier").to_numpy()
-    io = (c["kind"] == "io").to_numpy()
+    io = (c["kind"] == "io").to_numpy().copy()
+    if io_calls is not None and len(io_calls):
+        io |= np.isin(c["call"].to_numpy(), io_calls)
     sync = np.where(barrier, dur, np.minimum(wait, dur))
     return {"sync": np.where(io, 0, sync), "io": np.where(io, dur, 0)}
 

@@ -26,7 +26,7 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis.breakdown import call_parts
+from mpiscope.analysis.breakdown import call_parts, io_completing
 from mpiscope.archive.trace import Trace
 
 POLLING = ("MPI_Test", "MPI_Iprobe", "MPI_Improbe")
@@ -271,7 +271,7 @@ def per_iteration(trace: Trace, loop: Loop, ws) -> pd.DataFrame:
     wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
     dur = (c["end"] - c["start"]).to_numpy()
     frame = pd.DataFrame({"rank": c["rank"].to_numpy(), "start": c["start"].to_numpy(),
-                          "mpi": dur, **call_parts(c, dur, wait)})
+                          "mpi": dur, **call_parts(c, dur, wait, io_completing(trace))})
     out = []
     for rank, b in loop.bounds.groupby("rank"):
         f = frame[frame["rank"] == rank]
