@@ -674,7 +674,14 @@ static OTF2_CallbackCode cb_rma_coll_end(OTF2_LocationRef l, OTF2_TimeStamp t, u
                                          uint32_t root, uint64_t sent, uint64_t recvd)
 {
     EV_HEAD;
-    (void)op; (void)root; (void)sent; (void)recvd;
+    (void)root; (void)sent; (void)recvd;
+    /* Score-P brackets window creation / free the same way (their RmaWinCreate /
+     * RmaWinDestroy say so already): only a synchronizing one is a fence */
+    if (op >= OTF2_COLLECTIVE_OP_CREATE_HANDLE &&
+        op <= OTF2_COLLECTIVE_OP_DESTROY_HANDLE_AND_DEALLOCATE) {
+        attach_bytes(c, win_comm(c, win), 0, 0);
+        return OTF2_CALLBACK_SUCCESS;
+    }
     DONE(rma_sync_add(c, time, RSE_FENCE, win, NO_REMOTE, -1, -1, (int32_t)level, -1));
 }
 

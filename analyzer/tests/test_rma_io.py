@@ -192,6 +192,21 @@ def test_reader_tables_of_rma_and_io(tmp_path):
         assert getattr(again, name).equals(getattr(t, name)), name
 
 
+def test_window_creation_bracketed_as_a_collective_is_not_a_fence(tmp_path):
+    tb = TraceBuilder(ranks=2)
+    framed(tb, 100 * MS)
+    win = tb.window()
+    for r, t in ((0, 10), (1, 60)):  # rank 1 creates it 50 ms later
+        tb.enter(r, t * MS, "MPI_Win_allocate")
+        tb.rma_coll_begin(r, t * MS)
+        tb.rma_win_create(r, (t + 1) * MS, win)
+        tb.rma_coll_end(r, 61 * MS, win, op="CREATE_HANDLE_AND_ALLOCATE")
+        tb.leave(r, 61 * MS, "MPI_Win_allocate")
+    t = load(tb, tmp_path)
+    assert t.rma_sync["event"].astype(str).tolist() == ["win_create", "win_create"]
+    assert Analysis(t).wait_states.totals()["wait_at_fence"] == 0
+
+
 def test_otf2_print_sees_the_records(tmp_path):
     path = rma_io_trace().write(tmp_path / "trace")
     out = subprocess.run(["otf2-print", str(path / "traces.otf2")], capture_output=True,

@@ -235,8 +235,10 @@ class TraceBuilder:
     def rma_coll_begin(self, rank: int, t: int) -> None:
         self._add(rank, t, "rma_coll_begin")
 
-    def rma_coll_end(self, rank: int, t: int, win: int) -> None:
-        self._add(rank, t, "rma_coll_end", win)
+    def rma_coll_end(self, rank: int, t: int, win: int, op: str = "BARRIER") -> None:
+        """RmaCollectiveEnd; `op` an OTF2 CollectiveOp name (a fence: BARRIER; window
+        creation as Score-P brackets it: CREATE_HANDLE_AND_ALLOCATE …)."""
+        self._add(rank, t, "rma_coll_end", win, op)
 
     def rma_group_sync(self, rank: int, t: int, win: int, members: Sequence[int]) -> None:
         """RmaGroupSync naming world ranks `members`."""
@@ -488,7 +490,7 @@ class TraceBuilder:
         elif kind == "rma_coll_begin":
             ew.rma_collective_begin(t)
         elif kind == "rma_coll_end":
-            ew.rma_collective_end(t, CollectiveOp.BARRIER, RmaSyncLevel.PROCESS
+            ew.rma_collective_end(t, getattr(CollectiveOp, a[1]), RmaSyncLevel.PROCESS
                                   | RmaSyncLevel.MEMORY, wins[a[0]], UNDEFINED_ROOT, 0, 0)
         elif kind == "rma_group_sync":
             ew.rma_group_sync(t, RmaSyncLevel.PROCESS | RmaSyncLevel.MEMORY, wins[a[0]],
