@@ -401,6 +401,14 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
                  rma_sync=rma_sync, io=io_ops)
 
 
+def _records_frame(rows: list[dict], table: str) -> pd.DataFrame:
+    """A small table from the definitions, with its declared dtypes also when empty."""
+    cols = SCHEMA.tables[table].columns
+    return pd.DataFrame({c.name: pd.Series([r[c.name] for r in rows],
+                                           dtype=object if c.dtype == "str" else c.dtype)
+                         for c in cols})
+
+
 def _rma_io_frames(t: dict[str, dict[str, np.ndarray]], defs: Definitions
                    ) -> tuple[pd.DataFrame, ...]:
     """The RMA and MPI-IO tables: the native columns, plus what the definitions say
@@ -430,8 +438,8 @@ def _rma_io_frames(t: dict[str, dict[str, np.ndarray]], defs: Definitions
     o["file"] = _category(lut[np.where(handles >= 0, handles, len(lut) - 1)].astype(np.int32),
                           paths)
     io_ops = _frame({n: o[n] for n in SCHEMA.tables["io"].names})
-    windows = pd.DataFrame(defs.windows, columns=SCHEMA.tables["windows"].names)
-    files = pd.DataFrame(defs.files, columns=SCHEMA.tables["files"].names)
+    windows = _records_frame(defs.windows, "windows")
+    files = _records_frame(defs.files, "files")
     return rma, rma_sync, io_ops, windows, files
 
 
