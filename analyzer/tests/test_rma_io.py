@@ -499,3 +499,21 @@ def test_uninterpreted_functions_are_listed(tmp_path):
     line = next(x for x in p.stdout.splitlines() if x.startswith("Not interpreted"))
     assert "MPI_Comm_split_type (2 calls" in line and "MPI_Win_get_group (4 calls" in line
     assert "MPI_Allreduce" not in line and "MPI_Win_fence" not in line
+
+
+def test_scaling_table_and_figure_have_the_io_part(tmp_path):
+    from mpiscope.analysis import scaling
+    from mpiscope.render import scaling as render_scaling
+    from mpiscope.render.palette import PART_COLOURS
+
+    rows = [scaling.row(Analysis(load(io_run(ms), tmp_path, f"t{ms}"))) for ms in (30, 10)]
+    df = scaling.table(rows).set_index("trace")
+    assert df.loc[[str(r.trace) for r in rows], "io_share"].tolist() == pytest.approx(
+        [0.6, 1 / 3])  # 30 of 50 ms, 10 of 30 ms
+    df = df.reset_index()
+    shares = df[["compute_share", "communication_share", "synchronization_share",
+                 "io_share"]].sum(axis=1)
+    assert shares.tolist() == pytest.approx([1.0, 1.0])
+    fig = render_scaling.figure(df)
+    io = next(bar for bar in fig.data if bar.name == "I/O")
+    assert io.marker.color == PART_COLOURS["io"]
