@@ -363,6 +363,17 @@ def test_late_post_where_start_returns_at_once_is_in_complete(tmp_path):
     assert (1, "MPI_Win_complete", "late_post", pytest.approx(0.199)) in waits(a)
 
 
+def test_late_post_in_a_put_that_blocks(tmp_path):
+    tb = TraceBuilder(ranks=2)
+    framed(tb, 500 * MS)
+    win = tb.window()
+    pscw(tb, win, post=210, start=(10, 10), complete=(212, 213), wait=(211, 213))
+    tb.rma_call(1, 11 * MS, 211 * MS, "MPI_Accumulate", win, 0, 8, 10)  # blocks until post
+    a = Analysis(load(tb, tmp_path))
+    assert (1, "MPI_Accumulate", "late_post", pytest.approx(0.199)) in waits(a)
+    assert not [w for w in waits(a) if w[1] == "MPI_Win_complete"]
+
+
 def test_early_wait_at_the_target(tmp_path):
     tb = TraceBuilder(ranks=2)
     framed(tb, 500 * MS)

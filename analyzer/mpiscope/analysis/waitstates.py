@@ -7,10 +7,10 @@ are done right: a Wait/Waitall is matched to the messages and non-blocking colle
 completed, and only the time before the partner even started counts as waiting (the rest
 is transfer). RMA (Scalasca's terms): a fence is an N×N synchronization over the window's
 communicator (its waiting also counts in `wait_at_nxn`); general active target has late
-post (an origin's Start, or its Complete where Start returned at once, waiting for the
-target's Post) and early wait (the target's Wait entered before the last origin's
-Complete); lock contention is the time a lock request waited while another rank held a
-conflicting lock on the same target.
+post (an origin's Start, or the RMA operation or Complete of its epoch where Start
+returned at once, waiting for the target's Post) and early wait (the target's Wait
+entered before the last origin's Complete); lock contention is the time a lock request
+waited while another rank held a conflicting lock on the same target.
 """
 
 from __future__ import annotations
@@ -223,8 +223,8 @@ def _fence_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
     _set(wait, kind, c, np.clip(last - start, 0, end - start), KIND["wait_at_fence"])
 
 
-def _gats_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
-                kind: np.ndarray) -> None:
+def _gats_waits(calls: pd.DataFrame, sync: pd.DataFrame, rma: pd.DataFrame,
+                wait: np.ndarray, kind: np.ndarray) -> None:
     """General active target (post/start/complete/wait), Scalasca's late post and early
     wait. Epochs pair up per (window, origin, target) in order: the target's n-th Post
     naming the origin with the origin's n-th Start naming the target; the Complete and
@@ -273,20 +273,28 @@ def _gats_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
                 key = (int(w), int(r), int(other)) if me_is == "origin" else (
                     int(w), int(other), int(r))
                 into.setdefault(key, []).append(int(call))
+    # the RMA calls of each (rank, window, target), in time order: candidates for the
+    # late post of an epoch whose Start returned at once (the operation may block)
+    ops = rma[rma["call"] >= 0]
+    op_calls = {k: g["call"].to_numpy() for k, g in ops.groupby(
+        [ops["rank"].to_numpy(), ops["win"].to_numpy(), ops["target"].to_numpy()])}
     late_calls, late_w = [], []
     last_complete: dict[int, int] = {}  # target's Wait call -> last origin Complete enter
     for key, st in starts.items():
+        win, origin, target = key
         for post, origin_start in zip(posts.get(key, []), st, strict=False):
             post_enter = start[post]
-            # late post: Start waits for the Post, or (Start returned at once) Complete
-            for call in (origin_start, complete_of.get(origin_start)):
-                if call is None:
-                    continue
-                if end[call] > post_enter or call != origin_start:
+            comp = complete_of.get(origin_start)
+            # late post: the first call of the access epoch still running when the
+            # target posted waited for it: Start, else an RMA operation, else Complete
+            epoch = op_calls.get((origin, win, target), np.zeros(0, np.int64))
+            hi = end[comp] if comp is not None else np.iinfo(np.int64).max
+            epoch = epoch[(start[epoch] >= start[origin_start]) & (end[epoch] <= hi)]
+            for call in (origin_start, *epoch.tolist(), comp):
+                if call is not None and end[call] > post_enter:
                     late_calls.append(call)
                     late_w.append(min(max(post_enter - start[call], 0), end[call] - start[call]))
                     break
-            comp = complete_of.get(origin_start)
             tw = wait_of.get(post)
             if comp is not None and tw is not None:
                 last_complete[tw] = max(last_complete.get(tw, start[comp]), start[comp])
@@ -370,7 +378,7 @@ def compute(trace: Trace) -> WaitStates:
     if len(trace.rma_sync):
         sync = _sync_corrected(trace, calls)
         _fence_waits(calls, sync, wait, kind)
-        _gats_waits(calls, sync, wait, kind)
+        _gats_waits(calls, sync, trace.rma, wait, kind)
         _lock_waits(calls, sync, wait, kind)
     per_call = pd.DataFrame({
         "call": calls["call"].to_numpy(), "rank": calls["rank"].to_numpy(),
