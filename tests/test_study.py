@@ -181,9 +181,9 @@ def test_markdown_summary_has_runs_ranks_wait_states_and_mflops(study, tmp_path)
                   for v in ("unpatched", "patched"))
         row = next(line for line in md.splitlines() if line.startswith(f"| {rank} | "))
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert len(cells) == 6
+        assert len(cells) == 7
         for cell, key in zip(cells[2:], ("total_s", "compute_s", "communication_s",
-                                         "synchronization_s"), strict=True):
+                                         "synchronization_s", "io_s"), strict=True):
             before, after = cell.split(" → ")
             assert_printed(before, ra[key])
             assert_printed(after, rb[key])

@@ -234,6 +234,8 @@ typedef struct {
     /* per p2p row, for matching: posting call of receives, completing call of sends */
     table_t link;
     table_t coll_comm;   /* per collective row: comm index and sequence number */
+    reqmap_t rma_open;   /* (win, matchingId) -> rma row not completed yet */
+    reqmap_t io_open;    /* (handle, matchingId) -> io row not completed yet */
     int failed;
 } ctx_t;
 
@@ -562,6 +564,292 @@ static OTF2_CallbackCode cb_flush(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     return OTF2_CALLBACK_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ RMA and I/O */
+/* The one-sided and MPI-IO records (Score-P's conventions, docs/data-model.md): kept in
+ * their own tables; the enclosing call gets the bytes (bytes_sent: put / write / atomic
+ * origin data, bytes_recv: get / read / fetched result) and, for RMA, the window's comm. */
+
+/* (object ref, matchingId) -> one map key; matching ids are per location and object */
+static inline uint64_t op_key(uint32_t ref, uint64_t matching)
+{
+    return ((uint64_t)ref << 44) ^ matching;
+}
+
+static inline int32_t win_comm(const ctx_t *c, OTF2_RmaWinRef win)
+{
+    const mpsr_config *g = c->cfg;
+    return win < g->nwinrefs ? g->win_comm[win] : -1;
+}
+
+static void attach_bytes(ctx_t *c, int32_t comm, uint64_t sent, uint64_t recvd)
+{
+    int64_t i = c->mpi_top;
+    if (i < 0) return;
+    table_t *k = &c->res->tables[T_CALLS];
+    if (comm >= 0) COLUMN(k, C_COMM)[i] = comm;
+    COLUMN(k, C_BYTES_SENT)[i] += (int64_t)sent;
+    COLUMN(k, C_BYTES_RECV)[i] += (int64_t)recvd;
+}
+
+static int64_t rma_add(ctx_t *c, int64_t time, uint8_t op, OTF2_RmaWinRef win, uint32_t remote,
+                       uint64_t sent, uint64_t recvd, uint64_t matching)
+{
+    table_t *r = &c->res->tables[T_RMA];
+    if (table_room(r, r->n + 1)) return -1;
+    int32_t comm = win_comm(c, win);
+    uint64_t i = r->n++;
+    COLUMN(r, R_RANK)[i] = c->rank;
+    COLUMN(r, R_CALL)[i] = c->mpi_top;
+    COLUMN(r, R_TIME)[i] = time;
+    COLUMN(r, R_OP)[i] = op;
+    COLUMN(r, R_WIN)[i] = signed32(win);
+    COLUMN(r, R_TARGET)[i] = comm >= 0 ? world(c, (OTF2_CommRef)comm, remote) : -1;
+    COLUMN(r, R_BYTES_SENT)[i] = (int64_t)sent;
+    COLUMN(r, R_BYTES_RECV)[i] = (int64_t)recvd;
+    COLUMN(r, R_MATCHING)[i] = (int64_t)matching;
+    COLUMN(r, R_COMPLETE_CALL)[i] = -1;
+    COLUMN(r, R_COMPLETE_TIME)[i] = -1;
+    attach_bytes(c, comm, sent, recvd);
+    return reqmap_put(&c->rma_open, op_key(win, matching), (int64_t)i) ? -1 : (int64_t)i;
+}
+
+static OTF2_CallbackCode cb_rma_put(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                    OTF2_AttributeList *al, OTF2_RmaWinRef win, uint32_t remote,
+                                    uint64_t bytes, uint64_t matching)
+{
+    EV_HEAD;
+    DONE(rma_add(c, time, RMA_PUT, win, remote, bytes, 0, matching));
+}
+
+static OTF2_CallbackCode cb_rma_get(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                    OTF2_AttributeList *al, OTF2_RmaWinRef win, uint32_t remote,
+                                    uint64_t bytes, uint64_t matching)
+{
+    EV_HEAD;
+    DONE(rma_add(c, time, RMA_GET, win, remote, 0, bytes, matching));
+}
+
+static OTF2_CallbackCode cb_rma_atomic(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                       void *u, OTF2_AttributeList *al, OTF2_RmaWinRef win,
+                                       uint32_t remote, OTF2_RmaAtomicType type, uint64_t sent,
+                                       uint64_t recvd, uint64_t matching)
+{
+    EV_HEAD;
+    (void)type;
+    DONE(rma_add(c, time, RMA_ATOMIC, win, remote, sent, recvd, matching));
+}
+
+static OTF2_CallbackCode cb_rma_complete(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                         void *u, OTF2_AttributeList *al, OTF2_RmaWinRef win,
+                                         uint64_t matching)
+{
+    EV_HEAD;
+    int64_t i = reqmap_take(&c->rma_open, op_key(win, matching));
+    if (i >= 0) {
+        table_t *r = &c->res->tables[T_RMA];
+        COLUMN(r, R_COMPLETE_CALL)[i] = c->mpi_top;
+        COLUMN(r, R_COMPLETE_TIME)[i] = time;
+    }
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static int64_t rma_sync_add(ctx_t *c, int64_t time, uint8_t event, OTF2_RmaWinRef win,
+                            uint32_t remote, int64_t group, int8_t lock_type, int32_t level,
+                            int64_t lock_id)
+{
+    table_t *s = &c->res->tables[T_RMA_SYNC];
+    if (table_room(s, s->n + 1)) return -1;
+    int32_t comm = win_comm(c, win);
+    uint64_t i = s->n++;
+    COLUMN(s, S_RANK)[i] = c->rank;
+    COLUMN(s, S_CALL)[i] = c->mpi_top;
+    COLUMN(s, S_TIME)[i] = time;
+    COLUMN(s, S_EVENT)[i] = event;
+    COLUMN(s, S_WIN)[i] = signed32(win);
+    COLUMN(s, S_REMOTE)[i] = comm >= 0 ? world(c, (OTF2_CommRef)comm, remote) : -1;
+    COLUMN(s, S_GROUP)[i] = group;
+    COLUMN(s, S_LOCK_TYPE)[i] = lock_type;
+    COLUMN(s, S_LEVEL)[i] = level;
+    COLUMN(s, S_LOCK_ID)[i] = lock_id;
+    attach_bytes(c, comm, 0, 0);
+    return (int64_t)i;
+}
+
+#define NO_REMOTE NONE32
+
+static OTF2_CallbackCode cb_rma_coll_end(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                         void *u, OTF2_AttributeList *al, OTF2_CollectiveOp op,
+                                         OTF2_RmaSyncLevel level, OTF2_RmaWinRef win,
+                                         uint32_t root, uint64_t sent, uint64_t recvd)
+{
+    EV_HEAD;
+    (void)root; (void)sent; (void)recvd;
+    /* Score-P brackets window creation / free the same way (their RmaWinCreate /
+     * RmaWinDestroy say so already): only a synchronizing one is a fence */
+    if (op >= OTF2_COLLECTIVE_OP_CREATE_HANDLE &&
+        op <= OTF2_COLLECTIVE_OP_DESTROY_HANDLE_AND_DEALLOCATE) {
+        attach_bytes(c, win_comm(c, win), 0, 0);
+        return OTF2_CALLBACK_SUCCESS;
+    }
+    DONE(rma_sync_add(c, time, RSE_FENCE, win, NO_REMOTE, -1, -1, (int32_t)level, -1));
+}
+
+static OTF2_CallbackCode cb_rma_group_sync(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                           void *u, OTF2_AttributeList *al,
+                                           OTF2_RmaSyncLevel level, OTF2_RmaWinRef win,
+                                           OTF2_GroupRef group)
+{
+    EV_HEAD;
+    DONE(rma_sync_add(c, time, RSE_GROUP_SYNC, win, NO_REMOTE,
+                      group == OTF2_UNDEFINED_GROUP ? -1 : (int64_t)group, -1, (int32_t)level,
+                      -1));
+}
+
+static OTF2_CallbackCode cb_rma_request_lock(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                             void *u, OTF2_AttributeList *al,
+                                             OTF2_RmaWinRef win, uint32_t remote,
+                                             uint64_t lock_id, OTF2_LockType type)
+{
+    EV_HEAD;
+    DONE(rma_sync_add(c, time, RSE_REQUEST_LOCK, win, remote, -1, (int8_t)type, -1,
+                      (int64_t)lock_id));
+}
+
+static OTF2_CallbackCode cb_rma_acquire_lock(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                             void *u, OTF2_AttributeList *al,
+                                             OTF2_RmaWinRef win, uint32_t remote,
+                                             uint64_t lock_id, OTF2_LockType type)
+{
+    EV_HEAD;
+    DONE(rma_sync_add(c, time, RSE_ACQUIRE_LOCK, win, remote, -1, (int8_t)type, -1,
+                      (int64_t)lock_id));
+}
+
+static OTF2_CallbackCode cb_rma_release_lock(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                             void *u, OTF2_AttributeList *al,
+                                             OTF2_RmaWinRef win, uint32_t remote,
+                                             uint64_t lock_id)
+{
+    EV_HEAD;
+    DONE(rma_sync_add(c, time, RSE_RELEASE_LOCK, win, remote, -1, -1, -1, (int64_t)lock_id));
+}
+
+static OTF2_CallbackCode cb_rma_sync(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                     void *u, OTF2_AttributeList *al, OTF2_RmaWinRef win,
+                                     uint32_t remote, OTF2_RmaSyncType type)
+{
+    EV_HEAD;
+    DONE(rma_sync_add(c, time, RSE_SYNC, win, remote, -1, -1, (int32_t)type, -1));
+}
+
+static OTF2_CallbackCode cb_rma_win_create(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                           void *u, OTF2_AttributeList *al, OTF2_RmaWinRef win)
+{
+    EV_HEAD;
+    DONE(rma_sync_add(c, time, RSE_WIN_CREATE, win, NO_REMOTE, -1, -1, -1, -1));
+}
+
+static OTF2_CallbackCode cb_rma_win_destroy(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                            void *u, OTF2_AttributeList *al, OTF2_RmaWinRef win)
+{
+    EV_HEAD;
+    DONE(rma_sync_add(c, time, RSE_WIN_DESTROY, win, NO_REMOTE, -1, -1, -1, -1));
+}
+
+static OTF2_CallbackCode cb_io_begin(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
+                                     OTF2_AttributeList *al, OTF2_IoHandleRef handle,
+                                     OTF2_IoOperationMode mode, OTF2_IoOperationFlag flags,
+                                     uint64_t request, uint64_t matching)
+{
+    EV_HEAD;
+    table_t *o = &c->res->tables[T_IO];
+    OK_OR_STOP(table_room(o, o->n + 1));
+    uint64_t i = o->n++;
+    COLUMN(o, I_RANK)[i] = c->rank;
+    COLUMN(o, I_CALL)[i] = c->mpi_top;
+    COLUMN(o, I_COMPLETE_CALL)[i] = -1;
+    COLUMN(o, I_START)[i] = time;
+    COLUMN(o, I_END)[i] = -1;
+    COLUMN(o, I_HANDLE)[i] = signed32(handle);
+    COLUMN(o, I_MODE)[i] = (uint8_t)(mode <= OTF2_IO_OPERATION_MODE_FLUSH ? mode : IOM_FLUSH);
+    COLUMN(o, I_COLLECTIVE)[i] = (flags & OTF2_IO_OPERATION_FLAG_COLLECTIVE) != 0;
+    COLUMN(o, I_NONBLOCKING)[i] = (flags & OTF2_IO_OPERATION_FLAG_NON_BLOCKING) != 0;
+    COLUMN(o, I_BYTES_REQUESTED)[i] = (int64_t)request;
+    COLUMN(o, I_BYTES)[i] = 0;
+    COLUMN(o, I_MATCHING)[i] = (int64_t)matching;
+    if (reqmap_put(&c->io_open, op_key(handle, matching), (int64_t)i)) DONE(-1);
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode cb_io_complete(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                        void *u, OTF2_AttributeList *al, OTF2_IoHandleRef handle,
+                                        uint64_t bytes, uint64_t matching)
+{
+    EV_HEAD;
+    int64_t i = reqmap_take(&c->io_open, op_key(handle, matching));
+    if (i < 0) return OTF2_CALLBACK_SUCCESS;
+    table_t *o = &c->res->tables[T_IO];
+    COLUMN(o, I_COMPLETE_CALL)[i] = c->mpi_top;
+    COLUMN(o, I_END)[i] = time;
+    COLUMN(o, I_BYTES)[i] = (int64_t)bytes;
+    /* the completing call moved the bytes, as a Wait gets those of its receives */
+    uint8_t mode = COLUMN(o, I_MODE)[i];
+    attach_bytes(c, -1, mode == IOM_WRITE ? bytes : 0, mode == IOM_READ ? bytes : 0);
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+/* records read only for their timestamp (the file and window come from definitions) */
+static OTF2_CallbackCode cb_io_handle(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                      void *u, OTF2_AttributeList *al, OTF2_IoHandleRef handle)
+{
+    EV_HEAD;
+    (void)time; (void)handle;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode cb_io_issued(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                      void *u, OTF2_AttributeList *al, OTF2_IoHandleRef handle,
+                                      uint64_t matching)
+{
+    EV_HEAD;
+    (void)time; (void)handle; (void)matching;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode cb_io_create(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
+                                      void *u, OTF2_AttributeList *al, OTF2_IoHandleRef handle,
+                                      OTF2_IoAccessMode mode, OTF2_IoCreationFlag cflags,
+                                      OTF2_IoStatusFlag sflags)
+{
+    EV_HEAD;
+    (void)time; (void)handle; (void)mode; (void)cflags; (void)sflags;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static void set_rma_io_callbacks(OTF2_EvtReaderCallbacks *cbs)
+{
+    OTF2_EvtReaderCallbacks_SetRmaPutCallback(cbs, cb_rma_put);
+    OTF2_EvtReaderCallbacks_SetRmaGetCallback(cbs, cb_rma_get);
+    OTF2_EvtReaderCallbacks_SetRmaAtomicCallback(cbs, cb_rma_atomic);
+    OTF2_EvtReaderCallbacks_SetRmaOpCompleteBlockingCallback(cbs, cb_rma_complete);
+    OTF2_EvtReaderCallbacks_SetRmaOpCompleteNonBlockingCallback(cbs, cb_rma_complete);
+    OTF2_EvtReaderCallbacks_SetRmaOpCompleteRemoteCallback(cbs, cb_rma_complete);
+    OTF2_EvtReaderCallbacks_SetRmaCollectiveBeginCallback(cbs, cb_other);
+    OTF2_EvtReaderCallbacks_SetRmaCollectiveEndCallback(cbs, cb_rma_coll_end);
+    OTF2_EvtReaderCallbacks_SetRmaGroupSyncCallback(cbs, cb_rma_group_sync);
+    OTF2_EvtReaderCallbacks_SetRmaRequestLockCallback(cbs, cb_rma_request_lock);
+    OTF2_EvtReaderCallbacks_SetRmaAcquireLockCallback(cbs, cb_rma_acquire_lock);
+    OTF2_EvtReaderCallbacks_SetRmaReleaseLockCallback(cbs, cb_rma_release_lock);
+    OTF2_EvtReaderCallbacks_SetRmaSyncCallback(cbs, cb_rma_sync);
+    OTF2_EvtReaderCallbacks_SetRmaWinCreateCallback(cbs, cb_rma_win_create);
+    OTF2_EvtReaderCallbacks_SetRmaWinDestroyCallback(cbs, cb_rma_win_destroy);
+    OTF2_EvtReaderCallbacks_SetIoOperationBeginCallback(cbs, cb_io_begin);
+    OTF2_EvtReaderCallbacks_SetIoOperationIssuedCallback(cbs, cb_io_issued);
+    OTF2_EvtReaderCallbacks_SetIoOperationCompleteCallback(cbs, cb_io_complete);
+    OTF2_EvtReaderCallbacks_SetIoCreateHandleCallback(cbs, cb_io_create);
+    OTF2_EvtReaderCallbacks_SetIoDestroyHandleCallback(cbs, cb_io_handle);
+}
+
 /* ------------------------------------------------------------------ matching */
 typedef struct {
     int32_t s, r, comm, tag;
@@ -809,7 +1097,8 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
     table_init(&c.coll_comm, CC_NCOLS, cc_sizes);
     c.coll_count = calloc((size_t)cfg->ncomms + 1, sizeof(int64_t));
     if (!res->loc_events || !res->loc_first || !res->loc_last || !res->loc_truncated ||
-        !c.coll_count || reqmap_init(&c.isends, 1024) || reqmap_init(&c.irecvs, 1024)) {
+        !c.coll_count || reqmap_init(&c.isends, 1024) || reqmap_init(&c.irecvs, 1024) ||
+        reqmap_init(&c.rma_open, 64) || reqmap_init(&c.io_open, 64)) {
         snprintf(res->error, sizeof res->error, "out of memory");
         goto out;
     }
@@ -852,6 +1141,7 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
     OTF2_EvtReaderCallbacks_SetNonBlockingCollectiveRequestCallback(cbs, cb_nbc_request);
     OTF2_EvtReaderCallbacks_SetNonBlockingCollectiveCompleteCallback(cbs, cb_nbc_complete);
     OTF2_EvtReaderCallbacks_SetBufferFlushCallback(cbs, cb_flush);
+    set_rma_io_callbacks(cbs);
 
     OTF2_DefReaderCallbacks *dcbs = OTF2_DefReaderCallbacks_New();
     OTF2_DefReaderCallbacks_SetClockOffsetCallback(dcbs, on_clock_offset);
@@ -881,6 +1171,8 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
         memset(c.coll_count, 0, ((size_t)cfg->ncomms + 1) * sizeof(int64_t));
         reqmap_clear(&c.isends);
         reqmap_clear(&c.irecvs);
+        reqmap_clear(&c.rma_open);
+        reqmap_clear(&c.io_open);
         int ok = er != NULL;
         if (er) {
             OTF2_Reader_RegisterEvtCallbacks(rd, er, cbs, &c);
@@ -944,6 +1236,8 @@ out:
     free(c.coll_count);
     reqmap_free(&c.isends);
     reqmap_free(&c.irecvs);
+    reqmap_free(&c.rma_open);
+    reqmap_free(&c.io_open);
     table_free(&c.link);
     table_free(&c.coll_comm);
     return res;

@@ -69,7 +69,9 @@ def test_wait_states_per_rank(waits_archive):
     }
     assert {k: ns(v) for k, v in doc["wait_states"].items()} == {
         "late_sender_s": 0, "late_receiver_s": 80, "wait_at_barrier_s": 80,
-        "wait_at_nxn_s": 0, "late_broadcast_s": 80, "early_reduce_s": 60}
+        "wait_at_nxn_s": 0, "late_broadcast_s": 80, "early_reduce_s": 60,
+        # RMA's, none in this trace
+        "wait_at_fence_s": 0, "late_post_s": 0, "early_wait_s": 0, "lock_contention_s": 0}
 
 
 def test_breakdown_per_rank(waits_archive):

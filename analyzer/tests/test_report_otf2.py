@@ -46,14 +46,16 @@ def test_breakdown_and_wait_states_from_an_otf2_archive(archive):
           for r, row in ranks.items()}
     # interval 10..500; rank 0: MPI 10+10+50+10, waiting 40 in the first Allreduce
     assert ns[0] == {"total_s": 490, "compute_s": 410, "communication_s": 40,
-                     "synchronization_s": 40}
+                     "synchronization_s": 40, "io_s": 0}
     # rank 1: MPI 5+80+10+10, waiting 30 of its 80 ns Waitall for the late sender
     assert ns[1] == {"total_s": 490, "compute_s": 385, "communication_s": 75,
-                     "synchronization_s": 30}
+                     "synchronization_s": 30, "io_s": 0}
     assert (ranks[0]["host"], ranks[1]["host"]) == ("node0", "node1")
     ws = {k: round(v * 1e9) for k, v in doc["wait_states"].items()}
     assert ws == {"late_sender_s": 30, "late_receiver_s": 0, "wait_at_barrier_s": 0,
-                  "wait_at_nxn_s": 40, "late_broadcast_s": 0, "early_reduce_s": 0}
+                  "wait_at_nxn_s": 40, "late_broadcast_s": 0, "early_reduce_s": 0,
+                  "wait_at_fence_s": 0, "late_post_s": 0, "early_wait_s": 0,
+                  "lock_contention_s": 0}
     assert doc["host_split"][0]["path"] == "inter-node"
 
 

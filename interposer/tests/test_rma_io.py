@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import mpiscope
 from mpiscope_testing import mpijobs
 from mpiscope_testing.killing import KILLED, run_and_kill
 
@@ -356,6 +357,15 @@ def test_pnetcdf_tools(tmp_path: Path) -> None:
         assert p.kinds(r, "IO_") == Counter({"IO_CREATE_HANDLE": 1, "IO_DESTROY_HANDLE": 1,
                                              "IO_OPERATION_BEGIN": len(writes),
                                              "IO_OPERATION_COMPLETE": len(writes)})
+    # the analysis: its MPI-IO time is the I/O part of each rank's breakdown
+    trace = mpiscope.load(out)
+    ranks = mpiscope.analyze(trace).ranks.set_index("rank")
+    calls = trace.calls[(trace.calls["depth"] == 0)
+                        & trace.calls["function"].str.startswith("MPI_File_")]
+    file_s = (calls["end"] - calls["start"]).groupby(calls["rank"]).sum() / 1e9
+    for r in range(np):
+        assert ranks.loc[r, "io_s"] > 0
+        assert ranks.loc[r, "io_s"] == pytest.approx(file_s[r], rel=0.01)
     # ncmpidiff reads both files: same verdict traced, and reads of the variables' bytes
     diff = ["ncmpidiff", str(plain), str(nc)]
     want = mpijobs.run(diff, np=np, traced=False)

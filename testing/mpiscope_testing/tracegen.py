@@ -42,11 +42,24 @@ from pathlib import Path
 import _otf2  # the otf2 package's C binding: archive properties
 import otf2
 from otf2.enums import (
+    CollectiveOp,
     GroupType,
+    IoAccessMode,
+    IoCreationFlag,
+    IoOperationFlag,
+    IoOperationMode,
+    IoParadigmClass,
+    IoParadigmFlag,
+    IoStatusFlag,
     LocationGroupType,
     LocationType,
+    LockType,
     Paradigm,
     RegionRole,
+    RmaAtomicType,
+    RmaSyncLevel,
+    RmaSyncType,
+    RmaWinFlag,
     Type,
 )
 
@@ -102,6 +115,8 @@ class TraceBuilder:
         }
         self.events: list[list[_Event]] = [[] for _ in range(ranks)]
         self._seq = 0
+        self.windows: dict[int, tuple[str, int]] = {}  # RmaWin ref -> (name, comm ref)
+        self.files: dict[int, tuple[str, str, int]] = {}  # IoHandle ref -> (name, path, comm)
 
     # ------------------------------------------------------------------ definitions
     @property
@@ -112,6 +127,18 @@ class TraceBuilder:
         """Define a communicator of the given world ranks (comm-rank order); returns its ref."""
         ref = max(self.comms) + 1
         self.comms[ref] = (name or f"comm {ref}", list(members), parent)
+        return ref
+
+    def window(self, comm: int = 0, name: str | None = None) -> int:
+        """Define an RMA window over a communicator; returns its ref."""
+        ref = len(self.windows)
+        self.windows[ref] = (name or f"MPI_Win {ref}", comm)
+        return ref
+
+    def file(self, path: str, comm: int = 0, name: str | None = None) -> int:
+        """Define an MPI-IO file handle (IoRegularFile `path`, paradigm MPI-IO)."""
+        ref = len(self.files)
+        self.files[ref] = (name or path, path, comm)
         return ref
 
     def _local(self, comm: int, world_rank: int | None, me: int) -> int:
@@ -170,8 +197,85 @@ class TraceBuilder:
                   self._local(comm, root, rank), sent, received, in_hash=in_hash,
                   out_hash=out_hash)
 
+    def nbc_request(self, rank: int, t: int, request: int) -> None:
+        """NonBlockingCollectiveRequest (in the posting call, e.g. MPI_Ialltoall)."""
+        self._add(rank, t, "nbc_request", request)
+
+    def nbc_complete(self, rank: int, t: int, function: str, request: int, comm: int = 0,
+                     root: int | None = None, sent: int = 0, received: int = 0) -> None:
+        """NonBlockingCollectiveComplete (in the Wait/Test); `function` names the blocking
+        operation (`"MPI_Alltoall"`), `root` a world rank."""
+        self._add(rank, t, "nbc_complete", collective_op(function), comm,
+                  self._local(comm, root, rank), sent, received, request)
+
     def buffer_flush(self, rank: int, t: int, stop: int) -> None:
         self._add(rank, t, "flush", stop)
+
+    # RMA (targets are world ranks, stored as ranks in the window's communicator)
+    def _target(self, win: int, target: int | None) -> int:
+        return self._local(self.windows[win][1], target, 0)
+
+    def rma_put(self, rank: int, t: int, win: int, target: int, nbytes: int,
+                matching: int) -> None:
+        self._add(rank, t, "rma_put", win, self._target(win, target), nbytes, matching)
+
+    def rma_get(self, rank: int, t: int, win: int, target: int, nbytes: int,
+                matching: int) -> None:
+        self._add(rank, t, "rma_get", win, self._target(win, target), nbytes, matching)
+
+    def rma_atomic(self, rank: int, t: int, win: int, target: int, sent: int, received: int,
+                   matching: int) -> None:
+        self._add(rank, t, "rma_atomic", win, self._target(win, target), sent, received,
+                  matching)
+
+    def rma_complete(self, rank: int, t: int, win: int, matching: int) -> None:
+        """RmaOpCompleteBlocking."""
+        self._add(rank, t, "rma_complete", win, matching)
+
+    def rma_coll_begin(self, rank: int, t: int) -> None:
+        self._add(rank, t, "rma_coll_begin")
+
+    def rma_coll_end(self, rank: int, t: int, win: int, op: str = "BARRIER") -> None:
+        """RmaCollectiveEnd; `op` an OTF2 CollectiveOp name (a fence: BARRIER; window
+        creation as Score-P brackets it: CREATE_HANDLE_AND_ALLOCATE …)."""
+        self._add(rank, t, "rma_coll_end", win, op)
+
+    def rma_group_sync(self, rank: int, t: int, win: int, members: Sequence[int]) -> None:
+        """RmaGroupSync naming world ranks `members`."""
+        self._add(rank, t, "rma_group_sync", win, tuple(members))
+
+    def rma_lock(self, rank: int, t: int, event: str, win: int, target: int, lock_id: int,
+                 exclusive: bool = True) -> None:
+        """event: "request", "acquire" or "release"."""
+        self._add(rank, t, f"rma_{event}_lock", win, self._target(win, target), lock_id,
+                  exclusive)
+
+    def rma_sync(self, rank: int, t: int, win: int, target: int) -> None:
+        self._add(rank, t, "rma_sync", win, self._target(win, target))
+
+    def rma_win_create(self, rank: int, t: int, win: int) -> None:
+        self._add(rank, t, "rma_win_create", win)
+
+    def rma_win_destroy(self, rank: int, t: int, win: int) -> None:
+        self._add(rank, t, "rma_win_destroy", win)
+
+    # MPI-IO
+    def io_create(self, rank: int, t: int, handle: int) -> None:
+        self._add(rank, t, "io_create", handle)
+
+    def io_destroy(self, rank: int, t: int, handle: int) -> None:
+        self._add(rank, t, "io_destroy", handle)
+
+    def io_begin(self, rank: int, t: int, handle: int, mode: str, nbytes: int, matching: int,
+                 collective: bool = False, nonblocking: bool = False) -> None:
+        """IoOperationBegin; mode "read", "write" or "flush"."""
+        self._add(rank, t, "io_begin", handle, mode, nbytes, matching, collective, nonblocking)
+
+    def io_issued(self, rank: int, t: int, handle: int, matching: int) -> None:
+        self._add(rank, t, "io_issued", handle, matching)
+
+    def io_complete(self, rank: int, t: int, handle: int, nbytes: int, matching: int) -> None:
+        self._add(rank, t, "io_complete", handle, nbytes, matching)
 
     # ------------------------------------------------------------------ whole calls
     def call(self, rank: int, start: int, end: int, function: str,
@@ -217,6 +321,31 @@ class TraceBuilder:
         self.enter(rank, start, function, callsite)
         self.coll_begin(rank, start)
         self.coll_end(rank, end, function, comm, root, sent, received, in_hash, out_hash)
+        self.leave(rank, end, function)
+
+    def fence(self, rank: int, start: int, end: int, win: int,
+              callsite: str | None = None) -> None:
+        """MPI_Win_fence: RmaCollectiveBegin at Enter, RmaCollectiveEnd before Leave."""
+        self.enter(rank, start, "MPI_Win_fence", callsite)
+        self.rma_coll_begin(rank, start)
+        self.rma_coll_end(rank, end, win)
+        self.leave(rank, end, "MPI_Win_fence")
+
+    def rma_call(self, rank: int, start: int, end: int, function: str, win: int, target: int,
+                 nbytes: int, matching: int, callsite: str | None = None) -> None:
+        """MPI_Put / MPI_Get (by `function`) with its RmaPut / RmaGet."""
+        self.enter(rank, start, function, callsite)
+        (self.rma_get if function in ("MPI_Get", "MPI_Rget") else self.rma_put)(
+            rank, start, win, target, nbytes, matching)
+        self.leave(rank, end, function)
+
+    def io_call(self, rank: int, start: int, end: int, function: str, handle: int, mode: str,
+                nbytes: int, matching: int, *, collective: bool = False,
+                callsite: str | None = None) -> None:
+        """A blocking MPI-IO call: IoOperationBegin … IoOperationComplete inside it."""
+        self.enter(rank, start, function, callsite)
+        self.io_begin(rank, start, handle, mode, nbytes, matching, collective)
+        self.io_complete(rank, end, handle, nbytes, matching)
         self.leave(rank, end, function)
 
     # ------------------------------------------------------------------ writing
@@ -281,6 +410,25 @@ class TraceBuilder:
                 sources[callsite] = d.source_code_location(file, line)
             return sources[callsite]
 
+        wins = {ref: d.rma_win(name, comms[comm], flags=RmaWinFlag.CREATE_DESTROY_EVENTS)
+                for ref, (name, comm) in sorted(self.windows.items())}
+        handles = {}
+        if self.files:
+            para = d.io_paradigm("MPI-IO", "MPI-IO", IoParadigmClass.PARALLEL,
+                                 IoParadigmFlag.NONE)
+            for ref, (name, path, comm) in sorted(self.files.items()):
+                f = d.io_regular_file(path, scope=root)
+                handles[ref] = d.io_handle(name, f, para, comm=comms[comm])
+        rgroups: dict[tuple, object] = {}
+
+        def rgroup(members: tuple):
+            if members not in rgroups:
+                rgroups[members] = d.group(f"RMA group {len(rgroups)}",
+                                           group_type=GroupType.COMM_GROUP,
+                                           paradigm=Paradigm.MPI,
+                                           members=[locs[m] for m in members])
+            return rgroups[members]
+
         for rank in range(self.num_ranks):
             ew = w.event_writer_from_location(locs[rank])
             for ev in sorted(self.events[rank], key=lambda e: (e.t, e.seq)):
@@ -317,8 +465,66 @@ class TraceBuilder:
                                           attributes=at or None)
                 elif ev.kind == "flush":
                     ew.buffer_flush(t, BASE_TIME + a[0])
+                elif ev.kind == "nbc_request":
+                    ew.non_blocking_collective_request(t, a[0])
+                elif ev.kind == "nbc_complete":
+                    ew.non_blocking_collective_complete(t, a[0], comms[a[1]], a[2], a[3], a[4],
+                                                        a[5])
+                elif ev.kind.startswith(("rma_", "io_")):
+                    self._write_rma_io(ew, t, ev.kind, a, wins, handles, rgroup)
                 else:  # pragma: no cover - guarded by the methods above
                     raise ValueError(ev.kind)
+
+
+    @staticmethod
+    def _write_rma_io(ew, t: int, kind: str, a: tuple, wins: dict, handles: dict,
+                      rgroup) -> None:
+        if kind == "rma_put":
+            ew.rma_put(t, wins[a[0]], a[1], a[2], a[3])
+        elif kind == "rma_get":
+            ew.rma_get(t, wins[a[0]], a[1], a[2], a[3])
+        elif kind == "rma_atomic":
+            ew.rma_atomic(t, wins[a[0]], a[1], RmaAtomicType.ACCUMULATE, a[2], a[3], a[4])
+        elif kind == "rma_complete":
+            ew.rma_op_complete_blocking(t, wins[a[0]], a[1])
+        elif kind == "rma_coll_begin":
+            ew.rma_collective_begin(t)
+        elif kind == "rma_coll_end":
+            ew.rma_collective_end(t, getattr(CollectiveOp, a[1]), RmaSyncLevel.PROCESS
+                                  | RmaSyncLevel.MEMORY, wins[a[0]], UNDEFINED_ROOT, 0, 0)
+        elif kind == "rma_group_sync":
+            ew.rma_group_sync(t, RmaSyncLevel.PROCESS | RmaSyncLevel.MEMORY, wins[a[0]],
+                              rgroup(a[1]))
+        elif kind in ("rma_request_lock", "rma_acquire_lock"):
+            lock = LockType.EXCLUSIVE if a[3] else LockType.SHARED
+            getattr(ew, kind)(t, wins[a[0]], a[1], a[2], lock)
+        elif kind == "rma_release_lock":
+            ew.rma_release_lock(t, wins[a[0]], a[1], a[2])
+        elif kind == "rma_sync":
+            ew.rma_sync(t, wins[a[0]], a[1], RmaSyncType.MEMORY)
+        elif kind == "rma_win_create":
+            ew.rma_win_create(t, wins[a[0]])
+        elif kind == "rma_win_destroy":
+            ew.rma_win_destroy(t, wins[a[0]])
+        elif kind == "io_create":
+            ew.io_create_handle(t, handles[a[0]], IoAccessMode.READ_WRITE, IoCreationFlag.NONE,
+                                IoStatusFlag.NONE)
+        elif kind == "io_destroy":
+            ew.io_destroy_handle(t, handles[a[0]])
+        elif kind == "io_begin":
+            flags = IoOperationFlag.NONE
+            if a[4]:
+                flags |= IoOperationFlag.COLLECTIVE
+            if a[5]:
+                flags |= IoOperationFlag.NON_BLOCKING
+            ew.io_operation_begin(t, handles[a[0]], getattr(IoOperationMode, a[1].upper()),
+                                  flags, a[2], a[3])
+        elif kind == "io_issued":
+            ew.io_operation_issued(t, handles[a[0]], a[1])
+        elif kind == "io_complete":
+            ew.io_operation_complete(t, handles[a[0]], a[1], a[2])
+        else:  # pragma: no cover - guarded by the methods above
+            raise ValueError(kind)
 
 
 def copy_trace(src: str | os.PathLike, dst: str | os.PathLike) -> Path:

@@ -1,10 +1,11 @@
-"""Per-rank time breakdown: compute, communication, synchronization (the contract's terms).
+"""Per-rank time breakdown: compute, communication, synchronization, I/O (the contract's terms).
 
 The measured interval of a rank runs from the end of MPI_Init to the start of
 MPI_Finalize (set-up and tear-down are not the program's work); traces without them use
 the rank's first and last event.
 - compute = time outside MPI calls
 - synchronization = MPI_Barrier time + the waiting part of every other MPI call
+- I/O = time in MPI-IO calls (kind `io`: MPI_File_*), waiting inside them included
 - communication = the rest of the time inside MPI calls
 """
 
@@ -16,7 +17,10 @@ import pandas as pd
 from mpiscope.analysis.waitstates import WaitStates
 from mpiscope.archive.trace import Trace
 
-PARTS = ("compute", "communication", "synchronization")  # of a rank's time, as `<part>_s`
+# of a rank's time, as `<part>_s`; they add up to total_s
+PARTS = ("compute", "communication", "synchronization", "io")
+PART_LABELS = {"compute": "compute", "communication": "communication",
+               "synchronization": "synchronization", "io": "I/O"}  # for people
 
 
 def intervals(trace: Trace) -> pd.DataFrame:
@@ -52,26 +56,48 @@ def _measured_calls(trace: Trace, ws: WaitStates, iv: pd.DataFrame) -> pd.DataFr
     end = np.clip(c["end"].to_numpy(), lo[rk], hi[rk])
     dur = end - start
     wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
-    barrier = (c["function"] == "MPI_Barrier").to_numpy()
-    sync = np.where(barrier, dur, np.minimum(wait, dur))
+    parts = call_parts(c, dur, wait, io_completing(trace))
     return pd.DataFrame({"rank": c["rank"].to_numpy(), "start": start, "end": end,
-                         "mpi": dur, "sync": sync})
+                         "mpi": dur, **parts})
+
+
+def io_completing(trace: Trace) -> np.ndarray:
+    """Row ids of the calls that complete MPI-IO operations without being MPI-IO calls
+    (the MPI_Wait/Test of an MPI_File_iwrite …): their time is I/O too."""
+    io = trace.io
+    return np.unique(io["complete_call"].to_numpy()[io["complete_call"].to_numpy() >= 0])
+
+
+def call_parts(c: pd.DataFrame, dur: np.ndarray, wait: np.ndarray,
+               io_calls: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The synchronization and I/O parts (ns) of calls lasting `dur` that waited `wait`:
+    a barrier is all synchronization, an MPI-IO call (or a Wait/Test completing MPI-IO
+    operations, `io_calls`) all I/O (its waiting included, as the contract defines
+    I/O), any other call waits for `wait` at most."""
+    barrier = (c["function"] == "MPI_Barrier").to_numpy()
+    io = (c["kind"] == "io").to_numpy().copy()
+    if io_calls is not None and len(io_calls):
+        io |= np.isin(c["call"].to_numpy(), io_calls)
+    sync = np.where(barrier, dur, np.minimum(wait, dur))
+    return {"sync": np.where(io, 0, sync), "io": np.where(io, dur, 0)}
 
 
 def per_rank(trace: Trace, ws: WaitStates) -> pd.DataFrame:
-    """rank, host, total_s, compute_s, communication_s, synchronization_s."""
+    """rank, host, total_s, compute_s, communication_s, synchronization_s, io_s."""
     iv = intervals(trace)
     m = _measured_calls(trace, ws, iv)
-    g = m.groupby("rank")[["mpi", "sync"]].sum()
+    g = m.groupby("rank")[["mpi", "sync", "io"]].sum()
     out = iv.set_index("rank").join(g).fillna(0)
     total = (out["end"] - out["begin"]).astype(np.int64)
     mpi = np.minimum(out["mpi"].astype(np.int64), total)
-    sync = np.minimum(out["sync"].astype(np.int64), mpi)
+    io = np.minimum(out["io"].astype(np.int64), mpi)
+    sync = np.minimum(out["sync"].astype(np.int64), mpi - io)
     hosts = trace.host_of()
     return pd.DataFrame({
         "rank": out.index.astype(int), "host": [hosts.get(r, "?") for r in out.index],
         "total_s": total / 1e9, "compute_s": (total - mpi) / 1e9,
-        "communication_s": (mpi - sync) / 1e9, "synchronization_s": sync / 1e9,
+        "communication_s": (mpi - sync - io) / 1e9, "synchronization_s": sync / 1e9,
+        "io_s": io / 1e9,
     }).reset_index(drop=True)
 
 
@@ -84,9 +110,11 @@ def time_bins(trace: Trace, ws: WaitStates, bins: int = 50) -> pd.DataFrame:
     width = edges[1] - edges[0]
     mpi = np.zeros(bins)
     sync = np.zeros(bins)
+    io = np.zeros(bins)
     # spread each call over the bins it overlaps (exactly, by overlap length)
     s, e = m["start"].to_numpy(), m["end"].to_numpy()
     frac_sync = np.divide(m["sync"].to_numpy(), np.maximum(m["mpi"].to_numpy(), 1))
+    frac_io = np.divide(m["io"].to_numpy(), np.maximum(m["mpi"].to_numpy(), 1))
     b0 = np.clip(((s - lo) // width).astype(int), 0, bins - 1)
     b1 = np.clip(((e - lo) // width).astype(int), 0, bins - 1)
     for k in range(int((b1 - b0).max()) + 1 if len(m) else 0):
@@ -97,12 +125,13 @@ def time_bins(trace: Trace, ws: WaitStates, bins: int = 50) -> pd.DataFrame:
         ov = np.maximum(ov, 0)
         np.add.at(mpi, bb, ov)
         np.add.at(sync, bb, ov * frac_sync[ok])
+        np.add.at(io, bb, ov * frac_io[ok])
     # rank-time available per bin: ranks alive in it
     alive = np.zeros(bins)
     for b_, e_ in zip(iv["begin"], iv["end"], strict=True):
         alive += np.clip(np.minimum(e_, edges[1:]) - np.maximum(b_, edges[:-1]), 0, None)
     return pd.DataFrame({
         "t0_s": (edges[:-1] - lo) / 1e9, "t1_s": (edges[1:] - lo) / 1e9,
-        "compute_s": (alive - mpi) / 1e9, "communication_s": (mpi - sync) / 1e9,
-        "synchronization_s": sync / 1e9,
+        "compute_s": (alive - mpi) / 1e9, "communication_s": (mpi - sync - io) / 1e9,
+        "synchronization_s": sync / 1e9, "io_s": io / 1e9,
     })

@@ -29,9 +29,11 @@ class RunSummary:
         return max((r["total_s"] for r in self.report["ranks"]), default=0.0)
 
     def share(self, part: str) -> float:
-        """Fraction of all ranks' time spent in `part` (compute/communication/synchronization)."""
+        """Fraction of all ranks' time spent in `part` (compute/communication/synchronization/
+        io); 0 for a part a report saved before it existed does not have (io_s)."""
         total = sum(r["total_s"] for r in self.report["ranks"])
-        return sum(r[f"{part}_s"] for r in self.report["ranks"]) / total if total else 0.0
+        return (sum(r.get(f"{part}_s", 0.0) for r in self.report["ranks"]) / total
+                if total else 0.0)
 
     def function_time(self) -> dict[str, tuple[int, float]]:
         return {f["name"]: (f["calls"], f["time_s"]) for f in self.report["functions"]}

@@ -26,6 +26,7 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
+from mpiscope.analysis.breakdown import call_parts, io_completing
 from mpiscope.archive.trace import Trace
 
 POLLING = ("MPI_Test", "MPI_Iprobe", "MPI_Improbe")
@@ -264,32 +265,32 @@ def _loop(c: _Calls, cut: np.ndarray, per_rank: dict[int, list[_Period]], n: int
 
 
 def per_iteration(trace: Trace, loop: Loop, ws) -> pd.DataFrame:
-    """Seconds of compute / communication / synchronization per iteration (all ranks)."""
+    """Seconds of compute / communication / synchronization / I/O per iteration (all ranks)."""
     c = trace.calls
     c = c[(c["depth"] == 0)]
     wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
-    barrier = (c["function"] == "MPI_Barrier").to_numpy()
     dur = (c["end"] - c["start"]).to_numpy()
-    sync = np.where(barrier, dur, np.minimum(wait, dur))
     frame = pd.DataFrame({"rank": c["rank"].to_numpy(), "start": c["start"].to_numpy(),
-                          "mpi": dur, "sync": sync})
+                          "mpi": dur, **call_parts(c, dur, wait, io_completing(trace))})
     out = []
     for rank, b in loop.bounds.groupby("rank"):
         f = frame[frame["rank"] == rank]
         k = np.searchsorted(b["start"].to_numpy(), f["start"].to_numpy(), side="right") - 1
         ok = (k >= 0) & (f["start"].to_numpy() < b["end"].to_numpy()[np.clip(k, 0, None)])
         agg = pd.DataFrame({"iteration": b["iteration"].to_numpy()[k[ok]],
-                            "mpi": f["mpi"].to_numpy()[ok], "sync": f["sync"].to_numpy()[ok]})
+                            "mpi": f["mpi"].to_numpy()[ok], "sync": f["sync"].to_numpy()[ok],
+                            "io": f["io"].to_numpy()[ok]})
         g = agg.groupby("iteration").sum()
         length = pd.Series((b["end"] - b["start"]).to_numpy(), index=b["iteration"].to_numpy())
         g = g.reindex(length.index, fill_value=0)
         out.append(pd.DataFrame({"iteration": length.index, "rank": rank,
                                  "total": length.to_numpy(), "mpi": g["mpi"].to_numpy(),
-                                 "sync": g["sync"].to_numpy()}))
-    df = pd.concat(out).groupby("iteration")[["total", "mpi", "sync"]].sum()
+                                 "sync": g["sync"].to_numpy(), "io": g["io"].to_numpy()}))
+    df = pd.concat(out).groupby("iteration")[["total", "mpi", "sync", "io"]].sum()
     return pd.DataFrame({
         "iteration": df.index, "compute_s": (df["total"] - df["mpi"]) / 1e9,
-        "communication_s": (df["mpi"] - df["sync"]) / 1e9, "synchronization_s": df["sync"] / 1e9,
+        "communication_s": (df["mpi"] - df["sync"] - df["io"]) / 1e9,
+        "synchronization_s": df["sync"] / 1e9, "io_s": df["io"] / 1e9,
     }).reset_index(drop=True)
 
 

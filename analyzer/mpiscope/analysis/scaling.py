@@ -23,10 +23,11 @@ class ScalingRow:
     compute_s: float  # summed over ranks
     communication_s: float
     synchronization_s: float
+    io_s: float = 0.0
 
     @property
     def shares(self) -> dict[str, float]:
-        total = self.compute_s + self.communication_s + self.synchronization_s
+        total = self.compute_s + self.communication_s + self.synchronization_s + self.io_s
         return {p: getattr(self, f"{p}_s") / total if total else 0.0 for p in PARTS}
 
 
@@ -39,7 +40,8 @@ def row_from_breakdown(trace: str, ranks: pd.DataFrame) -> ScalingRow:
     """One run's row from its per-rank breakdown (e.g. an analysis already made)."""
     return ScalingRow(trace, len(ranks), float(ranks["total_s"].max()),
                       float(ranks["compute_s"].sum()), float(ranks["communication_s"].sum()),
-                      float(ranks["synchronization_s"].sum()))
+                      float(ranks["synchronization_s"].sum()),
+                      float(ranks["io_s"].sum()) if "io_s" in ranks else 0.0)
 
 
 def table(rows: list[ScalingRow]) -> pd.DataFrame:

@@ -92,6 +92,12 @@ class Analysis:
         return stats.functions(self.trace)
 
     @result
+    def uninterpreted(self) -> pd.DataFrame:
+        """MPI functions present that the analysis treats only as time: name, calls,
+        time_s."""
+        return stats.uninterpreted(self.trace)
+
+    @result
     def callsites(self) -> pd.DataFrame:
         """Per call site, with its waiting time."""
         return stats.callsites(self.trace, self.wait_states.per_call["wait_ns"].to_numpy())
@@ -149,6 +155,7 @@ class Analysis:
                      "MPI_Finalize (first/last event where they are missing)"},
             "ranks": _records(self.ranks),
             "functions": _records(self.functions),
+            "uninterpreted": _records(self.uninterpreted),
             "callsites": _records(self.callsites),
             "wait_states": {f"{k}_s": v for k, v in ws.totals().items()},
             "wait_states_per_rank": _records(ws.per_rank().reset_index(names="rank")),

@@ -25,6 +25,19 @@ def functions(trace: Trace) -> pd.DataFrame:
                                                             ignore_index=True)
 
 
+def uninterpreted(trace: Trace) -> pd.DataFrame:
+    """name, calls, time_s of every MPI function in the trace that the analysis treats
+    only as time (kind `other`: no wait states, matching or findings look inside it),
+    sorted by time. Nested calls are listed too: they are present, and uninterpreted."""
+    c = trace.calls
+    o = c[(c["kind"] == "other").to_numpy()]
+    g = (o["end"] - o["start"]).groupby(o["function"].astype(str).to_numpy())
+    df = pd.DataFrame({"calls": g.size(), "time_s": g.sum() / 1e9})
+    return (df.rename_axis("name").reset_index()
+            .sort_values(["time_s", "name"], ascending=[False, True], ignore_index=True)
+            [["name", "calls", "time_s"]])
+
+
 def callsites(trace: Trace, wait_ns: np.ndarray | None = None) -> pd.DataFrame:
     """function, callsite, calls, time_s, mean_s, max_s, bytes, wait_s."""
     c = _outer(trace)

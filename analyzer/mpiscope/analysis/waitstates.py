@@ -2,9 +2,15 @@
 
 Every MPI call gets `wait_ns`, the part of it spent waiting for a late partner, and
 `wait_kind`: late_sender, late_receiver, wait_at_barrier, wait_at_nxn, late_broadcast,
-early_reduce. Non-blocking calls are done right: a Wait/Waitall is matched to the
-messages it completed, and only the time before the partner even started counts as
-waiting (the rest is transfer).
+early_reduce, wait_at_fence, late_post, early_wait, lock_contention. Non-blocking calls
+are done right: a Wait/Waitall is matched to the messages and non-blocking collectives it
+completed, and only the time before the partner even started counts as waiting (the rest
+is transfer). RMA (Scalasca's terms): a fence is an N×N synchronization over the window's
+communicator (its waiting also counts in `wait_at_nxn`); general active target has late
+post (an origin's Start, or the RMA operation or Complete of its epoch where Start
+returned at once, waiting for the target's Post) and early wait (the target's Wait
+entered before the last origin's Complete); lock contention is the time a lock request
+waited while another rank held a conflicting lock on the same target.
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ NXN = {"MPI_Allreduce", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall", "MPI_
 ONE2ALL = {"MPI_Bcast", "MPI_Scatter", "MPI_Scatterv"}
 ALL2ONE = {"MPI_Reduce", "MPI_Gather", "MPI_Gatherv"}
 KINDS = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
-         "early_reduce")
+         "early_reduce", "wait_at_fence", "late_post", "early_wait", "lock_contention")
+# per-call kinds that also count in a broader total (`totals`): a fence is an N×N wait
+ALSO_COUNTED_IN = {"wait_at_fence": "wait_at_nxn"}
+# non-blocking collectives, by the waiting their completion can show (as the blocking ones)
+NBC_BARRIER = {"MPI_Ibarrier"}
+NBC_ONE2ALL = {"MPI_Ibcast", "MPI_Iscatter", "MPI_Iscatterv"}
+NBC_ALL2ONE = {"MPI_Ireduce", "MPI_Igather", "MPI_Igatherv"}
+NBC_NXN = {"MPI_Iallreduce", "MPI_Iallgather", "MPI_Iallgatherv", "MPI_Ialltoall",
+           "MPI_Ialltoallv", "MPI_Ialltoallw", "MPI_Ireduce_scatter",
+           "MPI_Ireduce_scatter_block"}
 KIND = {k: i for i, k in enumerate(KINDS)}  # codes of the wait_kind categorical
 
 
@@ -34,12 +49,18 @@ class WaitStates:
     def totals(self) -> dict[str, float]:
         """Seconds per wait-state kind, summed over ranks."""
         s = self.per_call.groupby("wait_kind", observed=True)["wait_ns"].sum()
-        return {k: float(s.get(k, 0)) / 1e9 for k in KINDS}
+        out = {k: float(s.get(k, 0)) / 1e9 for k in KINDS}
+        for part, whole in ALSO_COUNTED_IN.items():
+            out[whole] += out[part]
+        return out
 
     def per_rank(self) -> pd.DataFrame:
         t = self.per_call.pivot_table(index="rank", columns="wait_kind", values="wait_ns",
                                       aggfunc="sum", fill_value=0, observed=False)
-        return (t.reindex(columns=list(KINDS), fill_value=0) / 1e9).rename_axis(None, axis=1)
+        t = t.reindex(columns=list(KINDS), fill_value=0)
+        for part, whole in ALSO_COUNTED_IN.items():
+            t[whole] = t[whole] + t[part]
+        return (t / 1e9).rename_axis(None, axis=1)
 
     def per_callsite(self) -> pd.DataFrame:
         w = self.per_call[self.per_call["wait_ns"] > 0]
@@ -111,6 +132,240 @@ def _p2p_waits(calls: pd.DataFrame, msgs: pd.DataFrame, wait: np.ndarray,
     kind[ids[pos]] = np.where(take_ls[pos], KIND["late_sender"], KIND["late_receiver"])
 
 
+def _set(wait: np.ndarray, kind: np.ndarray, calls: np.ndarray, w: np.ndarray,
+         code: int | np.ndarray) -> None:
+    """Record waits where they exceed what the call already has (one kind per call: its
+    largest wait, as a Waitall keeps its latest sender)."""
+    if len(calls) == 0:
+        return
+    df = pd.DataFrame({"call": calls, "w": w, "k": np.broadcast_to(code, len(calls))})
+    df = df.sort_values("w", kind="stable").drop_duplicates("call", keep="last")
+    c, w_, k_ = df["call"].to_numpy(), df["w"].to_numpy(), df["k"].to_numpy()
+    more = w_ > wait[c]
+    wait[c[more]] = w_[more]
+    kind[c[more]] = k_[more]
+
+
+def _nbc_waits(calls: pd.DataFrame, p2p: pd.DataFrame, wait: np.ndarray,
+               kind: np.ndarray) -> None:
+    """Non-blocking collectives completed in Wait/Test: the completing call cannot finish
+    before the partners it depends on posted the collective; the time from its Enter to
+    that post is waiting, the rest transfer (as for point-to-point)."""
+    if p2p.empty:
+        return
+    ev = p2p["event"]
+    req = p2p[(ev == "nbc_request").to_numpy()]
+    done = p2p[(ev == "nbc_complete").to_numpy()]
+    if req.empty or done.empty:
+        return
+    start = calls["start"].to_numpy()
+    end = calls["end"].to_numpy()
+    # each completion's posting call: the latest request of that id on the rank before it
+    r = req[["rank", "request", "time", "call"]].rename(columns={"call": "post", "time": "t"})
+    d = done[["rank", "request", "time", "call", "comm", "peer"]].rename(
+        columns={"call": "done", "time": "t"})
+    r = r.sort_values("t", kind="stable")
+    d = d.sort_values("t", kind="stable")
+    m = pd.merge_asof(d, r, on="t", by=["rank", "request"], direction="backward")
+    m = m[(m["post"].fillna(-1) >= 0) & (m["done"] >= 0)].copy()
+    if m.empty:
+        return
+    m["post"] = m["post"].astype(np.int64)
+    m["enter"] = start[m["post"].to_numpy()]
+    m["function"] = calls["function"].to_numpy()[m["post"].to_numpy()]
+    # instance: the n-th non-blocking collective on a communicator, per rank in post order
+    m = m.sort_values(["rank", "enter"], kind="stable")
+    m["seq"] = m.groupby(["rank", "comm"]).cumcount()
+    inst = m.groupby(["comm", "seq"]).ngroup().to_numpy()
+    enter = m["enter"].to_numpy()
+    rank = m["rank"].to_numpy()
+    root = m["peer"].to_numpy()
+    fn = m["function"].astype(str).to_numpy()
+    last = pd.Series(enter).groupby(inst).transform("max").to_numpy()
+    big = np.iinfo(np.int64).max
+    root_post = pd.Series(np.where(rank == root, enter, big)).groupby(inst).transform(
+        "min").to_numpy()
+    nonroot_last = pd.Series(np.where(rank == root, np.iinfo(np.int64).min, enter)).groupby(
+        inst).transform("max").to_numpy()
+    target = np.full(len(m), -1, dtype=np.int64)  # time the completion waited for
+    code = np.full(len(m), -1, dtype=np.int8)
+    nxn = np.isin(fn, list(NBC_NXN | NBC_BARRIER))
+    target[nxn] = last[nxn]
+    code[nxn] = np.where(np.isin(fn[nxn], list(NBC_BARRIER)), KIND["wait_at_barrier"],
+                         KIND["wait_at_nxn"])
+    one = np.isin(fn, list(NBC_ONE2ALL)) & (rank != root) & (root_post < big)
+    target[one] = root_post[one]
+    code[one] = KIND["late_broadcast"]
+    red = np.isin(fn, list(NBC_ALL2ONE)) & (rank == root)
+    target[red] = nonroot_last[red]
+    code[red] = KIND["early_reduce"]
+    ok = code >= 0
+    dc = m["done"].to_numpy()[ok]
+    w = np.clip(target[ok] - start[dc], 0, end[dc] - start[dc])
+    _set(wait, kind, dc, w, code[ok])
+
+
+def _fence_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
+                 kind: np.ndarray) -> None:
+    """MPI_Win_fence as N×N over the window's communicator: the k-th fence on a window
+    waits, on every rank, for the last rank to enter its k-th fence."""
+    f = sync[(sync["event"] == "fence").to_numpy() & (sync["call"] >= 0).to_numpy()]
+    if f.empty:
+        return
+    f = f.drop_duplicates("call")
+    c = f["call"].to_numpy()
+    start, end = calls["start"].to_numpy()[c], calls["end"].to_numpy()[c]
+    df = pd.DataFrame({"rank": f["rank"].to_numpy(), "win": f["win"].to_numpy(),
+                       "start": start})
+    df["seq"] = df.sort_values(["rank", "start"], kind="stable").groupby(
+        ["rank", "win"]).cumcount()  # aligned back by index
+    last = df.groupby(["win", "seq"])["start"].transform("max").to_numpy()
+    _set(wait, kind, c, np.clip(last - start, 0, end - start), KIND["wait_at_fence"])
+
+
+def _gats_waits(calls: pd.DataFrame, sync: pd.DataFrame, rma: pd.DataFrame,
+                wait: np.ndarray, kind: np.ndarray) -> None:
+    """General active target (post/start/complete/wait), Scalasca's late post and early
+    wait. Epochs pair up per (window, origin, target) in order: the target's n-th Post
+    naming the origin with the origin's n-th Start naming the target; the Complete and
+    the Wait that close them are the next ones on the same window and rank."""
+    g = sync[(sync["event"] == "group_sync").to_numpy() & (sync["call"] >= 0).to_numpy()]
+    if g.empty:
+        return
+    fn = calls["function"].to_numpy()
+    start = calls["start"].to_numpy()
+    end = calls["end"].to_numpy()
+    g = g.drop_duplicates("call")
+    gf = fn[g["call"].to_numpy()]
+    rows = {name: g[gf == name] for name in ("MPI_Win_post", "MPI_Win_start",
+                                             "MPI_Win_complete", "MPI_Win_wait",
+                                             "MPI_Win_test")}
+
+    def closing(opens: pd.DataFrame, closes: pd.DataFrame) -> dict[int, int]:
+        """call of each opening event -> the call that closes its epoch (the next closing
+        call on the same rank and window)."""
+        out: dict[int, int] = {}
+        if opens.empty or closes.empty:
+            return out
+        a = opens[["rank", "win", "call"]].assign(t=start[opens["call"].to_numpy()])
+        b = closes[["rank", "win", "call"]].rename(columns={"call": "close"}).assign(
+            t=end[closes["call"].to_numpy()])
+        a = a.sort_values("t", kind="stable")
+        b = b.sort_values("t", kind="stable")
+        m = pd.merge_asof(a, b, on="t", by=["rank", "win"], direction="forward")
+        for call, close in zip(m["call"], m["close"], strict=True):
+            if close == close:  # not NaN
+                out[int(call)] = int(close)
+        return out
+
+    complete_of = closing(rows["MPI_Win_start"], rows["MPI_Win_complete"])
+    wait_of = closing(rows["MPI_Win_post"],
+                      pd.concat([rows["MPI_Win_wait"], rows["MPI_Win_test"]]))
+    # (win, origin, target) -> the n-th post / start calls
+    posts: dict[tuple[int, int, int], list[int]] = {}
+    starts: dict[tuple[int, int, int], list[int]] = {}
+    for table, into, me_is in ((rows["MPI_Win_post"], posts, "target"),
+                               (rows["MPI_Win_start"], starts, "origin")):
+        t = table.assign(t=start[table["call"].to_numpy()]).sort_values("t", kind="stable")
+        for r, w, call, members in zip(t["rank"], t["win"], t["call"], t["members"],
+                                       strict=True):
+            for other in members:
+                key = (int(w), int(r), int(other)) if me_is == "origin" else (
+                    int(w), int(other), int(r))
+                into.setdefault(key, []).append(int(call))
+    # the RMA calls of each (rank, window, target), in time order: candidates for the
+    # late post of an epoch whose Start returned at once (the operation may block)
+    ops = rma[rma["call"] >= 0]
+    op_calls = {k: g["call"].to_numpy() for k, g in ops.groupby(
+        [ops["rank"].to_numpy(), ops["win"].to_numpy(), ops["target"].to_numpy()])}
+    late_calls, late_w = [], []
+    last_complete: dict[int, int] = {}  # target's Wait call -> last origin Complete enter
+    for key, st in starts.items():
+        win, origin, target = key
+        for post, origin_start in zip(posts.get(key, []), st, strict=False):
+            post_enter = start[post]
+            comp = complete_of.get(origin_start)
+            # late post: the first call of the access epoch still running when the
+            # target posted waited for it: Start, else an RMA operation, else Complete
+            epoch = op_calls.get((origin, win, target), np.zeros(0, np.int64))
+            hi = end[comp] if comp is not None else np.iinfo(np.int64).max
+            epoch = epoch[(start[epoch] >= start[origin_start]) & (end[epoch] <= hi)]
+            for call in (origin_start, *epoch.tolist(), comp):
+                if call is not None and end[call] > post_enter:
+                    late_calls.append(call)
+                    late_w.append(min(max(post_enter - start[call], 0), end[call] - start[call]))
+                    break
+            tw = wait_of.get(post)
+            if comp is not None and tw is not None:
+                last_complete[tw] = max(last_complete.get(tw, start[comp]), start[comp])
+    _set(wait, kind, np.asarray(late_calls, np.int64), np.asarray(late_w, np.int64),
+         KIND["late_post"])
+    if last_complete:
+        tw = np.fromiter(last_complete, np.int64)
+        lc = np.fromiter(last_complete.values(), np.int64)
+        _set(wait, kind, tw, np.clip(lc - start[tw], 0, end[tw] - start[tw]),
+             KIND["early_wait"])
+
+
+def _lock_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
+                kind: np.ndarray) -> None:
+    """Lock contention, where the trace shows it (request and acquisition recorded): a
+    request waited until another rank released a conflicting lock (exclusive on either
+    side) on the same window and target; the waiting is charged to the call in which the
+    lock was acquired."""
+    ev = sync["event"]
+    req = sync[(ev == "request_lock").to_numpy()]
+    acq = sync[(ev == "acquire_lock").to_numpy()]
+    rel = sync[(ev == "release_lock").to_numpy()]
+    if req.empty or acq.empty or rel.empty:
+        return
+    key = ["rank", "win", "remote", "lock_id"]
+    a = acq[[*key, "time", "call", "lock_type"]].sort_values("time", kind="stable")
+    r = req[[*key, "time"]].rename(columns={"time": "t_req"}).assign(time=req["time"])
+    r = r.sort_values("time", kind="stable")
+    held = pd.merge_asof(a, r, on="time", by=key, direction="backward")
+    held = held.rename(columns={"time": "t_acq"})
+    rl = rel[[*key, "time"]].rename(columns={"time": "t_rel"}).assign(
+        time=rel["time"]).sort_values("time", kind="stable")
+    held = pd.merge_asof(held.assign(time=held["t_acq"]).sort_values("time"), rl, on="time",
+                         by=key, direction="forward")
+    start = calls["start"].to_numpy()
+    end = calls["end"].to_numpy()
+    out_c, out_w = [], []
+    for (_win, target), h in held.groupby(["win", "remote"]):
+        if target < 0:
+            continue
+        h = h.reset_index(drop=True)
+        for i in range(len(h)):
+            tr, ta = h.at[i, "t_req"], h.at[i, "t_acq"]
+            if tr != tr or h.at[i, "call"] < 0:  # no request recorded
+                continue
+            other = (h["rank"] != h.at[i, "rank"]) & ((h["lock_type"] == 0) |
+                                                      (h.at[i, "lock_type"] == 0))
+            rels = h.loc[other & (h["t_acq"] <= ta) & (h["t_rel"] > tr) & (h["t_rel"] <= ta),
+                         "t_rel"]
+            if rels.empty:
+                continue
+            call = int(h.at[i, "call"])
+            released = int(rels.max())
+            out_c.append(call)
+            out_w.append(min(max(released - max(int(tr), start[call]), 0),
+                             end[call] - start[call]))
+    _set(wait, kind, np.asarray(out_c, np.int64), np.asarray(out_w, np.int64),
+         KIND["lock_contention"])
+
+
+def _sync_corrected(trace: Trace, calls: pd.DataFrame) -> pd.DataFrame:
+    """rma_sync rows with times on the corrected clock (as their calls)."""
+    s = trace.rma_sync
+    if s.empty or calls is trace.calls:
+        return s
+    shift = (calls["start"].to_numpy() - trace.calls["start"].to_numpy())
+    by_rank = pd.Series(shift).groupby(calls["rank"].to_numpy()).first()
+    return s.assign(time=s["time"].to_numpy() + by_rank.reindex(
+        s["rank"].to_numpy()).fillna(0).to_numpy().astype(np.int64))
+
+
 def compute(trace: Trace) -> WaitStates:
     """Wait states of every call, after correcting clock skew between ranks."""
     corr = skew.detect_and_correct(trace)
@@ -119,6 +374,12 @@ def compute(trace: Trace) -> WaitStates:
     kind = np.full(len(calls), -1, dtype=np.int8)  # -1: no waiting
     _p2p_waits(calls, corr.messages, wait, kind)
     _collective_waits(corr.collectives, wait, kind)
+    _nbc_waits(calls, trace.p2p, wait, kind)
+    if len(trace.rma_sync):
+        sync = _sync_corrected(trace, calls)
+        _fence_waits(calls, sync, wait, kind)
+        _gats_waits(calls, sync, trace.rma, wait, kind)
+        _lock_waits(calls, sync, wait, kind)
     per_call = pd.DataFrame({
         "call": calls["call"].to_numpy(), "rank": calls["rank"].to_numpy(),
         "function": calls["function"], "callsite": calls["callsite"],

@@ -179,7 +179,8 @@ def _restore(df: pd.DataFrame, info: dict) -> pd.DataFrame:
 def _read(d: Path, trace_dir: Path, man: dict) -> Trace:
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         tables = {name: _read_table(d, name, man, pool) for name in TABLES}
-    tables["comms"]["members"] = tables["comms"]["members"].map(lambda m: [int(x) for x in m])
+    for name in ("comms", "rma_sync"):  # lists of world ranks come back as arrays
+        tables[name]["members"] = tables[name]["members"].map(lambda m: [int(x) for x in m])
     meta = TraceMeta(**man["meta"])
     return Trace(path=trace_dir, meta=meta, **tables)
 

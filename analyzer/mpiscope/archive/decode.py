@@ -25,7 +25,7 @@ from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
 
-READER_VERSION = "4"
+READER_VERSION = "5"  # 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
@@ -42,26 +42,54 @@ class Step(str):
         step.done, step.total = done, total
         return step
 
-# MPI function -> call kind (docs/data-model.md)
+# MPI function -> call kind (docs/data-model.md); MPI_File_* are all `io` (_kind_of)
+_NBC = ("Ibarrier", "Ibcast", "Ireduce", "Iallreduce", "Igather", "Igatherv", "Iscatter",
+        "Iscatterv", "Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "Ialltoallw",
+        "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan")
+_NEIGHBOR = ("Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall",
+             "Neighbor_alltoallv", "Neighbor_alltoallw")
+_BLOCKING_COLL = ("Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
+                  "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw",
+                  "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan")
 _KINDS = {
     "p2p_send": ("MPI_Send", "MPI_Ssend", "MPI_Bsend", "MPI_Rsend", "MPI_Isend", "MPI_Issend",
                  "MPI_Irsend", "MPI_Ibsend", "MPI_Send_init", "MPI_Ssend_init",
                  "MPI_Bsend_init", "MPI_Rsend_init", "MPI_Start", "MPI_Startall"),
     "p2p_recv": ("MPI_Recv", "MPI_Irecv", "MPI_Recv_init", "MPI_Mrecv", "MPI_Imrecv"),
-    "p2p_sendrecv": ("MPI_Sendrecv", "MPI_Sendrecv_replace"),
+    "p2p_sendrecv": ("MPI_Sendrecv", "MPI_Sendrecv_replace", "MPI_Isendrecv",
+                     "MPI_Isendrecv_replace"),
     "wait": ("MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Test",
              "MPI_Testall", "MPI_Testany", "MPI_Testsome"),
     "probe": ("MPI_Probe", "MPI_Iprobe", "MPI_Mprobe", "MPI_Improbe"),
     "barrier": ("MPI_Barrier",),
-    "collective": ("MPI_Bcast", "MPI_Reduce", "MPI_Allreduce", "MPI_Gather", "MPI_Gatherv",
-                   "MPI_Scatter", "MPI_Scatterv", "MPI_Allgather", "MPI_Allgatherv",
-                   "MPI_Alltoall", "MPI_Alltoallv", "MPI_Alltoallw", "MPI_Reduce_scatter",
-                   "MPI_Reduce_scatter_block", "MPI_Scan", "MPI_Exscan", "MPI_Ibarrier",
-                   "MPI_Ibcast", "MPI_Ireduce", "MPI_Iallreduce"),
+    # blocking, non-blocking, neighbourhood and (MPI-4) persistent collectives
+    "collective": tuple(f"MPI_{n}" for n in (*_BLOCKING_COLL, *_NBC, *_NEIGHBOR)) +
+                  tuple(f"MPI_I{n.lower()}" for n in _NEIGHBOR) +
+                  tuple(f"MPI_{n}_init" for n in ("Barrier", *_BLOCKING_COLL, *_NEIGHBOR)),
+    "rma": ("MPI_Put", "MPI_Get", "MPI_Accumulate", "MPI_Get_accumulate", "MPI_Fetch_and_op",
+            "MPI_Compare_and_swap", "MPI_Rput", "MPI_Rget", "MPI_Raccumulate",
+            "MPI_Rget_accumulate", "MPI_Win_create", "MPI_Win_allocate",
+            "MPI_Win_allocate_shared", "MPI_Win_create_dynamic", "MPI_Win_free",
+            "MPI_Win_attach", "MPI_Win_detach"),
+    "rma_sync": ("MPI_Win_fence", "MPI_Win_post", "MPI_Win_start", "MPI_Win_complete",
+                 "MPI_Win_wait", "MPI_Win_test", "MPI_Win_lock", "MPI_Win_unlock",
+                 "MPI_Win_lock_all", "MPI_Win_unlock_all", "MPI_Win_flush",
+                 "MPI_Win_flush_all", "MPI_Win_flush_local", "MPI_Win_flush_local_all",
+                 "MPI_Win_sync"),
     "init": ("MPI_Init", "MPI_Init_thread"),
     "finalize": ("MPI_Finalize",),
 }
 KIND_OF = {fn: kind for kind, fns in _KINDS.items() for fn in fns}
+# Ineighbor_* are spelt with a capital after the I
+KIND_OF.update({f"MPI_Ineighbor_{n.partition('_')[2]}": "collective" for n in _NEIGHBOR})
+
+
+def kind_of(name: str) -> str | None:
+    """The call kind of an MPI function by name, None if the name says nothing."""
+    if name in KIND_OF:
+        return KIND_OF[name]
+    return "io" if name.startswith("MPI_File_") else None
+
 CALL_KINDS = SCHEMA.enums["call_kind"].names
 _ROLE_KIND = {"BARRIER": "barrier", "COLL_ONE2ALL": "collective", "COLL_ALL2ONE": "collective",
               "COLL_ALL2ALL": "collective", "COLL_OTHER": "collective"}
@@ -204,7 +232,7 @@ class Definitions:
             self.region_func[r._ref] = codes[(mpi, name)]
             self.region_mpi[r._ref] = mpi
             if mpi:
-                kind = KIND_OF.get(name) or _ROLE_KIND.get(_name(r.region_role), "other")
+                kind = kind_of(name) or _ROLE_KIND.get(_name(r.region_role), "other")
                 self.region_kind[r._ref] = CALL_KINDS.index(kind)
         self.unknown_func = len(self.other_functions)
         self.other_functions.append("<unknown region>")
@@ -242,6 +270,27 @@ class Definitions:
                                "self": is_self, "inter_a": inter_a,
                                "parent": parent._ref if parent else -1})
 
+        self.windows = sorted(({"win": w._ref, "name": w.name or f"window {w._ref}",
+                                "comm": w.comm._ref if w.comm is not None else -1}
+                               for w in d.rma_wins), key=lambda w: w["win"])
+        self.win_comm = np.full(max((w["win"] for w in self.windows), default=-1) + 1, -1,
+                                np.int32)
+        for w in self.windows:
+            self.win_comm[w["win"]] = w["comm"]
+        self.files = []
+        for h in sorted(d.io_handles, key=lambda h: h._ref):
+            f = getattr(h, "file", None)
+            par = getattr(h, "io_paradigm", None)
+            comm = getattr(h, "comm", None)
+            self.files.append({"handle": h._ref, "name": h.name or "",
+                               "file": _name(f) if f is not None else "",
+                               "paradigm": (getattr(par, "name", None) or "") if par else "",
+                               "comm": comm._ref if comm is not None else -1})
+        # world ranks of every group (RmaGroupSync names its partners by a group)
+        self.group_members = {
+            g._ref: [rank_of_location.get(getattr(m, "_ref", m), -1) for m in g.members]
+            for g in d.groups}
+
     def lookup(self) -> _native.Lookup:
         # an intercommunicator's members for the C side: [size of group A, A..., B...]
         members = [np.asarray(([c["inter_a"]] if c["inter_a"] else []) + list(c["members"]),
@@ -261,7 +310,7 @@ class Definitions:
             comm_members=np.concatenate(members) if members else np.zeros(0, np.int32),
             comm_self=np.asarray([2 if c["inter_a"] else c["self"] for c in self.comms],
                                  np.uint8),
-            expected_events=self.expected_events)
+            expected_events=self.expected_events, win_comm=self.win_comm)
 
 
 def _category(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
@@ -331,6 +380,8 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
     coll["instance"] = t["collectives"]["instance"]
     collectives = _frame({name: coll[name] for name in COLLECTIVE_COLUMNS})
 
+    rma, rma_sync, io_ops, windows, files = _rma_io_frames(t, defs)
+
     nranks = len(defs.locations)
     ranks = _frame({
         "rank": np.arange(nranks, dtype=np.int32),
@@ -369,6 +420,49 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
         clock_corrected=ev.clock_offsets > 0,
     )
     return Trace(Path(anchor.parent), meta, ranks, comms, calls, regions, p2p, messages,
-                 collectives, flushes, unmatched)
+                 collectives, flushes, unmatched, windows=windows, files=files, rma=rma,
+                 rma_sync=rma_sync, io=io_ops)
+
+
+def _records_frame(rows: list[dict], table: str) -> pd.DataFrame:
+    """A small table from the definitions, with its declared dtypes also when empty."""
+    cols = SCHEMA.tables[table].columns
+    return pd.DataFrame({c.name: pd.Series([r[c.name] for r in rows],
+                                           dtype=object if c.dtype == "str" else c.dtype)
+                         for c in cols})
+
+
+def _rma_io_frames(t: dict[str, dict[str, np.ndarray]], defs: Definitions
+                   ) -> tuple[pd.DataFrame, ...]:
+    """The RMA and MPI-IO tables: the native columns, plus what the definitions say
+    (a group's members, a handle's file)."""
+    def enum_col(codes: np.ndarray, enum: str) -> pd.Categorical:
+        return _category(codes, SCHEMA.enums[enum].names)
+
+    r = dict(t["rma"])
+    r["op"] = enum_col(r["op"], "rma_op")
+    rma = _frame({n: r[n] for n in SCHEMA.tables["rma"].names})
+    s = dict(t["rma_sync"])
+    s["event"] = enum_col(s["event"], "rma_sync_event")
+    groups = defs.group_members
+    s["members"] = pd.Series([groups.get(int(g), []) if g >= 0 else [] for g in s["group"]],
+                             dtype=object)
+    rma_sync = _frame({n: s[n] for n in SCHEMA.tables["rma_sync"].names})
+    o = dict(t["io"])
+    o["mode"] = enum_col(o["mode"], "io_mode")
+    o["collective"] = o["collective"].astype(bool)
+    o["nonblocking"] = o["nonblocking"].astype(bool)
+    paths = sorted({f["file"] for f in defs.files} | {""})
+    code_of_handle = {f["handle"]: paths.index(f["file"]) for f in defs.files}
+    handles = o["handle"]
+    lut = np.zeros(max([*code_of_handle, int(handles.max(initial=-1))]) + 2, np.int32)
+    for h, code in code_of_handle.items():
+        lut[h] = code
+    o["file"] = _category(lut[np.where(handles >= 0, handles, len(lut) - 1)].astype(np.int32),
+                          paths)
+    io_ops = _frame({n: o[n] for n in SCHEMA.tables["io"].names})
+    windows = _records_frame(defs.windows, "windows")
+    files = _records_frame(defs.files, "files")
+    return rma, rma_sync, io_ops, windows, files
 
 

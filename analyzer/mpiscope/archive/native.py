@@ -52,6 +52,7 @@ class Lookup:
     comm_members: np.ndarray  # int32 world ranks
     comm_self: np.ndarray  # uint8 per comm index
     expected_events: int
+    win_comm: np.ndarray  # int32 comm ref per RmaWin ref (-1: unknown)
 
 
 @dataclass
@@ -151,7 +152,8 @@ def read_events(anchor: Path, lk: Lookup,
         unknown_source=lk.unknown_source, ncommrefs=len(lk.comm_index),
         comm_index=_ptr(lk.comm_index), ncomms=len(lk.comm_self),
         comm_offset=_ptr(lk.comm_offset), comm_members=_ptr(lk.comm_members),
-        comm_self=_ptr(lk.comm_self), expected_events=lk.expected_events)
+        comm_self=_ptr(lk.comm_self), expected_events=lk.expected_events,
+        nwinrefs=len(lk.win_comm), win_comm=_ptr(lk.win_comm))
     callback = PROGRESS(progress) if progress else PROGRESS()
     res = lib.mpsr_read(str(anchor).encode(), C.byref(cfg), callback)
     if not res:

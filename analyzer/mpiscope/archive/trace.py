@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from mpiscope.archive.schema import SCHEMA
+
 
 @dataclass
 class TraceMeta:
@@ -22,6 +24,22 @@ class TraceMeta:
     truncated_ranks: list[int] = field(default_factory=list)
 
 
+def empty_table(name: str) -> pd.DataFrame:
+    """A table of tables.spec without rows, with its declared dtypes."""
+    cols = {}
+    for c in SCHEMA.tables[name].columns:
+        if c.dtype == "category":
+            cats = SCHEMA.enums[c.enum].names if c.enum else []
+            cols[c.name] = pd.Categorical([], categories=pd.Index(cats, dtype=object))
+        else:
+            cols[c.name] = pd.Series(dtype=object if c.dtype == "str" else c.dtype)
+    return pd.DataFrame(cols)
+
+
+def _empty(name: str):
+    return field(default_factory=lambda: empty_table(name))
+
+
 @dataclass
 class Trace:
     path: Path
@@ -35,6 +53,12 @@ class Trace:
     collectives: pd.DataFrame
     flushes: pd.DataFrame
     unmatched: pd.DataFrame
+    # RMA and MPI-IO (empty for traces without them, and for salvaged jobs)
+    windows: pd.DataFrame = _empty("windows")
+    files: pd.DataFrame = _empty("files")
+    rma: pd.DataFrame = _empty("rma")
+    rma_sync: pd.DataFrame = _empty("rma_sync")
+    io: pd.DataFrame = _empty("io")
 
     @property
     def num_ranks(self) -> int:

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from mpiscope import output
-from mpiscope.analysis.breakdown import PARTS
+from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison, RunSummary
 from mpiscope.render import timeline
 from mpiscope.render.cutshort import cut_short_notes
@@ -59,7 +59,7 @@ def figure_div(fig: go.Figure) -> str:
 
 
 def breakdown_figure(runs: Sequence[RunSummary]) -> go.Figure:
-    """Per-rank stacked compute/communication/synchronization, runs side by side."""
+    """Per-rank stacked compute/communication/synchronization/I/O, runs side by side."""
     fig = go.Figure()
     for part in PARTS:
         runs_axis, ranks_axis, y = [], [], []
@@ -67,8 +67,9 @@ def breakdown_figure(runs: Sequence[RunSummary]) -> go.Figure:
             for r in run.report["ranks"]:
                 runs_axis.append(run.label)
                 ranks_axis.append(f"rank {r['rank']}")
-                y.append(r[f"{part}_s"])
-        fig.add_bar(name=part, x=[runs_axis, ranks_axis], y=y, marker_color=PART_COLOURS[part])
+                y.append(r.get(f"{part}_s", 0.0))
+        fig.add_bar(name=PART_LABELS[part], x=[runs_axis, ranks_axis], y=y,
+                    marker_color=PART_COLOURS[part])
     fig.update_layout(barmode="stack", height=360, yaxis_title="seconds",
                       margin=dict(l=50, r=20, t=30, b=60), legend_orientation="h")
     return fig
@@ -124,7 +125,7 @@ def render_html(cmp: Comparison, title: str = "") -> str:
 
     parts.append("<h2>Time breakdown</h2>")
     parts.append(table(["share of time", a.label, b.label, "change"], [
-        [p, fmt_pct(a.share(p)), fmt_pct(b.share(p)),
+        [PART_LABELS[p], fmt_pct(a.share(p)), fmt_pct(b.share(p)),
          signed(b.share(p) - a.share(p), f"{100 * (b.share(p) - a.share(p)):.1f} pts")]
         for p in PARTS]))
     parts.append(figure_div(breakdown_figure([a, b])))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mpiscope import output
-from mpiscope.analysis.breakdown import PARTS
+from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison, RunSummary
 from mpiscope.render.cutshort import cut_short_notes
 from mpiscope.render.numbers import fmt_pct, fmt_s
@@ -90,11 +90,12 @@ def render_markdown(cmp: Comparison) -> str:
 
     lines += ["", "#### Time breakdown (share of all ranks' time)", ""]
     lines += md_table(["", a.label, b.label, "change"], [
-        [p, fmt_pct(a.share(p)), fmt_pct(b.share(p)),
+        [PART_LABELS[p], fmt_pct(a.share(p)), fmt_pct(b.share(p)),
          f"{100 * (b.share(p) - a.share(p)):+.1f} pts"] for p in PARTS])
 
     rank_rows = md_rank_rows(a, b)
-    rank_table = md_table(["rank", "host", "total", *PARTS], rank_rows, "rlrrrr")
+    rank_table = md_table(["rank", "host", "total", *(PART_LABELS[p] for p in PARTS)],
+                         rank_rows, "rl" + "r" * (1 + len(PARTS)))
     title = f"Per rank, {a.label} → {b.label}"
     if len(rank_rows) > 16:  # long: folded, so the comment stays short
         lines += ["", f"<details><summary>{md(title)}</summary>", "", *rank_table, "",

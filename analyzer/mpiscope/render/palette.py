@@ -26,8 +26,9 @@ COMPUTE = "#ececec"  # lane background: time outside MPI
 # The parts of the time breakdown (mpiscope.analysis.breakdown.PARTS) in every chart of
 # them, reports and web UI alike: compute a darker grey than the lanes' (bars on white),
 # communication and synchronization the blue and red the timeline gives MPI_Send and
-# MPI_Allreduce.
-PART_COLOURS = {"compute": "#b8b8b8", "communication": "#1f77b4", "synchronization": "#d62728"}
+# MPI_Allreduce; I/O an olive that none of the fixed function colours is.
+PART_COLOURS = {"compute": "#b8b8b8", "communication": "#1f77b4", "synchronization": "#d62728",
+                "io": "#bcbd22"}
 
 
 def colour(function: str) -> str:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mpiscope import output
-from mpiscope.analysis.breakdown import PARTS
+from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.errors import UserError
 from mpiscope.render.palette import PART_COLOURS
 
@@ -19,8 +19,10 @@ from mpiscope.render.palette import PART_COLOURS
 def figure(df: pd.DataFrame) -> go.Figure:
     """Stacked bars of the breakdown shares (`scaling.table`) against rank count."""
     x = [f"{n} ranks" for n in df["ranks"]]
-    fig = go.Figure([go.Bar(name=p, x=x, y=100 * df[f"{p}_share"], marker_color=PART_COLOURS[p],
-                            hovertemplate=f"{p}: %{{y:.1f}}%<extra></extra>") for p in PARTS])
+    fig = go.Figure([go.Bar(name=PART_LABELS[p], x=x, y=100 * df[f"{p}_share"],
+                            marker_color=PART_COLOURS[p],
+                            hovertemplate=f"{PART_LABELS[p]}: %{{y:.1f}}%<extra></extra>")
+                     for p in PARTS])
     fig.update_layout(barmode="stack", title="Time breakdown vs rank count",
                       yaxis_title="share of summed rank time (%)", xaxis_title="run",
                       template="plotly_white")
@@ -29,11 +31,11 @@ def figure(df: pd.DataFrame) -> go.Figure:
 
 def print_table(df: pd.DataFrame, console: Console | None = None) -> None:
     tab = Table(title="Breakdown vs rank count")
-    for col in ("ranks", "wall (s)", "compute", "communication", "synchronization", "trace"):
+    for col in ("ranks", "wall (s)", *(PART_LABELS[p] for p in PARTS), "trace"):
         tab.add_column(col, justify="left" if col == "trace" else "right", overflow="fold")
-    for r in df.itertuples():
-        tab.add_row(str(r.ranks), f"{r.wall_s:.4f}", f"{r.compute_share:.1%}",
-                    f"{r.communication_share:.1%}", f"{r.synchronization_share:.1%}", r.trace)
+    for r in df.to_dict("records"):
+        tab.add_row(str(r["ranks"]), f"{r['wall_s']:.4f}",
+                    *(f"{r[f'{p}_share']:.1%}" for p in PARTS), r["trace"])
     (console or Console()).print(tab)
 
 

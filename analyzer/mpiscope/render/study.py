@@ -83,7 +83,7 @@ def write(result: StudyResult) -> list[dict]:
                 "gosa": (run_.figures or {}).get("gosa"), "wall_s": s.wall_s,
                 "allreduce_share": _share(s.report["functions"], "MPI_Allreduce", total),
                 **{f"{p}_share": s.share(p) for p in ("compute", "communication",
-                                                      "synchronization")},
+                                                      "synchronization", "io")},
                 "findings": [f["kind"] for f in s.report["findings"]],
             })
             # the comparison already analyzed this run: reuse its breakdown
@@ -161,7 +161,8 @@ def _index_page(out: Path, cfg: StudyConfig, links: list[tuple[str, str]],
         f"<td>{runs_text(s)}</td>"
         f"<td>{100 * s['allreduce_share']:.1f}%</td><td>{100 * s['compute_share']:.1f}%</td>"
         f"<td>{100 * s['communication_share']:.1f}%</td>"
-        f"<td>{100 * s['synchronization_share']:.1f}%</td></tr>" for s in summary)
+        f"<td>{100 * s['synchronization_share']:.1f}%</td>"
+        f"<td>{100 * s.get('io_share', 0.0):.1f}%</td></tr>" for s in summary)
     ratios = "".join(
         f"<tr><td>{n}</td><td>{_ratio(summary, n, max)}</td>"
         f"<td>{_ratio(summary, n, statistics.median)}</td></tr>"
@@ -179,6 +180,6 @@ def _index_page(out: Path, cfg: StudyConfig, links: list[tuple[str, str]],
         f"{where}.</p><p id='selection'>Runs: {html.escape(selection_note(cfg))}.</p>"
         f"<ul>{items}</ul><table><tr><th>ranks</th><th>variant</th><th>MFLOPS (kept run)</th>"
         "<th>MFLOPS of every run (kept in bold)</th><th>MPI_Allreduce</th><th>compute</th>"
-        f"<th>communication</th><th>synchronization</th></tr>{rows}</table>"
+        f"<th>communication</th><th>synchronization</th><th>I/O</th></tr>{rows}</table>"
         "<table id='ratios'><tr><th>ranks</th><th>patched/unpatched MFLOPS, best</th>"
         f"<th>median of the runs</th></tr>{ratios}</table></body></html>")

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mpiscope.analysis import critical_path, findings, stats
-from mpiscope.analysis.breakdown import PARTS
+from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.session import Analysis
 from mpiscope.analysis.stats import ProtocolSwitch
@@ -102,14 +102,12 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
                   f"{t.ranks['host'].nunique()} host(s), {t.meta.duration_ns / 1e9:.3f} s, "
                   f"{len(t.calls)} MPI calls  [dim]{t.meta.creator} {t.meta.mpi_library}[/dim]")
     tab = Table(title="Time per rank (s)", show_lines=False)
-    for col in ("rank", "host", "total", "compute", "communication", "synchronization"):
+    for col in ("rank", "host", "total", *(PART_LABELS[p] for p in PARTS)):
         tab.add_column(col, justify="right" if col not in ("host",) else "left")
-    for r in analysis.ranks.itertuples():
-        tot = r.total_s or 1.0
-        tab.add_row(str(r.rank), r.host, _s(r.total_s),
-                    f"{_s(r.compute_s)} ({100 * r.compute_s / tot:.0f}%)",
-                    f"{_s(r.communication_s)} ({100 * r.communication_s / tot:.0f}%)",
-                    f"{_s(r.synchronization_s)} ({100 * r.synchronization_s / tot:.0f}%)")
+    for r in analysis.ranks.to_dict("records"):
+        tot = r["total_s"] or 1.0
+        tab.add_row(str(r["rank"]), r["host"], _s(r["total_s"]),
+                    *(f"{_s(r[f'{p}_s'])} ({100 * r[f'{p}_s'] / tot:.0f}%)" for p in PARTS))
     console.print(tab)
     ft = Table(title=f"Top {top} MPI functions")
     for col in ("function", "calls", "time (s)", "mean", "max", "bytes"):
@@ -118,8 +116,16 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
         ft.add_row(f.name, str(f.calls), _s(f.time_s), _s(f.mean_s), _s(f.max_s), str(f.bytes))
     console.print(ft)
     ws = analysis.wait_states.totals()
+    # the contract's four always; RMA's and the rest where they occur
     console.print("Wait states (s, all ranks): " + ", ".join(
-        f"{k.replace('_', ' ')} {_s(v)}" for k, v in ws.items()))
+        f"{k.replace('_', ' ')} {_s(v)}" for i, (k, v) in enumerate(ws.items()) if i < 4 or v)
+        + (" (wait at N×N includes wait at fence)" if ws.get("wait_at_fence") else ""))
+    un = analysis.uninterpreted
+    if len(un):
+        console.print("Not interpreted (counted as time only): " + ", ".join(
+            f"{u.name} ({u.calls} call{'s' if u.calls != 1 else ''}, {_s(u.time_s)} s)"
+            for u in un.head(top).itertuples())
+            + (f" and {len(un) - top} more" if len(un) > top else ""))
     sites = analysis.wait_states.per_callsite().head(top)
     if len(sites):
         wt = Table(title="Where ranks wait (top call sites)")
@@ -169,7 +175,8 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
         t.add_row("MFLOPS", f"{fa:.1f}", f"{fb:.1f}")
     t.add_row("wall time (s)", f"{a.wall_s:.4f}", f"{b.wall_s:.4f}")
     for part in PARTS:
-        t.add_row(f"{part} share", f"{100 * a.share(part):.1f}%", f"{100 * b.share(part):.1f}%")
+        t.add_row(f"{PART_LABELS[part]} share", f"{100 * a.share(part):.1f}%",
+                  f"{100 * b.share(part):.1f}%")
     for f in cmp.functions[:5]:
         t.add_row(f"{f.name} share", f"{100 * f.share_a:.1f}%", f"{100 * f.share_b:.1f}%")
     console.print(t)
