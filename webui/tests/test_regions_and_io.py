@@ -143,6 +143,19 @@ def test_regions_are_drawn_nested_with_the_mpi_states_inside(model, trace):
         (solve["start"] / 1e9).tolist())
 
 
+def test_a_real_score_p_trace_draws_its_main(tmp_path):
+    from mpiscope_testing.scenarios import SCOREP_PING_PONG
+    from mpiscope_testing.tracegen import copy_trace
+
+    if not (SCOREP_PING_PONG / "traces.otf2").is_file():
+        pytest.skip(f"{SCOREP_PING_PONG} not present")
+    m = TraceModel.build(reader.load(copy_trace(SCOREP_PING_PONG, tmp_path / "t")))
+    bars = region_bars(timeline.render(m, whole(m), 1400).figure)
+    # Score-P's ping-pong: one `main` per rank, every MPI call inside it
+    assert {k: len(v) for k, v in bars.items()} == {"int main(int, char**)": 2}
+    assert (m.regions.mpi_enclosing == 1).all()
+
+
 def test_regions_follow_the_level_of_detail(model):
     v = whole(model)
     # 100 px for the whole run: a pixel is ~0.1 ms, so the 50 µs halo_exchange regions
@@ -188,6 +201,23 @@ def test_region_curves_come_last_and_only_with_regions(model):
     assert plain.regions is None
     assert timeline.curve_names(plain)[-2:] == ["hover", "selected"]
     assert region_bars(timeline.render(plain, whole(plain), 800).figure) == {}
+
+
+def test_region_hover_and_click_name_the_region(model, trace):
+    from mpiscope_webui.controller import Controller
+
+    ctl = Controller([model])
+    k = timeline.curve_names(model).index(timeline.REGION_HOVER)
+    row = int(np.flatnonzero(trace.regions["function"] == "write_dump")[0])
+    show, _, children = ctl.tooltip(0, {"points": [{"curveNumber": k, "customdata": row}]},
+                                    whole(model), 1400)
+    assert show and "write_dump" in str(children) and "2.3 ms" in str(children)
+    details = ctl.details(0, {"points": [{"curveNumber": k, "customdata": row}]})
+    assert "User region" in str(details) and "write_dump" in str(details)
+    # a row that is not one (a crafted request): nothing shown
+    for bad in (len(trace.regions), -1, "x"):
+        assert ctl.tooltip(0, {"points": [{"curveNumber": k, "customdata": bad}]},
+                           whole(model), 1400)[0] is False
 
 
 @pytest.mark.parametrize(("function", "kind", "sent", "received", "expected"), [
