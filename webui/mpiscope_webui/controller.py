@@ -75,7 +75,7 @@ class Controller:
             return view
         hidden = set(view.hidden)
         for value, curve in zip(*change, strict=True):
-            if names[curve] not in ("summary", "hover", "selected"):
+            if names[curve] not in ("summary", "hover", "selected", timeline.REGION_HOVER):
                 if value is True:
                     hidden.discard(names[curve])
                 else:
@@ -130,7 +130,8 @@ class Controller:
             return None
         name = names[pt.curve]
         trace = self.models[panel].trace
-        rows = {"hover": len(trace.calls), "messages": len(trace.messages)}.get(name, 0)
+        rows = {"hover": len(trace.calls), "messages": len(trace.messages),
+                timeline.REGION_HOVER: len(trace.regions)}.get(name, 0)
         if pt.customdata is not None and pt.customdata >= rows:
             pt = inputs.Point(pt.curve, None, pt.x, pt.y, pt.bbox)
         return name, pt
@@ -141,9 +142,8 @@ class Controller:
         dur = (int(c["end"]) - int(c["start"])) / 1e9
         rows = [("function", str(c["function"])), ("rank", str(int(c["rank"]))),
                 ("start", _fmt_s(int(c["start"]) / 1e9)), ("duration", _fmt_s(dur))]
-        if int(c["bytes_sent"]) or int(c["bytes_recv"]):
-            rows.append(("bytes", f"{int(c['bytes_sent']):,} sent, "
-                                  f"{int(c['bytes_recv']):,} received"))
+        rows += bytes_lines(str(c["function"]), str(c["kind"]), int(c["bytes_sent"]),
+                            int(c["bytes_recv"]))
         if int(c["peer"]) >= 0:
             rows.append(("peer", f"rank {int(c['peer'])}"))
         if int(c["tag"]) >= 0:
@@ -156,6 +156,24 @@ class Controller:
             if w > 0:
                 share = 100 * w / 1e9 / max(dur, 1e-12)
                 rows.append(("waiting", f"{_fmt_s(w / 1e9)} ({share:.0f}%)"))
+        return rows
+
+    def region_lines(self, panel: int, row: int) -> list[tuple[str, str]]:
+        """A user region: its name, where and how long, and how deep in the call tree."""
+        model = self.models[panel]
+        r = model.trace.regions.iloc[int(row)]
+        ri = model.regions
+        nest = 0
+        if ri is not None:
+            at = np.flatnonzero(ri.row == int(row))
+            nest = int(ri.nest[at[0]]) if len(at) else 0
+        rows = [("user region", str(r["function"])), ("rank", str(int(r["rank"]))),
+                ("start", _fmt_s(int(r["start"]) / 1e9)),
+                ("duration", _fmt_s((int(r["end"]) - int(r["start"])) / 1e9)),
+                ("nesting", "outermost" if nest == 0 else f"inside {nest} other region"
+                            f"{'s' if nest > 1 else ''}")]
+        if str(r["callsite"]):
+            rows.append(("call site", str(r["callsite"])))
         return rows
 
     def message_lines(self, panel: int, row: int) -> list[tuple[str, str]]:
@@ -201,6 +219,8 @@ class Controller:
             lines = self.call_lines(panel, pt.customdata)
         elif name == "messages" and pt.customdata is not None:
             lines = self.message_lines(panel, pt.customdata)
+        elif name == timeline.REGION_HOVER and pt.customdata is not None:
+            lines = self.region_lines(panel, pt.customdata)
         elif (name == "summary" and pt.x is not None and pt.y is not None
               and -0.5 <= pt.y < lanes - 0.5):
             lines = self.bin_lines(panel, view, width_px, pt.x, int(round(pt.y)))
@@ -241,8 +261,50 @@ class Controller:
             if recv >= 0:
                 out.append(_jump(panel, recv, send if send >= 0 else None, "→ the receive"))
             return out
+        if name == timeline.REGION_HOVER and pt.customdata is not None:
+            return [html.H4("User region"), _table(self.region_lines(panel, pt.customdata))]
         return [html.Div("Zoom in to see the single calls of a summary block.",
                          className="muted")]
+
+
+# what an RMA or MPI-IO call's bytes are (docs/data-model.md: bytes_sent holds the bytes
+# put, written or sent to an atomic; bytes_recv those got, read or fetched)
+RMA_PUT = ("MPI_Put", "MPI_Rput")
+RMA_GET = ("MPI_Get", "MPI_Rget")
+RMA_ATOMIC = ("MPI_Accumulate", "MPI_Raccumulate", "MPI_Get_accumulate", "MPI_Rget_accumulate",
+              "MPI_Fetch_and_op", "MPI_Compare_and_swap")
+
+
+def _bytes(n: int) -> str:
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            return f"{n:,} B ({n / f:.3g} {unit})"
+    return f"{n:,} B"
+
+
+def bytes_lines(function: str, kind: str, sent: int, received: int) -> list[tuple[str, str]]:
+    """The bytes a call moved, said as what they are for its kind of call."""
+    if not sent and not received:
+        return []
+    if function in RMA_PUT:
+        return [("bytes put", f"{_bytes(sent)} into the target's window")]
+    if function in RMA_GET:
+        return [("bytes got", f"{_bytes(received)} from the target's window")]
+    if function in RMA_ATOMIC:
+        out = [("bytes to target", f"{_bytes(sent)} (origin data of the atomic update)")]
+        if received:
+            out.append(("bytes fetched", f"{_bytes(received)} (the target's former data)"))
+        return out
+    if function.startswith("MPI_File_") or kind == "io":
+        out = []
+        if sent:
+            out.append(("bytes written", _bytes(sent)))
+        if received:
+            out.append(("bytes read", _bytes(received)))
+        return out
+    if kind in ("rma", "rma_sync"):
+        return [("bytes", f"{_bytes(sent)} to the target, {_bytes(received)} from it")]
+    return [("bytes", f"{sent:,} sent, {received:,} received")]
 
 
 def _table(rows: list[tuple[str, str]]) -> html.Table:

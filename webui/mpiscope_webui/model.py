@@ -13,6 +13,7 @@ from mpiscope.analysis.session import Analysis
 from mpiscope.archive.trace import Trace
 from mpiscope_webui.analysis import Panels
 from mpiscope_webui.lod import StateIndex
+from mpiscope_webui.regions import RegionIndex
 
 
 @dataclass
@@ -72,6 +73,7 @@ class TraceModel:
     messages: MessageIndex
     lanes: Lanes
     session: Analysis  # the trace's analyses, each computed once for every view
+    regions: RegionIndex | None = None  # user regions (Score-P), None if the trace has none
     _panels: Panels | None = field(default=None, repr=False)
     _wait_ns: np.ndarray | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -82,7 +84,7 @@ class TraceModel:
         index = StateIndex.build(trace.calls, trace.num_ranks)
         return cls(label or Path(trace.path).name, trace, index,
                    MessageIndex.build(trace.messages, index.origin), Lanes.of(trace),
-                   Analysis(trace))
+                   Analysis(trace), RegionIndex.build(trace.regions, trace.num_ranks, index))
 
     @property
     def duration(self) -> int:

@@ -6,7 +6,9 @@ than everything else in a zoom callback.
 
 Curve order is fixed so callbacks can tell which legend entry a restyle event is about
 without the figure being sent back: compute, summary, one curve per function (in
-StateIndex.functions order), waiting, messages, hover points, selection.
+StateIndex.functions order), waiting, messages, hover points, selection, and for a
+trace with user regions two more: their legend entry and their hover points (the bars
+themselves are layout shapes under the MPI states, see _region_shapes).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpiscope.render import palette
-from mpiscope_webui import lod
+from mpiscope_webui import lod, regions
 from mpiscope_webui.geometry import ARROW_POINTS, arrows, frames, one_per_key, rects, typed
 from mpiscope_webui.model import TraceModel
 
@@ -63,19 +65,29 @@ class Rendered:
     view: lod.LodView
     arrows: int
     arrows_total: int
+    regions: regions.RegionView | None = None  # user regions drawn (None: none, or hidden)
 
     def status(self, model: TraceModel) -> str:
         v = self.view
         ns = model.index.origin
-        return (f"{(v.t0 + ns) / 1e9:.6f} – {(v.t1 + ns) / 1e9:.6f} s · "
-                f"{len(v.states)} states drawn, {v.summary_cells()} summary cells "
-                f"(shorter than {v.threshold_ns / 1e3:.3g} µs merged) · "
-                f"{self.arrows} of {self.arrows_total} messages")
+        out = (f"{(v.t0 + ns) / 1e9:.6f} – {(v.t1 + ns) / 1e9:.6f} s · "
+               f"{len(v.states)} states drawn, {v.summary_cells()} summary cells "
+               f"(shorter than {v.threshold_ns / 1e3:.3g} µs merged) · "
+               f"{self.arrows} of {self.arrows_total} messages")
+        if self.regions is not None:
+            r = self.regions
+            out += (f" · {len(r.positions)} user regions drawn (shorter than "
+                    f"{r.threshold_ns / 1e3:.3g} µs left out)")
+        return out
+
+
+REGIONS, REGION_HOVER = "user regions", "region hover"
 
 
 def curve_names(model: TraceModel) -> list[str]:
+    extra = [REGIONS, REGION_HOVER] if model.regions is not None else []
     return ["compute", "summary", *model.index.functions, "waiting", "messages", "hover",
-            "selected"]
+            "selected", *extra]
 
 
 def summary_levels(nf: int) -> int:
@@ -174,6 +186,9 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     st = v.states
     lane_of = lanes.lane_of_rank[idx.rank[st]]
     half = np.maximum(HALF - NEST * idx.depth[st], 0.08)
+    show_regions = model.regions is not None and REGIONS not in hidden
+    if show_regions:
+        half = model.regions.mpi_half(st, half)
     s_per_px = (view.t1 - view.t0) / plot_px
     xs0, xs1 = to_s(v.state_start), to_s(v.state_end)
     xs1 = xs1 - np.minimum(GAP_PX * s_per_px, 0.25 * (xs1 - xs0))
@@ -217,7 +232,8 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
             rows = rows[np.linspace(0, len(rows) - 1, MAX_ARROWS).astype(np.int64)]
     n = len(rows)
     nl = len(lanes.ranks)
-    lane_px = int(np.clip(560 / max(nl, 1), 8, 28))
+    # nested user regions need taller lanes to tell their levels apart (3 px a level)
+    lane_px = int(np.clip(560 / max(nl, 1), 8, 56 if show_regions else 28))
     xs = to_s(m["send_time"].to_numpy(np.int64)[rows] - origin)
     xr = to_s(m["recv_time"].to_numpy(np.int64)[rows] - origin)
     ys = lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
@@ -255,6 +271,15 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     traces.append(_scatter("selected", x, y, mode="none", fill="toself", hoverinfo="skip",
                            fillcolor="#000000", showlegend=False))
 
+    rview = None
+    if model.regions is not None:
+        rview = regions.query(model.regions, t0, t1, plot_px) if show_regions else None
+        rshapes, rhover = _region_shapes(model, rview, view, to_s, s_per_px)
+        shapes += rshapes
+        traces.append(_scatter(REGIONS, *_placeholder(view), hidden, fill="toself",
+                               fillcolor=REGION_LEGEND, mode="none", hoverinfo="skip"))
+        traces.append(rhover)
+
     boundaries = [i - 0.5 for i in range(1, nl) if lanes.hosts[i] != lanes.hosts[i - 1]]
     layout = dict(
         height=height or 110 + nl * lane_px,
@@ -277,7 +302,50 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
             {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": b, "y1": b,
              "line": {"color": "#555555", "width": 1, "dash": "dot"}} for b in boundaries],
     )
-    return Rendered({"data": traces, "layout": layout}, v, n, total)
+    return Rendered({"data": traces, "layout": layout}, v, n, total, rview)
+
+
+REGION_LEGEND = "#d9cbb0"  # the legend swatch of user regions (each name has its colour)
+REGION_HOVER_PX = 80  # a long region bar has a hover point every this many pixels
+
+
+def _region_shapes(model: TraceModel, rv: regions.RegionView | None, view: View, to_s,
+                   s_per_px: float) -> tuple[list[dict], dict]:
+    """The user regions of a view as layout shapes, one path per region name: drawn
+    under every trace (layer "between", like the lanes' background), so the summary cells
+    and the MPI states show on top of them. And their hover points: along the band each
+    bar shows above its children, every REGION_HOVER_PX, carrying the region's row."""
+    if rv is None or not len(rv.positions):
+        x, y = _placeholder(view)
+        return [], _scatter(REGION_HOVER, x, y, mode="none", hoveron="points",
+                            showlegend=False, customdata=np.array([-1]), hoverinfo="skip")
+    ri = model.regions
+    idx = ri.index
+    pos = rv.positions
+    lane = model.lanes.lane_of_rank[idx.rank[pos]].astype(np.float64)
+    half = regions.region_half(ri.nest[pos])
+    x0, x1 = to_s(rv.start), to_s(rv.end)
+    x1 = x1 - np.minimum(GAP_PX * s_per_px, 0.25 * (x1 - x0))  # neighbours stay apart
+    y0, y1 = lane - half, lane + half
+    shapes = []
+    codes = idx.fcode[pos]
+    for code in np.unique(codes):
+        sel = np.flatnonzero(codes == code)
+        path = "".join(f"M{a!r},{b!r}H{c!r}V{d!r}H{a!r}Z" for a, b, c, d in zip(
+            x0[sel].tolist(), y0[sel].tolist(), x1[sel].tolist(), y1[sel].tolist(),
+            strict=True))
+        c = palette.colour(idx.functions[int(code)])
+        shapes.append({"type": "path", "name": f"region {idx.functions[int(code)]}",
+                       "xref": "x", "yref": "y", "layer": "between", "path": path,
+                       "fillcolor": palette.blend(c, towards="#ffffff", amount=0.7),
+                       "line": {"color": c, "width": 1}})
+    k = np.clip(np.ceil((x1 - x0) / (REGION_HOVER_PX * s_per_px)), 1, 16).astype(np.int64)
+    which = np.repeat(np.arange(len(pos)), k)
+    step = np.arange(len(which)) - np.repeat(np.cumsum(k) - k, k)  # 0..k-1 per region
+    hx = x0[which] + (x1 - x0)[which] * (step + 0.5) / k[which]
+    hy = y0[which] + regions.BAND / 2
+    return shapes, _scatter(REGION_HOVER, hx, hy, mode="none", hoveron="points",
+                            showlegend=False, customdata=ri.row[pos][which], hoverinfo="none")
 
 
 def overview(model: TraceModel, view: View, width_px: int = 1200) -> Figure:

@@ -19,15 +19,31 @@ def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
     return fig
 
 
+# The fourth part, time in MPI-IO, comes with the analyzer's `io_s` column; a breakdown
+# without it (an older analyzer, a cache of one) has the other three.
+IO_COLOUR = "#2ca02c"  # until the palette names one
+PART_LABELS = {"io": "I/O"}
+
+
+def breakdown_parts(bd: pd.DataFrame) -> list[str]:
+    """The parts a breakdown has (`<part>_s` columns), in the analyzer's order."""
+    names = list(PARTS) + [p for p in ("io",) if p not in PARTS]
+    return [p for p in names if f"{p}_s" in bd.columns]
+
+
+def part_colour(part: str) -> str:
+    return palette.PART_COLOURS.get(part, IO_COLOUR if part == "io" else "#7f7f7f")
+
+
 def breakdown_figure(a: Panels, label: str = "") -> go.Figure:
     bd = a.breakdown
     fig = go.Figure()
     if not bd.empty:
         x = [f"rank {r}" for r in bd["rank"]]
-        for part in PARTS:
-            fig.add_bar(x=x, y=bd[f"{part}_s"], name=part,
-                        marker_color=palette.PART_COLOURS[part],
-                        hovertemplate=f"%{{x}}<br>{part}: %{{y:.4g}} s<extra></extra>")
+        for part in breakdown_parts(bd):
+            name = PART_LABELS.get(part, part)
+            fig.add_bar(x=x, y=bd[f"{part}_s"], name=name, marker_color=part_colour(part),
+                        hovertemplate=f"%{{x}}<br>{name}: %{{y:.4g}} s<extra></extra>")
     fig.update_layout(barmode="stack", yaxis_title="seconds")
     return _layout(fig, f"Time per rank {label}".strip())
 
@@ -144,13 +160,13 @@ def findings_list(a: Panels, panel: int) -> html.Div:
 
 
 def breakdown_table(a: Panels) -> pd.DataFrame:
-    """Summed over ranks: the three parts in seconds and as a share of the total."""
+    """Summed over ranks: the parts in seconds and as a share of the total."""
     bd = a.breakdown
     if bd.empty:
         return pd.DataFrame(columns=["part", "seconds", "share"])
     total = float(bd["total_s"].sum()) or 1.0
     rows = [{"part": part, "seconds": float(bd[f"{part}_s"].sum()),
-             "share": float(bd[f"{part}_s"].sum()) / total} for part in PARTS]
+             "share": float(bd[f"{part}_s"].sum()) / total} for part in breakdown_parts(bd)]
     rows.append({"part": "wall (slowest rank)", "seconds": float(bd["total_s"].max()),
                  "share": float("nan")})
     return pd.DataFrame(rows)
