@@ -19,20 +19,17 @@ def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
     return fig
 
 
-# The fourth part, time in MPI-IO, comes with the analyzer's `io_s` column; a breakdown
-# without it (an older analyzer, a cache of one) has the other three.
-IO_COLOUR = "#2ca02c"  # until the palette names one
 PART_LABELS = {"io": "I/O"}
 
 
 def breakdown_parts(bd: pd.DataFrame) -> list[str]:
-    """The parts a breakdown has (`<part>_s` columns), in the analyzer's order."""
-    names = list(PARTS) + [p for p in ("io",) if p not in PARTS]
-    return [p for p in names if f"{p}_s" in bd.columns]
+    """The parts a breakdown has (`<part>_s` columns), in the analyzer's order; a saved
+    result from before the I/O part has the other three."""
+    return [p for p in PARTS if f"{p}_s" in bd.columns]
 
 
 def part_colour(part: str) -> str:
-    return palette.PART_COLOURS.get(part, IO_COLOUR if part == "io" else "#7f7f7f")
+    return palette.PART_COLOURS[part]
 
 
 def breakdown_figure(a: Panels, label: str = "") -> go.Figure:
