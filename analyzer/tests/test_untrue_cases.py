@@ -23,12 +23,12 @@ def untrue(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return exe
 
 
-def analyzed(exe: Path, tmp: Path, *args: str, np: int = 2) -> dict:
+def analyzed(exe: Path, tmp: Path, *args: str, np: int = 2, **env: str) -> dict:
     """`mpiscope run` then `mpiscope analyze --json`, as a user would."""
     out, js = tmp / "trace", tmp / "a.json"
     run = subprocess.run(["mpiscope", "run", "--out", str(out), "--", "mpirun",
                           "--oversubscribe", "-np", str(np), str(exe), *args],
-                         env=ENV, capture_output=True, text=True, timeout=300)
+                         env={**ENV, **env}, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     ana = subprocess.run(["mpiscope", "analyze", str(out), "--json", str(js)], env=ENV,
                          capture_output=True, text=True, timeout=300)
@@ -63,6 +63,16 @@ def test_barrier_after_rma_is_not_proven_redundant(untrue: Path, tmp_path: Path)
     assert line_of("AFTER_BARRIER") in redundant, res["findings"]
     puts = {f["name"]: f["calls"] for f in res["functions"]}
     assert puts.get("MPI_Put") == 10 and puts.get("MPI_Win_fence") == 20
+
+
+def test_no_barrier_proof_when_calls_were_filtered_out(untrue: Path, tmp_path: Path) -> None:
+    """With the fences and Puts filtered out, the barriers look back to back in the trace;
+    the trace says calls were filtered, so nothing is 'proven' from what is missing."""
+    res = analyzed(untrue, tmp_path, "barrier_fence",
+                   MPISCOPE_FILTER="MPI_Win_fence,MPI_Put")
+    assert "MPI_Win_fence" not in {f["name"] for f in res["functions"]}
+    assert not [f for f in res["findings"] if f["kind"] == "redundant_collective"
+                and f["function"] == "MPI_Barrier"], res["findings"]
 
 
 def test_waiting_for_a_late_ialltoall_is_synchronization(untrue: Path, tmp_path: Path) -> None:

@@ -56,6 +56,20 @@ void mps_run_properties(void (*put)(enum mps_live_key, const char *, const char 
     gmtime_r(&t, &tm);
     strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     put(MPS_LIVE_START_TIME, "MPISCOPE::START_TIME", buf);
+    /* MPISCOPE_FILTER hid these calls: a reader must not prove "no MPI call in between" */
+    size_t used = 0;
+    buf[0] = 0;
+    for (int fn = 0; fn < MPS_FN_COUNT; fn++) {
+        if (!mps_cfg.filtered[fn]) continue;
+        int w = snprintf(buf + used, sizeof buf - used, "%s%s", used ? "," : "",
+                         mps_fn_names[fn]);
+        if (w < 0 || (size_t)w >= sizeof buf - used) { /* too many to list: say all */
+            snprintf(buf, sizeof buf, "*");
+            break;
+        }
+        used += (size_t)w;
+    }
+    if (buf[0]) put(MPS_LIVE_FILTERED, "MPISCOPE::FILTERED", buf);
 }
 
 /* MPISCOPE::CALLSITE_OBJECTS: for each call site (SourceCodeLocation ref), the object and

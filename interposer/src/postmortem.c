@@ -153,7 +153,7 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
     static const char *const props[MPS_LIVE_NKEYS] = {
         [MPS_LIVE_PROGRAM] = "MPISCOPE::PROGRAM", [MPS_LIVE_CMDLINE] = "MPISCOPE::CMDLINE",
         [MPS_LIVE_MPI_LIBRARY] = "MPISCOPE::MPI_LIBRARY",
-        [MPS_LIVE_START_TIME] = "MPISCOPE::START_TIME"};
+        [MPS_LIVE_START_TIME] = "MPISCOPE::START_TIME", [MPS_LIVE_FILTERED] = "MPISCOPE::FILTERED"};
     for (int k = 0; k < MPS_LIVE_NKEYS; k++)
         if (props[k] && log.str[k]) OTF2_Archive_SetProperty(ar, props[k], log.str[k], true);
     OTF2_Archive_SetProperty(ar, "MPISCOPE::VERSION", MPS_VERSION, true);

@@ -418,6 +418,7 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
         creator=creator, num_ranks=nranks, duration_ns=duration,
         timer_resolution=defs.resolution, truncated_ranks=sorted(truncated),
         clock_corrected=ev.clock_offsets > 0,
+        filtered=[f for f in props.get("MPISCOPE::FILTERED", "").split(",") if f],
     )
     return Trace(Path(anchor.parent), meta, ranks, comms, calls, regions, p2p, messages,
                  collectives, flushes, unmatched, windows=windows, files=files, rma=rma,

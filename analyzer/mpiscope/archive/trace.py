@@ -22,6 +22,9 @@ class TraceMeta:
     timer_resolution: int = 1_000_000_000
     clock_corrected: bool = False
     truncated_ranks: list[int] = field(default_factory=list)
+    # MPI functions the tracer was told not to record (MPISCOPE_FILTER; "*": too many to
+    # list): calls between two recorded ones may be missing
+    filtered: list[str] = field(default_factory=list)
 
 
 def empty_table(name: str) -> pd.DataFrame:

@@ -83,6 +83,7 @@ def write(trace: Trace, directory: str | os.PathLike,
         props = {"MPISCOPE::PROGRAM": meta.program, "MPISCOPE::CMDLINE": meta.cmdline,
                  "MPISCOPE::MPI_LIBRARY": meta.mpi_library,
                  "MPISCOPE::START_TIME": meta.start_time, "MPISCOPE::VERSION": __version__,
+                 **({"MPISCOPE::FILTERED": ",".join(meta.filtered)} if meta.filtered else {}),
                  **(properties or {})}
         for key, value in props.items():
             _otf2.Archive_SetProperty(w.handle, key, value, False)
