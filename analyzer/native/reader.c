@@ -223,6 +223,7 @@ typedef struct {
     mpsr_result *res;
     const mpsr_config *cfg;
     int32_t rank;
+    int16_t thread; /* of the location being read, within its rank */
     frame_t *stack;
     uint32_t depth, mpi_depth, stack_cap;
     int64_t mpi_top; /* row of the innermost open MPI call, -1 if none */
@@ -304,6 +305,7 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
         cs = scl < g->nsources ? g->source_code[scl] : g->unknown_source;
     uint64_t i = k->n++;
     COLUMN(k, C_RANK)[i] = c->rank;
+    COLUMN(k, C_THREAD)[i] = c->thread;
     COLUMN(k, C_FUNCTION)[i] = known ? g->region_func[region] : g->unknown_func;
     COLUMN(k, C_KIND)[i] = known ? g->region_kind[region] : 0;
     COLUMN(k, C_START)[i] = time;
@@ -364,6 +366,7 @@ static int64_t p2p_add(ctx_t *c, uint8_t kind, int64_t time, int32_t peer, uint3
     if (table_room(p, p->n + 1) || table_room(&c->link, p->n + 1)) return -1;
     uint64_t i = p->n++;
     COLUMN(p, P_RANK)[i] = c->rank;
+    COLUMN(p, P_THREAD)[i] = c->thread;
     COLUMN(p, P_EVENT)[i] = kind;
     COLUMN(p, P_TIME)[i] = time;
     COLUMN(p, P_CALL)[i] = c->mpi_top;
@@ -611,18 +614,23 @@ static int64_t keymap_id(keymap_t *m, msgkey_t k, int create)
 }
 
 typedef struct {
-    int64_t post, row;
+    int64_t when, post, row;
 } postrow_t;
 
 static int cmp_post(const void *a, const void *b)
 {
     const postrow_t *x = a, *y = b;
+    if (x->when != y->when) return x->when < y->when ? -1 : 1;
     if (x->post != y->post) return x->post < y->post ? -1 : 1;
     return x->row < y->row ? -1 : x->row > y->row;
 }
 
-/* Sends matched to receives: per (sender, receiver, comm, tag) the k-th send (in the
- * sender's order) meets the k-th receive in the order the receiver posted them. */
+/* Sends matched to receives as MPI matches them: per (sender, receiver, comm, tag), with
+ * the tag and source each receive really got (its status), the k-th send (in the
+ * sender's time order) meets the k-th receive in the order the receiver posted them.
+ * Within one thread that is the event order; a rank's threads are ordered by time (the
+ * Enter of the posting call for receives), so the keys' events may come from several
+ * locations of a rank. */
 static int match(mpsr_result *res, const int64_t *link)
 {
     table_t *p = &res->tables[T_P2P], *k = &res->tables[T_CALLS];
@@ -663,9 +671,15 @@ static int match(mpsr_result *res, const int64_t *link)
     int64_t *fill = malloc((2 * nkeys + 1) * sizeof *fill);
     if (!fill) return -1;
     memcpy(fill, start, (2 * nkeys + 1) * sizeof *fill);
+    const int64_t *ptime = COLUMN(p, P_TIME), *kstart = COLUMN(k, C_START);
     for (uint64_t i = 0; i < n; i++) {
         if (key_of[i] < 0) continue;
-        slot[fill[key_of[i]]++] = (postrow_t){link[i], (int64_t)i};
+        int64_t when = ptime[i], post = (int64_t)i;
+        if (key_of[i] & 1) { /* a receive: when its call posted it */
+            post = link[i];
+            if (post >= 0) when = kstart[post];
+        }
+        slot[fill[key_of[i]]++] = (postrow_t){when, post, (int64_t)i};
         recv_of_send[i] = -1;
     }
     free(fill);
@@ -678,6 +692,12 @@ static int match(mpsr_result *res, const int64_t *link)
         for (int64_t j = 1; j < nr; j++)
             if (cmp_post(&recvs[j - 1], &recvs[j]) > 0) {
                 qsort(recvs, (size_t)nr, sizeof *recvs, cmp_post);
+                break;
+            }
+        /* a rank's sends in time order (one thread's are already) */
+        for (int64_t j = 1; j < ns_; j++)
+            if (cmp_post(&sends[j - 1], &sends[j]) > 0) {
+                qsort(sends, (size_t)ns_, sizeof *sends, cmp_post);
                 break;
             }
         for (int64_t j = 0; j < ns_ && j < nr; j++) {
@@ -862,16 +882,21 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
             }
         }
         OTF2_EvtReader *er = OTF2_Reader_GetEvtReader(rd, cfg->locs[i]);
-        c.rank = i;
-        c.depth = c.mpi_depth = 0;
+        int32_t rank = cfg->loc_rank ? cfg->loc_rank[i] : i;
+        int new_rank = i == 0 || rank != c.rank;
+        c.rank = rank;
+        c.thread = cfg->loc_thread ? cfg->loc_thread[i] : 0;
+        c.depth = c.mpi_depth = 0; /* nesting is per thread */
         c.mpi_top = -1;
         c.first = INT64_MIN;
         c.last = 0;
         c.events = 0;
         c.failed = 0;
-        memset(c.coll_count, 0, ((size_t)cfg->ncomms + 1) * sizeof(int64_t));
-        reqmap_clear(&c.isends);
-        reqmap_clear(&c.irecvs);
+        if (new_rank) { /* request ids and collective sequences are the process's */
+            memset(c.coll_count, 0, ((size_t)cfg->ncomms + 1) * sizeof(int64_t));
+            reqmap_clear(&c.isends);
+            reqmap_clear(&c.irecvs);
+        }
         int ok = er != NULL;
         if (er) {
             OTF2_Reader_RegisterEvtCallbacks(rd, er, cbs, &c);

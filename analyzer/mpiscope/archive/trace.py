@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -35,6 +36,19 @@ class Trace:
     collectives: pd.DataFrame
     flushes: pd.DataFrame
     unmatched: pd.DataFrame
+    # one row per thread (location) of a rank; None: one per rank, made from `ranks`
+    threads: pd.DataFrame | None = None
+
+    def __post_init__(self) -> None:
+        if self.threads is None:
+            r = self.ranks
+            self.threads = pd.DataFrame({
+                "rank": r["rank"].to_numpy(np.int32), "thread": np.zeros(len(r), np.int16),
+                "location": r["location"].to_numpy(np.int64),
+                "name": [f"rank {int(x)}" for x in r["rank"]],
+                "first_ns": r["first_ns"].to_numpy(np.int64),
+                "last_ns": r["last_ns"].to_numpy(np.int64),
+                "events": r["events"].to_numpy(np.int64)})
 
     @property
     def num_ranks(self) -> int:
