@@ -80,6 +80,7 @@ void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_
         r->sent = sent;
         r->recvd = recvd;
         r->id = ++mps_reqs.next_id;
+        r->thread = tl_rec->thread;
         r->active = 1;
         ev(MPS_EV_NBC_REQUEST, 0, 0, 0, 1)[0] = r->id;
     }

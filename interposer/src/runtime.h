@@ -62,6 +62,7 @@ typedef struct {
     int32_t peer, tag, root;
     uint8_t used, kind, persistent, active, coll_op;
     uint8_t cancel; /* MPI_Cancel was called: ask MPI_Test_cancelled at completion */
+    uint32_t thread; /* the recorder's thread that started it */
 } req_slot;
 MPS_OPTABLE(req_table, req_slot, 1024)
 
