@@ -35,7 +35,7 @@ def per_thread(trace: Trace) -> pd.DataFrame:
     df = pd.DataFrame({"rank": c["rank"].to_numpy()[keep], "thread": thread[keep],
                        "ns": (c["end"] - c["start"]).to_numpy()[keep]})
     g = df.groupby(["rank", "thread"])["ns"].agg(["sum", "size"])
-    out = th[th["events"] > 0][["rank", "thread", "name"]].copy()
+    out = th[["rank", "thread", "name"]].copy()
     idx = pd.MultiIndex.from_arrays([out["rank"], out["thread"]])
     out["mpi_s"] = g["sum"].reindex(idx, fill_value=0).to_numpy() / 1e9
     out["calls"] = g["size"].reindex(idx, fill_value=0).to_numpy().astype(np.int64)

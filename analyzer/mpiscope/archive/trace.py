@@ -40,15 +40,22 @@ class Trace:
     threads: pd.DataFrame | None = None
 
     def __post_init__(self) -> None:
-        if self.threads is None:
+        if self.threads is None:  # one thread per rank: the rank's own row
             r = self.ranks
+            n = len(r)
+
+            def col(name: str, default: np.ndarray) -> np.ndarray:
+                return r[name].to_numpy(np.int64) if name in r.columns else default
+
+            ranks = r["rank"].to_numpy(np.int32) if "rank" in r.columns else np.arange(
+                n, dtype=np.int32)
             self.threads = pd.DataFrame({
-                "rank": r["rank"].to_numpy(np.int32), "thread": np.zeros(len(r), np.int16),
-                "location": r["location"].to_numpy(np.int64),
-                "name": [f"rank {int(x)}" for x in r["rank"]],
-                "first_ns": r["first_ns"].to_numpy(np.int64),
-                "last_ns": r["last_ns"].to_numpy(np.int64),
-                "events": r["events"].to_numpy(np.int64)})
+                "rank": ranks, "thread": np.zeros(n, np.int16),
+                "location": col("location", ranks.astype(np.int64)),
+                "name": [f"rank {int(x)}" for x in ranks],
+                "first_ns": col("first_ns", np.zeros(n, np.int64)),
+                "last_ns": col("last_ns", np.zeros(n, np.int64)),
+                "events": col("events", np.zeros(n, np.int64))})
 
     @property
     def num_ranks(self) -> int:
