@@ -59,6 +59,8 @@ __attribute__((noinline, cold)) void mps_flush_events(int record)
 
 /* ------------------------------------------------------------- threads */
 
+#define MPS_THREAD_BUFFER (4u << 20) /* raw buffer of a thread other than the main one */
+
 /* A thread's first traced call: its own buffer and OTF2 location (rank + index * size,
  * so ids stay unique and the main thread keeps the rank's). Once per thread; the
  * recorder outlives the thread, so its events are written at MPI_Finalize. NULL: the
@@ -68,7 +70,13 @@ __attribute__((noinline, cold)) struct mps_recorder *mps_thread_start(void)
     if (mps_rt.state != 1) return NULL;
     struct mps_recorder *r = calloc(1, sizeof *r);
     if (!r) return NULL;
-    if (mps_evbuf_init(&r->eb, mps_cfg.buffer_bytes) != 0 ||
+    /* smaller than the main thread's: its pages are faulted in here, inside the thread's
+     * first MPI call, while its partners may be waiting for it (bench/overhead's 2x2-thread
+     * loop: 10-50 ms in its fast runs with 32 MiB, ~1.5 ms with 64 KiB, on a busy 2-core
+     * machine), and a process may have many threads */
+    uint64_t bytes = mps_cfg.buffer_bytes < MPS_THREAD_BUFFER ? mps_cfg.buffer_bytes
+                                                              : MPS_THREAD_BUFFER;
+    if (mps_evbuf_init(&r->eb, bytes) != 0 ||
         !(r->attrs = OTF2_AttributeList_New())) {
         mps_evbuf_free(&r->eb);
         free(r);
