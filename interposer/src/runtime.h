@@ -9,8 +9,9 @@
  * into files added no call to a traced MPI call. Hot path: the wrappers call mps_enter,
  * an event helper and mps_leave; each reads the clock (rdtsc where the kernel trusts the
  * TSC), looks up ids in open-addressing tables (optable.h) and appends a raw record to the
- * event buffer (evbuf.h), encoded into OTF2 in batches; no allocation, no syscall, no
- * lock unless MPI_THREAD_MULTIPLE.
+ * calling thread's event buffer (evbuf.h), encoded into OTF2 in batches; no allocation,
+ * no syscall, no lock (at MPI_THREAD_MULTIPLE the shared request table and user
+ * communicators' lookups take one).
  */
 #ifndef MPISCOPE_RUNTIME_H
 #define MPISCOPE_RUNTIME_H
