@@ -232,6 +232,11 @@ typedef struct {
     int64_t *coll_count; /* per comm index: collectives so far on this rank */
     reqmap_t isends;     /* request -> p2p row of the MpiIsend */
     reqmap_t irecvs;     /* request -> call that posted the Irecv */
+    /* A rank of several threads: a request may complete on a thread read before the one
+     * that started it. Completions waiting for their start: */
+    int threaded;        /* the rank has more than one location */
+    reqmap_t early_sends; /* request -> call that completed the Isend */
+    reqmap_t early_recvs; /* request -> p2p row of the MpiIrecv */
     /* per p2p row, for matching: posting call of receives, completing call of sends */
     table_t link;
     table_t coll_comm;   /* per collective row: comm index and sequence number */
@@ -431,7 +436,10 @@ static OTF2_CallbackCode cb_isend(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     int32_t peer = world(c, comm, recv);
     attach(c, peer, comm, tag, len, 0);
     int64_t row = p2p_add(c, P2P_ISEND, time, peer, comm, tag, len, (int64_t)req, c->mpi_top);
-    if (row < 0 || reqmap_put(&c->isends, req, row)) DONE(-1);
+    if (row < 0) DONE(-1);
+    int64_t done = c->threaded ? reqmap_take(&c->early_sends, req) : -1;
+    if (done >= 0) COLUMN(&c->link, L_POST)[row] = done; /* completed on another thread */
+    else if (reqmap_put(&c->isends, req, row)) DONE(-1);
     return OTF2_CALLBACK_SUCCESS;
 }
 
@@ -441,6 +449,7 @@ static OTF2_CallbackCode cb_isend_complete(OTF2_LocationRef l, OTF2_TimeStamp t,
     EV_HEAD;
     int64_t send = reqmap_take(&c->isends, req);
     if (send >= 0) COLUMN(&c->link, L_POST)[send] = c->mpi_top; /* completed here */
+    else if (c->threaded && reqmap_put(&c->early_sends, req, c->mpi_top)) DONE(-1);
     DONE(p2p_add(c, P2P_ISEND_COMPLETE, time, -1, NONE32, NONE32, 0, (int64_t)req, -1));
 }
 
@@ -448,7 +457,9 @@ static OTF2_CallbackCode cb_irecv_request(OTF2_LocationRef l, OTF2_TimeStamp t, 
                                           void *u, OTF2_AttributeList *al, uint64_t req)
 {
     EV_HEAD;
-    if (reqmap_put(&c->irecvs, req, c->mpi_top)) DONE(-1);
+    int64_t done = c->threaded ? reqmap_take(&c->early_recvs, req) : -1;
+    if (done >= 0) COLUMN(&c->link, L_POST)[done] = c->mpi_top; /* the receive it posted */
+    else if (reqmap_put(&c->irecvs, req, c->mpi_top)) DONE(-1);
     DONE(p2p_add(c, P2P_IRECV_REQUEST, time, -1, NONE32, NONE32, 0, (int64_t)req, -1));
 }
 
@@ -461,8 +472,11 @@ static OTF2_CallbackCode cb_irecv(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     if (i >= 0) COLUMN(&c->res->tables[T_CALLS], C_BYTES_RECV)[i] += (int64_t)len;
     int64_t posted = reqmap_take(&c->irecvs, req);
     /* for receives, `link` holds the call that posted the receive (MPI matching order) */
-    DONE(p2p_add(c, P2P_IRECV, time, world(c, comm, sender), comm, tag, len, (int64_t)req,
-                 posted >= 0 ? posted : c->mpi_top));
+    int64_t row = p2p_add(c, P2P_IRECV, time, world(c, comm, sender), comm, tag, len,
+                          (int64_t)req, posted >= 0 ? posted : c->mpi_top);
+    if (row >= 0 && posted < 0 && c->threaded && reqmap_put(&c->early_recvs, req, row))
+        DONE(-1);
+    DONE(row);
 }
 
 static OTF2_CallbackCode cb_cancelled(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
@@ -820,7 +834,8 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
     table_init(&c.coll_comm, CC_NCOLS, cc_sizes);
     c.coll_count = calloc((size_t)cfg->ncomms + 1, sizeof(int64_t));
     if (!res->loc_events || !res->loc_first || !res->loc_last || !res->loc_truncated ||
-        !c.coll_count || reqmap_init(&c.isends, 1024) || reqmap_init(&c.irecvs, 1024)) {
+        !c.coll_count || reqmap_init(&c.isends, 1024) || reqmap_init(&c.irecvs, 1024) ||
+        reqmap_init(&c.early_sends, 64) || reqmap_init(&c.early_recvs, 64)) {
         snprintf(res->error, sizeof res->error, "out of memory");
         goto out;
     }
@@ -896,7 +911,11 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
             memset(c.coll_count, 0, ((size_t)cfg->ncomms + 1) * sizeof(int64_t));
             reqmap_clear(&c.isends);
             reqmap_clear(&c.irecvs);
+            reqmap_clear(&c.early_sends);
+            reqmap_clear(&c.early_recvs);
         }
+        c.threaded = c.thread > 0 ||
+                     (cfg->loc_rank && i + 1 < cfg->nloc && cfg->loc_rank[i + 1] == rank);
         int ok = er != NULL;
         if (er) {
             OTF2_Reader_RegisterEvtCallbacks(rd, er, cbs, &c);
@@ -960,6 +979,8 @@ out:
     free(c.coll_count);
     reqmap_free(&c.isends);
     reqmap_free(&c.irecvs);
+    reqmap_free(&c.early_sends);
+    reqmap_free(&c.early_recvs);
     table_free(&c.link);
     table_free(&c.coll_comm);
     return res;

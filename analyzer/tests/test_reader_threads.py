@@ -90,3 +90,35 @@ def test_breakdown_is_the_main_thread_with_the_others_beside_it(trace):
     assert by[(0, 1)] == pytest.approx(10 + 10)  # the worker's two Sends
     assert by[(1, 1)] == pytest.approx(30 + 35)  # the worker's two Recvs
     assert by[(0, 0)] == pytest.approx(45)
+
+
+def test_request_completed_on_another_thread(tmp_path):
+    """A request started on one thread and completed on another, here on the main thread,
+    whose location is read first: the message still links the call that posted it and
+    the call that completed it."""
+    tb = TraceBuilder(2, creator="Score-P", threads=2)
+    for r in range(2):
+        tb.call(r, 0, 10, "MPI_Init")
+        tb.call(r, 500, 510, "MPI_Finalize")
+    tb.isend_call((0, WORKER), 300, 305, dest=1, tag=9, nbytes=64, request=7)
+    tb.enter((0, MAIN), 310, "MPI_Wait")
+    tb.isend_complete((0, MAIN), 320, request=7)
+    tb.leave((0, MAIN), 320, "MPI_Wait")
+    tb.irecv_call((1, WORKER), 290, 295, request=9)
+    tb.enter((1, MAIN), 300, "MPI_Wait")
+    tb.irecv((1, MAIN), 330, src=0, tag=9, nbytes=64, request=9)
+    tb.leave((1, MAIN), 330, "MPI_Wait")
+    t = load(tb.write(tmp_path / "t"), use_cache=False)
+    c = t.calls.set_index("call")
+
+    def where(call: int) -> tuple[int, int, str]:
+        return int(c.loc[call, "rank"]), int(c.loc[call, "thread"]), str(c.loc[call, "function"])
+
+    (msg,) = t.messages.itertuples()
+    assert (msg.tag, msg.bytes) == (9, 64)
+    assert where(msg.send_call) == (0, WORKER, "MPI_Isend")
+    assert where(msg.send_complete_call) == (0, MAIN, "MPI_Wait")
+    assert where(msg.recv_call) == (1, WORKER, "MPI_Irecv")
+    assert where(msg.recv_complete_call) == (1, MAIN, "MPI_Wait")
+    assert msg.recv_enter == 290 and msg.recv_leave == 330
+    assert t.unmatched.empty
