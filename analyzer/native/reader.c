@@ -223,6 +223,7 @@ typedef struct {
     mpsr_result *res;
     const mpsr_config *cfg;
     int32_t rank;
+    int16_t thread; /* of the location being read, within its rank */
     frame_t *stack;
     uint32_t depth, mpi_depth, stack_cap;
     int64_t mpi_top; /* row of the innermost open MPI call, -1 if none */
@@ -231,6 +232,11 @@ typedef struct {
     int64_t *coll_count; /* per comm index: collectives so far on this rank */
     reqmap_t isends;     /* request -> p2p row of the MpiIsend */
     reqmap_t irecvs;     /* request -> call that posted the Irecv */
+    /* A rank of several threads: a request may complete on a thread read before the one
+     * that started it. Completions waiting for their start: */
+    int threaded;        /* the rank has more than one location */
+    reqmap_t early_sends; /* request -> call that completed the Isend */
+    reqmap_t early_recvs; /* request -> p2p row of the MpiIrecv */
     /* per p2p row, for matching: posting call of receives, completing call of sends */
     table_t link;
     table_t coll_comm;   /* per collective row: comm index and sequence number */
@@ -315,6 +321,7 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
         cs = scl < g->nsources ? g->source_code[scl] : g->unknown_source;
     uint64_t i = k->n++;
     COLUMN(k, C_RANK)[i] = c->rank;
+    COLUMN(k, C_THREAD)[i] = c->thread;
     COLUMN(k, C_FUNCTION)[i] = known ? g->region_func[region] : g->unknown_func;
     COLUMN(k, C_KIND)[i] = known ? g->region_kind[region] : 0;
     COLUMN(k, C_START)[i] = time;
@@ -375,6 +382,7 @@ static int64_t p2p_add(ctx_t *c, uint8_t kind, int64_t time, int32_t peer, uint3
     if (table_room(p, p->n + 1) || table_room(&c->link, p->n + 1)) return -1;
     uint64_t i = p->n++;
     COLUMN(p, P_RANK)[i] = c->rank;
+    COLUMN(p, P_THREAD)[i] = c->thread;
     COLUMN(p, P_EVENT)[i] = kind;
     COLUMN(p, P_TIME)[i] = time;
     COLUMN(p, P_CALL)[i] = c->mpi_top;
@@ -439,7 +447,10 @@ static OTF2_CallbackCode cb_isend(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     int32_t peer = world(c, comm, recv);
     attach(c, peer, comm, tag, len, 0);
     int64_t row = p2p_add(c, P2P_ISEND, time, peer, comm, tag, len, (int64_t)req, c->mpi_top);
-    if (row < 0 || reqmap_put(&c->isends, req, row)) DONE(-1);
+    if (row < 0) DONE(-1);
+    int64_t done = c->threaded ? reqmap_take(&c->early_sends, req) : -1;
+    if (done >= 0) COLUMN(&c->link, L_POST)[row] = done; /* completed on another thread */
+    else if (reqmap_put(&c->isends, req, row)) DONE(-1);
     return OTF2_CALLBACK_SUCCESS;
 }
 
@@ -449,6 +460,7 @@ static OTF2_CallbackCode cb_isend_complete(OTF2_LocationRef l, OTF2_TimeStamp t,
     EV_HEAD;
     int64_t send = reqmap_take(&c->isends, req);
     if (send >= 0) COLUMN(&c->link, L_POST)[send] = c->mpi_top; /* completed here */
+    else if (c->threaded && reqmap_put(&c->early_sends, req, c->mpi_top)) DONE(-1);
     DONE(p2p_add(c, P2P_ISEND_COMPLETE, time, -1, NONE32, NONE32, 0, (int64_t)req, -1));
 }
 
@@ -456,7 +468,9 @@ static OTF2_CallbackCode cb_irecv_request(OTF2_LocationRef l, OTF2_TimeStamp t, 
                                           void *u, OTF2_AttributeList *al, uint64_t req)
 {
     EV_HEAD;
-    if (reqmap_put(&c->irecvs, req, c->mpi_top)) DONE(-1);
+    int64_t done = c->threaded ? reqmap_take(&c->early_recvs, req) : -1;
+    if (done >= 0) COLUMN(&c->link, L_POST)[done] = c->mpi_top; /* the receive it posted */
+    else if (reqmap_put(&c->irecvs, req, c->mpi_top)) DONE(-1);
     DONE(p2p_add(c, P2P_IRECV_REQUEST, time, -1, NONE32, NONE32, 0, (int64_t)req, -1));
 }
 
@@ -469,8 +483,11 @@ static OTF2_CallbackCode cb_irecv(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     if (i >= 0) COLUMN(&c->res->tables[T_CALLS], C_BYTES_RECV)[i] += (int64_t)len;
     int64_t posted = reqmap_take(&c->irecvs, req);
     /* for receives, `link` holds the call that posted the receive (MPI matching order) */
-    DONE(p2p_add(c, P2P_IRECV, time, world(c, comm, sender), comm, tag, len, (int64_t)req,
-                 posted >= 0 ? posted : c->mpi_top));
+    int64_t row = p2p_add(c, P2P_IRECV, time, world(c, comm, sender), comm, tag, len,
+                          (int64_t)req, posted >= 0 ? posted : c->mpi_top);
+    if (row >= 0 && posted < 0 && c->threaded && reqmap_put(&c->early_recvs, req, row))
+        DONE(-1);
+    DONE(row);
 }
 
 static OTF2_CallbackCode cb_cancelled(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos,
@@ -908,18 +925,23 @@ static int64_t keymap_id(keymap_t *m, msgkey_t k, int create)
 }
 
 typedef struct {
-    int64_t post, row;
+    int64_t when, post, row;
 } postrow_t;
 
 static int cmp_post(const void *a, const void *b)
 {
     const postrow_t *x = a, *y = b;
+    if (x->when != y->when) return x->when < y->when ? -1 : 1;
     if (x->post != y->post) return x->post < y->post ? -1 : 1;
     return x->row < y->row ? -1 : x->row > y->row;
 }
 
-/* Sends matched to receives: per (sender, receiver, comm, tag) the k-th send (in the
- * sender's order) meets the k-th receive in the order the receiver posted them. */
+/* Sends matched to receives as MPI matches them: per (sender, receiver, comm, tag), with
+ * the tag and source each receive really got (its status), the k-th send (in the
+ * sender's time order) meets the k-th receive in the order the receiver posted them.
+ * Within one thread that is the event order; a rank's threads are ordered by time (the
+ * Enter of the posting call for receives), so the keys' events may come from several
+ * locations of a rank. */
 static int match(mpsr_result *res, const int64_t *link)
 {
     table_t *p = &res->tables[T_P2P], *k = &res->tables[T_CALLS];
@@ -960,9 +982,15 @@ static int match(mpsr_result *res, const int64_t *link)
     int64_t *fill = malloc((2 * nkeys + 1) * sizeof *fill);
     if (!fill) return -1;
     memcpy(fill, start, (2 * nkeys + 1) * sizeof *fill);
+    const int64_t *ptime = COLUMN(p, P_TIME), *kstart = COLUMN(k, C_START);
     for (uint64_t i = 0; i < n; i++) {
         if (key_of[i] < 0) continue;
-        slot[fill[key_of[i]]++] = (postrow_t){link[i], (int64_t)i};
+        int64_t when = ptime[i], post = (int64_t)i;
+        if (key_of[i] & 1) { /* a receive: when its call posted it */
+            post = link[i];
+            if (post >= 0) when = kstart[post];
+        }
+        slot[fill[key_of[i]]++] = (postrow_t){when, post, (int64_t)i};
         recv_of_send[i] = -1;
     }
     free(fill);
@@ -975,6 +1003,12 @@ static int match(mpsr_result *res, const int64_t *link)
         for (int64_t j = 1; j < nr; j++)
             if (cmp_post(&recvs[j - 1], &recvs[j]) > 0) {
                 qsort(recvs, (size_t)nr, sizeof *recvs, cmp_post);
+                break;
+            }
+        /* a rank's sends in time order (one thread's are already) */
+        for (int64_t j = 1; j < ns_; j++)
+            if (cmp_post(&sends[j - 1], &sends[j]) > 0) {
+                qsort(sends, (size_t)ns_, sizeof *sends, cmp_post);
                 break;
             }
         for (int64_t j = 0; j < ns_ && j < nr; j++) {
@@ -1098,7 +1132,8 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
     c.coll_count = calloc((size_t)cfg->ncomms + 1, sizeof(int64_t));
     if (!res->loc_events || !res->loc_first || !res->loc_last || !res->loc_truncated ||
         !c.coll_count || reqmap_init(&c.isends, 1024) || reqmap_init(&c.irecvs, 1024) ||
-        reqmap_init(&c.rma_open, 64) || reqmap_init(&c.io_open, 64)) {
+        reqmap_init(&c.rma_open, 64) || reqmap_init(&c.io_open, 64) ||
+        reqmap_init(&c.early_sends, 64) || reqmap_init(&c.early_recvs, 64)) {
         snprintf(res->error, sizeof res->error, "out of memory");
         goto out;
     }
@@ -1161,18 +1196,27 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
             }
         }
         OTF2_EvtReader *er = OTF2_Reader_GetEvtReader(rd, cfg->locs[i]);
-        c.rank = i;
-        c.depth = c.mpi_depth = 0;
+        int32_t rank = cfg->loc_rank ? cfg->loc_rank[i] : i;
+        int new_rank = i == 0 || rank != c.rank;
+        c.rank = rank;
+        c.thread = cfg->loc_thread ? cfg->loc_thread[i] : 0;
+        c.depth = c.mpi_depth = 0; /* nesting is per thread */
         c.mpi_top = -1;
         c.first = INT64_MIN;
         c.last = 0;
         c.events = 0;
         c.failed = 0;
-        memset(c.coll_count, 0, ((size_t)cfg->ncomms + 1) * sizeof(int64_t));
-        reqmap_clear(&c.isends);
-        reqmap_clear(&c.irecvs);
-        reqmap_clear(&c.rma_open);
-        reqmap_clear(&c.io_open);
+        if (new_rank) { /* request ids and collective sequences are the process's */
+            memset(c.coll_count, 0, ((size_t)cfg->ncomms + 1) * sizeof(int64_t));
+            reqmap_clear(&c.isends);
+            reqmap_clear(&c.irecvs);
+            reqmap_clear(&c.early_sends);
+            reqmap_clear(&c.early_recvs);
+            reqmap_clear(&c.rma_open); /* matching ids are the process's too */
+            reqmap_clear(&c.io_open);
+        }
+        c.threaded = c.thread > 0 ||
+                     (cfg->loc_rank && i + 1 < cfg->nloc && cfg->loc_rank[i + 1] == rank);
         int ok = er != NULL;
         if (er) {
             OTF2_Reader_RegisterEvtCallbacks(rd, er, cbs, &c);
@@ -1238,6 +1282,8 @@ out:
     reqmap_free(&c.irecvs);
     reqmap_free(&c.rma_open);
     reqmap_free(&c.io_open);
+    reqmap_free(&c.early_sends);
+    reqmap_free(&c.early_recvs);
     table_free(&c.link);
     table_free(&c.coll_comm);
     return res;

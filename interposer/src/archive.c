@@ -106,25 +106,52 @@ static OTF2_FlushType pre_flush(void *u, OTF2_FileType ft, OTF2_LocationRef loc,
 
 static OTF2_TimeStamp post_flush(void *u, OTF2_FileType ft, OTF2_LocationRef loc)
 {
-    (void)u; (void)ft; (void)loc;
+    (void)u; (void)ft;
     /* OTF2's own flushes to disk happen while a batch is encoded, long after those
-     * events: they take no time of the run (the batch's BufferFlush does) */
-    return mps_rt.last_ts;
+     * events: they take no time of the run (the batch's BufferFlush does). The location's
+     * own recorder: usually the calling thread's, else (MPI_Finalize) in the list. */
+    const struct mps_recorder *r = tl_rec;
+    if (!r || r->location != loc)
+        for (r = &mps_rt; r && r->location != loc; r = r->next) {}
+    return r ? r->last_ts : mps_rt.last_ts;
 }
 
 static OTF2_FlushCallbacks flush_cbs = {.otf2_pre_flush = pre_flush,
                                         .otf2_post_flush = post_flush};
+
+/* the event chunks' budget is the process's: threads allocate at the same time */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct mps_chunk {
     struct mps_chunk *next;
     uint64_t size;
 };
 
+static struct mps_chunk *chunk_take(OTF2_FileType ft, uint64_t size);
+
+void mps_pool_grow(uint64_t bytes)
+{
+    pthread_mutex_lock(&pool_lock);
+    mps_out.pool_budget += bytes;
+    pthread_mutex_unlock(&pool_lock);
+}
+
 /* Event memory comes from a budget; when it is spent OTF2 flushes to disk. */
 static void *chunk_alloc(void *u, OTF2_FileType ft, OTF2_LocationRef loc, void **per_buf,
                          uint64_t size)
 {
     (void)u; (void)loc;
+    if (ft == OTF2_FILETYPE_EVENTS && mps_rt.mt) pthread_mutex_lock(&pool_lock);
+    struct mps_chunk *c = chunk_take(ft, size);
+    if (ft == OTF2_FILETYPE_EVENTS && mps_rt.mt) pthread_mutex_unlock(&pool_lock);
+    if (!c) return NULL;
+    c->next = *per_buf;
+    *per_buf = c;
+    return c + 1;
+}
+
+static struct mps_chunk *chunk_take(OTF2_FileType ft, uint64_t size)
+{
     if (ft == OTF2_FILETYPE_EVENTS && mps_out.pool_used + size > mps_out.pool_budget)
         return NULL;
     struct mps_chunk *c = NULL;
@@ -136,16 +163,15 @@ static void *chunk_alloc(void *u, OTF2_FileType ft, OTF2_LocationRef loc, void *
     }
     if (!c) return NULL;
     c->size = size;
-    c->next = *per_buf;
-    *per_buf = c;
     if (ft == OTF2_FILETYPE_EVENTS) mps_out.pool_used += size;
-    return c + 1;
+    return c;
 }
 
 static void chunk_free_all(void *u, OTF2_FileType ft, OTF2_LocationRef loc, void **per_buf,
                            bool final)
 {
     (void)u; (void)loc;
+    if (mps_rt.mt) pthread_mutex_lock(&pool_lock);
     for (struct mps_chunk *c = *per_buf, *next; c; c = next) {
         next = c->next;
         if (ft == OTF2_FILETYPE_EVENTS) mps_out.pool_used -= c->size;
@@ -158,6 +184,7 @@ static void chunk_free_all(void *u, OTF2_FileType ft, OTF2_LocationRef loc, void
             next = mps_out.spare->next;
             free(mps_out.spare);
         }
+    if (mps_rt.mt) pthread_mutex_unlock(&pool_lock);
 }
 
 OTF2_MemoryCallbacks mps_mem_cbs = {.otf2_allocate = chunk_alloc,

@@ -25,10 +25,8 @@ static const OTF2_CollectiveOp coll_ops[] = {
 void mps_coll_begin(void)
 {
     if (tl_skip || mps_rt.state != 1) return;
-    LOCK();
-    /* single-threaded, Begin shares its region's Enter timestamp: one clock read less */
+    /* Begin shares its region's Enter timestamp: one clock read less */
     ev(MPS_EV_COLL_BEGIN, 0, 0, 0, 0);
-    UNLOCK();
 }
 
 int mps_hash_wanted(int count, MPI_Datatype type)
@@ -57,7 +55,6 @@ void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint
                   int have_hash, uint64_t in_hash, uint64_t out_hash)
 {
     if (tl_skip || mps_rt.state != 1) return;
-    LOCK();
     uint64_t *x = ev(MPS_EV_COLL_END, coll_ops[op], 0,
                      root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)root, have_hash ? 5 : 3);
     x[0] = comm_ref(comm) | (uint64_t)(have_hash != 0) << 32;
@@ -67,7 +64,6 @@ void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint
         x[3] = in_hash;
         x[4] = out_hash;
     }
-    UNLOCK();
 }
 
 void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
@@ -177,6 +173,7 @@ void mps_icoll_hashed(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
         r->sent = sent;
         r->recvd = recvd;
         r->id = ++mps_reqs.next_id;
+        r->thread = tl_rec->thread;
         r->active = 1;
         for (int i = 0; have_hash && out && i < MPS_NBC_HASHED; i++)
             if (!nbc_hashed[i].id) {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-struct mps_communicators mps_comms;
+struct mps_communicators mps_comms = {.lock = PTHREAD_RWLOCK_INITIALIZER};
 
 /* Room for one more definition at defs[ndefs] (not yet counted), or NULL. */
 comm_def *mps_comm_def_slot(void)
@@ -154,11 +154,13 @@ void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
     uint32_t ref = 0;
     if (crank == 0)
         ref = 2 + (uint32_t)mps_job.rank * MPS_COMM_REF_SPAN +
-              (mps_comms.counter++ % MPS_COMM_REF_SPAN);
+              (__atomic_fetch_add(&mps_comms.counter, 1, __ATOMIC_RELAXED) % MPS_COMM_REF_SPAN);
     PMPI_Bcast(&ref, 1, MPI_UINT32_T, 0, *newcomm);
     LOCK();
+    if (mps_rt.mt) pthread_rwlock_wrlock(&mps_comms.lock);
     comm_slot *s = comm_table_add(&mps_comms.tab, HANDLE_KEY(*newcomm));
     if (s) s->ref = ref;
+    if (mps_rt.mt) pthread_rwlock_unlock(&mps_comms.lock);
     /* every member keeps the definition (for a salvaged trace); only the creator's is
      * gathered */
     comm_def *d = mps_comm_def_slot();
@@ -284,10 +286,10 @@ void mps_comm_named(MPI_Comm comm, const char *name)
 void mps_comm_freed(const MPI_Comm *comm)
 {
     if (mps_rt.state != 1 || !mps_comms.tab.cap) return;
-    LOCK();
+    if (mps_rt.mt) pthread_rwlock_wrlock(&mps_comms.lock);
     comm_slot *s = comm_table_find(&mps_comms.tab, HANDLE_KEY(*comm));
     if (s) comm_table_remove(&mps_comms.tab, s);
-    UNLOCK();
+    if (mps_rt.mt) pthread_rwlock_unlock(&mps_comms.lock);
 }
 
 int mps_comm_size(MPI_Comm comm)

@@ -204,6 +204,17 @@ static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uin
     return written;
 }
 
+/* Rank 0 at MPI_Finalize: how many threads of each rank recorded events, and their
+ * event counts (rank by rank, main thread first); NULL: one location per rank. */
+static const uint32_t *thread_counts;
+static const uint64_t *thread_events;
+
+void mps_set_thread_locations(const uint32_t *nthreads, const uint64_t *nevents)
+{
+    thread_counts = nthreads;
+    thread_events = nevents;
+}
+
 /* Communicator refs chosen at creation are sparse; the definitions use dense refs
  * 2, 3, … in writing order (`order` receives the sparse refs in that order) and every
  * rank maps its event records onto them with an OTF2 id map. */
@@ -264,6 +275,16 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
                                            OTF2_LOCATION_TYPE_CPU_THREAD, nevents[r],
                                            (OTF2_LocationGroupRef)r);
     }
+    /* the other threads that called MPI: location rank + thread * size, in the rank's
+     * process (written after all main threads, so location r stays rank r's) */
+    for (int r = 0, at = 0; thread_counts && r < size; at += (int)thread_counts[r++])
+        for (uint32_t t = 1; t < thread_counts[r]; t++) {
+            snprintf(name, sizeof name, "rank %d thread %u", r, t);
+            OTF2_GlobalDefWriter_WriteLocation(
+                gw, (OTF2_LocationRef)r + (OTF2_LocationRef)t * (OTF2_LocationRef)size,
+                mps_gstr(gw, name), OTF2_LOCATION_TYPE_CPU_THREAD, thread_events[at + t],
+                (OTF2_LocationGroupRef)r);
+        }
     free(node_of);
     /* groups and communicators */
     uint64_t *members = malloc((size_t)size * sizeof *members);
@@ -295,31 +316,36 @@ void mps_write_local_defs(OTF2_Archive *ar, const uint32_t *map, const uint32_t 
 {
     const int rank = mps_job.rank;
     OTF2_Archive_OpenDefFiles(ar);
-    OTF2_DefWriter *dw = OTF2_Archive_GetDefWriter(ar, (OTF2_LocationRef)rank);
-    if (dw) {
-        if (mps_sites.n && map) {
-            OTF2_IdMap *im = OTF2_IdMap_CreateFromUint32Array(mps_sites.n, map, false);
-            if (im) {
-                OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_SOURCE_CODE_LOCATION, im);
-                OTF2_IdMap_Free(im);
+    /* every thread's location: the same id maps and clock offsets (a salvaged rank's
+     * archive has only the main thread's) */
+    for (const struct mps_recorder *t = &mps_rt; t; t = have_fin ? t->next : NULL) {
+        OTF2_DefWriter *dw = OTF2_Archive_GetDefWriter(ar, have_fin ? t->location
+                                                                    : (OTF2_LocationRef)rank);
+        if (dw) {
+            if (mps_sites.n && map) {
+                OTF2_IdMap *im = OTF2_IdMap_CreateFromUint32Array(mps_sites.n, map, false);
+                if (im) {
+                    OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_SOURCE_CODE_LOCATION, im);
+                    OTF2_IdMap_Free(im);
+                }
             }
-        }
-        if (ncomms) {
-            OTF2_IdMap *cm = OTF2_IdMap_Create(OTF2_ID_MAP_SPARSE, (uint64_t)ncomms);
-            for (int k = 0; cm && k < ncomms; k++)
-                OTF2_IdMap_AddIdPair(cm, order[k], 2 + (uint64_t)k);
-            if (cm) {
-                OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_COMM, cm);
-                OTF2_IdMap_Free(cm);
+            if (ncomms) {
+                OTF2_IdMap *cm = OTF2_IdMap_Create(OTF2_ID_MAP_SPARSE, (uint64_t)ncomms);
+                for (int k = 0; cm && k < ncomms; k++)
+                    OTF2_IdMap_AddIdPair(cm, order[k], 2 + (uint64_t)k);
+                if (cm) {
+                    OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_COMM, cm);
+                    OTF2_IdMap_Free(cm);
+                }
             }
+            mps_objects_write_maps(dw);
+            OTF2_DefWriter_WriteClockOffset(dw, (uint64_t)(mps_job.t_init_local + mps_job.off_init),
+                                            0, 0.0);
+            if (have_fin)
+                OTF2_DefWriter_WriteClockOffset(dw, (uint64_t)(mps_job.t_fin_local + mps_job.off_init),
+                                                mps_job.off_fin - mps_job.off_init, 0.0);
+            OTF2_Archive_CloseDefWriter(ar, dw);
         }
-        mps_objects_write_maps(dw);
-        OTF2_DefWriter_WriteClockOffset(dw, (uint64_t)(mps_job.t_init_local + mps_job.off_init),
-                                        0, 0.0);
-        if (have_fin)
-            OTF2_DefWriter_WriteClockOffset(dw, (uint64_t)(mps_job.t_fin_local + mps_job.off_init),
-                                            mps_job.off_fin - mps_job.off_init, 0.0);
-        OTF2_Archive_CloseDefWriter(ar, dw);
     }
     for (int r = 0; r < mps_job.size && !have_fin; r++) { /* salvaged: the others' files, empty */
         OTF2_DefWriter *w = r == rank ? NULL : OTF2_Archive_GetDefWriter(ar, (uint64_t)r);

@@ -45,13 +45,14 @@ void mps_finalize_before(void)
 {
     if (!mps_job.have_icomm) return; /* never initialised, or disabled by MPISCOPE_DISABLE */
     mps_io_guard_begin();
-    if (mps_rt.state == 1) {
+    /* every thread's buffer, also those of threads that have ended (the others have
+     * finished calling MPI: MPI_Finalize is the last call of the process) */
+    for (struct mps_recorder *r = &mps_rt; r; r = r->next) {
         /* encode before the ranks agree, so a write error now skips the write-out too */
-        LOCK();
-        mps_flush_events(0); /* inside MPI_Finalize: its time is the encoding's */
-        UNLOCK();
+        if (mps_rt.state == 1)
+            mps_flush_recorder(r, 0); /* inside MPI_Finalize: its time is the encoding's */
+        mps_evbuf_free(&r->eb);
     }
-    mps_evbuf_free(&mps_rt.eb);
     int good = mps_rt.state == 1;
     int all_good = 0;
     /* a rank whose writer failed makes everyone skip the collective write-out */
@@ -67,26 +68,50 @@ void mps_finalize_before(void)
     }
     mps_job.off_fin = mps_clock_offset();
     mps_job.t_fin_local = (int64_t)mps_mono_ns();
-    LOCK();
     OTF2_EvtWriter_Leave(mps_out.evt, NULL, now(), (OTF2_RegionRef)MPS_FN_MPI_Finalize);
     mps_rt.state = 2; /* from here on our own calls are never recorded */
-    UNLOCK();
 
-    uint64_t nevents = 0;
-    OTF2_EvtWriter_GetNumberOfEvents(mps_out.evt, &nevents);
-    OTF2_Archive_CloseEvtWriter(mps_out.archive, mps_out.evt);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    uint32_t nthreads = mps_rt.nthreads, t = 0;
+    uint64_t *thread_events = calloc(nthreads, sizeof *thread_events);
+    for (struct mps_recorder *r = &mps_rt; r; r = r->next, t++) {
+        OTF2_EvtWriter_GetNumberOfEvents(r->evt, &r->nevents);
+        OTF2_Archive_CloseEvtWriter(mps_out.archive, r->evt);
+        if (thread_events && t < nthreads) thread_events[t] = r->nevents;
+        if (r->first_ts && r->first_ts < lo) lo = r->first_ts;
+        if (r->last_ts > hi) hi = r->last_ts;
+    }
+    uint64_t nevents = mps_rt.nevents;
     OTF2_Archive_CloseEvtFiles(mps_out.archive);
 
     /* time range after clock correction (linear between the two measured offsets) */
     const int rank = mps_job.rank, size = mps_job.size;
     const MPI_Comm icomm = mps_job.icomm;
     int64_t drift = mps_job.off_fin - mps_job.off_init;
-    uint64_t lo = mps_rt.first_ts, hi = mps_rt.last_ts + (uint64_t)(drift > 0 ? drift : 0);
+    hi += (uint64_t)(drift > 0 ? drift : 0);
     uint64_t gmin = 0, gmax = 0;
     PMPI_Reduce(&lo, &gmin, 1, MPI_UINT64_T, MPI_MIN, 0, icomm);
     PMPI_Reduce(&hi, &gmax, 1, MPI_UINT64_T, MPI_MAX, 0, icomm);
     uint64_t *all_events = rank == 0 ? calloc((size_t)size, sizeof(uint64_t)) : NULL;
     PMPI_Gather(&nevents, 1, MPI_UINT64_T, all_events, 1, MPI_UINT64_T, 0, icomm);
+    /* every rank's threads and their event counts, for the location definitions */
+    uint32_t *all_threads = rank == 0 ? calloc((size_t)size, sizeof(uint32_t)) : NULL;
+    PMPI_Gather(&nthreads, 1, MPI_UINT32_T, all_threads, 1, MPI_UINT32_T, 0, icomm);
+    int *counts = NULL, *displs = NULL, ntotal = 0;
+    uint64_t *all_thread_events = NULL;
+    if (rank == 0) {
+        counts = malloc((size_t)size * sizeof *counts);
+        displs = malloc((size_t)size * sizeof *displs);
+        for (int r = 0; r < size; r++) {
+            counts[r] = (int)all_threads[r];
+            displs[r] = ntotal;
+            ntotal += counts[r];
+        }
+        all_thread_events = calloc((size_t)(ntotal ? ntotal : 1), sizeof *all_thread_events);
+    }
+    PMPI_Gatherv(thread_events, (int)nthreads, MPI_UINT64_T, all_thread_events, counts,
+                 displs, MPI_UINT64_T, 0, icomm);
+    if (rank == 0) mps_set_thread_locations(all_threads, all_thread_events);
 
     OTF2_GlobalDefWriter *gw = rank == 0 ? OTF2_Archive_GetGlobalDefWriter(mps_out.archive)
                                          : NULL;
@@ -126,6 +151,9 @@ void mps_finalize_before(void)
                 mps_rt.tsc ? "tsc" : "monotonic");
     }
     free(map); free(hosts); free(cw); free(all_events); free(order);
+    free(thread_events); free(all_threads); free(counts); free(displs);
+    free(all_thread_events);
+    mps_set_thread_locations(NULL, NULL);
     if (mps_out.attrs) OTF2_AttributeList_Delete(mps_out.attrs);
     mps_out.attrs = NULL;
     mps_job.have_icomm = 0;

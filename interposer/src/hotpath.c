@@ -17,34 +17,96 @@ type_slot mps_types[MPS_TYPE_SLOTS];
 __thread int tl_skip __attribute__((tls_model("initial-exec")));
 __thread void *tl_fcaller __attribute__((tls_model("initial-exec")));
 __thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
+__thread struct mps_recorder *tl_rec __attribute__((tls_model("initial-exec")));
 
 int mps_active(void) { return mps_rt.state == 1; }
 
 int mps_filtered(enum mps_fn fn) { return mps_cfg.filtered[fn]; }
 
-/* Encode the buffered events into OTF2. In the middle of the run (`record`) the time it
- * takes is recorded as a BufferFlush, as OTF2 records its own flushes to disk. */
-__attribute__((noinline, cold)) void mps_flush_events(int record)
+/* Encode a recorder's buffered events into its location. In the middle of the run
+ * (`record`, by the owning thread) the time it takes is recorded as a BufferFlush, as
+ * OTF2 records its own flushes to disk. Only the main thread's buffer is a window of the
+ * crash-safe log (live.c). */
+void mps_flush_recorder(struct mps_recorder *r, int record)
 {
     mps_io_guard_begin(); /* OTF2 writes full chunks to disk while encoding */
-    mps_rt.encoding = 1;
-    mps_anchor(mps_rt.tsc, &mps_rt.tm.raw1, &mps_rt.tm.ns1);
-    mps_timemap_fix(&mps_rt.tm);
-    uint64_t t_start = mps_rt.tm.ns1 + (uint64_t)mps_rt.tm.offset;
-    mps_rt.flushes += record;
-    mps_evbuf_encode(&mps_rt.eb, mps_out.evt, mps_out.attrs, &mps_rt.tm, &mps_rt.last_ts,
-                     &mps_out.failed);
-    mps_rt.encode_ns += mps_mono_ns() - mps_rt.tm.ns1;
-    if (record) mps_live_next_window(&mps_rt.eb, mps_rt.tm.raw1, mps_rt.tm.ns1);
+    r->encoding = 1;
+    mps_anchor(mps_rt.tsc, &r->tm.raw1, &r->tm.ns1);
+    mps_timemap_fix(&r->tm);
+    uint64_t t_start = r->tm.ns1 + (uint64_t)r->tm.offset;
+    r->flushes += record;
+    mps_evbuf_encode(&r->eb, r->evt, r->attrs, &r->tm, &r->last_ts, &mps_out.failed);
+    r->encode_ns += mps_mono_ns() - r->tm.ns1;
+    int live = record && r == &mps_rt;
+    if (live) mps_live_next_window(&r->eb, r->tm.raw1, r->tm.ns1);
     if (record && !mps_out.failed) {
-        if (t_start < mps_rt.last_ts) t_start = mps_rt.last_ts;
-        OTF2_EvtWriter_BufferFlush(mps_out.evt, NULL, t_start, now());
+        if (t_start < r->last_ts) t_start = r->last_ts;
+        uint64_t t_end = mps_mono_ns() + (uint64_t)mps_job.off_init;
+        r->last_ts = t_end;
+        OTF2_EvtWriter_BufferFlush(r->evt, NULL, t_start, t_end);
     }
-    mps_anchor(mps_rt.tsc, &mps_rt.tm.raw0, &mps_rt.tm.ns0);
-    if (record) mps_live_window_start(mps_rt.tm.raw0, mps_rt.tm.ns0);
-    tl_t = mps_rt.tm.raw0; /* events still to come in this call happen after the flush */
-    mps_rt.encoding = 0;
+    mps_anchor(mps_rt.tsc, &r->tm.raw0, &r->tm.ns0);
+    if (live) mps_live_window_start(r->tm.raw0, r->tm.ns0);
+    if (r == tl_rec) tl_t = r->tm.raw0; /* events still to come in this call follow it */
+    r->encoding = 0;
     mps_io_guard_end();
+}
+
+__attribute__((noinline, cold)) void mps_flush_events(int record)
+{
+    mps_flush_recorder(tl_rec, record);
+}
+
+/* ------------------------------------------------------------- threads */
+
+#define MPS_THREAD_BUFFER (4u << 20) /* raw buffer of a thread other than the main one */
+
+/* A thread's first traced call: its own buffer and OTF2 location (rank + index * size,
+ * so ids stay unique and the main thread keeps the rank's). Once per thread; the
+ * recorder outlives the thread, so its events are written at MPI_Finalize. NULL: the
+ * thread stays untraced (no memory, or not tracing). */
+__attribute__((noinline, cold)) struct mps_recorder *mps_thread_start(void)
+{
+    if (mps_rt.state != 1) return NULL;
+    struct mps_recorder *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    /* smaller than the main thread's: its pages are faulted in here, inside the thread's
+     * first MPI call, while its partners may be waiting for it (bench/overhead's 2x2-thread
+     * loop: 10-50 ms in its fast runs with 32 MiB, ~1.5 ms with 64 KiB, on a busy 2-core
+     * machine), and a process may have many threads */
+    uint64_t bytes = mps_cfg.buffer_bytes < MPS_THREAD_BUFFER ? mps_cfg.buffer_bytes
+                                                              : MPS_THREAD_BUFFER;
+    if (mps_evbuf_init(&r->eb, bytes) != 0 ||
+        !(r->attrs = OTF2_AttributeList_New())) {
+        mps_evbuf_free(&r->eb);
+        free(r);
+        return NULL;
+    }
+    pthread_mutex_lock(&mps_rt.lock);
+    r->thread = mps_rt.nthreads;
+    r->location = (uint64_t)mps_job.rank + (uint64_t)r->thread * (uint64_t)mps_job.size;
+    /* its own chunks: a thread's OTF2 buffer must not starve for the others' */
+    mps_pool_grow(2 * mps_cfg.chunk_size);
+    r->evt = mps_rt.state == 1 ? OTF2_Archive_GetEvtWriter(mps_out.archive, r->location)
+                               : NULL;
+    if (r->evt) {
+        struct mps_recorder **tail = &mps_rt.next;
+        while (*tail) tail = &(*tail)->next;
+        *tail = r;
+        mps_rt.nthreads++;
+    }
+    pthread_mutex_unlock(&mps_rt.lock);
+    if (!r->evt) {
+        OTF2_AttributeList_Delete(r->attrs);
+        mps_evbuf_free(&r->eb);
+        free(r);
+        return NULL;
+    }
+    r->tm.tsc = mps_rt.tsc;
+    r->tm.offset = mps_job.off_init;
+    mps_anchor(mps_rt.tsc, &r->tm.raw0, &r->tm.ns0);
+    tl_rec = r;
+    return r;
 }
 
 /* ----------------------------------------------------------- call sites */
@@ -113,29 +175,32 @@ void mps_enter(enum mps_fn fn, void *ra)
 {
     tl_skip = mps_cfg.filtered[fn];
     if (tl_skip) return;
-    LOCK();
-    if (__builtin_expect(mps_evbuf_full(&mps_rt.eb), 0)) mps_flush_events(1);
+    struct mps_recorder *r = tl_rec;
+    if (__builtin_expect(r == NULL, 0) && !(r = mps_thread_start())) {
+        tl_skip = 1;
+        return;
+    }
+    if (__builtin_expect(mps_evbuf_full(&r->eb), 0)) mps_flush_events(1);
     tl_t = mps_ticks(mps_rt.tsc);
     if (__builtin_expect(tl_fcaller != NULL, 0)) { ra = tl_fcaller; tl_fcaller = NULL; }
-    if (ra != mps_sites.last_ra[fn]) {
-        mps_sites.last_ra[fn] = ra;
-        mps_sites.last_cs[fn] = mps_callsite_id(ra);
+    if (ra != r->last_ra[fn]) {
+        r->last_ra[fn] = ra;
+        LOCK(); /* the call-site table is the process's */
+        r->last_cs[fn] = mps_callsite_id(ra);
+        UNLOCK();
     }
-    mps_ev_put(&mps_rt.eb, tl_t, MPS_EV_ENTER, 0, fn, mps_sites.last_cs[fn], 0);
-    UNLOCK();
+    mps_ev_put(&r->eb, tl_t, MPS_EV_ENTER, 0, fn, r->last_cs[fn], 0);
 }
 
 void mps_after(void)
 {
-    if (!tl_skip && mps_rt.state == 1 && !mps_rt.mt) tl_t = mps_ticks(mps_rt.tsc);
+    if (!tl_skip && mps_rt.state == 1) tl_t = mps_ticks(mps_rt.tsc);
 }
 
 void mps_leave(enum mps_fn fn)
 {
-    if (mps_cfg.filtered[fn] || mps_rt.state != 1) return;
-    LOCK();
+    if (mps_cfg.filtered[fn] || mps_rt.state != 1 || !tl_rec) return;
     ev(MPS_EV_LEAVE, 0, fn, 0, 0);
-    UNLOCK();
 }
 
 /* ------------------------------------------------- blocking point-to-point */
@@ -160,11 +225,9 @@ void mps_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type)
 {
     if (tl_skip || mps_rt.state != 1 || dest == MPI_PROC_NULL) return;
     uint64_t bytes = mps_type_bytes(count, type);
-    LOCK();
     uint64_t *x = ev(MPS_EV_SEND, 0, 0, (uint32_t)dest, 2);
     x[0] = comm_ref(comm) | (uint64_t)(uint32_t)tag << 32;
     x[1] = bytes;
-    UNLOCK();
 }
 
 void mps_recv_done(const MPI_Status *st, MPI_Comm comm)
@@ -172,9 +235,7 @@ void mps_recv_done(const MPI_Status *st, MPI_Comm comm)
     if (tl_skip || mps_rt.state != 1 || !st || st->MPI_SOURCE == MPI_PROC_NULL) return;
     int n = 0;
     PMPI_Get_count(st, MPI_BYTE, &n);
-    LOCK();
     uint64_t *x = ev(MPS_EV_RECV, 0, 0, (uint32_t)st->MPI_SOURCE, 2);
     x[0] = comm_ref(comm) | (uint64_t)(uint32_t)st->MPI_TAG << 32;
     x[1] = (uint64_t)(n > 0 ? n : 0);
-    UNLOCK();
 }

@@ -12,6 +12,7 @@
 
 #define OTF2_MPI_USE_PMPI
 #include <otf2/OTF2_MPI_Collectives.h>
+#include <otf2/OTF2_Pthread_Locks.h>
 
 struct mps_job mps_job;
 
@@ -121,6 +122,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     int thread_level = MPI_THREAD_SINGLE;
     PMPI_Query_thread(&thread_level);
     mps_rt.mt = thread_level == MPI_THREAD_MULTIPLE;
+    mps_rt.nthreads = 1; /* this thread: location `rank` */
     PMPI_Comm_rank(MPI_COMM_WORLD, &mps_job.rank);
     mps_job.pid = getpid();
     PMPI_Comm_size(MPI_COMM_WORLD, &mps_job.size);
@@ -139,6 +141,9 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
         good = OTF2_MPI_Archive_SetCollectiveCallbacks(ar, mps_job.icomm, MPI_COMM_NULL) ==
                OTF2_SUCCESS;
         OTF2_Archive_SetCreator(ar, "mpiscope " MPS_VERSION);
+        /* threads flush their own locations, at the same time under THREAD_MULTIPLE */
+        if (good && thread_level >= MPI_THREAD_SERIALIZED)
+            good = OTF2_Pthread_Archive_SetLockingCallbacks(ar, NULL) == OTF2_SUCCESS;
     }
     if (good) good = OTF2_Archive_OpenEvtFiles(ar) == OTF2_SUCCESS;
     if (good) {
@@ -146,6 +151,9 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
         mps_out.attrs = OTF2_AttributeList_New();
         good = mps_out.evt && mps_out.attrs &&
                mps_evbuf_init(&mps_rt.eb, mps_cfg.buffer_bytes) == 0;
+        mps_rt.evt = mps_out.evt;
+        mps_rt.attrs = mps_out.attrs;
+        mps_rt.location = (uint64_t)mps_job.rank;
     }
     int all_good = 0;
     PMPI_Allreduce(&good, &all_good, 1, MPI_INT, MPI_MIN, mps_job.icomm);
@@ -159,6 +167,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     PMPI_Barrier(mps_job.icomm);
     mps_job.off_init = mps_clock_offset();
     mps_job.t_init_local = (int64_t)mps_mono_ns();
+    tl_rec = &mps_rt;
     mps_rt.state = 1;
     mps_catch_stop_signals();
     /* MPI_Init's own region: entered before tracing could start, so stamped afterwards */

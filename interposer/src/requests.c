@@ -5,18 +5,27 @@
 struct mps_requests mps_reqs;
 
 /* Completion: the oldest live entry for a handle. Open MPI hands out one shared,
- * already-complete request for eager self-sends, so one handle may stand for several. */
+ * already-complete request for eager self-sends, so one handle may stand for several.
+ * So may threads: a handle freed by one thread's Wait is handed to another thread's
+ * Isend before the first thread's hook runs; each then completes its own entry, the
+ * calling thread's, where it has one (a request may also complete on another thread). */
 static req_slot *req_find_oldest(uint64_t k)
 {
     req_table *t = &mps_reqs.tab;
     req_slot *best = NULL;
+    uint32_t me = tl_rec ? tl_rec->thread : 0;
     for (req_slot *r = req_table_find(t, k); r; r = req_table_next(t, r))
-        if (!best || r->id < best->id) best = r;
+        if (!best || (r->thread == me) > (best->thread == me) ||
+            ((r->thread == me) == (best->thread == me) && r->id < best->id))
+            best = r;
     return best;
 }
 
+static uint32_t my_thread(void) { return tl_rec ? tl_rec->thread : 0; }
+
 static void post_send(req_slot *r)
 {
+    r->thread = my_thread();
     r->id = ++mps_reqs.next_id;
     r->active = 1;
     uint64_t *x = ev(MPS_EV_ISEND, 0, 0, (uint32_t)r->peer, 3);
@@ -27,6 +36,7 @@ static void post_send(req_slot *r)
 
 static void post_recv(req_slot *r)
 {
+    r->thread = my_thread();
     r->id = ++mps_reqs.next_id;
     r->active = 1;
     ev(MPS_EV_IRECV_REQUEST, 0, 0, 0, 1)[0] = r->id;
@@ -157,7 +167,7 @@ void mps_test_incomplete(int n, const MPI_Request *saved)
     LOCK();
     for (int i = 0; i < n; i++) {
         if (saved[i] == MPI_REQUEST_NULL) continue;
-        req_slot *r = req_table_find(&mps_reqs.tab, HANDLE_KEY(saved[i]));
+        req_slot *r = req_find_oldest(HANDLE_KEY(saved[i]));
         if (r && r->active && r->kind && r->kind <= REQ_COLL) /* MPI requests only */
             ev(MPS_EV_TEST, 0, 0, 0, 1)[0] = r->id;
     }
@@ -168,7 +178,7 @@ void mps_request_free(const MPI_Request *saved)
 {
     if (mps_rt.state != 1 || *saved == MPI_REQUEST_NULL) return;
     LOCK();
-    req_slot *r = req_table_find(&mps_reqs.tab, HANDLE_KEY(*saved));
+    req_slot *r = req_find_oldest(HANDLE_KEY(*saved));
     /* an active request completes unseen: MPI gives us no hook */
     if (r) req_table_remove(&mps_reqs.tab, r);
     UNLOCK();

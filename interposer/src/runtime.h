@@ -9,8 +9,9 @@
  * into files added no call to a traced MPI call. Hot path: the wrappers call mps_enter,
  * an event helper and mps_leave; each reads the clock (rdtsc where the kernel trusts the
  * TSC), looks up ids in open-addressing tables (optable.h) and appends a raw record to the
- * event buffer (evbuf.h), encoded into OTF2 in batches; no allocation, no syscall, no
- * lock unless MPI_THREAD_MULTIPLE.
+ * calling thread's event buffer (evbuf.h), encoded into OTF2 in batches; no allocation,
+ * no syscall, no lock (at MPI_THREAD_MULTIPLE the shared request table and user
+ * communicators' lookups take one).
  */
 #ifndef MPISCOPE_RUNTIME_H
 #define MPISCOPE_RUNTIME_H
@@ -63,6 +64,7 @@ typedef struct {
     uint8_t used, kind, persistent, active, coll_op;
     uint8_t cancel; /* MPI_Cancel was called: ask MPI_Test_cancelled at completion */
     uint8_t hashed; /* a collective whose result is hashed at completion (collectives.c) */
+    uint32_t thread; /* the recorder's thread that started it */
 } req_slot;
 MPS_OPTABLE(req_table, req_slot, 1024)
 
@@ -98,17 +100,32 @@ typedef struct {
 
 /* ------------------------------------------------------------------ state */
 
-/* The recorder (hotpath.c): what every traced call reads or writes. */
+/* A recorder (hotpath.c): one per thread that calls MPI, found through tl_rec. `mps_rt`
+ * is the thread that called MPI_Init (its location keeps the rank's id) and also holds
+ * the process-wide fields (state, tsc, mt, lock, the thread list); another thread's
+ * recorder uses only the per-thread fields. A thread's buffer, time map and OTF2 writer
+ * are only ever touched by that thread, and by the main thread at MPI_Finalize, when the
+ * others have finished calling MPI. So the hot path takes no lock. */
 struct mps_recorder {
     int state; /* 0: not initialised, 1: tracing, 2: pass-through */
     int tsc;   /* raw times are TSC ticks */
-    int mt;    /* MPI_THREAD_MULTIPLE: events are recorded under `lock` */
-    pthread_mutex_t lock;
+    int mt;    /* MPI_THREAD_MULTIPLE: the shared tables are used under `lock` */
+    pthread_mutex_t lock; /* shared tables (requests, call sites, communicators, threads) */
     mps_evbuf eb;
     mps_timemap tm;              /* raw → trace time for the events now in eb */
     uint64_t flushes, encode_ns; /* raw-buffer batches encoded mid-run; time encoding */
     uint64_t first_ts, last_ts;  /* trace time of the first and the latest record */
     volatile sig_atomic_t encoding; /* inside mps_flush_events: a signal must not salvage */
+    OTF2_EvtWriter *evt;         /* this thread's location */
+    OTF2_AttributeList *attrs;
+    uint64_t location;           /* rank + thread * size: the main thread keeps the rank */
+    uint32_t thread;             /* 0: the thread that called MPI_Init; others in order */
+    uint32_t nthreads;           /* mps_rt only: recorders in the list */
+    uint64_t nevents;            /* events written, once its writer is closed */
+    struct mps_recorder *next;   /* mps_rt only: the list of all recorders, main first */
+    /* each function's last call site: loops call the same site over and over */
+    void *last_ra[MPS_FN_COUNT];
+    uint32_t last_cs[MPS_FN_COUNT];
 };
 
 /* Call sites (hotpath.c): return address → dense id, resolved at Finalize. */
@@ -116,9 +133,6 @@ struct mps_callsites {
     cs_table tab;
     void **addr;         /* by id */
     uint32_t n, addr_cap; /* ids handed out */
-    /* each function's last call site: loops call the same site over and over */
-    void *last_ra[MPS_FN_COUNT];
-    uint32_t last_cs[MPS_FN_COUNT];
 };
 
 /* Requests (requests.c): live nonblocking and persistent operations by handle. */
@@ -131,6 +145,7 @@ struct mps_requests {
  * this rank belongs to (every member keeps them, for a salvaged trace). */
 struct mps_communicators {
     comm_table tab;
+    pthread_rwlock_t lock; /* tab, under MPI_THREAD_MULTIPLE (looked up by every thread) */
     uint32_t counter; /* refs handed out as a creator */
     comm_def *defs;
     uint32_t ndefs, defs_cap;
@@ -189,11 +204,16 @@ extern __thread void *tl_fcaller MPS_INTERNAL __attribute__((tls_model("initial-
 /* Raw timestamp of the current call's phase: taken at Enter and once after the PMPI
  * call, shared by the events of that phase (a clock read is a good part of our budget) */
 extern __thread uint64_t tl_t MPS_INTERNAL __attribute__((tls_model("initial-exec")));
+/* This thread's recorder, NULL until its first traced call (mps_enter makes it) */
+extern __thread struct mps_recorder *tl_rec MPS_INTERNAL
+    __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------- between the files */
 
 /* hotpath.c */
 MPS_INTERNAL void mps_flush_events(int record);
+MPS_INTERNAL void mps_flush_recorder(struct mps_recorder *r, int record);
+MPS_INTERNAL struct mps_recorder *mps_thread_start(void);
 MPS_INTERNAL void mps_live_callsite(uint32_t id, void *ra);
 /* archive.c */
 MPS_INTERNAL OTF2_Archive *mps_archive_open(const char *dir);
@@ -201,6 +221,7 @@ MPS_INTERNAL OTF2_ErrorCode mps_otf2_error(void *user, const char *file, uint64_
                                            const char *func, OTF2_ErrorCode code,
                                            const char *fmt, va_list va);
 extern OTF2_MemoryCallbacks mps_mem_cbs MPS_INTERNAL;
+MPS_INTERNAL void mps_pool_grow(uint64_t bytes);
 MPS_INTERNAL void mps_to_stderr(const char *line);
 MPS_INTERNAL void mps_warn_once(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 MPS_INTERNAL void mps_say_not_written(const char *dir, int werr);
@@ -229,6 +250,7 @@ MPS_INTERNAL int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin,
                                        uint64_t gmax, const char *hosts,
                                        const uint64_t *nevents, const int32_t *cw, int ncw,
                                        uint32_t **order_out);
+MPS_INTERNAL void mps_set_thread_locations(const uint32_t *nthreads, const uint64_t *nevents);
 MPS_INTERNAL void mps_write_local_defs(OTF2_Archive *ar, const uint32_t *map,
                                        const uint32_t *order, int ncomms, int have_fin);
 MPS_INTERNAL int mps_write_single_rank_defs(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw,
@@ -262,6 +284,8 @@ MPS_INTERNAL void mps_io_req_done(const req_slot *r, const MPI_Status *st);
 
 /* ------------------------------------------------------ inline hot path */
 
+/* The shared tables (requests, call sites, communicators) under MPI_THREAD_MULTIPLE;
+ * never an event buffer: each thread has its own. */
 #define LOCK() do { if (mps_rt.mt) pthread_mutex_lock(&mps_rt.lock); } while (0)
 #define UNLOCK() do { if (mps_rt.mt) pthread_mutex_unlock(&mps_rt.lock); } while (0)
 
@@ -269,26 +293,29 @@ MPS_INTERNAL void mps_io_req_done(const req_slot *r, const MPI_Status *st);
  * host's monotonic clock shifted onto rank 0's (offset from MPI_Init). */
 static inline uint64_t now(void)
 {
+    struct mps_recorder *r = tl_rec ? tl_rec : &mps_rt;
     uint64_t t = mps_mono_ns() + (uint64_t)mps_job.off_init;
-    if (!mps_rt.first_ts)
-        mps_rt.first_ts = t;
-    mps_rt.last_ts = t;
+    if (!r->first_ts)
+        r->first_ts = t;
+    r->last_ts = t;
     return t;
 }
 
-/* With MPI_THREAD_MULTIPLE events are stamped under the lock, so a location's stream
- * stays ordered; otherwise they share the phase's timestamp. */
+/* Events share their phase's timestamp (taken at Enter and once after the PMPI call):
+ * each thread has its own phase and its own location. */
 static inline uint64_t stamp(void)
 {
-    return mps_rt.mt ? mps_ticks(mps_rt.tsc) : tl_t;
+    return tl_t;
 }
 
-/* Room for one more record of any kind, then its header: the raw-buffer append. */
+/* Room for one more record of any kind, then its header: the raw-buffer append, into
+ * the calling thread's buffer (its recorder exists: mps_enter made it). */
 static inline uint64_t *ev(enum mps_ev kind, unsigned op, unsigned region, uint32_t a,
                            int nwords)
 {
-    if (__builtin_expect(mps_evbuf_full(&mps_rt.eb), 0)) mps_flush_events(1);
-    return mps_ev_put(&mps_rt.eb, stamp(), kind, op, region, a, nwords);
+    struct mps_recorder *r = tl_rec;
+    if (__builtin_expect(mps_evbuf_full(&r->eb), 0)) mps_flush_events(1);
+    return mps_ev_put(&r->eb, stamp(), kind, op, region, a, nwords);
 }
 
 #define HANDLE_KEY(h) handle_key(&(h), sizeof(h))
@@ -303,9 +330,13 @@ static inline int comm_lookup(MPI_Comm c, uint32_t *ref)
 {
     if (c == MPI_COMM_WORLD) { *ref = COMM_WORLD_REF; return 1; }
     if (c == MPI_COMM_SELF) { *ref = COMM_SELF_REF; return 1; }
+    /* another thread may be adding a communicator (and growing the table) */
+    if (mps_rt.mt) pthread_rwlock_rdlock(&mps_comms.lock);
     const comm_slot *s = comm_table_find(&mps_comms.tab, HANDLE_KEY(c));
+    int found = s != NULL;
     if (s) *ref = s->ref;
-    return s != NULL;
+    if (mps_rt.mt) pthread_rwlock_unlock(&mps_comms.lock);
+    return found;
 }
 
 static inline uint32_t comm_ref(MPI_Comm c)

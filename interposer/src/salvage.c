@@ -78,7 +78,9 @@ void mps_abort_before(void)
     mps_io_guard_begin();
     LOCK();
     mps_rt.state = 2; /* our own calls below are never recorded */
-    mps_flush_events(0);
+    /* the main thread's location only: the crash-safe log and the salvaged archive are
+     * its (other threads' events of this run are lost with the process) */
+    mps_flush_recorder(&mps_rt, 0);
     mps_evbuf_free(&mps_rt.eb);
     OTF2_EvtWriter_GetNumberOfEvents(mps_out.evt, &mps_out.nevents_closed);
     OTF2_Archive_CloseEvtWriter(mps_out.archive, mps_out.evt);

@@ -15,31 +15,36 @@ ROUNDS = 50  # programs/threads.c: per thread
 
 
 def test_thread_multiple_two_threads(programs, tmp_path) -> None:
-    """Two threads per rank call MPI at once: nothing lost, nothing torn. The README
-    documents that their Enter/Leave interleave in the rank's one location, so only
-    counts and payloads are checked, not nesting."""
+    """Two threads per rank call MPI at once: nothing lost, nothing torn, each thread in
+    its own location (programs/threads_tags.c checks tags and matching run after run)."""
     out = tmp_path / "trace"
     job = mpijobs.run([str(programs["threads.c"])], np=2, out=out)
     assert job.returncode == 0, job.stderr
     assert "threads done, total 2" in job.stdout
     t = tc.read_both(out)
     tc.check_definitions(t, 2)
+    tc.check_structure(t)
     for r in range(2):
-        assert t.enters(r) == Counter({
-            "MPI_Init_thread": 1, "MPI_Irecv": 2 * ROUNDS, "MPI_Isend": 2 * ROUNDS,
-            "MPI_Waitall": 2 * ROUNDS, "MPI_Sendrecv": 2 * ROUNDS, "MPI_Allreduce": 1,
-            "MPI_Finalize": 1})
-        assert t.enters(r) == Counter(e["region"] for e in t.of(r, "Leave"))
+        main, *workers = t.threads(r)
+        assert len(workers) == 2
+        assert t.enters(main) == Counter({"MPI_Init_thread": 1, "MPI_Allreduce": 1,
+                                          "MPI_Finalize": 1})
+        for loc in workers:
+            assert t.enters(loc) == Counter({
+                "MPI_Irecv": ROUNDS, "MPI_Isend": ROUNDS, "MPI_Waitall": ROUNDS,
+                "MPI_Sendrecv": ROUNDS})
         peer = 1 - r
-        assert tc.p2p_of(t, r, "MpiIsend") == Counter({(peer, 1, 4): ROUNDS,
-                                                        (peer, 2, 4): ROUNDS})
-        assert tc.p2p_of(t, r, "MpiIrecv") == Counter({(peer, 1, 4): ROUNDS,
-                                                        (peer, 2, 4): ROUNDS})
-        assert tc.p2p_of(t, r, "MpiSend") == Counter({(peer, 11, 4): ROUNDS,
-                                                       (peer, 12, 4): ROUNDS})
-        assert tc.p2p_of(t, r, "MpiRecv") == tc.p2p_of(t, r, "MpiSend")
-        ids = [e["request"] for e in t.of(r, "MpiIsend") + t.of(r, "MpiIrecvRequest")]
-        assert len(ids) == len(set(ids)) == 4 * ROUNDS
+        # each worker thread has one tag: (1, 11) or (2, 12)
+        sent = [dict(tc.p2p_of(t, loc, "MpiIsend") + tc.p2p_of(t, loc, "MpiSend"))
+                for loc in workers]
+        assert sorted(sent, key=str) == [{(peer, tag, 4): ROUNDS, (peer, tag + 10, 4): ROUNDS}
+                                         for tag in (1, 2)]
+        for loc in workers:
+            assert tc.p2p_of(t, loc, "MpiIrecv") == tc.p2p_of(t, loc, "MpiIsend")
+            assert tc.p2p_of(t, loc, "MpiRecv") == tc.p2p_of(t, loc, "MpiSend")
+        ids = [e["request"] for loc in workers
+               for e in t.of(loc, "MpiIsend") + t.of(loc, "MpiIrecvRequest")]
+        assert len(ids) == len(set(ids)) == 4 * ROUNDS  # the rank's ids, across threads
     tc.check_requests(t)
     sends, recvs = tc.messages(t)
     assert sends == recvs

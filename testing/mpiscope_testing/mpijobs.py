@@ -44,7 +44,7 @@ def build(source: str, into: Path, compiler: list[str] | None = None) -> Path:
     src = PROGRAMS / source
     exe = into / src.stem
     cmd = (compiler or COMPILERS[src.suffix]) + ["-o", str(exe), str(src)]
-    if src.name == "threads.c":
+    if src.stem.startswith("threads"):
         cmd.append("-lpthread")
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=into)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr}"

@@ -91,6 +91,7 @@ def read_both(trace_dir: Path) -> Trace:
     py, text = read_python(trace_dir), read_print(trace_dir)
     assert py.comms == text.comms
     assert py.hosts == text.hosts
+    assert py.locations == text.locations and py.groups == text.groups
     assert py.regions == text.regions
     assert py.events.keys() == text.events.keys()
     for rank in py.events:
@@ -100,8 +101,17 @@ def read_both(trace_dir: Path) -> Trace:
 
 
 def check_definitions(trace: Trace, nranks: int) -> None:
-    assert sorted(trace.events) == list(range(nranks))
-    assert trace.locations == {r: f"rank {r}" for r in range(nranks)}
+    """Location `rank` is each rank's main thread; a thread t > 0 that called MPI is
+    location rank + t * nranks, "rank R thread T", in the rank's process."""
+    assert set(range(nranks)) <= set(trace.events)
+    for loc in trace.events:
+        rank, thread = loc % nranks, loc // nranks
+        assert trace.rank_of(loc) == rank
+        assert trace.locations[loc] == (f"rank {rank}" if thread == 0
+                                        else f"rank {rank} thread {thread}")
+    for rank in range(nranks):  # threads numbered densely
+        assert trace.threads(rank) == [rank + t * nranks
+                                       for t in range(len(trace.threads(rank)))]
     assert trace.comms[0].name == "MPI_COMM_WORLD"
     assert trace.comms[0].members == list(range(nranks))
     assert trace.comms[1].name == "MPI_COMM_SELF"
@@ -203,7 +213,8 @@ def messages(trace: Trace) -> tuple[Counter, Counter]:
     """(sends, receives) as counters of (from, to, comm, tag, bytes) in world ranks."""
     sends: Counter = Counter()
     recvs: Counter = Counter()
-    for rank, events in trace.events.items():
+    for loc, events in trace.events.items():
+        rank = trace.rank_of(loc)
         for e in events:
             if e.kind in ("MpiSend", "MpiIsend"):
                 sends[(rank, world(trace, e["comm"], e["peer"], rank), e["comm"], e["tag"],

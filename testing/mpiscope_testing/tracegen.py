@@ -26,9 +26,12 @@ with Score-P's roles, anything else is a user region such as `"main"`), and one 
 per OTF2 MPI event (`send`, `recv`, `isend`, `isend_complete`, `irecv_request`, `irecv`,
 `request_test`, `cancelled`, `coll_begin`, `coll_end`, `buffer_flush`). High level:
 `send_call`, `recv_call`, `isend_call`, `irecv_call`, `collective`, `call` (any MPI call
-without payload). Events of one rank may be added in any order; they are written sorted
-by time (ties keep the order they were added in). Leaving out Leaves or `MPI_Finalize`
-makes a truncated trace. `copy_trace(src, dst)` makes a writable copy of a trace to damage.
+without payload). `rank` may be `(rank, thread)`: with `threads=N`, each rank is a process
+of N CPU-thread locations, created rank by rank as Score-P does (location refs then differ
+from ranks: rank r's thread t is ref r * N + t). Events of one rank may be added in any
+order; they are written sorted by time (ties keep the order they were added in). Leaving
+out Leaves or `MPI_Finalize` makes a truncated trace. `copy_trace(src, dst)` makes a
+writable copy of a trace to damage.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ class TraceBuilder:
     """Collects events per rank, then writes one OTF2 archive with `write(dir)`.
 
     ranks: number of MPI ranks (one location each, location ref = rank).
+    threads: locations per rank (thread 0 first); >1 numbers the locations rank-major.
     hosts: host name per rank (default: all on "node0").
     creator: "mpiscope" writes our archive properties (`MPISCOPE::VERSION` …) and the
         `mpiscope:*` attributes; "Score-P" writes neither (like a Score-P trace).
@@ -95,8 +99,9 @@ class TraceBuilder:
     def __init__(self, ranks: int, hosts: Sequence[str] | None = None, *,
                  creator: str = "mpiscope", program: str = "/tmp/app",
                  cmdline: str = "mpirun -np {n} /tmp/app", mpi_library: str = "Open MPI v4.1.4",
-                 start_time: str = "2026-01-01T00:00:00Z") -> None:
+                 start_time: str = "2026-01-01T00:00:00Z", threads: int = 1) -> None:
         self.num_ranks = ranks
+        self.threads = threads
         self.hosts = list(hosts) if hosts is not None else ["node0"] * ranks
         if len(self.hosts) != ranks:
             raise ValueError("one host name per rank")
@@ -113,7 +118,9 @@ class TraceBuilder:
             0: ("MPI_COMM_WORLD", list(range(ranks)), None),
             1: ("MPI_COMM_SELF", None, None),
         }
-        self.events: list[list[_Event]] = [[] for _ in range(ranks)]
+        self.events: list[list[_Event]] = [[] for _ in range(ranks)]  # main threads'
+        self.thread_events: dict[tuple[int, int], list[_Event]] = {
+            (r, t): [] for r in range(ranks) for t in range(1, threads)}
         self._seq = 0
         self.windows: dict[int, tuple[str, int]] = {}  # RmaWin ref -> (name, comm ref)
         self.files: dict[int, tuple[str, str, int]] = {}  # IoHandle ref -> (name, path, comm)
@@ -150,8 +157,10 @@ class TraceBuilder:
         return members.index(world_rank)
 
     # ------------------------------------------------------------------ low-level events
-    def _add(self, rank: int, t: int, kind: str, *args, **attrs) -> None:
-        self.events[rank].append(_Event(int(t), self._seq, kind, args, attrs))
+    def _add(self, rank: int | tuple[int, int], t: int, kind: str, *args, **attrs) -> None:
+        r, thread = rank if isinstance(rank, tuple) else (rank, 0)
+        events = self.thread_events[(r, thread)] if thread else self.events[r]
+        events.append(_Event(int(t), self._seq, kind, args, attrs))
         self._seq += 1
 
     def enter(self, rank: int, t: int, region: str, callsite: str | None = None) -> None:
@@ -369,8 +378,10 @@ class TraceBuilder:
         groups = [d.location_group(f"MPI Rank {r}", location_group_type=LocationGroupType.PROCESS,
                                    system_tree_parent=nodes[self.hosts[r]])
                   for r in range(self.num_ranks)]
-        locs = [d.location(f"rank {r}", type=LocationType.CPU_THREAD, group=groups[r])
-                for r in range(self.num_ranks)]
+        threads = {(r, t): d.location(f"rank {r}" if t == 0 else f"rank {r} thread {t}",
+                                      type=LocationType.CPU_THREAD, group=groups[r])
+                   for r in range(self.num_ranks) for t in range(self.threads)}
+        locs = [threads[(r, 0)] for r in range(self.num_ranks)]
         d.group("MPI locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
                 members=locs)
         comms = {}
@@ -429,9 +440,10 @@ class TraceBuilder:
                                            members=[locs[m] for m in members])
             return rgroups[members]
 
-        for rank in range(self.num_ranks):
-            ew = w.event_writer_from_location(locs[rank])
-            for ev in sorted(self.events[rank], key=lambda e: (e.t, e.seq)):
+        for key, loc in threads.items():
+            ew = w.event_writer_from_location(loc)
+            events = self.thread_events[key] if key[1] else self.events[key[0]]
+            for ev in sorted(events, key=lambda e: (e.t, e.seq)):
                 t = BASE_TIME + ev.t
                 a = ev.args
                 if ev.kind == "enter":

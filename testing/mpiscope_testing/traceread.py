@@ -52,11 +52,19 @@ class Comm:
 
 @dataclass
 class Trace:
-    events: dict[int, list[Event]]  # by location = world rank
+    events: dict[int, list[Event]]  # by location: world rank for a rank's main thread
     comms: dict[int, Comm]
-    hosts: dict[int, str]  # world rank -> system-tree node name
+    hosts: dict[int, str]  # location -> system-tree node name
     regions: dict[str, tuple[str, str]]  # region name -> (paradigm, role)
-    locations: dict[int, str] = field(default_factory=dict)  # rank -> location name
+    locations: dict[int, str] = field(default_factory=dict)  # location -> its name
+    groups: dict[int, int] = field(default_factory=dict)  # location -> its process (rank)
+
+    def rank_of(self, loc: int) -> int:
+        return self.groups.get(loc, loc)
+
+    def threads(self, rank: int) -> list[int]:
+        """The locations of a rank (its threads), main thread first."""
+        return sorted(loc for loc in self.events if self.rank_of(loc) == rank)
 
     def of(self, rank: int, kind: str) -> list[Event]:
         return [e for e in self.events[rank] if e.kind == kind]
@@ -122,11 +130,12 @@ def read_python(trace_dir: Path) -> Trace:
                                       parent)
         hosts = {_ref(loc): loc.group.system_tree_parent.name for loc in d.locations}
         names = {_ref(loc): loc.name for loc in d.locations}
+        groups = {_ref(loc): _ref(loc.group) for loc in d.locations}
         regions = {r.name: (_enum(r.paradigm), _enum(r.region_role)) for r in d.regions}
         events: dict[int, list[Event]] = {rank: [] for rank in hosts}
         for loc, ev in tr.events:
             events[_ref(loc)].append(Event(type(ev).__name__, int(ev.time), _py_fields(ev)))
-    return Trace(events, comms, hosts, regions, names)
+    return Trace(events, comms, hosts, regions, names, groups)
 
 
 # ---------------------------------------------------------------- otf2-print text
@@ -168,7 +177,7 @@ def _print_attributes(text: str, f: dict[str, object]) -> None:
 
 
 def _print_defs(text: str) -> tuple[dict[int, Comm], dict[int, str], dict[str, tuple[str, str]],
-                                    dict[int, str]]:
+                                    dict[int, str], dict[int, int]]:
     groups: dict[int, list[int]] = {}
     comms: dict[int, Comm] = {}
     nodes: dict[int, str] = {}
@@ -212,7 +221,7 @@ def _print_defs(text: str) -> tuple[dict[int, Comm], dict[int, str], dict[str, t
             paradigm = re.search(r'Paradigm: "([^"]*)"', body).group(1)
             regions[name] = (paradigm, role)
     hosts = {loc: nodes[group_node[g]] for loc, g in loc_group.items()}
-    return comms, hosts, regions, loc_name
+    return comms, hosts, regions, loc_name, loc_group
 
 
 def otf2_print(trace_dir: Path, *args: str) -> str:
@@ -223,7 +232,7 @@ def otf2_print(trace_dir: Path, *args: str) -> str:
 
 
 def read_print(trace_dir: Path) -> Trace:
-    comms, hosts, regions, names = _print_defs(otf2_print(trace_dir, "-G"))
+    comms, hosts, regions, names, groups = _print_defs(otf2_print(trace_dir, "-G"))
     events: dict[int, list[Event]] = {rank: [] for rank in hosts}
     last: Event | None = None
     for line in otf2_print(trace_dir).splitlines():
@@ -233,7 +242,7 @@ def read_print(trace_dir: Path) -> Trace:
             events[int(loc)].append(last)
         elif last is not None and "ADDITIONAL ATTRIBUTES:" in line:
             _print_attributes(line.split("ADDITIONAL ATTRIBUTES:", 1)[1].strip(), last.fields)
-    return Trace(events, comms, hosts, regions, names)
+    return Trace(events, comms, hosts, regions, names, groups)
 
 
 def archive_properties(trace_dir: Path) -> dict[str, str]:

@@ -7,6 +7,7 @@ the rank's first and last event.
 - synchronization = MPI_Barrier time + the waiting part of every other MPI call
 - I/O = time in MPI-IO calls (kind `io`: MPI_File_*), waiting inside them included
 - communication = the rest of the time inside MPI calls
+A rank with several threads calling MPI: its main thread's calls (threads.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from mpiscope.analysis import threads
 from mpiscope.analysis.waitstates import WaitStates
 from mpiscope.archive.trace import Trace
 
@@ -42,7 +44,7 @@ def intervals(trace: Trace) -> pd.DataFrame:
 
 def _measured_calls(trace: Trace, ws: WaitStates, iv: pd.DataFrame) -> pd.DataFrame:
     """Outermost MPI calls clipped to the measured interval, with their waiting part."""
-    c = trace.calls
+    c = threads.main_thread(trace.calls)
     keep = (c["depth"] == 0) & ~c["kind"].isin(["init", "finalize"])
     c = c[keep]
     # per-rank bounds by array lookup (ranks are 0..n-1), not a pandas join per call

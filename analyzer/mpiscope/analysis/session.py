@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from mpiscope.analysis import breakdown, critical_path, findings, iterations, stats, waitstates
+from mpiscope.analysis.threads import per_thread
 from mpiscope.archive.trace import Trace
 
 T = TypeVar("T")
@@ -69,6 +70,11 @@ class Analysis:
         """Per-rank breakdown: rank, host, total_s, compute_s, communication_s,
         synchronization_s."""
         return breakdown.per_rank(self.trace, self.wait_states)
+
+    @result
+    def threads(self) -> pd.DataFrame:
+        """Per thread of each rank: rank, thread, name, mpi_s, calls (threads.py)."""
+        return per_thread(self.trace)
 
     @result
     def time_bins(self) -> pd.DataFrame:
@@ -154,6 +160,8 @@ class Analysis:
                      "measured_interval": "per rank: end of MPI_Init .. start of "
                      "MPI_Finalize (first/last event where they are missing)"},
             "ranks": _records(self.ranks),
+            # a rank's parts are its main thread's; each thread's MPI time beside them
+            "threads": _records(self.threads),
             "functions": _records(self.functions),
             "uninterpreted": _records(self.uninterpreted),
             "callsites": _records(self.callsites),

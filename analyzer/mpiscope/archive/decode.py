@@ -25,7 +25,7 @@ from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
 
-READER_VERSION = "5"  # 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync
+READER_VERSION = "6"  # 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
@@ -197,17 +197,24 @@ class Definitions:
         self.resolution = int(cp.timer_resolution) if cp and cp.timer_resolution else 10**9
         self.offset = int(cp.global_offset) if cp else 0
         self.length = int(cp.trace_length) if cp else 0
-        # one location per process (its first CPU thread) is one MPI rank
-        by_group: dict[int, object] = {}
+        # one process (location group) is one MPI rank; its CPU threads (by location ref)
+        # are its threads, the first its main thread (mpiscope: location = rank)
+        threads_of: dict[int, list[object]] = {}
         for loc in d.locations:
             if loc.group is None:
                 continue
-            g = loc.group._ref
-            if g not in by_group or loc._ref < by_group[g]._ref:
-                by_group[g] = loc
-        groups = sorted(by_group)
+            threads_of.setdefault(loc.group._ref, []).append(loc)
+        for g, locs in threads_of.items():
+            cpu = [loc for loc in locs if str(loc.type).rsplit(".", 1)[-1] == "CPU_THREAD"]
+            threads_of[g] = sorted(cpu or locs, key=lambda loc: loc._ref)
+        groups = sorted(threads_of)
+        by_group = {g: threads_of[g][0] for g in groups}
         self.locations = [by_group[g]._ref for g in groups]
-        self.expected_events = sum(int(by_group[g].number_of_events or 0) for g in groups)
+        self.threads = [(rank, t, loc._ref, loc.name or f"location {loc._ref}")
+                        for rank, g in enumerate(groups)
+                        for t, loc in enumerate(threads_of[g])]
+        self.expected_events = sum(int(threads_of[g][t].number_of_events or 0)
+                                   for g in groups for t in range(len(threads_of[g])))
         rank_of_location = {ref: i for i, ref in enumerate(self.locations)}
         self.hosts = []
         for g in groups:
@@ -298,7 +305,9 @@ class Definitions:
         offsets = np.zeros(len(members) + 1, np.int64)
         offsets[1:] = np.cumsum([len(m) for m in members])
         return _native.Lookup(
-            locations=np.asarray(self.locations, np.uint64),
+            locations=np.asarray([loc for _r, _t, loc, _n in self.threads], np.uint64),
+            loc_rank=np.asarray([r for r, _t, _l, _n in self.threads], np.int32),
+            loc_thread=np.asarray([t for _r, t, _l, _n in self.threads], np.int16),
             attr_callsite=self.attrs.get("mpiscope:callsite", NONE32),
             attr_in=self.attrs.get("mpiscope:in_hash", NONE32),
             attr_out=self.attrs.get("mpiscope:out_hash", NONE32),
@@ -383,21 +392,36 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
     rma, rma_sync, io_ops, windows, files = _rma_io_frames(t, defs)
 
     nranks = len(defs.locations)
+    threads = _frame({
+        "rank": np.asarray([r for r, _t, _l, _n in defs.threads], np.int32),
+        "thread": np.asarray([t for _r, t, _l, _n in defs.threads], np.int16),
+        "location": np.asarray([loc for _r, _t, loc, _n in defs.threads], np.int64),
+        "name": [n for _r, _t, _l, n in defs.threads],
+        "first_ns": ev.loc_first,
+        "last_ns": ev.loc_last,
+        "events": ev.loc_events.astype(np.int64),
+    })
+    # a rank: its threads together (first and last event of any, events of all)
+    busy = threads[threads["events"] > 0]
+    per_rank = threads.groupby("rank").agg(events=("events", "sum"))
+    span = busy.groupby("rank").agg(first_ns=("first_ns", "min"), last_ns=("last_ns", "max"))
+    per_rank = per_rank.join(span).reindex(range(nranks)).fillna(0)
     ranks = _frame({
         "rank": np.arange(nranks, dtype=np.int32),
         "host": pd.Categorical(defs.hosts, categories=pd.Index(sorted(set(defs.hosts)),
                                                               dtype=object)),
         "location": np.asarray(defs.locations, dtype=np.int64),
-        "first_ns": ev.loc_first,
-        "last_ns": ev.loc_last,
-        "events": ev.loc_events.astype(np.int64),
+        "first_ns": per_rank["first_ns"].to_numpy(np.int64),
+        "last_ns": per_rank["last_ns"].to_numpy(np.int64),
+        "events": per_rank["events"].to_numpy(np.int64),
     })
+    loc_rank = threads["rank"].to_numpy()
     comms = pd.DataFrame([
         {"comm": c["comm"], "name": c["name"], "size": 1 if c["self"] else len(c["members"]),
          "members": c["members"], "parent": c["parent"]} for c in defs.comms
     ], columns=SCHEMA.tables["comms"].names)
 
-    truncated = set(np.flatnonzero(ev.loc_truncated).tolist())
+    truncated = set(loc_rank[ev.loc_truncated].tolist())
     ours = "MPISCOPE::VERSION" in props
     if "MPI_Finalize" in defs.mpi_functions:
         fin = defs.mpi_functions.index("MPI_Finalize")
@@ -422,7 +446,7 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
     )
     return Trace(Path(anchor.parent), meta, ranks, comms, calls, regions, p2p, messages,
                  collectives, flushes, unmatched, windows=windows, files=files, rma=rma,
-                 rma_sync=rma_sync, io=io_ops)
+                 rma_sync=rma_sync, io=io_ops, threads=threads)
 
 
 def _records_frame(rows: list[dict], table: str) -> pd.DataFrame:

@@ -35,7 +35,9 @@ class Config(C.Structure):
 @dataclass
 class Lookup:
     """What the C side needs from the definitions (numpy arrays, kept alive by this)."""
-    locations: np.ndarray  # uint64 location ref per world rank
+    locations: np.ndarray  # uint64 location refs to read, rank-major (every thread)
+    loc_rank: np.ndarray  # int32 world rank of each
+    loc_thread: np.ndarray  # int16 thread of each within its rank
     attr_callsite: int
     attr_in: int
     attr_out: int
@@ -143,7 +145,8 @@ def read_events(anchor: Path, lk: Lookup,
     """Decode all events of the given locations into tables (see reader.c)."""
     lib = library()
     cfg = Config(
-        nloc=len(lk.locations), locs=_ptr(lk.locations), attr_callsite=lk.attr_callsite,
+        nloc=len(lk.locations), locs=_ptr(lk.locations), loc_rank=_ptr(lk.loc_rank),
+        loc_thread=_ptr(lk.loc_thread), attr_callsite=lk.attr_callsite,
         attr_in=lk.attr_in, attr_out=lk.attr_out, timer_resolution=lk.timer_resolution,
         global_offset=lk.global_offset, nregions=len(lk.region_func),
         region_func=_ptr(lk.region_func), region_kind=_ptr(lk.region_kind),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from mpiscope.archive.schema import SCHEMA
@@ -62,6 +63,26 @@ class Trace:
     rma: pd.DataFrame = _empty("rma")
     rma_sync: pd.DataFrame = _empty("rma_sync")
     io: pd.DataFrame = _empty("io")
+    # one row per thread (location) of a rank; None: one per rank, made from `ranks`
+    threads: pd.DataFrame | None = None
+
+    def __post_init__(self) -> None:
+        if self.threads is None:  # one thread per rank: the rank's own row
+            r = self.ranks
+            n = len(r)
+
+            def col(name: str, default: np.ndarray) -> np.ndarray:
+                return r[name].to_numpy(np.int64) if name in r.columns else default
+
+            ranks = r["rank"].to_numpy(np.int32) if "rank" in r.columns else np.arange(
+                n, dtype=np.int32)
+            self.threads = pd.DataFrame({
+                "rank": ranks, "thread": np.zeros(n, np.int16),
+                "location": col("location", ranks.astype(np.int64)),
+                "name": [f"rank {int(x)}" for x in ranks],
+                "first_ns": col("first_ns", np.zeros(n, np.int64)),
+                "last_ns": col("last_ns", np.zeros(n, np.int64)),
+                "events": col("events", np.zeros(n, np.int64))})
 
     @property
     def num_ranks(self) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from mpiscope.analysis import critical_path, findings, stats
+from mpiscope.analysis import critical_path, findings, stats, threads
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.session import Analysis
@@ -96,6 +96,22 @@ def _critical_path(analysis: Analysis, console: Console, top: int) -> None:
                       "the critical path: fixing it cannot shorten the run[/dim]")
 
 
+def _threads(analysis: Analysis, console: Console) -> None:
+    """Ranks with several threads calling MPI: the table above is each rank's main thread;
+    the other threads' MPI time is stated beside it, thread by thread."""
+    th = analysis.threads
+    if not threads.multi_threaded(th):
+        return
+    console.print("Ranks with several threads calling MPI: the parts above are each "
+                  "rank's main thread; time in MPI per thread:")
+    tt = Table(title="MPI time per thread (s)")
+    for col in ("rank", "thread", "location", "MPI calls", "time in MPI"):
+        tt.add_column(col, justify="left" if col == "location" else "right")
+    for r in th.itertuples():
+        tt.add_row(str(r.rank), str(r.thread), str(r.name), str(r.calls), _s(r.mpi_s))
+    console.print(tt)
+
+
 def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
     t = analysis.trace
     console.print(f"[bold]{t.meta.program or t.path}[/bold]  {t.meta.num_ranks} ranks on "
@@ -109,6 +125,7 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
         tab.add_row(str(r["rank"]), r["host"], _s(r["total_s"]),
                     *(f"{_s(r[f'{p}_s'])} ({100 * r[f'{p}_s'] / tot:.0f}%)" for p in PARTS))
     console.print(tab)
+    _threads(analysis, console)
     ft = Table(title=f"Top {top} MPI functions")
     for col in ("function", "calls", "time (s)", "mean", "max", "bytes"):
         ft.add_column(col, justify="left" if col == "function" else "right")
