@@ -67,9 +67,7 @@ def expected_collectives(np: int, r: int) -> list[tuple]:
 
 
 def test_definitions_and_structure(colls: Run) -> None:
-    tc.check_definitions(colls.trace, colls.np)
-    tc.check_structure(colls.trace)
-    tc.check_requests(colls.trace)
+    tc.check_well_formed(colls.trace, colls.np)
 
 
 def test_every_call_recorded_once(colls: Run) -> None:

@@ -69,9 +69,7 @@ def comm_by_callsite(t: Trace, rank: int) -> dict[str, int]:
 
 
 def test_structure(ctors: Run) -> None:
-    tc.check_definitions(ctors.trace, ctors.np)
-    tc.check_structure(ctors.trace)
-    tc.check_requests(ctors.trace)
+    tc.check_well_formed(ctors.trace, ctors.np)
 
 
 def test_every_constructor_recorded(ctors: Run) -> None:

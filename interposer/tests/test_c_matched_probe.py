@@ -46,9 +46,7 @@ def mprobe(request: pytest.FixtureRequest, programs, tmp_path_factory) -> Run:
 
 
 def test_structure(mprobe: Run) -> None:
-    tc.check_definitions(mprobe.trace, mprobe.np)
-    tc.check_structure(mprobe.trace)
-    tc.check_requests(mprobe.trace)
+    tc.check_well_formed(mprobe.trace, mprobe.np)
 
 
 def test_every_call(mprobe: Run) -> None:

@@ -81,9 +81,7 @@ def expected_neighbour(np: int, r: int) -> list[tuple]:
 
 
 def test_structure(nbc: Run) -> None:
-    tc.check_definitions(nbc.trace, nbc.np)
-    tc.check_structure(nbc.trace)
-    tc.check_requests(nbc.trace)
+    tc.check_well_formed(nbc.trace, nbc.np)
 
 
 def test_every_call_once(nbc: Run) -> None:

@@ -29,9 +29,7 @@ def traced(programs, tmp_path_factory, cmd: list[str], np: int, name: str) -> Tr
     assert job.returncode == 0, job.stderr
     assert len(job.stdout.splitlines()) == np, job.stdout
     trace = tc.read_both(out)
-    tc.check_definitions(trace, np)
-    tc.check_structure(trace)
-    tc.check_requests(trace)
+    tc.check_well_formed(trace, np)
     return trace
 
 
@@ -170,9 +168,7 @@ def test_fortran_under_mpich(tmp_path) -> None:
     job = mpijobs.run([str(exe)], np=2, out=out, launcher=mpijobs.MPIEXEC_MPICH, mpi="mpich")
     assert job.returncode == 0, job.stderr
     t = tc.read_both(out)
-    tc.check_definitions(t, 2)
-    tc.check_structure(t)
-    tc.check_requests(t)
+    tc.check_well_formed(t, 2)
     for r in range(2):
         assert t.enters(r) == fortran_calls(2, r), r
     check_fortran_call_sites(t, "f_mpifh.f90", 2)

@@ -32,9 +32,7 @@ MAIN_CALLS = {"MPI_Init_thread": 1, "MPI_Barrier": 1, "MPI_Allreduce": 1, "MPI_F
 def check_run(out: Path, nthreads: int) -> None:
     # --- the OTF2 archive, read by otf2-print and the otf2 package
     t = tc.read_both(out)
-    tc.check_definitions(t, 2)
-    tc.check_structure(t)  # per location: no call inside another
-    tc.check_requests(t)
+    tc.check_well_formed(t, 2)  # per location: no call inside another
     for rank in range(2):
         main, *workers = t.threads(rank)
         assert len(workers) == nthreads

@@ -203,6 +203,13 @@ def check_requests(trace: Trace) -> None:
             f"{rid}: {started[rid]}" for rid in outstanding)
 
 
+def check_well_formed(trace: Trace, nranks: int) -> None:
+    """Every property above that any trace of `nranks` ranks must have."""
+    check_definitions(trace, nranks)
+    check_structure(trace)
+    check_requests(trace)
+
+
 def world(trace: Trace, comm: int, rank_in_comm: int, rank: int = -1) -> int:
     """World rank of `rank`'s peer `rank_in_comm` (in the remote group of an
     intercommunicator)."""
