@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import dash_table, html
 
-from mpiscope.analysis.breakdown import PARTS
+from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.render import palette
 from mpiscope_webui.analysis import Panels
 from mpiscope_webui.model import TraceModel
@@ -17,9 +17,6 @@ def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
     fig.update_layout(template="plotly_white", title={"text": title, "font": {"size": 14}},
                       height=height, margin={"l": 60, "r": 20, "t": 40, "b": 45})
     return fig
-
-
-PART_LABELS = {"io": "I/O"}
 
 
 def breakdown_parts(bd: pd.DataFrame) -> list[str]:
@@ -38,7 +35,7 @@ def breakdown_figure(a: Panels, label: str = "") -> go.Figure:
     if not bd.empty:
         x = [f"rank {r}" for r in bd["rank"]]
         for part in breakdown_parts(bd):
-            name = PART_LABELS.get(part, part)
+            name = PART_LABELS[part]
             fig.add_bar(x=x, y=bd[f"{part}_s"], name=name, marker_color=part_colour(part),
                         hovertemplate=f"%{{x}}<br>{name}: %{{y:.4g}} s<extra></extra>")
     fig.update_layout(barmode="stack", yaxis_title="seconds")
