@@ -173,13 +173,15 @@ static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg)
     return _URC_NO_REASON;
 }
 
-/* Where frame k's return address (w->ip[k]) is stored: just below its callee's CFA on
- * x86 (the call pushed it there). Checked by loading it: elsewhere (a return address in
- * a register) 0, and the entry is not cached. */
+/* Where frame k's return address (w->ip[k]) is stored: just below the CFA of the frame it
+ * returns from, on x86 (the call pushed it there). libgcc hands each frame's context to
+ * the callback before stepping past it: its CFA is then the callee's, so cfa[k] is that
+ * one. Checked by loading it: elsewhere (a return address in a register) 0, and the entry
+ * is not cached. */
 static uintptr_t slot_of(const struct walk *w, int k)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    uintptr_t s = w->cfa[k - 1] - sizeof(uintptr_t);
+    uintptr_t s = w->cfa[k] - sizeof(uintptr_t);
     if (*(const uintptr_t *)s == w->ip[k]) return s;
 #else
     (void)w; (void)k;
@@ -315,6 +317,8 @@ static void write_contexts(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw, char *all
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CALLPATH, mps_gstr(gw, "mpiscope:callpath"),
                                         mps_gstr(gw, "call path of the MPI call"),
                                         OTF2_TYPE_CALLING_CONTEXT);
+    OTF2_GlobalDefWriter_WriteParadigm(gw, OTF2_PARADIGM_USER, mps_gstr(gw, "USER"),
+                                       OTF2_PARADIGM_CLASS_PROCESS); /* the frames' regions */
     size_t total = 0;
     for (int r = 0; r < nblobs; r++) total += (size_t)lens[r];
     size_t maxl = total / 4 + 1; /* lines: each at least 4 bytes */
