@@ -259,3 +259,14 @@ def test_symbolize_renames_frames(tmp_path) -> None:
     wheres = {tuple(f.split("@")[1] for f in p) for p in paths_of(out, "MPI_Allreduce")[0]}
     assert (marked("callpath.c", "CALLSITE:allreduce"), marked("callpath.c", "FRAME:solver"),
             marked("callpath.c", "FRAME:main_solver")) in wheres, wheres
+
+
+def test_bad_depth_warns_once_and_uses_default(callpath_exe, tmp_path) -> None:
+    out = tmp_path / "trace"
+    job = mpijobs.run([str(callpath_exe)], np=2, out=out,
+                      env={"MPISCOPE_CALLPATH_DEPTH": "deep"})
+    assert job.returncode == 3
+    assert job.stderr.count("mpiscope: warning: MPISCOPE_CALLPATH_DEPTH=deep is not a number "
+                            "of frames (1..64); using 4") == 1, job.stderr
+    # the default depth, 4: the recursion's path is cut there
+    assert max(len(p) for p in paths_of(out, "MPI_Allreduce")[0]) == 4
