@@ -107,12 +107,61 @@ def _site_mask(calls: pd.DataFrame, function: str, callsite: str) -> np.ndarray:
     return (_strings(calls["function"]) == function) & (_strings(calls["callsite"]) == callsite)
 
 
-def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
-    """Calls the scenario takes out (over trace.calls): removed call sites, collective
-    instances skipped, and the partner calls whose every message went with them."""
-    calls, coll = trace.calls, trace.collectives
+SMALL_MESSAGE_BYTES = 4096  # --aggregate merges bursts of messages up to this size
+
+
+def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
+    """(send calls taken out, bytes per message) of `--aggregate`: per call site, each
+    burst of small messages one rank sends to one receiver from back-to-back calls
+    becomes its last message, carrying the burst's bytes (sent when the last part was)."""
+    calls, m = trace.calls, trace.messages
     gone = np.zeros(len(calls), bool)
+    nbytes = m["bytes"].to_numpy().astype(np.float64) if len(m) else np.zeros(0)
+    if not scenario.aggregate:
+        return gone, nbytes
+    outer = np.flatnonzero(calls["depth"].to_numpy() == 0)
+    ordinal = np.full(len(calls), -1, np.int64)
+    o_rank = calls["rank"].to_numpy()[outer]
+    # ordinal of each outermost call on its rank (calls are in rank, start order)
+    first = np.searchsorted(o_rank, o_rank)
+    ordinal[outer] = np.arange(len(outer)) - first
+    for site in scenario.aggregate:
+        sel = _site_mask(calls, site.function, site.callsite)
+        if not sel.any():
+            raise UserError("--aggregate", f"no call {site} in this trace")
+        rows = (np.flatnonzero(sel[m["send_call"].to_numpy()]) if len(m)
+                else np.zeros(0, np.int64))
+        if not len(rows):
+            raise UserError("--aggregate", f"{site} sends no message in this trace")
+        sub = m.iloc[rows]
+        rows = rows[(sub["bytes"].to_numpy() <= SMALL_MESSAGE_BYTES)]
+        sub = m.iloc[rows]
+        o = ordinal[sub["send_call"].to_numpy()]
+        pair = (sub["send_rank"].to_numpy().astype(np.int64) * 1_000_003
+                + sub["recv_rank"].to_numpy())
+        order = np.lexsort((o, pair))
+        rows, o, pair = rows[order], o[order], pair[order]
+        new = np.r_[True, (pair[1:] != pair[:-1]) | (np.diff(o) != 1)]
+        burst = np.cumsum(new) - 1
+        last = np.r_[new[1:], True]
+        total = np.bincount(burst, weights=nbytes[rows])
+        size = np.bincount(burst)
+        merged = last & (size[burst] > 1)
+        nbytes[rows[merged]] = total[burst[merged]]
+        drop = ~last & (size[burst] > 1)
+        gone[m["send_call"].to_numpy()[rows[drop]]] = True
+    return gone, nbytes
+
+
+def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
+    """Calls the scenario takes out (over trace.calls): removed call sites and calls,
+    collective instances skipped, sends merged into their burst's last message, and the
+    partner calls whose every message went with them."""
+    calls, coll = trace.calls, trace.collectives
+    gone = _aggregated(trace, scenario)[0]
     inst_gone: set[int] = set()
+    if scenario.remove_calls:
+        gone[np.asarray(scenario.remove_calls, np.int64)] = True
     for site in scenario.remove:
         sel = _site_mask(calls, site.function, site.callsite)
         if not sel.any():
@@ -129,7 +178,7 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
         keep = (j % every.k == every.k - 1) | (j == len(insts) - 1)
         inst_gone.update(insts[~keep].tolist())
     if inst_gone or gone.any():
-        # a collective goes on every rank of the instance
+        # a collective goes on every rank of the instance (a point-to-point call alone)
         by_inst = np.isin(coll["instance"].to_numpy(), list(inst_gone))
         hit = np.isin(coll["instance"].to_numpy(),
                       coll.loc[gone[coll["call"].to_numpy()], "instance"].unique())
@@ -146,6 +195,56 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
                 # a blocking send/recv without its message has nothing left to do
                 gone[only_dropped[np.isin(kinds, ["p2p_send", "p2p_recv"])]] = True
     return gone
+
+
+def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarray,
+              op_call: np.ndarray, op_lo: np.ndarray, nr: int) -> np.ndarray:
+    """The computation with `balance` (each rank's compute between two synchronizations
+    of its run, the k-th phase, becomes the mean over ranks of their k-th phase; with
+    `balance_at`, only phases ending at those call sites; the bursts of a phase keep
+    their proportions) and `spread_rank` (that rank's computation shared equally: it
+    keeps 1/n of it, every other rank's grows by the same amount, spread over its
+    bursts in proportion)."""
+    if not (scenario.balance or scenario.balance_at or scenario.spread_rank is not None):
+        return gap
+    calls = trace.calls
+    gap = gap.copy()
+    if scenario.balance or scenario.balance_at:
+        # synchronizations: collectives (every rank of the run meets there), plus the
+        # balance_at call sites
+        sync = np.zeros(len(calls), bool)
+        if len(trace.collectives):
+            sync[trace.collectives["call"].to_numpy()] = True
+        sites = np.zeros(len(calls), bool)
+        for site in scenario.balance_at:
+            sites |= _site_mask(calls, site.function, site.callsite)
+        sync |= sites
+        is_sync = sync[op_call]
+        # phase of an op: synchronizations before it on its rank (the op itself ends
+        # the phase it closes)
+        phase = (pd.Series(is_sync.astype(np.int64)).groupby(rank).cumsum().to_numpy()
+                 - is_sync)
+        key = pd.DataFrame({"rank": rank, "phase": phase, "gap": gap})
+        per = key.groupby(["phase", "rank"])["gap"].transform("sum").to_numpy()
+        mean = (key.groupby(["phase", "rank"])["gap"].sum().groupby("phase").mean())
+        target = mean.reindex(phase).to_numpy()
+        scale = np.where(per > 0, target / np.where(per > 0, per, 1), 1.0)
+        if scenario.balance_at and not scenario.balance:
+            # only phases closed by one of the sites on every rank that has them
+            closes = pd.Series(sites[op_call] & is_sync).groupby([phase, rank]).any()
+            closed = closes.groupby(level=0).all()
+            scale = np.where(closed.reindex(phase).to_numpy(), scale, 1.0)
+        gap = gap * scale
+    if scenario.spread_rank is not None:
+        h = scenario.spread_rank
+        if not 0 <= h < nr:
+            raise UserError("spread_rank", f"no rank {h} in this trace")
+        total = np.bincount(rank, weights=gap, minlength=nr)
+        share = total[h] / nr
+        grow = np.where(total > 0, 1 + share / np.where(total > 0, total, 1), 1.0)
+        grow[h] = 1 / nr
+        gap = gap * grow[rank]
+    return gap
 
 
 def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) -> Program:
@@ -170,6 +269,7 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     prev_end[first] = 0.0
     cpu = scenario.cpu_factor if scenario.cpu_factor is not None else target.cpu_factor
     gap = np.maximum(start - prev_end, 0.0) * cpu
+    gap = _balanced(trace, scenario, gap, rank, op_call, op_lo, nr)
     ranks_tab = trace.ranks.sort_values("rank")
     last_ns = ranks_tab["last_ns"].to_numpy().astype(np.float64)
     trailing = np.zeros(nr)
@@ -190,7 +290,7 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     s_op, r_op = s_op[rows], r_op[rows]
     sdone = op_of[m["send_complete_call"].to_numpy()[rows]] if len(m) else s_op
     rdone = op_of[m["recv_complete_call"].to_numpy()[rows]] if len(m) else r_op
-    nbytes = m["bytes"].to_numpy()[rows].astype(np.float64) if len(m) else np.zeros(0)
+    nbytes = _aggregated(trace, scenario)[1][rows]
     s_rank = rank[s_op]
     r_rank = rank[r_op]
 
