@@ -120,9 +120,11 @@ def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarra
     if not scenario.aggregate:
         return gone, nbytes
     outer = np.flatnonzero(calls["depth"].to_numpy() == 0)
+    outer = outer[np.lexsort((calls["start"].to_numpy()[outer],
+                              calls["rank"].to_numpy()[outer]))]
     ordinal = np.full(len(calls), -1, np.int64)
     o_rank = calls["rank"].to_numpy()[outer]
-    # ordinal of each outermost call on its rank (calls are in rank, start order)
+    # ordinal of each outermost call on its rank
     first = np.searchsorted(o_rank, o_rank)
     ordinal[outer] = np.arange(len(outer)) - first
     for site in scenario.aggregate:
@@ -199,10 +201,10 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
 
 def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarray,
               op_call: np.ndarray, op_lo: np.ndarray, nr: int) -> np.ndarray:
-    """The computation with `balance` (each rank's compute between two synchronizations
-    of its run, the k-th phase, becomes the mean over ranks of their k-th phase; with
-    `balance_at`, only phases ending at those call sites; the bursts of a phase keep
-    their proportions) and `spread_rank` (that rank's computation shared equally: it
+    """The computation with `balance` (each rank's compute between two collectives of its
+    run, the k-th phase, becomes the mean over ranks of their k-th phase; with
+    `balance_at`, only the phases in which those call sites run; the bursts of a phase
+    keep their proportions) and `spread_rank` (that rank's computation shared equally: it
     keeps 1/n of it, every other rank's grows by the same amount, spread over its
     bursts in proportion)."""
     if not (scenario.balance or scenario.balance_at or scenario.spread_rank is not None):
@@ -210,30 +212,25 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
     calls = trace.calls
     gap = gap.copy()
     if scenario.balance or scenario.balance_at:
-        # synchronizations: collectives (every rank of the run meets there), plus the
-        # balance_at call sites
+        # phases: between the collectives of each rank (where all the ranks of the run
+        # meet); a collective ends the phase it closes
         sync = np.zeros(len(calls), bool)
         if len(trace.collectives):
             sync[trace.collectives["call"].to_numpy()] = True
-        sites = np.zeros(len(calls), bool)
-        for site in scenario.balance_at:
-            sites |= _site_mask(calls, site.function, site.callsite)
-        sync |= sites
-        is_sync = sync[op_call]
-        # phase of an op: synchronizations before it on its rank (the op itself ends
-        # the phase it closes)
-        phase = (pd.Series(is_sync.astype(np.int64)).groupby(rank).cumsum().to_numpy()
-                 - is_sync)
+        is_sync = sync[op_call].astype(np.int64)
+        phase = pd.Series(is_sync).groupby(rank).cumsum().to_numpy() - is_sync
         key = pd.DataFrame({"rank": rank, "phase": phase, "gap": gap})
         per = key.groupby(["phase", "rank"])["gap"].transform("sum").to_numpy()
-        mean = (key.groupby(["phase", "rank"])["gap"].sum().groupby("phase").mean())
+        mean = key.groupby(["phase", "rank"])["gap"].sum().groupby("phase").mean()
         target = mean.reindex(phase).to_numpy()
         scale = np.where(per > 0, target / np.where(per > 0, per, 1), 1.0)
         if scenario.balance_at and not scenario.balance:
-            # only phases closed by one of the sites on every rank that has them
-            closes = pd.Series(sites[op_call] & is_sync).groupby([phase, rank]).any()
-            closed = closes.groupby(level=0).all()
-            scale = np.where(closed.reindex(phase).to_numpy(), scale, 1.0)
+            # only the phases in which a call of those sites runs (on some rank)
+            sites = np.zeros(len(calls), bool)
+            for site in scenario.balance_at:
+                sites |= _site_mask(calls, site.function, site.callsite)
+            chosen = np.isin(phase, np.unique(phase[sites[op_call]]))
+            scale = np.where(chosen, scale, 1.0)
         gap = gap * scale
     if scenario.spread_rank is not None:
         h = scenario.spread_rank
@@ -252,6 +249,9 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     n_calls = len(calls)
     top = (calls["depth"].to_numpy() == 0)
     op_call = np.flatnonzero(top)
+    # in rank order, then time (a trace read back is; one built by hand need not be)
+    op_call = op_call[np.lexsort((calls["start"].to_numpy()[op_call],
+                                  calls["rank"].to_numpy()[op_call]))]
     op_of = np.full(n_calls + 1, -1, np.int64)  # index -1 (no call) maps to -1 too
     op_of[op_call] = np.arange(len(op_call))
     rank = calls["rank"].to_numpy()[op_call].astype(np.int64)
