@@ -63,6 +63,7 @@ class Program:
     msg_row: np.ndarray  # row in trace.messages
     msg_send_op: np.ndarray
     msg_recv_op: np.ndarray
+    msg_bytes: np.ndarray  # float, as replayed (an aggregated message carries its burst)
     msg_eager: np.ndarray  # bool
     msg_latency: np.ndarray  # float ns
     msg_xfer: np.ndarray  # float ns, bytes / bandwidth
@@ -211,6 +212,9 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
         return gap
     calls = trace.calls
     gap = gap.copy()
+    # the time before a rank's first call (MPI_Init) is its start, not its work
+    first = np.zeros(len(gap), bool)
+    first[op_lo[:-1][op_lo[:-1] < len(gap)]] = True
     if scenario.balance or scenario.balance_at:
         # phases: between the collectives of each rank (where all the ranks of the run
         # meet); a collective ends the phase it closes
@@ -219,7 +223,8 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
             sync[trace.collectives["call"].to_numpy()] = True
         is_sync = sync[op_call].astype(np.int64)
         phase = pd.Series(is_sync).groupby(rank).cumsum().to_numpy() - is_sync
-        key = pd.DataFrame({"rank": rank, "phase": phase, "gap": gap})
+        work = np.where(first, 0.0, gap)
+        key = pd.DataFrame({"rank": rank, "phase": phase, "gap": work})
         per = key.groupby(["phase", "rank"])["gap"].transform("sum").to_numpy()
         mean = key.groupby(["phase", "rank"])["gap"].sum().groupby("phase").mean()
         target = mean.reindex(phase).to_numpy()
@@ -231,16 +236,16 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
                 sites |= _site_mask(calls, site.function, site.callsite)
             chosen = np.isin(phase, np.unique(phase[sites[op_call]]))
             scale = np.where(chosen, scale, 1.0)
-        gap = gap * scale
+        gap = np.where(first, gap, gap * scale)
     if scenario.spread_rank is not None:
         h = scenario.spread_rank
         if not 0 <= h < nr:
             raise UserError("spread_rank", f"no rank {h} in this trace")
-        total = np.bincount(rank, weights=gap, minlength=nr)
+        total = np.bincount(rank, weights=np.where(first, 0.0, gap), minlength=nr)
         share = total[h] / nr
         grow = np.where(total > 0, 1 + share / np.where(total > 0, total, 1), 1.0)
         grow[h] = 1 / nr
-        gap = gap * grow[rank]
+        gap = np.where(first, gap, gap * grow[rank])
     return gap
 
 
@@ -382,7 +387,8 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     return Program(
         num_ranks=nr, op_lo=op_lo.astype(np.int64), op_call=op_call, gap=gap, cost=cost,
         removed=removed, trailing=trailing, msg_row=rows, msg_send_op=s_op,
-        msg_recv_op=r_op, msg_eager=t_eager, msg_latency=t_lat, msg_xfer=t_xfer,
+        msg_recv_op=r_op, msg_bytes=nbytes, msg_eager=t_eager, msg_latency=t_lat,
+        msg_xfer=t_xfer,
         msg_contended=t_inter,
         post_send=_csr(s_op, np.arange(len(rows)), n_ops),
         post_recv=_csr(r_op, np.arange(len(rows)), n_ops),
