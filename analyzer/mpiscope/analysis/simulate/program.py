@@ -212,9 +212,10 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
         return gap
     calls = trace.calls
     gap = gap.copy()
-    # the time before a rank's first call (MPI_Init) is its start, not its work
+    # the time before a rank's MPI_Init is its start, not its work
     first = np.zeros(len(gap), bool)
     first[op_lo[:-1][op_lo[:-1] < len(gap)]] = True
+    first &= np.isin(_strings(calls["function"])[op_call], ["MPI_Init", "MPI_Init_thread"])
     if scenario.balance or scenario.balance_at:
         # phases: between the collectives of each rank (where all the ranks of the run
         # meet); a collective ends the phase it closes
