@@ -54,9 +54,10 @@ def test_message_aggregation_saves_latency_per_burst():
         t += 10_000
     [f] = by_kind(Analysis(sc.trace()).findings, "message_aggregation")
     assert (f.function, f.callsite, f.calls) == ("MPI_Send", "halo.c:12", 12)
-    # alpha fitted on the trace = 500 ns (all messages alike); (m-1)*alpha per burst
-    assert f.evidence["alpha_s"] == pytest.approx(500e-9)
-    assert f.estimated_savings_s == pytest.approx(3 * 3 * 500e-9)
+    # replayed with each burst sent as its last message: the 3 sends and receives before
+    # it (500 ns each, the fitted latency of an 8-byte message) go, per burst
+    assert f.estimated_savings_s == pytest.approx(3 * 3 * 500e-9, rel=0.02)
+    assert "replayed" in f.message and f.evidence["model"] == "simulate (fitted machine)"
 
 
 def test_frequent_small_collective_in_the_main_loop():
@@ -101,7 +102,10 @@ def test_load_imbalance_names_who_is_late_and_who_waits():
     assert f.evidence["late_rank"] == 2 and f.evidence["late_share"] == 1.0
     assert f.evidence["wait_by_rank_s"][0] == pytest.approx(5 * 800e-9)
     assert f.evidence["caused_by_rank_s"] == {2: pytest.approx(2 * 5 * 800e-9)}
+    # replayed balanced: every iteration's computation becomes the mean, rank 2's 800 ns
+    # more shrink to a third (the Allreduce still ends 10 ns after the last entry)
     assert f.estimated_savings_s == pytest.approx(2 * 5 * 800e-9 / 3)
+    assert "Balancing the computation" in f.message and "replayed" in f.message
     assert f.message.startswith("ranks wait 8e-06 s in MPI_Allreduce at solve.c:77 (wait "
                                 "at nxn): rank 2 is late, causing 8e-06 s of it (100%)")
 
@@ -134,7 +138,9 @@ def test_injected_problems_of_a_real_program(tmp_path):
     assert red[site["bcast"]].calls == 4 * 7  # every call after the first
     imb = {f.callsite: f for f in by_kind(found, "load_imbalance")}
     assert imb[site["allreduce"]].evidence["late_rank"] == 3
-    assert found[0].kind == "load_imbalance" and found[0].callsite == site["allreduce"]
+    # every saving is replayed (how much balancing saves here depends on the order of
+    # the work within each phase, which the busy machine's timings decide: not asserted)
+    assert all("replayed" in f.message for f in found)
     # Rank 0 waits for rank 1's late (blocking, then non-blocking) sends: as long as the
     # scheduler lets it. On a busy machine rank 0 may itself be descheduled through most
     # of the 5 ms, so the finding is checked against the waits the trace itself shows

@@ -246,6 +246,10 @@ def whatif(*args: str) -> tuple[int, str, str]:
     (["--bandwidth=-3Mbit"], "must be positive"),
     (["--cpu", "0"], "expected a positive factor"),
     (["--machine", "cray-1"], "no machine named 'cray-1'"),
+    (["--aggregate", "MPI_Send@nowhere.c:1"], "no call MPI_Send@nowhere.c:1"),
+    (["--aggregate", "MPI_Allreduce@x.c:5"], "MPI_Allreduce@x.c:5 sends no message"),
+    (["--aggregate", "x.c:5"], "expected FUNC@CALLSITE"),
+    (["--nodes", "two"], "expected a whole number of nodes >= 1"),
 ])
 def test_whatif_bad_arguments_are_one_line_errors(tmp_path, args, message):
     tb = TraceBuilder(2)

@@ -1,18 +1,29 @@
 """Findings: concrete, located improvement opportunities ranked by estimated savings.
 
 Kinds (the contract's definitions):
+Every saving is replayed: the trace's ranks with their messages and collectives on the
+machine fitted from its own timings (mpiscope.analysis.simulate), once as they ran and
+once with the finding fixed (the scenario `mpiscope whatif` takes); the saving is the
+difference. The message says so.
+
 - redundant_collective: a collective whose input and result hashes equal those of the
   previous call from the same call site on the same communicator on every rank, or a
-  barrier directly after a synchronizing collective on the same communicator.
+  barrier directly after a synchronizing collective on the same communicator; saving:
+  those instances removed.
 - frequent_collective: a small collective run every iteration of the main loop from one
   call site at a notable share of run time; saving replayed by the simulator
   (mpiscope.analysis.simulate) on the machine fitted from the trace, with the collective
   run every k-th iteration, k the smallest of FREQUENT_KS that gets 90% of their best.
-- message_aggregation: bursts of small back-to-back messages between one pair; saving
-  (m-1)*alpha per burst with alpha from a Hockney fit on the trace's own messages.
+- message_aggregation: bursts of small back-to-back messages between one pair; saving:
+  each burst sent as one message (`--aggregate`).
 - load_imbalance: ranks waiting at a synchronizing call site because others are late;
   the waiting is attributed to the rank(s) that caused it (the late sender of each
-  message, the last rank to arrive at each collective), weighted by the time it cost.
+  message, the last rank to arrive at each collective), weighted by the time it cost;
+  saving: the computation of the phases ending at that call site balanced (each rank's
+  the ranks' mean).
+- hot_spot: one rank holding most of the critical path that many ranks send to or wait
+  for (a master serving workers, a root reading for all); saving: its computation
+  shared out equally among all ranks.
 """
 
 from __future__ import annotations
@@ -23,10 +34,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import iterations, simulate, stats
+from mpiscope.analysis import iterations, simulate
+from mpiscope.analysis.critical_path import CriticalPath
 from mpiscope.analysis.simulate.scenario import CallSite, CollectiveEvery, Scenario
 from mpiscope.analysis.waitstates import ALL2ONE, NXN, ONE2ALL, WaitStates
 from mpiscope.archive.trace import Trace
+from mpiscope.errors import UserError
 
 SYNCHRONIZING = NXN | {"MPI_Barrier"}
 SMALL_COLLECTIVE_BYTES = 1024  # per rank and call
@@ -36,6 +49,39 @@ NOTABLE_SHARE = 0.02  # of the summed rank time
 FREQUENT_KS = (2, 5, 10, 20, 50)  # every k-th iteration: the k tried (2 k <= iterations)
 FREQUENT_MIN_ITERATIONS = 20  # a loop this long at least, for a collective to be frequent
 FREQUENT_ENOUGH = 0.9  # of the best saving: the smallest k that gets it is proposed
+HOT_SHARE = 0.5  # of the critical path on one rank, for a hot spot
+HOT_PARTNERS = 0.5  # of the other ranks (2 at least) sending to it or waiting for it
+REPLAYED = ("replayed: the trace's ranks with their messages and collectives on the "
+            "machine fitted from its own timings")
+MODEL = "simulate (fitted machine)"
+
+
+class Replays:
+    """The trace's replay on its own fitted machine, made once, and the savings of
+    scenarios against it (None where the scenario cannot be replayed)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._base: simulate.Replay | None = None
+
+    @property
+    def base(self) -> simulate.Replay:
+        if self._base is None:
+            self._base = simulate.replay(self.trace)
+        return self._base
+
+    def saving(self, scenario: Scenario) -> float | None:
+        try:
+            return self.base.replayed_s - simulate.predicted_s(self.trace, scenario,
+                                                               self.base.fitted)
+        except UserError:  # e.g. the replay deadlocks without a call a partner needs
+            return None
+
+
+def _saved(saving: float | None) -> str:
+    if saving is None:
+        return "the replay cannot run without them, so no saving is stated"
+    return f"saves ~{max(saving, 0.0):.3g} s ({REPLAYED})"
 
 
 @dataclass
@@ -68,19 +114,10 @@ def _with_callsite(trace: Trace, coll: pd.DataFrame) -> pd.DataFrame:
     return coll.assign(callsite=cs)
 
 
-def _transfer_saving(rows: pd.DataFrame, wait: np.ndarray) -> float:
-    """Wall time saved by removing these calls: their non-waiting part on the slowest
-    rank (the waiting would move to the next synchronization)."""
-    own = (rows["end"] - rows["start"]).to_numpy() - wait[rows["call"].to_numpy()]
-    return float(pd.Series(np.maximum(own, 0)).groupby(rows["rank"].to_numpy()).sum().max()
-                 / 1e9)
-
-
-def redundant_collectives(trace: Trace, ws: WaitStates) -> list[Finding]:
+def redundant_collectives(trace: Trace, ws: WaitStates, replays: Replays) -> list[Finding]:
     coll = _with_callsite(trace, trace.collectives)
     if coll.empty:
         return []
-    wait = ws.per_call["wait_ns"].to_numpy()
     out: list[Finding] = []
     # 1) same input and result as the previous call from this call site and communicator
     c = coll[(coll["in_hash"] != 0) & (coll["out_hash"] != 0)]
@@ -94,7 +131,7 @@ def redundant_collectives(trace: Trace, ws: WaitStates) -> list[Finding]:
     same[order] = same_sorted
     # proved only if so on every rank of the instance
     proved = pd.Series(same).groupby(c["instance"].to_numpy()).transform("all").to_numpy()
-    out += _group_redundant(c[proved], wait,
+    out += _group_redundant(c[proved], replays,
                             "input and result equal those of the previous call from this "
                             "call site on the same communicator (recorded hashes)",
                             "hash")
@@ -115,46 +152,46 @@ def redundant_collectives(trace: Trace, ws: WaitStates) -> list[Finding]:
             b["instance"]).to_numpy()
         b = b[ok.to_numpy()]
         for prev, g in b.groupby("prev"):
-            out += _group_redundant(g, wait, f"barrier directly follows {prev} on the same "
+            out += _group_redundant(g, replays, f"barrier directly follows {prev} on the same "
                                     "communicator with no MPI call in between", "barrier_after")
     return out
 
 
-def _group_redundant(rows: pd.DataFrame, wait: np.ndarray, why: str,
+def _group_redundant(rows: pd.DataFrame, replays: Replays, why: str,
                      proof: str) -> list[Finding]:
     found = []
     for (function, callsite), g in rows.groupby(["function", "callsite"]):
-        saving = _transfer_saving(g, wait)
+        saving = replays.saving(Scenario(remove_calls=tuple(
+            sorted(int(c) for c in g["call"]))))
         found.append(Finding(
             "redundant_collective", str(function), str(callsite), len(g),
-            float((g["end"] - g["start"]).sum() / 1e9), saving,
+            float((g["end"] - g["start"]).sum() / 1e9), max(saving or 0.0, 0.0),
             f"{where(str(function), str(callsite))} is provably redundant in "
-            f"{_plural(int(g['instance'].nunique()), 'instance')}: {why}; removing it saves "
-            f"its transfer time (~{saving:.3g} s).",
+            f"{_plural(int(g['instance'].nunique()), 'instance')}: {why}; removing those "
+            f"{_saved(saving)}.",
             {"proof": proof, "instances": int(g["instance"].nunique()),
-             "ranks": sorted(int(r) for r in g["rank"].unique())}))
+             "ranks": sorted(int(r) for r in g["rank"].unique()), "model": MODEL}))
     return found
 
 
-def _every_kth(trace: Trace, function: str, callsite: str, per_iteration: int,
+def _every_kth(replays: Replays, function: str, callsite: str, per_iteration: int,
                iterations: int) -> tuple[int, simulate.Replay, dict[int, float]] | None:
     """(k, the replay without change, saving per k tried) of running a collective every
     k-th iteration (keeping one of k * per_iteration calls), k as the module doc says."""
     ks = [k for k in FREQUENT_KS if 2 * k <= iterations]
     if not ks:
         return None
-    base = simulate.replay(trace)
+    base = replays.base
     site = CallSite(function, callsite)
-    saving = {k: base.replayed_s - simulate.predicted_s(
-        trace, Scenario(collective_every=(CollectiveEvery(site, k * per_iteration),)),
-        base.fitted) for k in ks}
+    saving = {k: replays.saving(Scenario(collective_every=(
+        CollectiveEvery(site, k * per_iteration),))) or 0.0 for k in ks}
     best = max(saving.values())
     k = next(k for k in ks if saving[k] >= FREQUENT_ENOUGH * best)
     return k, base, saving
 
 
 def frequent_collectives(trace: Trace, loop: iterations.Loop | None,
-                         total_rank_ns: float) -> list[Finding]:
+                         total_rank_ns: float, replays: Replays) -> list[Finding]:
     if loop is None or loop.iterations < FREQUENT_MIN_ITERATIONS:
         return []
     coll = _with_callsite(trace, trace.collectives)
@@ -174,7 +211,7 @@ def frequent_collectives(trace: Trace, loop: iterations.Loop | None,
         share = time_ns / max(total_rank_ns, 1)
         if size > SMALL_COLLECTIVE_BYTES or share < NOTABLE_SHARE:
             continue
-        tried = _every_kth(trace, str(function), str(callsite), per_iteration,
+        tried = _every_kth(replays, str(function), str(callsite), per_iteration,
                            loop.iterations)
         if tried is None:
             continue
@@ -186,20 +223,19 @@ def frequent_collectives(trace: Trace, loop: iterations.Loop | None,
             f"{where(str(function), str(callsite))} runs {times}in every iteration of the "
             f"main loop ({loop.iterations} iterations; {g.groupby('rank').size().min()} calls "
             f"per rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
-            f"iteration saves ~{max(saving[k], 0.0):.3g} s (replayed: the trace's ranks with "
-            "their messages and collectives on the machine fitted from its own timings).",
+            f"iteration {_saved(saving[k])}; tried k: "
+            f"{', '.join(f'{j}: {v:.3g} s' for j, v in saving.items())}.",
             {"k": k, "share": share, "bytes_per_call": float(size),
              "iterations": loop.iterations, "per_iteration": per_iteration,
-             "model": "simulate (fitted machine)", "replayed_with_all_s": base.replayed_s,
+             "model": MODEL, "replayed_with_all_s": base.replayed_s,
              "replayed_every_k_s": base.replayed_s - saving[k],
              "saving_by_k_s": {int(j): float(v) for j, v in saving.items()}}))
     return found
 
 
-def message_aggregation(trace: Trace) -> list[Finding]:
+def message_aggregation(trace: Trace, replays: Replays) -> list[Finding]:
     m = trace.messages
-    model = stats.fit_hockney(trace)
-    if m.empty or model is None:
+    if m.empty:
         return []
     calls = trace.calls
     # ordinal of each call among its rank's outermost calls: back-to-back = consecutive
@@ -221,23 +257,20 @@ def message_aggregation(trace: Trace) -> list[Finding]:
     found = []
     for (function, callsite), g in s.groupby(["function", "callsite"]):
         bursts = g.groupby("burst").agg(m=("bytes", "size"), b=("bytes", "sum"))
-        saving = float(((bursts["m"] - 1) * model.alpha_s).sum())
-        # saving is spread over the sending ranks, which work in parallel
-        saving /= max(g["send_rank"].nunique(), 1)
+        saving = replays.saving(Scenario(aggregate=(CallSite(str(function), str(callsite)),)))
         sc = g["send_call"].to_numpy()
         time_s = float((calls["end"].to_numpy()[sc] - calls["start"].to_numpy()[sc]).sum()
                        / 1e9)
         pairs = g.groupby(["send_rank", "recv_rank"]).size().sort_values(ascending=False)
         found.append(Finding(
-            "message_aggregation", str(function), str(callsite), len(g), time_s, saving,
+            "message_aggregation", str(function), str(callsite), len(g), time_s,
+            max(saving or 0.0, 0.0),
             f"{_plural(len(bursts), 'burst')} of {bursts['m'].mean():.1f} small messages "
             f"(mean {g['bytes'].mean():.0f} B) between one pair from "
-            f"{where(str(function), str(callsite))}; sending each "
-            f"burst as one message saves (m-1)*alpha with alpha={model.alpha_s * 1e6:.2f} us "
-            f"(Hockney fit t = alpha + n/beta on this trace, beta={model.beta_Bps / 1e6:.0f} "
-            "MB/s).",
+            f"{where(str(function), str(callsite))}; sending each burst as one message "
+            f"{_saved(saving)}.",
             {"bursts": int(len(bursts)), "mean_burst": float(bursts["m"].mean()),
-             "alpha_s": model.alpha_s, "beta_Bps": model.beta_Bps,
+             "model": MODEL,
              "top_pairs": [[int(a), int(b), int(n)] for (a, b), n in pairs.head(5).items()]}))
     return found
 
@@ -297,12 +330,15 @@ def _ranks(seconds: pd.Series) -> str:
 
 
 def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
-                    by_rank: pd.Series, caused: pd.Series, compute: pd.Series) -> str:
+                    by_rank: pd.Series, caused: pd.Series, compute: pd.Series,
+                    saving: float | None) -> str:
     """Who is late, who waits and how much; "computes longer" only where it does."""
     text = (f"ranks wait {wait_s:.3g} s in {where(function, callsite)} "
             f"({kind.replace('_', ' ')})")
+    balanced = (f"Balancing the computation of the phases that end here (each rank's "
+                f"the ranks' mean) {_saved(saving)}.")
     if caused.empty:
-        return text + f"; waiting: {_ranks(by_rank.head(3))}."
+        return text + f"; waiting: {_ranks(by_rank.head(3))}. " + balanced
     late = int(caused.index[0])
     others = f"; next: {_ranks(caused.iloc[1:3])}" if len(caused) > 1 else ""
     text += (f": rank {late} is late, causing {caused.iloc[0]:.3g} s of it "
@@ -310,17 +346,15 @@ def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
     extra = float(compute.get(late, np.nan) - compute.mean())
     if extra > 0:
         return text + (f"Rank {late} computes longer: {extra:.3g} s more than the mean "
-                       "rank over the run. Balancing the work would save about the mean "
-                       "wait per rank.")
+                       f"rank over the run. {balanced}")
     return text + (f"Rank {late} does not compute longer than the others "
                    f"({compute.get(late, np.nan):.3g} s vs the mean {compute.mean():.3g} s "
                    "over the run), so its delay comes from elsewhere, e.g. its own "
-                   "communication or waiting before this call. Removing the delay would "
-                   "save about the mean wait per rank.")
+                   f"communication or waiting before this call. {balanced}")
 
 
 def load_imbalance(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
-                   total_rank_ns: float) -> list[Finding]:
+                   total_rank_ns: float, replays: Replays) -> list[Finding]:
     pc = ws.per_call
     waits = pc[(pc["wait_ns"] > 0) & pc["wait_kind"].isin(WAITING_KINDS)]
     if waits.empty:
@@ -337,31 +371,88 @@ def load_imbalance(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
         caused_ns = (g[g["culprit"] >= 0].groupby("culprit")["wait_ns"].sum()
                      .sort_values(ascending=False, kind="stable"))
         caused = caused_ns / 1e9
-        saving = total_wait / 1e9 / max(int(trace.num_ranks), 1)  # all arrive at the mean
+        saving = replays.saving(Scenario(balance_at=(CallSite(str(function),
+                                                              str(callsite)),)))
         sel = calls.loc[g["call"].to_numpy()]
         kinds = g["wait_kind"].astype(str).value_counts()
         late_rank = int(caused.index[0]) if len(caused) else None
         late_share = float(caused_ns.iloc[0] / total_wait) if len(caused) else None
         found_text = _imbalance_text(str(function), str(callsite), total_wait / 1e9,
-                                     kinds.index[0], by_rank, caused, compute)
+                                     kinds.index[0], by_rank, caused, compute, saving)
         found.append(Finding(
             "load_imbalance", str(function), str(callsite), len(g),
-            float((sel["end"] - sel["start"]).sum() / 1e9), saving, found_text,
+            float((sel["end"] - sel["start"]).sum() / 1e9), max(saving or 0.0, 0.0),
+            found_text,
             {"late_rank": late_rank, "late_share": late_share,
              "caused_by_rank_s": {int(r): float(s) for r, s in caused.items()},
              "wait_by_rank_s": {int(r): float(s) for r, s in by_rank.items()},
              "wait_kinds": {str(k): int(v) for k, v in kinds.items()},
-             "compute_by_rank_s": {int(r): float(s) for r, s in compute.items()}}))
+             "compute_by_rank_s": {int(r): float(s) for r, s in compute.items()},
+             "model": MODEL}))
     return found
 
 
+def hot_spot(trace: Trace, ws: WaitStates, path: CriticalPath,
+             replays: Replays) -> list[Finding]:
+    """The rank with most of the critical path, when many ranks send to it or wait for
+    it: a central server the others queue at."""
+    n = int(trace.num_ranks)
+    if n < 3 or path.length_ns <= 0:
+        return []
+    per = path.per_rank()
+    hot = int(per["share"].idxmax())
+    share = float(per["share"].iloc[hot])
+    if share < HOT_SHARE:
+        return []
+    m = trace.messages
+    senders = set(m.loc[m["recv_rank"] == hot, "send_rank"].astype(int)) - {hot}
+    pc = ws.per_call
+    culprit = _culprits(trace, ws)[pc["call"].to_numpy()]
+    # waiting for its messages (a worker for its next task), not at a collective: a
+    # rank late at a collective is load imbalance
+    waiting = pc[(culprit == hot) & (pc["wait_ns"] > 0) & (pc["rank"] != hot)
+                 & pc["wait_kind"].isin(["late_sender", "late_receiver"]).to_numpy()]
+    waiters = set(waiting["rank"].astype(int))
+    partners = senders | waiters
+    if len(partners) < max(2, HOT_PARTNERS * (n - 1)):
+        return []
+    # where the others wait for it most; else the call the hot rank spends most time in
+    if len(waiting):
+        top = waiting.groupby(["function", "callsite"], observed=True)["wait_ns"].sum()
+        function, callsite = (str(x) for x in top.idxmax())
+        here = waiting[(waiting["function"] == function) & (waiting["callsite"] == callsite)]
+        calls_n, time_s = len(here), float(here["wait_ns"].sum() / 1e9)
+    else:
+        c = trace.calls[(trace.calls["rank"] == hot) & (trace.calls["depth"] == 0)]
+        top = (c["end"] - c["start"]).groupby([c["function"], c["callsite"]],
+                                              observed=True).sum()
+        function, callsite = (str(x) for x in top.idxmax())
+        calls_n, time_s = int(len(c)), float(top.max() / 1e9)
+    saving = replays.saving(Scenario(spread_rank=hot))
+    on_path = per.iloc[hot]
+    return [Finding(
+        "hot_spot", function, callsite, calls_n, time_s, max(saving or 0.0, 0.0),
+        f"rank {hot} is a hot spot: it holds {share:.0%} of the critical path "
+        f"({on_path['compute_s']:.3g} s computing, {on_path['mpi_s']:.3g} s in MPI) and "
+        f"{len(partners)} of the {n - 1} other ranks send to it or wait for it (most in "
+        f"{where(function, callsite)}): a central rank serving the others is their "
+        f"bottleneck. Sharing its computation out equally among all ranks "
+        f"{_saved(saving)}.",
+        {"rank": hot, "critical_path_share": share, "senders": sorted(senders),
+         "waiting_ranks": sorted(waiters),
+         "waited_for_s": float(waiting["wait_ns"].sum() / 1e9), "model": MODEL})]
+
+
 def find(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
-         loop: iterations.Loop | None) -> list[Finding]:
+         loop: iterations.Loop | None, path: CriticalPath | None = None) -> list[Finding]:
     """All findings, ranked by estimated savings (largest first), from the trace's wait
-    states, per-rank breakdown and main loop (an analysis session computes each once)."""
+    states, per-rank breakdown, main loop and critical path (an analysis session
+    computes each once; without the path, no hot spot)."""
     total_rank_ns = float(breakdown["total_s"].sum() * 1e9)
-    found = (redundant_collectives(trace, ws)
-             + frequent_collectives(trace, loop, total_rank_ns)
-             + message_aggregation(trace)
-             + load_imbalance(trace, ws, breakdown, total_rank_ns))
+    replays = Replays(trace)
+    found = (redundant_collectives(trace, ws, replays)
+             + frequent_collectives(trace, loop, total_rank_ns, replays)
+             + message_aggregation(trace, replays)
+             + load_imbalance(trace, ws, breakdown, total_rank_ns, replays)
+             + (hot_spot(trace, ws, path, replays) if path is not None else []))
     return sorted(found, key=lambda f: f.estimated_savings_s, reverse=True)

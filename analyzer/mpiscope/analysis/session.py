@@ -111,7 +111,8 @@ class Analysis:
     @result
     def findings(self) -> list[findings.Finding]:
         """Improvement opportunities, largest estimated savings first."""
-        return findings.find(self.trace, self.wait_states, self.ranks, self.loop)
+        return findings.find(self.trace, self.wait_states, self.ranks, self.loop,
+                             self.critical_path)
 
     @result
     def critical_path(self) -> critical_path.CriticalPath:
@@ -119,9 +120,18 @@ class Analysis:
         return critical_path.compute(self.trace, self.wait_states)
 
     def _finding(self, f: findings.Finding) -> dict[str, Any]:
-        """A finding's JSON, with where it stands to the critical path."""
-        return {**f.to_dict(), **critical_path.finding_fields(
+        """A finding's JSON, with where it stands to the critical path (off it, the
+        message says that fixing it cannot shorten the run)."""
+        d = {**f.to_dict(), **critical_path.finding_fields(
             self.critical_path, f.kind, f.function, f.callsite)}
+        if f.kind == "hot_spot":  # a rank, not a call site, holds the path there
+            share = float(f.evidence["critical_path_share"])
+            d.update(on_critical_path=True, critical_path_share=share,
+                     critical_path_s=share * self.critical_path.length_ns / 1e9)
+        elif not d["on_critical_path"]:
+            d["message"] += (" It is not on the critical path: fixing it cannot shorten "
+                             "the run.")
+        return d
 
     @result
     def message_sizes(self) -> pd.DataFrame:

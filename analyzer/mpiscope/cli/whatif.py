@@ -12,7 +12,8 @@ from pathlib import Path
 from mpiscope.errors import UserError
 
 HELP = ("predict a run: replay a trace on a model of the machine with calls made less "
-        "often or removed, another network or CPU speed")
+        "often, removed or aggregated, the load balanced, another network, CPU speed or "
+        "node count")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,6 +23,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run this collective only every K-th time (and the last time)")
     p.add_argument("--remove", action="append", default=[], metavar="FUNC@CALLSITE",
                    help="leave these calls out (a collective on every rank)")
+    p.add_argument("--aggregate", action="append", default=[], metavar="FUNC@CALLSITE",
+                   help="send each burst of small messages from these calls to one "
+                   "receiver as one message")
+    p.add_argument("--balance", action="store_true",
+                   help="perfect load balance: each rank's computation between "
+                   "synchronizations becomes the ranks' mean")
+    p.add_argument("--nodes", metavar="N",
+                   help="place the ranks block-wise on N nodes (intra- and inter-node "
+                   "paths of the machine model)")
     p.add_argument("--latency", metavar="T", help="network latency, e.g. 60us (every path)")
     p.add_argument("--bandwidth", metavar="B", help="network bandwidth, e.g. 100Mbit, 1GB")
     p.add_argument("--cpu", metavar="F", help="computation takes F times its measured time")
@@ -46,11 +56,22 @@ def scenario_of(args: argparse.Namespace):
         if not cpu > 0 or cpu == float("inf"):
             raise UserError("--cpu", f"expected a positive factor (0.5: twice as fast), "
                             f"not {args.cpu!r}")
+    nodes = None
+    if args.nodes is not None:
+        try:
+            nodes = int(args.nodes)
+        except ValueError:
+            nodes = 0
+        if nodes < 1:
+            raise UserError("--nodes", f"expected a whole number of nodes >= 1, not "
+                            f"{args.nodes!r}")
     if args.machine is not None:
         model.load_machine(args.machine)  # a bad name or file fails before the reading
     return Scenario(
         collective_every=tuple(CollectiveEvery.parse(t) for t in args.collective_every),
         remove=tuple(CallSite.parse(t, "--remove") for t in args.remove),
+        aggregate=tuple(CallSite.parse(t, "--aggregate") for t in args.aggregate),
+        balance=args.balance, nodes=nodes,
         latency_s=model.parse_time(args.latency) if args.latency is not None else None,
         bandwidth_Bps=(model.parse_rate(args.bandwidth) if args.bandwidth is not None
                        else None),

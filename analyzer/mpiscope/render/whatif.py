@@ -12,6 +12,14 @@ def _s(x: float) -> str:
     return f"{x:.4f} s"
 
 
+def _item(key: str, value: object) -> str:
+    if value is True:
+        return key
+    if isinstance(value, list):
+        return f"{key} {', '.join(map(str, value))}"
+    return f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+
+
 def print_summary(r: Replay, console: Console) -> None:
     m = r.machine
     console.print(f"Measured runtime  {_s(r.measured_s)}", highlight=False)
@@ -19,6 +27,9 @@ def print_summary(r: Replay, console: Console) -> None:
                   "on the machine fitted from the trace)", highlight=False)
     if r.scenario.is_baseline:
         return
+    console.print("Scenario          " + "; ".join(
+        _item(k, v) for k, v in r.scenario.to_dict().items()
+        if v not in (None, [], False)), highlight=False, markup=False)
     gain = r.replayed_s - r.predicted_s
     console.print(f"Predicted         {_s(r.predicted_s)}  (gain {gain:+.4f} s, "
                   f"{gain / r.replayed_s:+.1%} of the replay) on {m.name}", highlight=False)

@@ -74,6 +74,8 @@ def target_machine(fitted: Machine, scenario: Scenario) -> Machine:
     machine = base.with_network(scenario.latency_s, scenario.bandwidth_Bps)
     if scenario.cpu_factor is not None:
         machine = replace(machine, cpu_factor=scenario.cpu_factor)
+    if scenario.nodes is not None:
+        machine = replace(machine, nodes=scenario.nodes)
     return machine
 
 

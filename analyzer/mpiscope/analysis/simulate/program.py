@@ -63,6 +63,7 @@ class Program:
     msg_row: np.ndarray  # row in trace.messages
     msg_send_op: np.ndarray
     msg_recv_op: np.ndarray
+    msg_bytes: np.ndarray  # float, as replayed (an aggregated message carries its burst)
     msg_eager: np.ndarray  # bool
     msg_latency: np.ndarray  # float ns
     msg_xfer: np.ndarray  # float ns, bytes / bandwidth
@@ -107,12 +108,63 @@ def _site_mask(calls: pd.DataFrame, function: str, callsite: str) -> np.ndarray:
     return (_strings(calls["function"]) == function) & (_strings(calls["callsite"]) == callsite)
 
 
-def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
-    """Calls the scenario takes out (over trace.calls): removed call sites, collective
-    instances skipped, and the partner calls whose every message went with them."""
-    calls, coll = trace.calls, trace.collectives
+SMALL_MESSAGE_BYTES = 4096  # --aggregate merges bursts of messages up to this size
+
+
+def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
+    """(send calls taken out, bytes per message) of `--aggregate`: per call site, each
+    burst of small messages one rank sends to one receiver from back-to-back calls
+    becomes its last message, carrying the burst's bytes (sent when the last part was)."""
+    calls, m = trace.calls, trace.messages
     gone = np.zeros(len(calls), bool)
+    nbytes = m["bytes"].to_numpy().astype(np.float64) if len(m) else np.zeros(0)
+    if not scenario.aggregate:
+        return gone, nbytes
+    outer = np.flatnonzero(calls["depth"].to_numpy() == 0)
+    outer = outer[np.lexsort((calls["start"].to_numpy()[outer],
+                              calls["rank"].to_numpy()[outer]))]
+    ordinal = np.full(len(calls), -1, np.int64)
+    o_rank = calls["rank"].to_numpy()[outer]
+    # ordinal of each outermost call on its rank
+    first = np.searchsorted(o_rank, o_rank)
+    ordinal[outer] = np.arange(len(outer)) - first
+    for site in scenario.aggregate:
+        sel = _site_mask(calls, site.function, site.callsite)
+        if not sel.any():
+            raise UserError("--aggregate", f"no call {site} in this trace")
+        rows = (np.flatnonzero(sel[m["send_call"].to_numpy()]) if len(m)
+                else np.zeros(0, np.int64))
+        if not len(rows):
+            raise UserError("--aggregate", f"{site} sends no message in this trace")
+        sub = m.iloc[rows]
+        rows = rows[(sub["bytes"].to_numpy() <= SMALL_MESSAGE_BYTES)]
+        sub = m.iloc[rows]
+        o = ordinal[sub["send_call"].to_numpy()]
+        pair = (sub["send_rank"].to_numpy().astype(np.int64) * 1_000_003
+                + sub["recv_rank"].to_numpy())
+        order = np.lexsort((o, pair))
+        rows, o, pair = rows[order], o[order], pair[order]
+        new = np.r_[True, (pair[1:] != pair[:-1]) | (np.diff(o) != 1)]
+        burst = np.cumsum(new) - 1
+        last = np.r_[new[1:], True]
+        total = np.bincount(burst, weights=nbytes[rows])
+        size = np.bincount(burst)
+        merged = last & (size[burst] > 1)
+        nbytes[rows[merged]] = total[burst[merged]]
+        drop = ~last & (size[burst] > 1)
+        gone[m["send_call"].to_numpy()[rows[drop]]] = True
+    return gone, nbytes
+
+
+def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
+    """Calls the scenario takes out (over trace.calls): removed call sites and calls,
+    collective instances skipped, sends merged into their burst's last message, and the
+    partner calls whose every message went with them."""
+    calls, coll = trace.calls, trace.collectives
+    gone = _aggregated(trace, scenario)[0]
     inst_gone: set[int] = set()
+    if scenario.remove_calls:
+        gone[np.asarray(scenario.remove_calls, np.int64)] = True
     for site in scenario.remove:
         sel = _site_mask(calls, site.function, site.callsite)
         if not sel.any():
@@ -129,7 +181,7 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
         keep = (j % every.k == every.k - 1) | (j == len(insts) - 1)
         inst_gone.update(insts[~keep].tolist())
     if inst_gone or gone.any():
-        # a collective goes on every rank of the instance
+        # a collective goes on every rank of the instance (a point-to-point call alone)
         by_inst = np.isin(coll["instance"].to_numpy(), list(inst_gone))
         hit = np.isin(coll["instance"].to_numpy(),
                       coll.loc[gone[coll["call"].to_numpy()], "instance"].unique())
@@ -148,11 +200,64 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
     return gone
 
 
+def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarray,
+              op_call: np.ndarray, op_lo: np.ndarray, nr: int) -> np.ndarray:
+    """The computation with `balance` (each rank's compute between two collectives of its
+    run, the k-th phase, becomes the mean over ranks of their k-th phase; with
+    `balance_at`, only the phases in which those call sites run; the bursts of a phase
+    keep their proportions) and `spread_rank` (that rank's computation shared equally: it
+    keeps 1/n of it, every other rank's grows by the same amount, spread over its
+    bursts in proportion)."""
+    if not (scenario.balance or scenario.balance_at or scenario.spread_rank is not None):
+        return gap
+    calls = trace.calls
+    gap = gap.copy()
+    # the time before a rank's MPI_Init is its start, not its work
+    first = np.zeros(len(gap), bool)
+    first[op_lo[:-1][op_lo[:-1] < len(gap)]] = True
+    first &= np.isin(_strings(calls["function"])[op_call], ["MPI_Init", "MPI_Init_thread"])
+    if scenario.balance or scenario.balance_at:
+        # phases: between the collectives of each rank (where all the ranks of the run
+        # meet); a collective ends the phase it closes
+        sync = np.zeros(len(calls), bool)
+        if len(trace.collectives):
+            sync[trace.collectives["call"].to_numpy()] = True
+        is_sync = sync[op_call].astype(np.int64)
+        phase = pd.Series(is_sync).groupby(rank).cumsum().to_numpy() - is_sync
+        work = np.where(first, 0.0, gap)
+        key = pd.DataFrame({"rank": rank, "phase": phase, "gap": work})
+        per = key.groupby(["phase", "rank"])["gap"].transform("sum").to_numpy()
+        mean = key.groupby(["phase", "rank"])["gap"].sum().groupby("phase").mean()
+        target = mean.reindex(phase).to_numpy()
+        scale = np.where(per > 0, target / np.where(per > 0, per, 1), 1.0)
+        if scenario.balance_at and not scenario.balance:
+            # only the phases in which a call of those sites runs (on some rank)
+            sites = np.zeros(len(calls), bool)
+            for site in scenario.balance_at:
+                sites |= _site_mask(calls, site.function, site.callsite)
+            chosen = np.isin(phase, np.unique(phase[sites[op_call]]))
+            scale = np.where(chosen, scale, 1.0)
+        gap = np.where(first, gap, gap * scale)
+    if scenario.spread_rank is not None:
+        h = scenario.spread_rank
+        if not 0 <= h < nr:
+            raise UserError("spread_rank", f"no rank {h} in this trace")
+        total = np.bincount(rank, weights=np.where(first, 0.0, gap), minlength=nr)
+        share = total[h] / nr
+        grow = np.where(total > 0, 1 + share / np.where(total > 0, total, 1), 1.0)
+        grow[h] = 1 / nr
+        gap = np.where(first, gap, gap * grow[rank])
+    return gap
+
+
 def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) -> Program:
     calls = trace.calls
     n_calls = len(calls)
     top = (calls["depth"].to_numpy() == 0)
     op_call = np.flatnonzero(top)
+    # in rank order, then time (a trace read back is; one built by hand need not be)
+    op_call = op_call[np.lexsort((calls["start"].to_numpy()[op_call],
+                                  calls["rank"].to_numpy()[op_call]))]
     op_of = np.full(n_calls + 1, -1, np.int64)  # index -1 (no call) maps to -1 too
     op_of[op_call] = np.arange(len(op_call))
     rank = calls["rank"].to_numpy()[op_call].astype(np.int64)
@@ -170,6 +275,7 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     prev_end[first] = 0.0
     cpu = scenario.cpu_factor if scenario.cpu_factor is not None else target.cpu_factor
     gap = np.maximum(start - prev_end, 0.0) * cpu
+    gap = _balanced(trace, scenario, gap, rank, op_call, op_lo, nr)
     ranks_tab = trace.ranks.sort_values("rank")
     last_ns = ranks_tab["last_ns"].to_numpy().astype(np.float64)
     trailing = np.zeros(nr)
@@ -190,7 +296,7 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     s_op, r_op = s_op[rows], r_op[rows]
     sdone = op_of[m["send_complete_call"].to_numpy()[rows]] if len(m) else s_op
     rdone = op_of[m["recv_complete_call"].to_numpy()[rows]] if len(m) else r_op
-    nbytes = m["bytes"].to_numpy()[rows].astype(np.float64) if len(m) else np.zeros(0)
+    nbytes = _aggregated(trace, scenario)[1][rows]
     s_rank = rank[s_op]
     r_rank = rank[r_op]
 
@@ -282,7 +388,8 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     return Program(
         num_ranks=nr, op_lo=op_lo.astype(np.int64), op_call=op_call, gap=gap, cost=cost,
         removed=removed, trailing=trailing, msg_row=rows, msg_send_op=s_op,
-        msg_recv_op=r_op, msg_eager=t_eager, msg_latency=t_lat, msg_xfer=t_xfer,
+        msg_recv_op=r_op, msg_bytes=nbytes, msg_eager=t_eager, msg_latency=t_lat,
+        msg_xfer=t_xfer,
         msg_contended=t_inter,
         post_send=_csr(s_op, np.arange(len(rows)), n_ops),
         post_recv=_csr(r_op, np.arange(len(rows)), n_ops),

@@ -52,15 +52,27 @@ class CollectiveEvery:
 
 @dataclass(frozen=True)
 class Scenario:
-    """What changes: calls run less often or not at all, and the machine's network and
-    CPU speed (None: as the base machine has them)."""
+    """What changes: calls run less often, not at all or merged, the computation
+    balanced or one rank's spread, and the machine's network, CPU speed and node count
+    (None: as the base machine has them)."""
 
     collective_every: tuple[CollectiveEvery, ...] = ()
     remove: tuple[CallSite, ...] = ()
+    # bursts of back-to-back small messages from these sends to one receiver: one message
+    aggregate: tuple[CallSite, ...] = ()
+    # every rank's computation between synchronizations becomes the ranks' mean
+    balance: bool = False
     latency_s: float | None = None
     bandwidth_Bps: float | None = None
     cpu_factor: float | None = None
+    nodes: int | None = None  # ranks placed block-wise on this many nodes
     machine: str | None = None  # name or file of the machine model (None: fitted)
+    # for the findings (Python only): single calls (rows of trace.calls) taken out, the
+    # balance only for the phases that end at these call sites, one rank's computation
+    # shared out equally among all ranks
+    remove_calls: tuple[int, ...] = ()
+    balance_at: tuple[CallSite, ...] = ()
+    spread_rank: int | None = None
     notes: list[str] = field(default_factory=list, compare=False)
 
     @property
@@ -69,6 +81,13 @@ class Scenario:
 
     def to_dict(self) -> dict:
         return {"collective_every": [str(c) for c in self.collective_every],
-                "remove": [str(s) for s in self.remove], "latency_s": self.latency_s,
-                "bandwidth_Bps": self.bandwidth_Bps, "cpu_factor": self.cpu_factor,
-                "machine": self.machine}
+                "remove": [str(s) for s in self.remove],
+                "aggregate": [str(s) for s in self.aggregate], "balance": self.balance,
+                "latency_s": self.latency_s, "bandwidth_Bps": self.bandwidth_Bps,
+                "cpu_factor": self.cpu_factor, "nodes": self.nodes,
+                "machine": self.machine,
+                **({"removed_calls": len(self.remove_calls)} if self.remove_calls else {}),
+                **({"balance_at": [str(s) for s in self.balance_at]}
+                   if self.balance_at else {}),
+                **({"spread_rank": self.spread_rank} if self.spread_rank is not None
+                   else {})}

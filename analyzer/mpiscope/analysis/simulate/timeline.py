@@ -42,6 +42,25 @@ def predicted_trace(src: Trace, prog: Program, tl: Timeline, machine: Machine) -
     p["call"] = new_id[old]
 
     m = src.messages.iloc[prog.msg_row].reset_index(drop=True)
+    if not np.array_equal(m["bytes"].to_numpy(), prog.msg_bytes):
+        # aggregated messages carry their burst: on the message, its send and receive
+        # events and calls
+        m["bytes"] = prog.msg_bytes.astype(m["bytes"].dtype)
+        ms = src.messages
+        size: dict[int, float] = {}
+        for col in ("send_call", "recv_complete_call", "recv_call"):
+            size.update(zip(ms[col].to_numpy()[prog.msg_row].tolist(),
+                            prog.msg_bytes.tolist(), strict=True))
+        pc = old  # the p2p events' calls in the source trace
+        has = p["event"].astype(str).isin(["send", "isend", "recv", "irecv"]).to_numpy()
+        new_bytes = np.array([size.get(int(c), -1) for c in pc])
+        upd = has & (new_bytes >= 0)
+        p.loc[upd, "bytes"] = new_bytes[upd]
+        for col in ("bytes_sent", "bytes_recv"):
+            cc = kept_calls
+            nb = np.array([size.get(int(c), -1) for c in cc])
+            sel = (nb >= 0) & (calls[col].to_numpy() > 0)
+            calls.loc[sel, col] = nb[sel]
     for col in ("send_call", "recv_call", "send_complete_call", "recv_complete_call"):
         m[col] = new_id[m[col].to_numpy()]
     old_s, old_r = src.messages["send_call"].to_numpy()[prog.msg_row], \
