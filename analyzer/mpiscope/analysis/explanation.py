@@ -420,9 +420,10 @@ def explain(cmp: Comparison) -> Explanation:
         falls = sorted((x for x in falls if x[0] > MIN_SHARE_OF_MOVE * -ex.difference_s),
                        key=lambda x: -x[0])[:MAX_DESTINATIONS]
         if falls:
-            ex.sentences.append("the run gained more than predicted; time also fell in " + ", ".join(
-                f"compute (−{_num(d)})" if what == "compute"
-                else f"{fn} at {cs} (−{_num(d)})" for d, what, fn, cs in falls))
+            ex.sentences.append("the run gained more than predicted; time also fell in "
+                                + ", ".join(f"compute (−{_num(d)})" if what == "compute"
+                                            else f"{fn} at {cs} (−{_num(d)})"
+                                            for d, what, fn, cs in falls))
     path = _path_sentence(cmp, sites)
     if path:
         ex.sentences.append(path)
