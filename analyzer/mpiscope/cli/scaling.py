@@ -21,10 +21,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mpiscope.analysis import scaling
     from mpiscope.analysis.session import Analysis
+    from mpiscope.archive import fom
     from mpiscope.render import scaling as show
     from mpiscope.render.loading import load_with_progress
 
-    df = scaling.table([scaling.row(Analysis(load_with_progress(p))) for p in args.traces])
+    rows = [scaling.row(Analysis(load_with_progress(p)), fom.read(p)) for p in args.traces]
+    scaling.same_program(rows)  # one line and exit 2 for runs that do not scale
+    df = scaling.table(rows)
     show.print_table(df)
     if args.json:
         output.write_text(args.json,

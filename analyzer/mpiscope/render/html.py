@@ -17,6 +17,8 @@ import plotly.offline
 from mpiscope import output
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison, RunSummary
+from mpiscope.analysis.explanation import Explanation, explain
+from mpiscope.render import explain as explained
 from mpiscope.render import timeline
 from mpiscope.render.cutshort import cut_short_notes
 from mpiscope.render.numbers import fmt_pct, fmt_s
@@ -88,9 +90,10 @@ def run_meta_rows(run: RunSummary) -> list[list[object]]:
     ]
 
 
-def render_html(cmp: Comparison, title: str = "") -> str:
+def render_html(cmp: Comparison, title: str = "", ex: Explanation | None = None) -> str:
     """The report; with timelines of a few iterations of the runs analyzed here."""
     a, b = cmp.a, cmp.b
+    ex = ex or explain(cmp)
     title = title or f"mpiscope: {a.label} vs {b.label}"
     now = datetime.now(timezone.utc)
     parts: list[str] = [f"<h1>{esc(title)}</h1>",
@@ -161,6 +164,7 @@ def render_html(cmp: Comparison, title: str = "") -> str:
     parts.append(
         f"<p>Predicted gain from the resolved findings: <b>{fmt_s(cmp.predicted_gain_s)}</b>; "
         f"measured change in wall time: <b>{fmt_s(cmp.measured_gain_s)}</b>.</p>")
+    parts.append(explained.html_section(cmp, ex, table, figure_div))
 
     timelines = timeline.of_comparison(cmp)
     if timelines:
@@ -174,6 +178,7 @@ def render_html(cmp: Comparison, title: str = "") -> str:
             f"</head><body>{body}</body></html>")
 
 
-def write_html(cmp: Comparison, out: Path, title: str = "") -> None:
+def write_html(cmp: Comparison, out: Path, title: str = "",
+               ex: Explanation | None = None) -> None:
     output.make_parent(out)
-    output.write_text(out, render_html(cmp, title))
+    output.write_text(out, render_html(cmp, title, ex))

@@ -9,6 +9,8 @@ from pathlib import Path
 from mpiscope import output
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison, RunSummary
+from mpiscope.analysis.explanation import Explanation, explain
+from mpiscope.render import explain as explained
 from mpiscope.render.cutshort import cut_short_notes
 from mpiscope.render.numbers import fmt_pct, fmt_s
 
@@ -62,7 +64,7 @@ def md_rank_rows(a: RunSummary, b: RunSummary) -> list[list[object]]:
             for rank in sorted(set(ra) | set(rb))]
 
 
-def render_markdown(cmp: Comparison) -> str:
+def render_markdown(cmp: Comparison, ex: Explanation | None = None) -> str:
     """A summary for a pull-request comment: the headline, then tables a reviewer can scan
     (the HTML report has the same numbers plus the charts and timelines)."""
     a, b = cmp.a, cmp.b
@@ -126,9 +128,10 @@ def render_markdown(cmp: Comparison) -> str:
             for o in cmp.outcomes], "llrl")
     else:
         lines.append(f"No findings in {md(a.label)}.")
+    lines += explained.md_lines(cmp, ex or explain(cmp), md_table)
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(cmp: Comparison, out: Path) -> None:
+def write_markdown(cmp: Comparison, out: Path, ex: Explanation | None = None) -> None:
     output.make_parent(out)
-    output.write_text(out, render_markdown(cmp))
+    output.write_text(out, render_markdown(cmp, ex))

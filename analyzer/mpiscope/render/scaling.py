@@ -1,5 +1,5 @@
-"""The scaling study rendered: breakdown shares against rank count as a terminal table, a
-self-contained HTML figure or a PNG."""
+"""The scaling study rendered: breakdown shares, speed-up and parallel efficiency against
+rank count as a terminal table, a self-contained HTML page or a PNG."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.offline
+from plotly.subplots import make_subplots
 from rich.console import Console
 from rich.table import Table
 
@@ -29,19 +31,51 @@ def figure(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def speedup_figure(df: pd.DataFrame) -> go.Figure:
+    """Speed-up (with the ideal line) and parallel efficiency against rank count, both
+    against the smallest run."""
+    fewest = int(df["ranks"].min()) if len(df) else 1
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["Speed-up", "Parallel efficiency"])
+    fig.add_scatter(x=df["ranks"], y=df["ranks"] / fewest, name="ideal", mode="lines",
+                    line=dict(dash="dash", color="#999"), row=1, col=1)
+    fig.add_scatter(x=df["ranks"], y=df["speedup"], name="speed-up", mode="lines+markers",
+                    hovertemplate="%{x} ranks: %{y:.2f}×<extra></extra>", row=1, col=1)
+    fig.add_scatter(x=df["ranks"], y=100 * df["efficiency"], name="efficiency",
+                    mode="lines+markers", hovertemplate="%{x} ranks: %{y:.0f}%<extra></extra>",
+                    row=1, col=2)
+    fig.update_xaxes(title_text="ranks")
+    fig.update_yaxes(title_text=f"× the {fewest}-rank run", row=1, col=1)
+    fig.update_yaxes(title_text="%", rangemode="tozero", row=1, col=2)
+    fig.update_layout(title=f"Speed-up and parallel efficiency against {fewest} "
+                      f"rank{'s' if fewest > 1 else ''}", template="plotly_white")
+    return fig
+
+
 def print_table(df: pd.DataFrame, console: Console | None = None) -> None:
     tab = Table(title="Breakdown vs rank count")
-    for col in ("ranks", "wall (s)", *(PART_LABELS[p] for p in PARTS), "trace"):
+    for col in ("ranks", "wall (s)", "speed-up", "efficiency", *(PART_LABELS[p] for p in PARTS),
+                "trace"):
         tab.add_column(col, justify="left" if col == "trace" else "right", overflow="fold")
     for r in df.to_dict("records"):
-        tab.add_row(str(r["ranks"]), f"{r['wall_s']:.4f}",
-                    *(f"{r[f'{p}_share']:.1%}" for p in PARTS), r["trace"])
+        tab.add_row(str(r["ranks"]), f"{r['wall_s']:.4f}", f"{r['speedup']:.2f}×",
+                    f"{r['efficiency']:.0%}", *(f"{r[f'{p}_share']:.1%}" for p in PARTS),
+                    r["trace"])
     (console or Console()).print(tab)
+    if len(df):
+        fewest = int(df["ranks"].min())
+        (console or Console()).print(
+            f"speed-up and efficiency against the {fewest}-rank run (the fastest of them "
+            "if several)", highlight=False)
 
 
 def write_html(df: pd.DataFrame, out: Path) -> None:
-    """The figure as a self-contained page (no network needed to view it)."""
-    output.write_text(out, figure(df).to_html(include_plotlyjs=True))
+    """Both figures as a self-contained page (no network needed to view it)."""
+    divs = "".join(plotly.offline.plot(f, output_type="div", include_plotlyjs=False)
+                   for f in (figure(df), speedup_figure(df)))
+    output.write_text(out, "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+                      "<title>mpiscope scaling</title><script type='text/javascript'>"
+                      f"{plotly.offline.get_plotlyjs()}</script></head><body>{divs}"
+                      "</body></html>")
 
 
 def write_png(df: pd.DataFrame, out: Path) -> None:
