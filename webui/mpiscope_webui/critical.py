@@ -111,16 +111,18 @@ def query(pi: PathIndex, t0: int, t1: int, plot_px: int) -> PathView:
     j0, j1 = pi.end[nxt], pi.start[nxt + 1]
     px_ns = (t1 - t0) / max(plot_px, 1)
     col = np.floor((s - t0) / px_ns).astype(np.int64)
-    short = np.floor((e - t0) / px_ns).astype(np.int64) == col
+    short = (e - s) < px_ns
     if short.any():  # one cell per (pixel column, lane) for what is shorter than a pixel
         nr = int(max(rank.max(initial=0), jf.max(initial=0), jt.max(initial=0))) + 1
         sel = np.flatnonzero(short)
-        keep = sel[one_per_key(col[sel] * nr + rank[sel])]
-        cs = t0 + col[keep] * px_ns
+        keys, cell = np.unique(col[sel] * nr + rank[sel], return_inverse=True)
+        cs = np.full(len(keys), np.iinfo(np.int64).max)
+        ce = np.full(len(keys), np.iinfo(np.int64).min)
+        np.minimum.at(cs, cell, s[sel])
+        np.maximum.at(ce, cell, e[sel])
         long_ = np.flatnonzero(~short)
-        rank = np.r_[rank[long_], rank[keep]]
-        s = np.r_[s[long_], np.maximum(cs, t0).astype(np.int64)]
-        e = np.r_[e[long_], np.minimum(cs + px_ns, t1).astype(np.int64)]
+        rank = np.r_[rank[long_], keys % nr]
+        s, e = np.r_[s[long_], cs], np.r_[e[long_], ce]
         if len(jf):  # one jump per (pixel column, from lane, to lane)
             jcol = np.floor((np.clip(j0, t0, t1) - t0) / px_ns).astype(np.int64)
             pick = one_per_key((jcol * nr + jf) * nr + jt)
