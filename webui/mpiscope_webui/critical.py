@@ -141,7 +141,10 @@ def overlay(model: TraceModel, figure: dict, t0_s: float, t1_s: float, width_px:
     """The timeline `figure` with the path's curves appended (after every other curve,
     so that the legend's curve numbers stay as they are; they have no legend entry), and
     what the status line says about them."""
-    pi = path_index(model)
+    try:
+        pi = path_index(model)
+    except Exception as err:  # noqa: BLE001 - the timeline is drawn without it
+        return figure, f" · critical path unavailable ({type(err).__name__})"
     origin = model.index.origin
     t0 = int(round(t0_s * 1e9)) - origin
     t1 = int(round(t1_s * 1e9)) - origin

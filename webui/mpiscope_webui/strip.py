@@ -146,9 +146,11 @@ def figure(model: TraceModel, view: View) -> dict:
 
 
 def graph(panel: int) -> html.Div:
-    return html.Div(dcc.Graph(id={"type": "strip", "panel": panel},
-                              config={"displayModeBar": False, "scrollZoom": False,
-                                      "responsive": False}),
+    return html.Div([dcc.Graph(id={"type": "strip", "panel": panel},
+                               config={"displayModeBar": False, "scrollZoom": False,
+                                       "responsive": False}),
+                     # whether the bars are drawn: a zoom then only moves the x-range
+                     dcc.Store(id={"type": "strip-drawn", "panel": panel}, data=False)],
                     className="strip")
 
 
@@ -171,21 +173,22 @@ def register(app: Dash, models: list[TraceModel]) -> None:
     n = len(models)
 
     @app.callback(Output({"type": "strip", "panel": MATCH}, "figure"),
+                  Output({"type": "strip-drawn", "panel": MATCH}, "data"),
                   Input({"type": "view", "panel": MATCH}, "data"),
-                  State({"type": "strip", "panel": MATCH}, "figure"))
-    def draw(view, shown):
+                  State({"type": "strip-drawn", "panel": MATCH}, "data"))
+    def draw(view, drawn):
         p = inputs.output_panel(ctx.outputs_list, n)
         v = None if p is None else _view(models[p], view)
         if v is None:
             raise PreventUpdate
-        if shown and shown.get("data"):  # drawn already: only the window moves
+        if drawn is True:  # the bars are there: only the window moves (no figure sent)
             patch = Patch()
             patch["layout"]["xaxis"]["range"] = [v.t0, v.t1]
-            return patch
+            return patch, no_update
         try:
-            return figure(models[p], v)
+            return figure(models[p], v), True
         except Exception:  # noqa: BLE001 - the analysis tabs list the error
-            return no_update
+            return no_update, no_update
 
     @app.callback(Output({"type": "view", "panel": MATCH}, "data", allow_duplicate=True),
                   Input({"type": "strip", "panel": MATCH}, "clickData"),
