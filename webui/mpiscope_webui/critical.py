@@ -22,7 +22,7 @@ from dash.exceptions import PreventUpdate
 
 from mpiscope.analysis.critical_path import CriticalPath
 from mpiscope_webui import inputs
-from mpiscope_webui.geometry import one_per_key, rects, typed
+from mpiscope_webui.geometry import rects, typed
 from mpiscope_webui.model import TraceModel
 
 PATH, EDGES = "critical path", "critical path edges"  # names of the overlay's curves
@@ -30,6 +30,7 @@ COLOUR = "#e0007a"
 BAND = 0.09  # half the height of the highlight, in lanes (states are 0.42)
 PROFILE_ROWS = 200  # the tab lists the path's largest entries, up to this many
 TOGGLE = "cp-toggle"
+JUMPS_PER_PX = 4  # jumps a pixel column shows one by one; more become one line
 _lock = threading.Lock()
 
 
@@ -81,53 +82,87 @@ def path_index(model: TraceModel) -> PathIndex:
 
 @dataclass
 class PathView:
-    """What one view draws of the path: stretches (rank, start, end) and jumps between
-    consecutive stretches (from rank, to rank, time on each side), ns from the origin."""
+    """What one view draws of the path, ns from the origin: stretches as (lane, start,
+    end) bars, and jumps from one lane to another (times on each side)."""
 
-    rank: np.ndarray
+    lane: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    jump_from: np.ndarray
+    jump_from: np.ndarray  # lanes
     jump_to: np.ndarray
     jump_t0: np.ndarray
     jump_t1: np.ndarray
     stretches_total: int  # in the window before merging
 
 
-def query(pi: PathIndex, t0: int, t1: int, plot_px: int) -> PathView:
-    """The path in [t0, t1), merged per pixel column where it switches ranks faster than
-    a pixel (as lod.query merges the states)."""
+def _runs(lane: np.ndarray, col: np.ndarray, s: np.ndarray, e: np.ndarray, ncols: int,
+          t0: int, px_ns: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cells (lane, pixel column) merged along each lane where columns follow each other:
+    (lane, start, end) per run, to the pixel (and to the ns at a lane's first and last)."""
+    nl = int(lane.max()) + 1
+    grid = np.zeros((nl, ncols + 2), bool)  # a free column each side: runs end there
+    grid.reshape(-1)[lane * (ncols + 2) + col + 1] = True
+    edge = np.diff(grid.view(np.int8), axis=1)
+    rl, rc0 = np.nonzero(edge == 1)  # run from column rc0 ...
+    _, rc1 = np.nonzero(edge == -1)  # ... to before rc1 (nonzero goes lane by lane)
+    first = np.full(nl, np.iinfo(np.int64).max)
+    last = np.full(nl, np.iinfo(np.int64).min)
+    np.minimum.at(first, lane, s)
+    np.maximum.at(last, lane, e)
+    rs = np.maximum((t0 + rc0 * px_ns).astype(np.int64), first[rl])
+    re = np.minimum((t0 + rc1 * px_ns).astype(np.int64), last[rl])
+    return rl, rs, re
+
+
+def query(pi: PathIndex, t0: int, t1: int, plot_px: int,
+          lane_of: np.ndarray | None = None) -> PathView:
+    """The path in [t0, t1) at the timeline's level of detail: stretches at least a pixel
+    long one by one; shorter ones merged per (pixel column, lane), and those cells along
+    each lane into runs; jumps one by one, except in a pixel column with more than
+    JUMPS_PER_PX of them: there one line over the lanes they span."""
     t0, t1 = sorted((int(t0), int(t1)))
     t1 = max(t1, t0 + 1)
+    plot_px = max(int(plot_px), 1)
+    if lane_of is None:
+        lane_of = np.arange(int(pi.rank.max(initial=-1)) + 1)
     # stretches are in path order; trace times may stray from it by the clock offsets
     lo = max(int(np.searchsorted(pi.end, t0 - pi.max_skew, side="left")) - 1, 0)
     hi = int(np.searchsorted(pi.start, t1 + pi.max_skew, side="right"))
     k = np.arange(lo, hi)
-    k = k[(pi.end[k] > t0) & (pi.start[k] < t1)]
-    rank, s, e = pi.rank[k], np.maximum(pi.start[k], t0), np.minimum(pi.end[k], t1)
+    k = k[(pi.end[lo:hi] > t0) & (pi.start[lo:hi] < t1)]
+    lane = lane_of[pi.rank[k]]
+    s, e = np.maximum(pi.start[k], t0), np.minimum(pi.end[k], t1)
     # jumps: the end of stretch i joins the start of stretch i + 1 (both in the window)
-    nxt = k[:-1][np.diff(k) == 1] if len(k) > 1 else np.empty(0, np.int64)
-    jf, jt = pi.rank[nxt], pi.rank[nxt + 1]
+    if len(k) and k[-1] - k[0] == len(k) - 1:  # all consecutive (no skew): every pair
+        nxt = k[:-1]
+    else:
+        nxt = k[:-1][np.diff(k) == 1] if len(k) > 1 else np.empty(0, np.int64)
+    jf, jt = lane_of[pi.rank[nxt]], lane_of[pi.rank[nxt + 1]]
     j0, j1 = pi.end[nxt], pi.start[nxt + 1]
-    px_ns = (t1 - t0) / max(plot_px, 1)
-    col = np.floor((s - t0) / px_ns).astype(np.int64)
-    short = (e - s) < px_ns
-    if short.any():  # one cell per (pixel column, lane) for what is shorter than a pixel
-        nr = int(max(rank.max(initial=0), jf.max(initial=0), jt.max(initial=0))) + 1
+    px_ns = (t1 - t0) / plot_px
+    short = (e - s) * plot_px < (t1 - t0)
+    if short.any():
         sel = np.flatnonzero(short)
-        keys, cell = np.unique(col[sel] * nr + rank[sel], return_inverse=True)
-        cs = np.full(len(keys), np.iinfo(np.int64).max)
-        ce = np.full(len(keys), np.iinfo(np.int64).min)
-        np.minimum.at(cs, cell, s[sel])
-        np.maximum.at(ce, cell, e[sel])
-        long_ = np.flatnonzero(~short)
-        rank = np.r_[rank[long_], keys % nr]
-        s, e = np.r_[s[long_], cs], np.r_[e[long_], ce]
-        if len(jf):  # one jump per (pixel column, from lane, to lane)
-            jcol = np.floor((np.clip(j0, t0, t1) - t0) / px_ns).astype(np.int64)
-            pick = one_per_key((jcol * nr + jf) * nr + jt)
-            jf, jt, j0, j1 = jf[pick], jt[pick], j0[pick], j1[pick]
-    return PathView(rank, s, e, jf, jt, j0, j1, len(k))
+        col = np.minimum((s[sel] - t0) * plot_px // (t1 - t0), plot_px - 1)
+        rl, rs, re = _runs(lane[sel], col, s[sel], e[sel], plot_px, t0, px_ns)
+        keep = np.flatnonzero(~short)
+        lane, s, e = np.r_[lane[keep], rl], np.r_[s[keep], rs], np.r_[e[keep], re]
+    if len(jf) > plot_px:
+        jcol = (np.clip(j0, t0, t1 - 1) - t0) * plot_px // (t1 - t0)
+        per_col = np.bincount(jcol, minlength=plot_px)
+        dense = per_col[jcol] > JUMPS_PER_PX
+        if dense.any():  # many ways back and forth in one column: one line over them
+            c = jcol[dense]
+            top = np.full(len(per_col), np.iinfo(np.int64).max)
+            bottom = np.full(len(per_col), -1)
+            np.minimum.at(top, c, np.minimum(jf[dense], jt[dense]))
+            np.maximum.at(bottom, c, np.maximum(jf[dense], jt[dense]))
+            cols = np.flatnonzero(bottom >= 0)
+            mid = (t0 + (cols + 0.5) * px_ns).astype(np.int64)
+            sparse = ~dense
+            jf, jt = np.r_[jf[sparse], top[cols]], np.r_[jt[sparse], bottom[cols]]
+            j0, j1 = np.r_[j0[sparse], mid], np.r_[j1[sparse], mid]
+    return PathView(lane, s, e, jf, jt, j0, j1, len(k))
 
 
 def enabled(value: object) -> bool:
@@ -149,13 +184,12 @@ def overlay(model: TraceModel, figure: dict, t0_s: float, t1_s: float, width_px:
     t0 = int(round(t0_s * 1e9)) - origin
     t1 = int(round(t1_s * 1e9)) - origin
     plot_px = max(width_px - margin_px, 50)
-    pv = query(pi, t0, t1, plot_px)
-    lane = model.lanes.lane_of_rank
+    pv = query(pi, t0, t1, plot_px, model.lanes.lane_of_rank)
 
     def to_s(t):
         return (np.asarray(t, np.float64) + origin) / 1e9
 
-    ly = lane[pv.rank].astype(np.float64)
+    ly = pv.lane.astype(np.float64)
     x, y = rects(to_s(pv.start), to_s(pv.end), ly - BAND, ly + BAND)
     if not len(x):
         x, y = np.array([t0_s]), np.array([-100.0])
@@ -164,7 +198,7 @@ def overlay(model: TraceModel, figure: dict, t0_s: float, t1_s: float, width_px:
     jx = np.full(3 * n, np.nan)
     jy = np.full(3 * n, np.nan)
     jx[0::3], jx[1::3] = to_s(pv.jump_t0), to_s(pv.jump_t1)
-    jy[0::3], jy[1::3] = lane[pv.jump_from], lane[pv.jump_to]
+    jy[0::3], jy[1::3] = pv.jump_from, pv.jump_to
     if not n:
         jx, jy = np.array([t0_s]), np.array([-100.0])
     fig = dict(figure)
@@ -175,7 +209,7 @@ def overlay(model: TraceModel, figure: dict, t0_s: float, t1_s: float, width_px:
                    {"type": "scatter", "name": EDGES, "x": typed(jx), "y": typed(jy, "f4"),
                     "mode": "lines", "line": {"color": COLOUR, "width": 2},
                     "connectgaps": False, "hoverinfo": "skip", "showlegend": False}]
-    status = (f" · critical path: {len(pv.rank)} stretches, {n} jumps drawn "
+    status = (f" · critical path: {len(pv.lane)} stretches, {n} jumps drawn "
               f"({pv.stretches_total} in the window)")
     return fig, status
 

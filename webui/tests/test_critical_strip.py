@@ -89,20 +89,35 @@ def test_the_path_is_built_once_per_trace(chain):
 
 def test_a_long_path_is_merged_per_pixel_column():
     """100 000 stretches alternating between two ranks, 10 ns each, on a 400-pixel view:
-    each pixel column has one cell per lane and one jump per direction, not 250 each."""
+    the path is in both lanes in every pixel column, so each lane gets one bar over the
+    window; the 250 jumps of each pixel column are one line there."""
     n, w = 100_000, 400
     start = np.arange(n, dtype=np.int64) * 10
     pi = PathIndex(np.arange(n) % 2, start, start + 10, 0, path=None)
     v = critical.query(pi, 0, n * 10, w)
     assert v.stretches_total == n
-    cells = set(zip((v.start // (n * 10 // w)).tolist(), v.rank.tolist(), strict=True))
-    assert len(v.rank) == 2 * w and len(cells) == 2 * w
-    assert len(v.jump_from) == 2 * w
-    # zoomed in to 30 stretches, each is drawn as it is
+    assert sorted(zip(v.lane.tolist(), v.start.tolist(), v.end.tolist(), strict=True)) == \
+        [(0, 0, n * 10 - 10), (1, 10, n * 10)]
+    assert len(v.jump_from) == w  # a line from lane 0 to 1 in each column
+    assert set(zip(v.jump_from.tolist(), v.jump_to.tolist(), strict=True)) == {(0, 1)}
+    # zoomed in to 30 stretches, each is drawn as it is, and every jump
     v = critical.query(pi, 5000, 5300, w)
-    assert v.stretches_total == len(v.rank) == 30
+    assert v.stretches_total == len(v.lane) == 30
     assert list(zip(v.start, v.end, strict=True)) == [(t, t + 10) for t in range(5000, 5300, 10)]
     assert len(v.jump_from) == 29
+
+
+def test_a_column_of_many_jumps_is_one_line_over_their_lanes():
+    """Round and round four ranks: the jumps of each pixel column are one line from the
+    first lane to the last."""
+    n, w = 100_000, 400
+    start = np.arange(n, dtype=np.int64) * 10
+    pi = PathIndex(np.arange(n) % 4, start, start + 10, 0, path=None)
+    v = critical.query(pi, 0, n * 10, w, lane_of=np.array([3, 2, 1, 0]))
+    assert len(v.jump_from) == w
+    assert set(v.jump_from.tolist()) == {0} and set(v.jump_to.tolist()) == {3}
+    assert (v.jump_t0 == v.jump_t1).all()
+    assert sorted(v.lane.tolist()) == [0, 1, 2, 3]
 
 
 def test_without_a_main_loop_the_strip_shows_time_bins(chain):
