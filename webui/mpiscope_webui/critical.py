@@ -21,6 +21,7 @@ from dash import MATCH, Dash, Input, Output, ctx, dash_table, dcc, html
 from dash.exceptions import PreventUpdate
 
 from mpiscope.analysis.critical_path import CriticalPath
+from mpiscope.render import palette
 from mpiscope_webui import inputs
 from mpiscope_webui.geometry import rects, typed
 from mpiscope_webui.model import TraceModel
@@ -260,10 +261,14 @@ def profile(model: TraceModel, panel: int, label: str = "") -> list:
     pr = path.per_rank()
     fig = go.Figure()
     x = [f"rank {r}" for r in pr["rank"]]
-    fig.add_bar(x=x, y=pr["compute_s"], name="compute", marker_color="#8fbc8f",
-                hovertemplate="%{x}: %{y:.4g} s computing on the path<extra></extra>")
-    fig.add_bar(x=x, y=pr["mpi_s"], name="MPI", marker_color="#c0392b",
-                hovertemplate="%{x}: %{y:.4g} s in MPI on the path<extra></extra>")
+    share = 100 * pr["share"].to_numpy()
+    fig.add_bar(x=x, y=pr["compute_s"], name="compute",
+                marker_color=palette.PART_COLOURS["compute"], customdata=share,
+                hovertemplate="%{x} (%{customdata:.1f}% of the path): %{y:.4g} s "
+                "computing on it<extra></extra>")
+    fig.add_bar(x=x, y=pr["mpi_s"], name="MPI", marker_color=COLOUR, customdata=share,
+                hovertemplate="%{x} (%{customdata:.1f}% of the path): %{y:.4g} s in MPI "
+                "on it<extra></extra>")
     fig.update_layout(template="plotly_white", barmode="stack", height=300,
                       title={"text": "Each rank's share of the path", "font": {"size": 14}},
                       yaxis_title="seconds", margin={"l": 60, "r": 20, "t": 40, "b": 45})
