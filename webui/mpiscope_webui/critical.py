@@ -257,7 +257,9 @@ def profile(model: TraceModel, panel: int, label: str = "") -> list:
         sort_action="native", page_action="none",
         style_table={"maxHeight": "420px", "overflowY": "auto"},
         style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
-        style_header={"fontWeight": "bold"})
+        style_header={"fontWeight": "bold"},
+        style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"}
+                                for c in ("name", "callsite", "before")])
     pr = path.per_rank()
     fig = go.Figure()
     x = [f"rank {r}" for r in pr["rank"]]
