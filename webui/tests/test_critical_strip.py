@@ -83,8 +83,10 @@ def test_the_profile_lists_the_path_of_the_json(chain):
     assert [round(r["time_s"] * 1e9) for r in table.data] == [480, 290, 180, 20, 20]
 
 
-def test_the_path_is_built_once_per_trace(chain):
+def test_the_path_and_the_strip_are_built_once_per_trace(chain):
     assert critical.path_index(chain) is critical.path_index(chain)
+    assert critical.path_index(chain).path is chain.session.critical_path
+    assert strip.strip(chain) is strip.strip(chain)
 
 
 def test_a_long_path_is_merged_per_pixel_column():
