@@ -10,7 +10,7 @@ import flask
 from dash import ALL, MATCH, Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from mpiscope_webui import compare, inputs, safety_net, security, timeline, views
+from mpiscope_webui import compare, critical, inputs, safety_net, security, strip, timeline, views
 from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
@@ -63,8 +63,8 @@ def _panel(ctl: Controller, p: int) -> html.Div:
             f"{m.duration / 1e9:.4g} s · {len(m.trace.calls):,} MPI calls · "
             f"{len(m.trace.messages):,} messages · {meta.creator or '?'}")
     return html.Div([
-        html.Div([html.H3(m.label, className="trace-label"), html.Span(info, className="muted")],
-                 className="panel-head"),
+        html.Div([html.H3(m.label, className="trace-label"), html.Span(info, className="muted"),
+                  critical.toggle(p)], className="panel-head"),
         dcc.Store(id={"type": "view", "panel": p}, data=view.to_dict()),
         # the wait states come in the background; until then a cheap poll asks for them,
         # and the timeline is drawn again, shaded, once they are there
@@ -74,6 +74,7 @@ def _panel(ctl: Controller, p: int) -> html.Div:
         dcc.Graph(id={"type": "overview", "panel": p}, figure=timeline.overview_placeholder(),
                   config={"displayModeBar": False, "scrollZoom": False, "responsive": False},
                   className="overview"),
+        strip.graph(p),
         html.Div(id={"type": "status", "panel": p}, className="status"),
         html.Div([
             dcc.Graph(id={"type": "timeline", "panel": p}, config=GRAPH_CONFIG,
@@ -97,7 +98,8 @@ def _layout(ctl: Controller) -> html.Div:
                     children=_columns(n, "tab-breakdown")),
             dcc.Tab(label="Functions", value="functions", children=_columns(n, "tab-functions")),
             dcc.Tab(label="Messages", value="messages", children=_columns(n, "tab-messages")),
-            dcc.Tab(label="Findings", value="findings", children=_columns(n, "tab-findings"))]
+            dcc.Tab(label="Findings", value="findings", children=_columns(n, "tab-findings")),
+            critical.tab(n)]
     if n == 2:
         tabs.append(dcc.Tab(label="Differences", value="differences",
                             children=html.Div(id="differences", children="analyzing…")))
@@ -160,14 +162,19 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   Output({"type": "status", "panel": MATCH}, "children"),
                   Output({"type": "overview", "panel": MATCH}, "figure"),
                   Input({"type": "view", "panel": MATCH}, "data"), Input("viewport", "data"),
-                  Input({"type": "waits", "panel": MATCH}, "data"))
-    def render(view, width, _waits):
+                  Input({"type": "waits", "panel": MATCH}, "data"),
+                  Input({"type": critical.TOGGLE, "panel": MATCH}, "value"))
+    def render(view, width, _waits, path_on):
         p = inputs.output_panel(ctx.outputs_list, n)
         v = None if p is None else ctl.view(p, view)
         if v is None:
             raise PreventUpdate
         width = inputs.width_px(width, DEFAULT_WIDTH)
         fig, status = ctl.render(p, v, width)
+        if critical.enabled(path_on):
+            fig, more = critical.overlay(ctl.models[p], fig, v.t0, v.t1, width,
+                                         timeline.MARGIN_L + timeline.MARGIN_R)
+            status += more
         fired = {t["prop_id"] for t in ctx.triggered}
         if "." in fired or "viewport.data" in fired:  # page load or a new width: new bins
             return fig, status, timeline.overview(ctl.models[p], v, width)
@@ -227,6 +234,9 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             raise PreventUpdate
         name = inputs.selected_name(rows, data, ctl.models[p].index.functions)
         return views.duration_histogram(ctl.models[p], name)
+
+    critical.register(app, ctl.models)
+    strip.register(app, ctl.models)
 
     if n == 2:
         @app.callback(Output("differences", "children"), Input("boot", "data"))

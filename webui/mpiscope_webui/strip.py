@@ -1,0 +1,213 @@
+"""The time-resolved strip above a panel's timeline: the breakdown (compute /
+communication / synchronization / I/O) per iteration of the main loop, or per time bin
+where no loop is detected, as stacked bars on the timeline's time axis.
+
+It follows the timeline: its x-range is the timeline's window. Clicking a bar zooms the
+timeline to that iteration (or bin). The bars come from the trace's analysis session
+(`per_iteration`, `time_bins`: the JSON's `iterations` and `time_bins`), computed once
+per trace.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from dash import MATCH, Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from mpiscope.analysis import breakdown
+from mpiscope.analysis.breakdown import PART_LABELS, PARTS
+from mpiscope.render import palette
+from mpiscope_webui import inputs
+from mpiscope_webui.geometry import typed
+from mpiscope_webui.model import TraceModel
+from mpiscope_webui.timeline import MARGIN_L, MARGIN_R, View
+
+MAX_BARS = 2000  # more iterations than this are drawn in groups of consecutive ones
+HEIGHT = 150
+_lock = threading.Lock()
+
+
+@dataclass
+class Strip:
+    """One bar per iteration (or time bin, or group of them): its span for zooming (ns,
+    trace time, over all ranks), where it is drawn, and the seconds of each part per
+    rank (the mean over ranks, so that a bar is about as tall as its iteration is long)."""
+
+    unit: str  # "iteration" or "time bin"
+    label: list[str]
+    span_start: np.ndarray
+    span_end: np.ndarray
+    x0: np.ndarray  # drawn from x0 to x1 (ns): neighbours tile without overlapping
+    x1: np.ndarray
+    parts: pd.DataFrame  # <part>_s columns, one row per bar
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+
+def _iterations(model: TraceModel) -> Strip | None:
+    s = model.session
+    loop = s.loop
+    per = s.per_iteration if loop is not None else None
+    if loop is None or per is None or not len(per):
+        return None
+    b = loop.bounds.groupby("iteration").agg(lo=("start", "min"), hi=("end", "max"),
+                                             mlo=("start", "mean"), mhi=("end", "mean"),
+                                             ranks=("rank", "nunique"))
+    b = b.reindex(per["iteration"].to_numpy())
+    ranks = b["ranks"].to_numpy(np.float64)
+    parts = pd.DataFrame({f"{p}_s": per[f"{p}_s"].to_numpy() / np.maximum(ranks, 1)
+                          for p in PARTS if f"{p}_s" in per})
+    # drawn between the ranks' mean boundaries: one rank's iteration ends where its next
+    # begins, so the means tile too; zooming goes to all ranks' span
+    return Strip("iteration", [f"iteration {int(i) + 1}" for i in per["iteration"]],
+                 b["lo"].to_numpy(np.int64), b["hi"].to_numpy(np.int64),
+                 b["mlo"].to_numpy(np.float64), b["mhi"].to_numpy(np.float64), parts)
+
+
+def _time_bins(model: TraceModel) -> Strip:
+    s = model.session
+    tb = s.time_bins
+    # time_bins counts from the earliest rank's measured start
+    lo = int(breakdown.intervals(model.trace)["begin"].min())
+    a = lo + np.rint(tb["t0_s"].to_numpy() * 1e9).astype(np.int64)
+    z = lo + np.rint(tb["t1_s"].to_numpy() * 1e9).astype(np.int64)
+    nranks = max(int(model.trace.num_ranks), 1)
+    parts = pd.DataFrame({f"{p}_s": tb[f"{p}_s"].to_numpy() / nranks
+                          for p in PARTS if f"{p}_s" in tb})
+    return Strip("time bin", [f"time bin {i + 1}" for i in range(len(tb))], a, z,
+                 a.astype(np.float64), z.astype(np.float64), parts)
+
+
+def _grouped(st: Strip, most: int) -> Strip:
+    """Consecutive bars in groups, at most `most` of them (sums of the parts)."""
+    if len(st) <= most:
+        return st
+    k = -(-len(st) // most)
+    g = np.arange(len(st)) // k
+    first = np.r_[0, np.flatnonzero(np.diff(g)) + 1]
+    last = np.r_[first[1:] - 1, len(st) - 1]
+    label = [f"{st.unit}s {a + 1}–{b + 1}" for a, b in zip(first, last, strict=True)]
+    return Strip(st.unit, label, np.minimum.reduceat(st.span_start, first),
+                 np.maximum.reduceat(st.span_end, first), st.x0[first], st.x1[last],
+                 st.parts.groupby(g).sum().reset_index(drop=True))
+
+
+def strip(model: TraceModel) -> Strip:
+    """The model's strip, built on first use and kept on it (one per trace)."""
+    got = getattr(model, "_strip", None)
+    if got is None:
+        built = _iterations(model)
+        if built is None:
+            built = _time_bins(model)
+        built = _grouped(built, MAX_BARS)
+        with _lock:
+            got = getattr(model, "_strip", None)
+            if got is None:
+                got = model._strip = built  # type: ignore[attr-defined]
+    return got
+
+
+def figure(model: TraceModel, view: View) -> dict:
+    """The stacked bars, on the timeline's time axis and margins, showing its window."""
+    st = strip(model)
+    x0, x1 = st.x0 / 1e9, st.x1 / 1e9
+    centre, width = (x0 + x1) / 2, np.maximum(x1 - x0, 0)
+    data = []
+    for part in PARTS:
+        col = f"{part}_s"
+        if col not in st.parts:
+            continue
+        name = PART_LABELS[part]
+        data.append({"type": "bar", "name": name, "x": typed(centre), "width": typed(width),
+                     "y": typed(st.parts[col].to_numpy()), "customdata": st.label,
+                     "marker": {"color": palette.PART_COLOURS[part], "line": {"width": 0}},
+                     "hovertemplate": f"%{{customdata}}<br>{name}: %{{y:.4g}} s per rank"
+                                      "<extra></extra>"})
+    title = (f"per {st.unit} (mean over ranks) — click a bar to zoom to it"
+             if len(st) else "no breakdown over time")
+    layout = {"barmode": "stack", "bargap": 0, "height": HEIGHT,
+              "margin": {"l": MARGIN_L, "r": MARGIN_R, "t": 26, "b": 20},
+              "plot_bgcolor": "#ffffff", "paper_bgcolor": "#ffffff", "font": {"size": 11},
+              "title": {"text": title, "font": {"size": 12}, "x": 0, "xref": "paper"},
+              "showlegend": True, "legend": {"orientation": "h", "x": 1, "xanchor": "right",
+                                             "y": 1.02, "yanchor": "bottom"},
+              "xaxis": {"type": "linear", "range": [view.t0, view.t1], "showgrid": False,
+                        "zeroline": False, "exponentformat": "none", "fixedrange": True,
+                        "ticklabeloverflow": "allow"},
+              "yaxis": {"title": {"text": "s"}, "fixedrange": True, "zeroline": False},
+              "dragmode": False, "hovermode": "closest", "meta": {"unit": st.unit,
+                                                                  "bars": len(st)}}
+    return {"data": data, "layout": layout}
+
+
+def graph(panel: int) -> html.Div:
+    return html.Div([dcc.Graph(id={"type": "strip", "panel": panel},
+                               config={"displayModeBar": False, "scrollZoom": False,
+                                       "responsive": False}),
+                     # whether the bars are drawn: a zoom then only moves the x-range
+                     dcc.Store(id={"type": "strip-drawn", "panel": panel}, data=False)],
+                    className="strip")
+
+
+def zoom_to(model: TraceModel, view: View, click: object) -> View | None:
+    """The view zoomed to the clicked bar's span (None: not a bar of this strip)."""
+    st = strip(model)
+    if not isinstance(click, dict) or not isinstance(click.get("points"), list) \
+            or not click["points"] or not isinstance(click["points"][0], dict):
+        return None
+    i = inputs.integer(click["points"][0].get("pointNumber"), 0, len(st))
+    if i is None:
+        return None
+    out = View.from_dict(view.to_dict())
+    out.t0, out.t1 = int(st.span_start[i]) / 1e9, int(st.span_end[i]) / 1e9
+    out.y_range = None
+    return out
+
+
+def register(app: Dash, models: list[TraceModel]) -> None:
+    n = len(models)
+
+    @app.callback(Output({"type": "strip", "panel": MATCH}, "figure"),
+                  Output({"type": "strip-drawn", "panel": MATCH}, "data"),
+                  Input({"type": "view", "panel": MATCH}, "data"),
+                  State({"type": "strip-drawn", "panel": MATCH}, "data"))
+    def draw(view, drawn):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        v = None if p is None else _view(models[p], view)
+        if v is None:
+            raise PreventUpdate
+        if drawn is True:  # the bars are there: only the window moves (no figure sent)
+            patch = Patch()
+            patch["layout"]["xaxis"]["range"] = [v.t0, v.t1]
+            return patch, no_update
+        try:
+            return figure(models[p], v), True
+        except Exception:  # noqa: BLE001 - the analysis tabs list the error
+            return no_update, no_update
+
+    @app.callback(Output({"type": "view", "panel": MATCH}, "data", allow_duplicate=True),
+                  Input({"type": "strip", "panel": MATCH}, "clickData"),
+                  State({"type": "view", "panel": MATCH}, "data"), prevent_initial_call=True)
+    def click(data, view):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        v = None if p is None else _view(models[p], view)
+        new = None if v is None else zoom_to(models[p], v, data)
+        if new is None:
+            raise PreventUpdate
+        return new.to_dict()
+
+
+def _view(model: TraceModel, data: object) -> View | None:
+    """The panel's view as the page sends it, checked (as Controller.view does)."""
+    from mpiscope_webui import timeline
+    from mpiscope_webui.controller import MIN_WINDOW_S
+
+    idx = model.index
+    full = idx.origin / 1e9, (idx.origin + model.duration) / 1e9
+    return inputs.view(data, full, MIN_WINDOW_S, len(model.trace.calls),
+                       timeline.curve_names(model), len(model.lanes.ranks))

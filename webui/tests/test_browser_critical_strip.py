@@ -1,0 +1,169 @@
+"""End to end in headless Chromium on real Himeno traces: the critical path on the
+timeline (a checkbox draws and hides it), its profile tab, and the time-resolved strip
+above the timeline (one bar per iteration of the main loop; clicking one zooms the
+timeline to that iteration). What is drawn is checked against `mpiscope analyze --json`
+and the analyzer's own loop detection on the same trace.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+
+import mpiscope
+from mpiscope.archive import reader
+from mpiscope_testing.webui_page import GD, open_app, wait_until
+from mpiscope_testing.webui_server import ARTIFACTS
+from mpiscope_webui.critical import EDGES, PATH
+from mpiscope_webui.geometry import untyped
+
+pytestmark = pytest.mark.browser
+
+STRIP = "document.querySelector('#panel-{p} .strip .js-plotly-plot')"
+
+
+def shot(driver, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def curve(driver, name: str, p: int = 0) -> dict | None:
+    """A timeline curve's x and y as the page holds them (None: not drawn)."""
+    return driver.execute_script(
+        f"const t={GD.format(p=p)}.data.find(t => t.name === {name!r}); "
+        "return t ? {x: t.x, y: t.y} : null")
+
+
+def x_range(driver, p: int = 0) -> list[float]:
+    return driver.execute_script(f"return {GD.format(p=p)}._fullLayout.xaxis.range")
+
+
+def toggle_path(driver, p: int = 0) -> None:
+    driver.find_element(By.CSS_SELECTOR, f"#panel-{p} .cp-toggle input").click()
+
+
+def strip_bars(driver, p: int = 0) -> dict:
+    """part -> number of bars of the strip above panel p's timeline."""
+    return driver.execute_script(
+        f"const g={STRIP.format(p=p)}; const out={{}}; "
+        "(g && g._fullData || []).forEach(t => out[t.name] = t.x.length); return out;")
+
+
+@pytest.fixture(scope="module")
+def trace_dir(himeno_traces):
+    return himeno_traces["unpatched"]
+
+
+@pytest.fixture(scope="module")
+def analyzed(trace_dir, tmp_path_factory) -> dict:
+    """What `mpiscope analyze --json` says of the trace."""
+    out = tmp_path_factory.mktemp("json") / "a.json"
+    subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(trace_dir), "--json",
+                    str(out)], check=True, capture_output=True, timeout=300)
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def app_url(serve, trace_dir):
+    return serve(trace_dir)
+
+
+def test_the_checkbox_draws_and_hides_the_critical_path(browser, app_url, trace_dir,
+                                                         analyzed):
+    open_app(browser, app_url)
+    assert curve(browser, PATH) is None  # off until asked for
+    toggle_path(browser)
+    wait_until(browser, f"return {GD.format(p=0)}.data.some(t => t.name === {PATH!r})",
+               what="critical path drawn")
+    path, edges = curve(browser, PATH), curve(browser, EDGES)
+    trace = reader.load(trace_dir)
+    lanes = {int(r): lane for lane, r in enumerate(trace.ranks.sort_values("rank")["rank"])}
+    # the whole run is in view: every rank with time on the path has its highlight in its
+    # lane (bands around the lane's centre), and the jumps between ranks are drawn
+    on_path = {lanes[r["rank"]] for r in analyzed["critical_path"]["per_rank"]
+               if r["time_s"] > 0}
+    ys = untyped(path["y"])
+    assert {round(float(y)) for y in ys if y > -1} == on_path
+    assert analyzed["critical_path"]["rank_switches"] > 0
+    jy = untyped(edges["y"])
+    assert len(jy[jy == jy]) >= 2 and set(jy[jy == jy].astype(int)) <= on_path
+    assert "critical path:" in browser.find_element(By.CSS_SELECTOR, "#panel-0 .status").text
+    shot(browser, "20-critical-path")
+    toggle_path(browser)
+    wait_until(browser, f"return !{GD.format(p=0)}.data.some(t => t.name === {PATH!r})",
+               what="critical path hidden again")
+    assert curve(browser, EDGES) is None
+    assert "critical path:" not in browser.find_element(By.CSS_SELECTOR,
+                                                        "#panel-0 .status").text
+
+
+def test_the_profile_tab_lists_what_lies_on_the_path(browser, app_url, analyzed):
+    open_app(browser, app_url)
+    browser.find_element(By.XPATH, "//div[contains(@class,'tab')][normalize-space(.)="
+                                   "'Critical path']").click()
+    rows = wait_until(browser, """
+        const rows = document.querySelectorAll('[id*="cp-table"] tr');
+        const out = [];
+        rows.forEach(r => {
+          const c = k => r.querySelector(`td[data-dash-column="${k}"]`);
+          if (c('name')) out.push([c('name').textContent.trim(), c('callsite').textContent.trim()]);
+        });
+        return out.length ? out : null;""", what="profile table")
+    expected = [(f["name"], f["callsite"]) for f in analyzed["critical_path"]["functions"]]
+    assert sorted(map(tuple, rows)) == sorted(expected)
+    text = browser.find_element(By.CSS_SELECTOR, ".cp-summary").text
+    assert f"{analyzed['critical_path']['length_s']:.4g} s" in text
+    shot(browser, "21-critical-path-profile")
+
+
+def test_the_strip_has_a_bar_per_iteration_and_a_click_zooms_to_it(browser, app_url,
+                                                                    trace_dir, analyzed):
+    open_app(browser, app_url)
+    bars = wait_until(browser, f"const g={STRIP.format(p=0)}; return g && g._fullData && "
+                      "g._fullData.length && g._fullData.map(t => t.name)", what="strip drawn")
+    assert bars == ["compute", "communication", "synchronization", "I/O"]
+    per_part = strip_bars(browser)
+    assert analyzed["main_loop"] is not None
+    assert set(per_part.values()) == {len(analyzed["iterations"])}
+    # the strip shows the timeline's window
+    assert browser.execute_script(f"return {STRIP.format(p=0)}._fullLayout.xaxis.range") \
+        == pytest.approx(x_range(browser))
+    # click the tallest bar (an iteration with a slow exchange) with the mouse
+    totals = [sum(r[k] for k in r if k.endswith("_s")) for r in analyzed["iterations"]]
+    k = max(range(len(totals)), key=totals.__getitem__)
+    off = browser.execute_script(f"""
+        const g={STRIP.format(p=0)}; const t=g._fullData[0];
+        const xa=g._fullLayout.xaxis, ya=g._fullLayout.yaxis, r=g.getBoundingClientRect();
+        const top = g._fullData.reduce((s, c) => s + c.y[{k}], 0);
+        return [xa._offset + xa.d2p(t.x[{k}]) - r.width / 2,
+                ya._offset + ya.d2p(top / 2) - r.height / 2];""")
+    el = browser.execute_script(f"return {STRIP.format(p=0)}")
+    ActionChains(browser).move_to_element_with_offset(el, int(off[0]), int(off[1])).click() \
+        .perform()
+    # the iteration's span over all ranks, from the analyzer's loop detection
+    loop = mpiscope.analyze(reader.load(trace_dir)).loop
+    it = loop.bounds[loop.bounds["iteration"] == analyzed["iterations"][k]["iteration"]]
+    lo, hi = it["start"].min() / 1e9, it["end"].max() / 1e9
+    wait_until(browser, f"const r={GD.format(p=0)}._fullLayout.xaxis.range; "
+                        f"return Math.abs(r[0] - {lo}) < 1e-9 && Math.abs(r[1] - {hi}) < 1e-9",
+               what=f"timeline zoomed to iteration {k}: {lo}..{hi}")
+    wait_until(browser, f"const r={STRIP.format(p=0)}._fullLayout.xaxis.range; "
+                        f"return Math.abs(r[0] - {lo}) < 1e-9 && Math.abs(r[1] - {hi}) < 1e-9",
+               what="strip follows the zoom")
+    shot(browser, "22-strip-iteration")
+
+
+def test_compare_mode_shows_both_runs_strips(browser, serve, himeno_traces):
+    url = serve(himeno_traces["unpatched"], himeno_traces["patched"])
+    open_app(browser, url, panels=2)
+    for p, variant in enumerate(("unpatched", "patched")):
+        wait_until(browser, f"const g={STRIP.format(p=p)}; return g && g._fullData && "
+                   "g._fullData.length", what=f"strip {p} drawn")
+        per = mpiscope.analyze(reader.load(himeno_traces[variant])).per_iteration
+        assert set(strip_bars(browser, p).values()) == {len(per)}
+    shot(browser, "23-compare-strips")
