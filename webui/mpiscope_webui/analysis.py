@@ -81,8 +81,8 @@ def _matches(column: pd.Series, value: str) -> np.ndarray:
 def finding_view(trace: Trace, f: Finding) -> FindingView:
     c = trace.calls
     sel = _matches(c["function"], f.function)
-    if f.callsite:
-        sel &= _matches(c["callsite"], f.callsite)
+    if f.group or f.callsite:  # what the session grouped the calls by
+        sel &= _matches(c["callsite"], f.group or f.callsite)
     rows = np.flatnonzero(sel)
     start = c["start"].to_numpy(np.int64)[rows]
     order = np.argsort(start, kind="stable")

@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     for d in dirs:  # ranks killed outright: their crash-safe logs become traces first
         for line in recover.before_reading(Path(d)):
             print(line, file=sys.stderr, flush=True)
-    models = load_models(dirs, skip_frames=args.skip_frames, group_by=args.group_by)  # bad or missing traces: UserError, before serving
+    # bad or missing traces: UserError, before serving
+    models = load_models(dirs, skip_frames=args.skip_frames, group_by=args.group_by)
     for d, m in zip(dirs, models, strict=True):
         warn_cut_short(Path(d), m.trace)
     guard = security.Guard.for_address(args.host, args.port, token)
