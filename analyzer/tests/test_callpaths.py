@@ -1,6 +1,6 @@
 """Call paths: OTF2 calling contexts (as the interposer writes them with
 MPISCOPE_CALLPATH_DEPTH > 1) read into `calls.callpath` and `callpaths`, and findings named
-by the first frame outside MPI and any wrapper layer (docs/analysis.md, "Call paths").
+by the first frame outside MPI and any wrapper layer (docs/callpaths.md).
 
 The traces are written with the `otf2` writer following the interposer's conventions
 (mpiscope_testing.tracegen): frames innermost first, each a SourceCodeLocation named like a

@@ -1,5 +1,5 @@
 """Which frame of a call path names a call: the first frame outside the MPI library and
-outside any wrapper layer (docs/analysis.md, "Call paths").
+outside any wrapper layer (docs/callpaths.md).
 
 A call's path (`calls.callpath`, frames in `callpaths`, innermost first) starts at the code
 that called MPI. Real codes call MPI through their own layer (a `message_passing` module,

@@ -49,7 +49,7 @@ class Finding:
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
     # the frames of the call path, innermost first (`callsite` is the one chosen to name
-    # it: docs/analysis.md, "Call paths"); [callsite] where no path was recorded
+    # it: docs/callpaths.md); [callsite] where no path was recorded
     callpath: list[str] = field(default_factory=list)
     # what the analysis grouped the calls by (callsite, or callsite and path): not output
     group: str = field(default="", repr=False, compare=False)
