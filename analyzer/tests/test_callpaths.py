@@ -342,3 +342,15 @@ def test_whatif_accepts_the_call_site_a_finding_names(tmp_path):
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert doc["predicted_s"] < doc["replayed_s"]
+
+
+def test_frames_of_the_mpi_library_are_known_by_function_or_object():
+    from mpiscope.analysis.callpaths import in_mpi
+
+    assert in_mpi("x.c:1", "PMPI_Allreduce") and in_mpi("y+0x1", "mpi_allreduce_")
+    assert in_mpi("libmpi.so.40+0x10", "libmpi.so.40+0x10")  # no symbol: the object's
+    assert in_mpi("libmpich.so.12+0x9", "")
+    assert in_mpi("MPI.cpython-311-x86_64-linux-gnu.so+0x99", "")  # mpi4py
+    # the user's own code, whatever its file is called
+    assert not in_mpi("mpi_util.c:40", "exchange_halo")
+    assert not in_mpi("app.c:10", "main")

@@ -49,9 +49,12 @@ def parse_skip_frames(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def in_mpi(frame: str, function: str) -> bool:
-    """The frame is inside the MPI library or a binding of it."""
-    return bool(_MPI_FUNCTION.match(function) or _MPI_FUNCTION.match(frame)
-                or _MPI_OBJECT.match(frame))
+    """The frame is inside the MPI library or a binding of it (by its function; by the
+    frame's own name only where the function is unknown: a user's `mpi_util.c:40` is
+    not MPI's)."""
+    if function:
+        return bool(_MPI_FUNCTION.match(function) or _MPI_OBJECT.match(function))
+    return bool(_MPI_FUNCTION.match(frame) or _MPI_OBJECT.match(frame))
 
 
 def _matches(globs: Iterable[str], frame: str, function: str) -> bool:
