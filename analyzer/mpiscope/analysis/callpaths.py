@@ -201,24 +201,39 @@ def relabel(trace: Trace, paths: CallPaths, group_by: str = "frame") -> Trace:
     return replace(trace, calls=calls)
 
 
-def callpath_of(trace: Trace, raw: Trace, paths: CallPaths, function: str, label: str
-                ) -> tuple[str, list[str]]:
-    """(chosen frame, frames innermost first) of the calls of `function` grouped under
-    `label` in `trace` (relabelled from `raw`): the path of most time among them.
-    Calls without a recorded path: their call site is the path."""
+def best_paths(trace: Trace) -> dict[tuple[str, str], int]:
+    """(function, callsite) -> the path id of most time among the calls grouped there
+    (in a relabelled trace), for the calls that have a path."""
     calls = trace.calls
-    sel = ((calls["function"] == function) & (calls["callsite"] == label)).to_numpy()
-    if "callpath" in calls.columns and sel.any():
-        pid = calls["callpath"].to_numpy()[sel]
-        if (pid >= 0).any():
-            dur = (calls["end"].to_numpy() - calls["start"].to_numpy())[sel]
-            ok = pid >= 0
-            by = pd.Series(dur[ok]).groupby(pid[ok]).sum()
-            best = int(by.idxmax())
-            return paths.frame(best), paths.path(best)
+    if "callpath" not in calls.columns:
+        return {}
+    pid = calls["callpath"].to_numpy()
+    has = pid >= 0
+    if not has.any():
+        return {}
+    df = pd.DataFrame({
+        "f": calls["function"].cat.codes.to_numpy()[has],
+        "c": calls["callsite"].cat.codes.to_numpy()[has],
+        "p": pid[has],
+        "d": (calls["end"].to_numpy() - calls["start"].to_numpy())[has]})
+    per = df.groupby(["f", "c", "p"], sort=False)["d"].sum().reset_index()
+    per = per.sort_values(["d", "p"], ascending=[False, True], kind="stable")
+    best = per.drop_duplicates(["f", "c"])
+    fcats = calls["function"].cat.categories
+    ccats = calls["callsite"].cat.categories
+    return {(str(fcats[f]), str(ccats[c])): int(p)
+            for f, c, p in zip(best["f"], best["c"], best["p"], strict=True)}
+
+
+def callpath_of(paths: CallPaths, best: dict[tuple[str, str], int], function: str,
+                label: str) -> tuple[str, list[str]]:
+    """(chosen frame, frames innermost first) of the calls of `function` grouped under
+    `label` (`best` from `best_paths` of the relabelled trace): the path of most time
+    among them. Calls without a recorded path: their call site is the path."""
+    pid = best.get((function, label))
+    if pid is not None:
+        return paths.frame(pid), paths.path(pid)
     site = label.split(VIA, 1)[0]
-    if sel.any():
-        site = str(raw.calls["callsite"].to_numpy()[np.flatnonzero(sel)[0]])
     return site, [site] if site else []
 
 

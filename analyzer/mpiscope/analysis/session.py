@@ -123,7 +123,11 @@ class Analysis:
     def callpath(self, function: str, group: str) -> tuple[str, list[str]]:
         """(call site, call path frames innermost first) of the calls of `function`
         grouped under `group` (a `callsite` of this session's tables)."""
-        return callpaths.callpath_of(self.trace, self.raw_trace, self.paths, function, group)
+        return callpaths.callpath_of(self.paths, self._best_paths, function, group)
+
+    @result
+    def _best_paths(self) -> dict[tuple[str, str], int]:
+        return callpaths.best_paths(self.trace)
 
     @result
     def callsites(self) -> pd.DataFrame:
