@@ -189,6 +189,30 @@ def test_replayed_traces_keep_their_call_paths(tmp_path):
     assert list(out.calls["callsite"].astype(str)) == list(src.calls["callsite"].astype(str))
 
 
+def test_a_salvaged_jobs_ranks_share_one_set_of_paths(tmp_path):
+    """A job that died leaves one archive per rank (DIR/rank<N>/), each numbering its own
+    contexts: merged, equal paths are one id again."""
+    job = tmp_path / "job"
+    job.mkdir()
+    orders = {0: [through_layer("app.c:10"), [("main.c:7", "main")]],
+              1: [[("main.c:7", "main")], through_layer("app.c:10")]}
+    for r, order in orders.items():
+        tb = TraceBuilder(ranks=2)
+        tb.call(r, 0, 10, "MPI_Init", callsite="main.c:2")
+        for i, path in enumerate(order):
+            tb.collective(r, 100 + 100 * i, 150 + 100 * i, "MPI_Allreduce", sent=8,
+                          received=8, callpath=path)
+        tb.write(job / f"rank{r}")
+    trace = reader.load(job, use_cache=False)
+    names = {p: list(g["frame"]) for p, g in trace.callpaths.groupby("callpath")}
+    c = trace.calls[trace.calls["function"] == "MPI_Allreduce"]
+    got = {(int(r), names[int(p)][-1]): int(p)
+           for r, p in zip(c["rank"], c["callpath"], strict=True)}
+    assert got[(0, "app.c:10")] == got[(1, "app.c:10")]
+    assert got[(0, "main.c:7")] == got[(1, "main.c:7")] != got[(0, "app.c:10")]
+    assert names[got[(0, "app.c:10")]] == [f for f, _fn in through_layer("app.c:10")]
+
+
 # --------------------------------------------------------------------- naming the call site
 
 

@@ -294,7 +294,11 @@ def build(trace_dir: Path, progress: decode.Progress | None = None) -> Trace:
     for p, lut, path_lut in zip(parts, luts, path_luts, strict=True):
         tables.append(_part_tables(p, p.offset_ns - base, lut, ncalls, nregions))
         part_calls = tables[-1][0]
-        part_calls["callpath"] = _remap(part_calls["callpath"].to_numpy(), path_lut)
+        ids = part_calls["callpath"].to_numpy()
+        known = (ids >= 0) & (ids < len(path_lut))
+        merged_ids = np.full(len(ids), -1, np.int32)
+        merged_ids[known] = path_lut[ids[known]]
+        part_calls["callpath"] = merged_ids
         ncalls += len(tables[-1][0])
         nregions += len(tables[-1][2])
     calls, p2p, regions, flushes = ([t[i] for t in tables] for i in range(4))
