@@ -81,6 +81,14 @@ def test_hover_and_details_of_a_call_show_its_path(model, trace):
     assert ctl.callpath_list(0, init) == []
 
 
+def test_findings_list_names_the_apps_line_with_the_path(model):
+    from mpiscope_webui import views
+
+    text = str(views.findings_list(model.analysis(), 0))
+    assert "load_imbalance: MPI_Allreduce at app.c:10" in text
+    assert "via comm_inner.c:5 <- comm_layer.c:20 <- app.c:10" in text
+
+
 # -- in the browser ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
