@@ -10,7 +10,7 @@ import flask
 from dash import ALL, MATCH, Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from mpiscope_webui import compare, inputs, safety_net, security, timeline, views
+from mpiscope_webui import bundle, compare, inputs, safety_net, security, timeline, views
 from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
@@ -47,6 +47,7 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
                title="mpiscope", update_title=None, serve_locally=True,
                suppress_callback_exceptions=True, on_error=safety_net.callback_failed)
     safety_net.install(server)
+    bundle.install_compression(server)  # the smaller Plotly is in ASSETS (see bundle.py)
     ctl = Controller(models)
     # a function: each page load gets the current state (e.g. wait states ready or not)
     app.layout = lambda: _layout(ctl)
