@@ -29,9 +29,11 @@ def load_models(trace_dirs: Sequence[Path | str]) -> list[TraceModel]:
 
 def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
                models: list[TraceModel] | None = None, analyze_now: bool = False,
-               guard: security.Guard | None = None) -> Dash:
+               guard: security.Guard | None = None, full_plotly: bool = False,
+               compress: bool = True) -> Dash:
     """The app for one or two traces (raises mpiscope.errors.UserError on bad input).
-    `guard`: which Host headers and token requests need (default: loopback, no token)."""
+    `guard`: which Host headers and token requests need (default: loopback, no token).
+    `full_plotly`, `compress`: the page as before bundle.py (for benchmarks)."""
     models = models if models is not None else load_models(trace_dirs or [])
     if not 1 <= len(models) <= 2:
         raise ValueError("serve one trace, or two to compare")
@@ -45,9 +47,11 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
     security.install(server, guard or security.Guard.loopback())
     app = Dash("mpiscope_webui", server=server, assets_folder=str(ASSETS),
                title="mpiscope", update_title=None, serve_locally=True,
-               suppress_callback_exceptions=True, on_error=safety_net.callback_failed)
+               suppress_callback_exceptions=True, on_error=safety_net.callback_failed,
+               assets_ignore=bundle.IGNORE_SMALL if full_plotly else "")
     safety_net.install(server)
-    bundle.install_compression(server)  # the smaller Plotly is in ASSETS (see bundle.py)
+    if compress:
+        bundle.install_compression(server)  # the smaller Plotly is in ASSETS (see bundle.py)
     ctl = Controller(models)
     # a function: each page load gets the current state (e.g. wait states ready or not)
     app.layout = lambda: _layout(ctl)

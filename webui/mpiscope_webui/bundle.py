@@ -36,6 +36,7 @@ NPM_PACKAGE = "plotly.js-cartesian-dist-min"
 PLOTLY_VERSION = "4.1.1"
 SHA256 = "79542150855a52c567260e3137095dbe2b744e6d702a5cabe67da246942fba7a"
 VENDOR = Path(__file__).parent / "assets" / "vendor"
+IGNORE_SMALL = r"^plotly-cartesian-"  # Dash's assets_ignore that leaves it out of the page
 TRACE_TYPES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d",
                          "histogram2dcontour", "image", "pie", "scatter", "scatterternary",
                          "violin"})

@@ -6,7 +6,6 @@ function as the in-memory timeline."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,20 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mpiscope.archive import reader
-from mpiscope_testing import REPO
 from mpiscope_webui import lod, pyramid
-
-SYNTH = REPO / "build" / "native" / "mpiscope-synth"
-
-
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory) -> Path:
-    if not SYNTH.is_file():
-        pytest.fail(f"{SYNTH} not built (run `make build`)")
-    out = tmp_path_factory.mktemp("synth") / "t"
-    subprocess.run([str(SYNTH), "--ranks", "6", "--events", "600000", "--out", str(out)],
-                   check=True, capture_output=True)
-    return out
 
 
 @pytest.fixture(scope="module", params=["himeno", "synth"])
