@@ -42,11 +42,12 @@ from mpiscope.archive import cache
 from mpiscope.errors import UserError
 from mpiscope_webui import lod
 
-LAYOUT = "timeline-pyramid-1"
+LAYOUT = "timeline-pyramid-2"
 DIR = "timeline"
 BASE_COLS = 256  # columns of the coarsest level
 MAX_COLS = 1 << 17  # columns of the finest level at most (per rank: functions x this x 8 B)
-CALLS_PER_COL = 8  # finest level: about this many calls per column and rank
+CALLS_PER_COL = 1  # finest level: about this many calls per column and rank
+CACHED_ROWS = 8_000_000  # levels of at most this many cells (all ranks) kept in memory
 ROW_GROUP = 16_384  # detail rows per row group: the unit of a window's read
 ENV = "MPISCOPE_TIMELINE_OOC"  # 1: serve from the pyramid whatever the trace's size
 
@@ -156,7 +157,7 @@ def _build_rank(cache_dir: str, out_dir: str, rank: int, functions: list[str], o
     path.parent.mkdir(parents=True)
     pq.write_table(table, path, row_group_size=ROW_GROUP * 4, compression="lz4",
                    write_statistics=["level", "col"])
-    return len(start), table.num_rows
+    return len(start), np.bincount(table["level"].to_numpy(), minlength=levels).tolist()
 
 
 def build(trace_dir: Path | str, *, scheduler: str | object | None = None,
@@ -197,7 +198,8 @@ def build(trace_dir: Path | str, *, scheduler: str | object | None = None,
             "layout": LAYOUT, "fingerprint": man["fingerprint"], "version": man["version"],
             "origin": origin, "span": span, "levels": levels, "base_cols": BASE_COLS,
             "functions": functions, "ranks": ranks, "num_ranks": num_ranks,
-            "calls": [m[0] for m in made], "cells": [m[1] for m in made]}))
+            "calls": [m[0] for m in made],
+            "cells_per_level": np.sum([m[1] for m in made], axis=0).tolist()}))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
     except BaseException:
@@ -227,6 +229,8 @@ class Pyramid:
     functions: list[str]
     ranks: list[int]
     num_ranks: int
+    cells_per_level: list[int] = field(default_factory=list)
+    _levels: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
     _groups: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict,
                                                               repr=False)
     _pyr: ds.Dataset | None = field(default=None, repr=False)
@@ -247,7 +251,7 @@ class Pyramid:
             d = build(trace_dir, scheduler=scheduler)
             pm = json.loads((d / "manifest.json").read_text())
         p = cls(d, pm["origin"], pm["span"], pm["levels"], pm["base_cols"], pm["functions"],
-                pm["ranks"], pm["num_ranks"])
+                pm["ranks"], pm["num_ranks"], pm["cells_per_level"])
         p._load_row_groups()
         return p
 
@@ -285,10 +289,22 @@ class Pyramid:
                 return k
         return None
 
-    def cells(self, level: int, c0: int, c1: int) -> pa.Table:
-        """The stored (rank, col, fcode, ns) of columns [c0, c1) of a level."""
+    def cells(self, level: int, c0: int, c1: int) -> tuple[np.ndarray, ...]:
+        """The stored (rank, col, fcode, ns) of columns [c0, c1) of a level: from memory
+        for the coarse levels (read once), else a filtered read of the level's range."""
+        cached = self._levels.get(level)
+        if cached is None and self.cells_per_level[level] <= CACHED_ROWS:
+            t = self._pyr.to_table(columns=["rank", "col", "fcode", "ns"],
+                                   filter=pc.field("level") == level)
+            cols = [t[c].to_numpy() for c in ("rank", "col", "fcode", "ns")]
+            order = np.argsort(cols[1], kind="stable")
+            cached = self._levels[level] = tuple(c[order] for c in cols)
+        if cached is not None:
+            a, b = np.searchsorted(cached[1], [c0, c1], side="left")
+            return tuple(c[a:b] for c in cached)
         flt = (pc.field("level") == level) & (pc.field("col") >= c0) & (pc.field("col") < c1)
-        return self._pyr.to_table(columns=["rank", "col", "fcode", "ns"], filter=flt)
+        t = self._pyr.to_table(columns=["rank", "col", "fcode", "ns"], filter=flt)
+        return tuple(t[c].to_numpy() for c in ("rank", "col", "fcode", "ns"))
 
     def summary(self, level: int, c0: int, c1: int, nbins: int,
                 hidden: set[str] = frozenset()) -> lod.LodView:
@@ -301,16 +317,18 @@ class Pyramid:
         col_edges = self.edges(level)
         first = c0 + (np.arange(nbins + 1) * (c1 - c0)) // nbins  # first column of each bin
         edges = col_edges[first]
-        t = self.cells(level, c0, c1)
-        col = t["col"].to_numpy().astype(np.int64)
+        rank, col, fcode, ns = self.cells(level, c0, c1)
         b = np.searchsorted(first, col, side="right") - 1
         slot = np.full(len(self.functions), -1, np.int64)
         slot[visible] = np.arange(len(visible))
-        s = slot[t["fcode"].to_numpy().astype(np.int64)]
+        s = slot[fcode]
         keep = s >= 0
-        summary = np.zeros((self.num_ranks, len(visible), nbins), np.int64)
-        rank = t["rank"].to_numpy().astype(np.int64)
-        np.add.at(summary, (rank[keep], s[keep], b[keep]), t["ns"].to_numpy()[keep])
+        nv = len(visible)
+        flat = (rank[keep].astype(np.int64) * nv + s[keep]) * nbins + b[keep]
+        # bincount sums in float64: exact while a cell's total stays below 2^53 ns (104 days)
+        summary = np.rint(np.bincount(flat, weights=ns[keep], minlength=self.num_ranks * nv
+                                      * nbins)).astype(np.int64).reshape(self.num_ranks, nv,
+                                                                         nbins)
         empty = np.empty(0, np.int64)
         ns_per_px = (edges[-1] - edges[0]) / nbins
         return lod.LodView(int(edges[0]), int(edges[-1]), nbins, self.functions, visible,
@@ -369,12 +387,13 @@ def query(p: Pyramid, t0: int, t1: int, width_px: int, *,
     t0, t1 = sorted((int(t0), int(t1)))
     t1 = max(t1, t0 + 1)
     hidden_set = set(hidden)
-    k = p.level_for(t0, t1, width_px)
+    # as lod.query: pixel bins, coarser only when lanes x pixels exceed the cell budget
+    nbins = int(max(1, min(width_px, lod.MAX_CELLS // max(p.num_ranks, 1))))
+    k = p.level_for(t0, t1, nbins)
     if k is not None:
         e = p.edges(k)
         c0 = max(int(np.searchsorted(e, t0, side="right")) - 1, 0)
         c1 = int(np.searchsorted(e, t1, side="left"))
-        nbins = min(width_px, lod.MAX_CELLS // max(p.num_ranks, 1))
         return OocView(p.summary(k, c0, c1, nbins, hidden_set), None, "pyramid")
     w = p.window(t0 + p.origin, t1 + p.origin)
     if not len(w.calls):

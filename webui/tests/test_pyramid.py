@@ -118,3 +118,17 @@ def test_built_on_a_dask_cluster_same_pyramid(synth, tmp_path):
     b = cells(p0.path)
     assert a.num_rows > 0 and a.equals(b)
     assert not list(p0.path.parent.glob(f"{pyramid.DIR}.tmp*"))  # nothing half-written
+
+
+def test_levels_too_big_for_memory_are_read_by_range(opened, monkeypatch):
+    trace, p, idx = opened
+    monkeypatch.setattr(pyramid, "CACHED_ROWS", 0)
+    fresh = pyramid.Pyramid.open(trace.path, build_if_missing=False)
+    k = fresh.levels - 1
+    n = fresh.cols(k)
+    c0, c1 = n // 4, n // 4 + min(300, n // 2)
+    got = fresh.summary(k, c0, c1, c1 - c0)
+    assert not fresh._levels  # nothing kept: a range read of the level's file
+    assert np.array_equal(got.summary, p.summary(k, c0, c1, c1 - c0).summary)
+    mem = lod.query(idx, 0, 0, 1, max_exact=0, edges=fresh.edges(k)[c0:c1 + 1])
+    assert np.array_equal(by_name(fresh, got, idx.functions), mem.summary)
