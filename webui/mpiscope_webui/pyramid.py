@@ -231,6 +231,7 @@ class Pyramid:
     num_ranks: int
     cells_per_level: list[int] = field(default_factory=list)
     _levels: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
+    _footers: dict[int, pq.FileMetaData] = field(default_factory=dict, repr=False)
     _groups: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict,
                                                               repr=False)
     _pyr: ds.Dataset | None = field(default=None, repr=False)
@@ -260,6 +261,7 @@ class Pyramid:
         once (a few kB per rank)."""
         for r in self.ranks:
             md = pq.ParquetFile(self.detail_file(r)).metadata
+            self._footers[r] = md
             lo = np.empty(md.num_row_groups, np.int64)
             hi = np.empty(md.num_row_groups, np.int64)
             for g in range(md.num_row_groups):
@@ -348,7 +350,9 @@ class Pyramid:
             groups = self.row_groups_of(r, t0, t1)
             if not groups:
                 return r, groups, None
-            t = pq.ParquetFile(self.detail_file(r)).read_row_groups(groups, use_threads=False)
+            # the footer parsed at open: a window costs its row groups' reads alone
+            t = pq.ParquetFile(self.detail_file(r), metadata=self._footers[r]) \
+                .read_row_groups(groups, use_threads=False)
             s, e = t["start"].to_numpy(), t["end"].to_numpy()
             return r, groups, t.filter(pa.array((s < t1) & (e > t0)))
 
