@@ -4,7 +4,8 @@ beside the trace's cache, so a view never needs the whole trace in memory.
 Built from the partitioned cache (`calls/rank=R/part-0.parquet`, mpiscope.archive.cache)
 by Dask, one task per rank, into `<cache>/timeline/`:
 - `pyramid/rank=R/part-0.parquet`: per (level, column, function) the ns that function ran
-  on rank R in that column (zeros left out), sorted by (level, column). Level k has
+  on rank R in that column (zeros left out), sorted by key = level << 40 | column, whose
+  row-group statistics make a level's column range a range read. Level k has
   BASE_COLS * 2^k columns over the whole run, column i = [i*span//n, (i+1)*span//n) from
   `origin`, so a column of level k is exactly two of level k+1. The time per column comes
   from the same prefix sums as the in-memory level of detail (lod.StateIndex.time_upto),
@@ -34,21 +35,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from mpiscope.archive import cache
 from mpiscope.errors import UserError
 from mpiscope_webui import lod
 
-LAYOUT = "timeline-pyramid-2"
+LAYOUT = "timeline-pyramid-3"
 DIR = "timeline"
 BASE_COLS = 256  # columns of the coarsest level
 MAX_COLS = 1 << 17  # columns of the finest level at most (per rank: functions x this x 8 B)
 CALLS_PER_COL = 1  # finest level: about this many calls per column and rank
 CACHED_ROWS = 8_000_000  # levels of at most this many cells (all ranks) kept in memory
-ROW_GROUP = 16_384  # detail rows per row group: the unit of a window's read
+ROW_GROUP = 16_384  # rows per row group (detail, pyramid): the unit of a range read
+KEY_SHIFT = 40  # pyramid key = level << KEY_SHIFT | column
 ENV = "MPISCOPE_TIMELINE_OOC"  # 1: serve from the pyramid whatever the trace's size
 
 
@@ -153,10 +153,13 @@ def _build_rank(cache_dir: str, out_dir: str, rank: int, functions: list[str], o
     table = pa.concat_tables(parts[::-1])  # by level, then column (np.nonzero's order
     # is by function first: sort within each level)
     table = table.sort_by([("level", "ascending"), ("col", "ascending")])
+    # one sortable key per (level, column): its row-group statistics give the range read
+    key = (table["level"].to_numpy().astype(np.int64) << KEY_SHIFT) | table["col"].to_numpy()
+    table = table.append_column("key", pa.array(key))
     path = out / "pyramid" / f"rank={rank}" / cache.PART_FILE
     path.parent.mkdir(parents=True)
-    pq.write_table(table, path, row_group_size=ROW_GROUP * 4, compression="lz4",
-                   write_statistics=["level", "col"])
+    pq.write_table(table, path, row_group_size=ROW_GROUP, compression="lz4",
+                   write_statistics=["key"])
     return len(start), np.bincount(table["level"].to_numpy(), minlength=levels).tolist()
 
 
@@ -208,6 +211,11 @@ def build(trace_dir: Path | str, *, scheduler: str | object | None = None,
     return final
 
 
+def _stats(rg: pq.RowGroupMetaData) -> dict:
+    return {rg.column(c).path_in_schema: rg.column(c).statistics
+            for c in range(rg.num_columns)}
+
+
 @dataclass
 class DetailWindow:
     """The calls of a window, read from the detail files: rows (absolute ns) and which
@@ -234,7 +242,8 @@ class Pyramid:
     _footers: dict[int, pq.FileMetaData] = field(default_factory=dict, repr=False)
     _groups: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict,
                                                               repr=False)
-    _pyr: ds.Dataset | None = field(default=None, repr=False)
+    _pyr_footers: dict[int, tuple[pq.FileMetaData, np.ndarray, np.ndarray]] = field(
+        default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, trace_dir: Path | str, *, build_if_missing: bool = True,
@@ -265,12 +274,42 @@ class Pyramid:
             lo = np.empty(md.num_row_groups, np.int64)
             hi = np.empty(md.num_row_groups, np.int64)
             for g in range(md.num_row_groups):
-                rg = md.row_group(g)
-                cols = {rg.column(c).path_in_schema: rg.column(c).statistics
-                        for c in range(rg.num_columns)}
-                lo[g], hi[g] = cols["start"].min, cols["end"].max
+                st = _stats(md.row_group(g))
+                lo[g], hi[g] = st["start"].min, st["end"].max
             self._groups[r] = (lo, hi)
-        self._pyr = ds.dataset(self.path / "pyramid", format="parquet", partitioning="hive")
+            md = pq.ParquetFile(self.pyramid_file(r)).metadata
+            lo = np.empty(md.num_row_groups, np.int64)
+            hi = np.empty(md.num_row_groups, np.int64)
+            for g in range(md.num_row_groups):
+                st = _stats(md.row_group(g))["key"]
+                lo[g], hi[g] = st.min, st.max
+            self._pyr_footers[r] = (md, lo, hi)
+
+    def pyramid_file(self, rank: int) -> Path:
+        return self.path / "pyramid" / f"rank={rank}" / cache.PART_FILE
+
+    def _read_cells(self, level: int, c0: int, c1: int) -> tuple[np.ndarray, ...]:
+        """(rank, col, fcode, ns) of columns [c0, c1) of a level: per rank, only the row
+        groups whose key range meets it (footers parsed at open)."""
+        k0, k1 = (level << KEY_SHIFT) | c0, (level << KEY_SHIFT) | c1
+
+        def one(r: int):
+            md, lo, hi = self._pyr_footers[r]
+            groups = np.flatnonzero((lo < k1) & (hi >= k0)).tolist()
+            if not groups:
+                return None
+            t = pq.ParquetFile(self.pyramid_file(r), metadata=md).read_row_groups(
+                groups, columns=["key", "fcode", "ns"], use_threads=False)
+            key = t["key"].to_numpy()
+            a, b = np.searchsorted(key, [k0, k1])  # sorted by key within the file
+            return (np.full(b - a, r, np.int64), key[a:b] & ((1 << KEY_SHIFT) - 1),
+                    t["fcode"].to_numpy()[a:b], t["ns"].to_numpy()[a:b])
+
+        with ThreadPoolExecutor(min(len(self.ranks), os.cpu_count() or 1) or 1) as pool:
+            parts = [x for x in pool.map(one, self.ranks) if x is not None]
+        if not parts:
+            return tuple(np.empty(0, np.int64) for _ in range(4))
+        return tuple(np.concatenate([x[i] for x in parts]) for i in range(4))
 
     def detail_file(self, rank: int) -> Path:
         return self.path / "detail" / f"rank={rank}" / cache.PART_FILE
@@ -296,17 +335,13 @@ class Pyramid:
         for the coarse levels (read once), else a filtered read of the level's range."""
         cached = self._levels.get(level)
         if cached is None and self.cells_per_level[level] <= CACHED_ROWS:
-            t = self._pyr.to_table(columns=["rank", "col", "fcode", "ns"],
-                                   filter=pc.field("level") == level)
-            cols = [t[c].to_numpy() for c in ("rank", "col", "fcode", "ns")]
+            cols = self._read_cells(level, 0, self.cols(level))
             order = np.argsort(cols[1], kind="stable")
             cached = self._levels[level] = tuple(c[order] for c in cols)
         if cached is not None:
             a, b = np.searchsorted(cached[1], [c0, c1], side="left")
             return tuple(c[a:b] for c in cached)
-        flt = (pc.field("level") == level) & (pc.field("col") >= c0) & (pc.field("col") < c1)
-        t = self._pyr.to_table(columns=["rank", "col", "fcode", "ns"], filter=flt)
-        return tuple(t[c].to_numpy() for c in ("rank", "col", "fcode", "ns"))
+        return self._read_cells(level, c0, c1)
 
     def summary(self, level: int, c0: int, c1: int, nbins: int,
                 hidden: set[str] = frozenset()) -> lod.LodView:
