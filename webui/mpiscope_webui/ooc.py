@@ -141,6 +141,11 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
         a, b = (inputs.number(x) for x in view)
         if a is None or b is None:
             raise PreventUpdate
+        # whatever the page sends: a window within a run's length of the run, not empty
+        run = full[1] - full[0]
+        a, b = sorted((min(max(a, full[0] - run), full[1] + run),
+                       min(max(b, full[0] - run), full[1] + run)))
+        b = max(b, a + MIN_WINDOW_NS / 1e9)
         return figure(p, a, b, inputs.width_px(width, DEFAULT_WIDTH))
 
     app.pyramid = p  # for tests and benchmarks

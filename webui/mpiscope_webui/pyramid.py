@@ -435,10 +435,11 @@ def query(p: Pyramid, t0: int, t1: int, width_px: int, *,
         c1 = int(np.searchsorted(e, t1, side="left"))
         return OocView(p.summary(k, c0, c1, nbins, hidden_set), None, "pyramid")
     w = p.window(t0 + p.origin, t1 + p.origin)
-    if not len(w.calls):
+    read = len(w.calls)
+    if not read:  # an empty index still needs one (empty) state
         w.calls.loc[0] = {"call": -1, "rank": 0, "start": t0 + p.origin,
                           "end": t0 + p.origin, "depth": 0, "function": p.functions[0]}
     idx = lod.StateIndex.build(w.calls, p.num_ranks)
     o = p.origin - idx.origin
     return OocView(lod.query(idx, t0 + o, t1 + o, width_px, hidden=hidden_set), idx, "detail",
-                   len(w.calls))
+                   read)

@@ -132,3 +132,13 @@ def test_levels_too_big_for_memory_are_read_by_range(opened, monkeypatch):
     assert np.array_equal(got.summary, p.summary(k, c0, c1, c1 - c0).summary)
     mem = lod.query(idx, 0, 0, 1, max_exact=0, edges=fresh.edges(k)[c0:c1 + 1])
     assert np.array_equal(by_name(fresh, got, idx.functions), mem.summary)
+
+
+def test_windows_off_the_run_draw_nothing(opened):
+    trace, p, idx = opened
+    for t0, t1 in ((p.span + 10, p.span + 10_000), (-10_000, -10)):
+        out = pyramid.query(p, t0, t1, 800)
+        assert out.calls_read == 0 and len(out.view.states) == 0
+        assert out.view.summary_cells() == 0
+    whole = pyramid.query(p, -p.span, 2 * p.span, 800)  # zoomed out past both ends
+    assert whole.view.summary.sum() == pyramid.query(p, 0, p.span, 800).view.summary.sum()
