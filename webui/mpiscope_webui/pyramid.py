@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -239,6 +240,8 @@ class Pyramid:
     num_ranks: int
     cells_per_level: list[int] = field(default_factory=list)
     _levels: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
+    _loading: set[int] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _footers: dict[int, pq.FileMetaData] = field(default_factory=dict, repr=False)
     _groups: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict,
                                                               repr=False)
@@ -330,14 +333,23 @@ class Pyramid:
                 return k
         return None
 
+    def _keep_level(self, level: int) -> None:
+        cols = self._read_cells(level, 0, self.cols(level))
+        order = np.argsort(cols[1], kind="stable")
+        self._levels[level] = tuple(c[order] for c in cols)
+
     def cells(self, level: int, c0: int, c1: int) -> tuple[np.ndarray, ...]:
         """The stored (rank, col, fcode, ns) of columns [c0, c1) of a level: from memory
         for the coarse levels (read once), else a filtered read of the level's range."""
         cached = self._levels.get(level)
         if cached is None and self.cells_per_level[level] <= CACHED_ROWS:
-            cols = self._read_cells(level, 0, self.cols(level))
-            order = np.argsort(cols[1], kind="stable")
-            cached = self._levels[level] = tuple(c[order] for c in cols)
+            # the whole level in the background: this view reads its range (a whole level
+            # is seconds at 10^8 events), the next ones find it in memory
+            with self._lock:
+                start = level not in self._loading
+                self._loading.add(level)
+            if start:
+                threading.Thread(target=self._keep_level, args=(level,), daemon=True).start()
         if cached is not None:
             a, b = np.searchsorted(cached[1], [c0, c1], side="left")
             return tuple(c[a:b] for c in cached)

@@ -6,6 +6,7 @@ function as the in-memory timeline."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +129,8 @@ def test_levels_too_big_for_memory_are_read_by_range(opened, monkeypatch):
     n = fresh.cols(k)
     c0, c1 = n // 4, n // 4 + min(300, n // 2)
     got = fresh.summary(k, c0, c1, c1 - c0)
-    assert not fresh._levels  # nothing kept: a range read of the level's file
+    time.sleep(0.2)
+    assert not fresh._levels and not fresh._loading  # nothing kept: a range read
     assert np.array_equal(got.summary, p.summary(k, c0, c1, c1 - c0).summary)
     mem = lod.query(idx, 0, 0, 1, max_exact=0, edges=fresh.edges(k)[c0:c1 + 1])
     assert np.array_equal(by_name(fresh, got, idx.functions), mem.summary)
@@ -142,3 +144,16 @@ def test_windows_off_the_run_draw_nothing(opened):
         assert out.view.summary_cells() == 0
     whole = pyramid.query(p, -p.span, 2 * p.span, 800)  # zoomed out past both ends
     assert whole.view.summary.sum() == pyramid.query(p, 0, p.span, 800).view.summary.sum()
+
+
+def test_coarse_levels_are_kept_in_memory_after_first_use(opened):
+    trace, p, idx = opened
+    fresh = pyramid.Pyramid.open(trace.path, build_if_missing=False)
+    n = fresh.cols(0)
+    first = fresh.summary(0, 3, n - 3, n - 6)  # a range read; the level loads meanwhile
+    deadline = time.monotonic() + 60
+    while 0 not in fresh._levels and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert 0 in fresh._levels
+    again = fresh.summary(0, 3, n - 3, n - 6)  # from memory
+    assert np.array_equal(first.summary, again.summary)
