@@ -108,7 +108,8 @@ def cells(d: Path):
 
 
 def test_built_on_a_dask_cluster_same_pyramid(synth, tmp_path):
-    from dask.distributed import Client, LocalCluster
+    distributed = pytest.importorskip("dask.distributed")  # pyproject: dask[dataframe] only
+    Client, LocalCluster = distributed.Client, distributed.LocalCluster
 
     reader.load(synth)
     p0 = pyramid.Pyramid.open(synth)
