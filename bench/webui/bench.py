@@ -8,6 +8,12 @@ Measures, against the targets of issue 7:
 - browser draw time in headless Chromium: relayout (what a zoom or pan does) → the server's
   figure drawn and painted, with when Plotly had redrawn the old view at the new range and
   when the server's answer was in; and a redraw of the full view (Plotly.react) alone.
+- page load → first drawn timeline, before (Dash's full plotly.js, no compression) and
+  after (the cartesian partial bundle, gzip; mpiscope_webui.bundle), each in a fresh
+  headless Chromium, with the bytes the page transferred;
+- the out-of-core timeline (mpiscope_webui.pyramid, issue 17): pyramid build with Dask,
+  open, and each zoom/pan of the same session answered from the pyramid or the window's
+  detail, with the bytes of the timeline's data per view.
 Reference, measured side by side: the naive figure, one Plotly bar per state, for the
 first 100 k states (the issue's "17 s to draw 100 k states").
 """
@@ -15,6 +21,7 @@ first 100 k states (the issue's "17 s to draw 100 k states").
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -26,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 TARGET_FIRST_S, TARGET_ZOOM_S, TARGET_BYTES = 2.0, 0.3, 2_000_000
+TARGET_PAGE_S = 1.0  # issue 17: page load to the first drawn timeline
 WIDTH = 1400
 
 
@@ -51,8 +59,9 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def http_view(url: str, app, view: dict) -> tuple[float, int]:
-    """POST the render callback exactly as the browser does; (seconds, response bytes)."""
+def http_view(url: str, app, view: dict) -> tuple[float, int, int]:
+    """POST the render callback exactly as the browser does (gzip accepted); (seconds,
+    response bytes, bytes on the wire)."""
     key = next(k for k in app.callback_map
                if k.startswith('..{"panel":["MATCH"],"type":"timeline"}'))
     ids = [{"id": {"panel": 0, "type": t}, "property": p}
@@ -64,11 +73,16 @@ def http_view(url: str, app, view: dict) -> tuple[float, int]:
                    {"id": {"panel": 0, "type": "waits"}, "property": "data", "value": True}],
         "changedPropIds": ['{"panel":0,"type":"view"}.data'], "state": []}).encode()
     req = urllib.request.Request(f"{url}/_dash-update-component", data=body,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          "Accept-Encoding": "gzip"})
     t = time.perf_counter()
     with urllib.request.urlopen(req, timeout=60) as resp:
         data = resp.read()
-    return time.perf_counter() - t, len(data)
+        zipped = resp.headers.get("Content-Encoding") == "gzip"
+    wire = len(data)
+    if zipped:
+        data = gzip.decompress(data)
+    return time.perf_counter() - t, len(data), wire
 
 
 def browser_draw(url: str, session: list[tuple[str, float, float]]) -> list[tuple[str, float]]:
@@ -123,6 +137,102 @@ def browser_draw(url: str, session: list[tuple[str, float, float]]) -> list[tupl
     return out
 
 
+def page_load(url: str, runs: int = 3) -> tuple[float, int, str]:
+    """Median s from navigation to the first timeline drawn (fresh browser and cache each
+    run), bytes transferred, plotly.js bundle used."""
+    import tempfile
+
+    from mpiscope_testing.browser import chromium
+
+    gd = "document.querySelector('#panel-0 .timeline .js-plotly-plot')"
+    times, sent, which = [], 0, "?"
+    for _ in range(runs):
+        d = chromium(Path(tempfile.mkdtemp()), script_timeout=120)
+        try:
+            d.get(url)
+            while not d.execute_script(f"const g={gd}; return g && g._fullData && "
+                                       "g._fullData.length > 5"):
+                time.sleep(0.01)
+            # navigationStart → now, from the page's clock: not the driver's round trips
+            times.append(d.execute_script("return performance.now()") / 1e3)
+            sent = d.execute_script(
+                "return performance.getEntriesByType('resource').concat("
+                "performance.getEntriesByType('navigation')).reduce((a, e) => a + "
+                "(e.transferSize || 0), 0)")
+            which = d.execute_script(
+                "const e = performance.getEntriesByType('resource').find(e => "
+                "e.name.includes('plotly')); return e ? e.name.split('/').pop().split('?')[0]"
+                " : '?'")
+        finally:
+            d.quit()
+    return statistics.median(times), sent, which
+
+
+def first_view_before_after(models) -> None:
+    import logging
+
+    from werkzeug.serving import make_server
+
+    from mpiscope_webui.app import create_app
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    print("\npage load → first timeline drawn (headless Chromium, median of 3, "
+          f"target ≤ {TARGET_PAGE_S:.0f} s):")
+    res = {}
+    for label, full in (("before: full plotly.js, no gzip", True),
+                        ("after: cartesian bundle + gzip", False)):
+        app = create_app(models=models, full_plotly=full, compress=not full)
+        srv = make_server("127.0.0.1", 0, app.server, threaded=True)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            s, sent, which = page_load(f"http://127.0.0.1:{srv.server_port}")
+        finally:
+            srv.shutdown()
+        res[full] = s
+        print(f"  {label:34} {fmt(s)}  {sent / 1e6:6.2f} MB transferred  ({which})  "
+              f"{verdict(s <= TARGET_PAGE_S)}")
+    print(f"  after / before: {res[False] / res[True]:.2f}")
+
+
+def out_of_core(trace_dir: str) -> None:
+    """The same session answered by mpiscope_webui.pyramid (no trace in memory)."""
+    from mpiscope_webui import pyramid
+    from mpiscope_webui.geometry import rects, typed
+
+    print("\nout-of-core timeline (pyramid + detail beside the Parquet cache):")
+    t = time.perf_counter()
+    path = pyramid.build(trace_dir)
+    t_build = time.perf_counter() - t
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    t = time.perf_counter()
+    p = pyramid.Pyramid.open(trace_dir, build_if_missing=False)
+    t_open = time.perf_counter() - t
+    print(f"  build (Dask, one task per rank, threads): {fmt(t_build)}; {p.levels} levels "
+          f"of {p.cols(0)}..{p.cols(p.levels - 1)} columns; {size / 1e6:.0f} MB on disk")
+    print(f"  open (manifest + row-group statistics): {fmt(t_open)}")
+    plot = WIDTH - 190
+    print(f"  {'step':12} {'source':>7} {'query':>10} {'bytes':>9}  states  cells  calls read")
+    worst, most = 0.0, 0
+    t0, t1 = p.origin / 1e9, (p.origin + p.span - 2) / 1e9  # the in-memory session's
+    for name, a, b in [("whole run", t0, t1), *windows(t0, t1)]:
+        t = time.perf_counter()
+        out = pyramid.query(p, int(a * 1e9) - p.origin, int(b * 1e9) - p.origin, plot)
+        v = out.view
+        # what a view sends of the timeline: the summary grid (1 byte a cell) and the
+        # exact states' rectangles, as timeline.render encodes them
+        z = np.where(v.dominant >= 0, v.dominant + 1, 0).astype(np.uint8)
+        x, y = rects(v.state_start / 1e9, v.state_end / 1e9,
+                     np.zeros(len(v.states)), np.ones(len(v.states)))
+        body = json.dumps([typed(z, "u1"), typed(x), typed(y, "f4")])
+        t_q = time.perf_counter() - t
+        worst, most = max(worst, t_q), max(most, len(body))
+        print(f"  {name:12} {out.source:>7} {fmt(t_q)} {len(body) / 1e6:7.2f}MB  "
+              f"{len(v.states):6d} {v.summary_cells():6d}  {out.calls_read:10,d}")
+    print(f"  worst query + encoding {fmt(worst)} (target < {TARGET_ZOOM_S * 1e3:.0f} ms: "
+          f"{verdict(worst < TARGET_ZOOM_S)}); most bytes {most / 1e6:.2f} MB "
+          f"(timeline data only; figure layout and arrows not counted)")
+
+
 def naive_reference(model, n: int = 100_000) -> str:
     """The naive figure (one bar per state): its JSON size, from 2000 bars."""
     import plotly.graph_objects as go
@@ -139,6 +249,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--ooc-only", action="store_true",
+                    help="only the out-of-core timeline (a trace too big for the rest)")
     args = ap.parse_args()
 
     from plotly.io.json import to_json_plotly  # what Dash sends
@@ -151,6 +263,10 @@ def main() -> int:
     from mpiscope_webui.timeline import View
 
     reader.load(args.trace)  # make sure the Parquet cache exists (not timed)
+    if args.ooc_only:
+        print("in-memory timeline: not measured (--ooc-only)")
+        out_of_core(args.trace)
+        return 0
     t = time.perf_counter()
     trace = reader.load(args.trace)
     t_load = time.perf_counter() - t
@@ -212,9 +328,9 @@ def main() -> int:
         print("\nzoom/pan over HTTP (POST /_dash-update-component):")
         times = []
         for name, a, b in session:
-            s, n = http_view(url, app, View(a, b).to_dict())
+            s, n, wire = http_view(url, app, View(a, b).to_dict())
             times.append(s)
-            print(f"  {name:12} {fmt(s)} {n / 1e6:7.2f}MB")
+            print(f"  {name:12} {fmt(s)} {n / 1e6:7.2f}MB, {wire / 1e6:5.2f} MB gzipped")
         print(f"  median {fmt(statistics.median(times))}, worst {fmt(max(times))}  target "
               f"< {TARGET_ZOOM_S * 1e3:.0f} ms: {verdict(max(times) < TARGET_ZOOM_S)}")
         if not args.no_browser:
@@ -227,6 +343,9 @@ def main() -> int:
                   f"worst {fmt(max(zooms))}")
     finally:
         srv.shutdown()
+    if not args.no_browser:
+        first_view_before_after([model])
+    out_of_core(args.trace)
     print(f"\nreference (naive, not drawn): {naive_reference(model)}; the issue measured 17 s "
           f"to draw 100 k such bars in headless Chromium, and 1 M never finished")
     return 0

@@ -10,7 +10,17 @@ import flask
 from dash import ALL, MATCH, Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from mpiscope_webui import compare, critical, inputs, safety_net, security, strip, timeline, views
+from mpiscope_webui import (
+    bundle,
+    compare,
+    critical,
+    inputs,
+    safety_net,
+    security,
+    strip,
+    timeline,
+    views,
+)
 from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
@@ -31,9 +41,11 @@ def load_models(trace_dirs: Sequence[Path | str], *, skip_frames: str = "",
 
 def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
                models: list[TraceModel] | None = None, analyze_now: bool = False,
-               guard: security.Guard | None = None) -> Dash:
+               guard: security.Guard | None = None, full_plotly: bool = False,
+               compress: bool = True) -> Dash:
     """The app for one or two traces (raises mpiscope.errors.UserError on bad input).
-    `guard`: which Host headers and token requests need (default: loopback, no token)."""
+    `guard`: which Host headers and token requests need (default: loopback, no token).
+    `full_plotly`, `compress`: the page as before bundle.py (for benchmarks)."""
     models = models if models is not None else load_models(trace_dirs or [])
     if not 1 <= len(models) <= 2:
         raise ValueError("serve one trace, or two to compare")
@@ -47,8 +59,11 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
     security.install(server, guard or security.Guard.loopback())
     app = Dash("mpiscope_webui", server=server, assets_folder=str(ASSETS),
                title="mpiscope", update_title=None, serve_locally=True,
-               suppress_callback_exceptions=True, on_error=safety_net.callback_failed)
+               suppress_callback_exceptions=True, on_error=safety_net.callback_failed,
+               assets_ignore=bundle.IGNORE_SMALL if full_plotly else "")
     safety_net.install(server)
+    if compress:
+        bundle.install_compression(server)  # the smaller Plotly is in ASSETS (see bundle.py)
     ctl = Controller(models)
     # a function: each page load gets the current state (e.g. wait states ready or not)
     app.layout = lambda: _layout(ctl)

@@ -209,8 +209,12 @@ class LodView:
 
 def query(index: StateIndex, t0: int, t1: int, width_px: int, *, hidden: set[str] = frozenset(),
           min_px: float = 1.0, max_exact: int = MAX_EXACT,
-          max_cells: int = MAX_CELLS) -> LodView:
-    """The level-of-detail view of [t0, t1) (ns relative to index.origin)."""
+          max_cells: int = MAX_CELLS, edges: np.ndarray | None = None) -> LodView:
+    """The level-of-detail view of [t0, t1) (ns relative to index.origin). `edges`: bin
+    edges to use instead of one bin per pixel (e.g. a pyramid's columns, see pyramid.py);
+    the window is then edges[0]..edges[-1]."""
+    if edges is not None:
+        t0, t1 = int(edges[0]), int(edges[-1])
     t0, t1 = sorted((int(t0), int(t1)))  # a reversed window is the same window
     t1 = max(t1, t0 + 1)
     width_px = max(int(width_px), 1)
@@ -218,8 +222,9 @@ def query(index: StateIndex, t0: int, t1: int, width_px: int, *, hidden: set[str
     visible = np.array([i for i, f in enumerate(index.functions) if f not in hidden], np.int64)
     # pixel bins, coarser only when lanes x pixels would exceed the cell budget
     nbins = int(max(1, min(width_px, max_cells // max(index.num_ranks, 1))))
-    edges = t0 + np.round(np.linspace(0, t1 - t0, nbins + 1)).astype(np.int64)
-    edges = np.unique(edges)
+    if edges is None:
+        edges = t0 + np.round(np.linspace(0, t1 - t0, nbins + 1)).astype(np.int64)
+    edges = np.unique(np.asarray(edges, np.int64))
     nbins = len(edges) - 1
     ns_per_px = (t1 - t0) / width_px
     threshold = max(int(np.ceil(min_px * ns_per_px)), 1)

@@ -66,12 +66,20 @@ def run(args: argparse.Namespace) -> int:
     for d in dirs:  # ranks killed outright: their crash-safe logs become traces first
         for line in recover.before_reading(Path(d)):
             print(line, file=sys.stderr, flush=True)
-    # bad or missing traces: UserError, before serving
-    models = load_models(dirs, skip_frames=args.skip_frames, group_by=args.group_by)
-    for d, m in zip(dirs, models, strict=True):
-        warn_cut_short(Path(d), m.trace)
     guard = security.Guard.for_address(args.host, args.port, token)
-    app = create_app(models=models, guard=guard)
+    from mpiscope_webui import ooc
+
+    if ooc.wanted(dirs):  # too big to hold (or MPISCOPE_TIMELINE_OOC=1): the timeline alone
+        if len(dirs) > 1:
+            raise UserError(args.trace_b, "compare mode needs the traces in memory "
+                            "(MPISCOPE_TIMELINE_OOC=0)")
+        app, labels = ooc.create_app(dirs[0], guard=guard), [Path(dirs[0]).name]
+    else:
+        # bad or missing traces: UserError, before serving
+        models = load_models(dirs, skip_frames=args.skip_frames, group_by=args.group_by)
+        for d, m in zip(dirs, models, strict=True):
+            warn_cut_short(Path(d), m.trace)
+        app, labels = create_app(models=models, guard=guard), [m.label for m in models]
     if not loopback:
         reach = "anyone with the token printed below" if token else \
             "anyone who can reach it (--no-token)"
@@ -81,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     url = f"http://{'[' + shown + ']' if ':' in shown else shown}:{args.port}"
     if token:
         url += f"/?token={quote(token, safe='')}"
-    print(f"mpiscope: serving {' vs '.join(m.label for m in models)} on {url} "
+    print(f"mpiscope: serving {' vs '.join(labels)} on {url} "
           f"(Ctrl-C stops)", file=sys.stderr, flush=True)
     import logging
 

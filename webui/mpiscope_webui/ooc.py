@@ -1,0 +1,206 @@
+"""`mpiscope serve` on a trace too big to hold: the timeline alone, out of core.
+
+Every view comes from mpiscope_webui.pyramid (the multi-resolution summary and the
+time-sorted detail beside the Parquet cache); no table of the trace is loaded, so memory
+does not grow with the trace. What needs the whole trace in memory (the analysis tabs,
+messages, details of a call, compare mode) is not offered in this mode.
+
+`serve` uses it when MPISCOPE_TIMELINE_OOC=1, or, unless MPISCOPE_TIMELINE_OOC=0, when
+the trace's cache says its tables would not fit: rows x BYTES_PER_ROW above the memory
+available (/proc/meminfo) times MEMORY_SHARE.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import flask
+import numpy as np
+from dash import Dash, Input, Output, State, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from mpiscope.errors import UserError
+from mpiscope.render import palette
+from mpiscope_webui import bundle, inputs, pyramid, safety_net, security, timeline
+from mpiscope_webui.geometry import rects, typed
+
+BYTES_PER_ROW = 72  # measured in memory at 10 M events (issue 17)
+MEMORY_SHARE = 0.5  # the rest is for the analyses, the views and everyone else
+DEFAULT_WIDTH = 1400
+MIN_WINDOW_NS = 100
+
+
+def memory_available() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def estimated_bytes(trace_dir: Path) -> int | None:
+    """Memory the trace's tables would take, from its cache's row counts (None: no cache)."""
+    try:
+        _d, man = pyramid.find_cache(trace_dir)
+    except UserError:
+        return None
+    rows = 0
+    for info in man["tables"].values():
+        parts = info.get("partitions")
+        rows += sum(n for _v, n in parts) if parts else 0
+    return rows * BYTES_PER_ROW
+
+
+def trace_dir_of(arg: Path | str) -> Path:
+    """`serve` takes a trace directory or its traces.otf2."""
+    p = Path(arg)
+    return p.parent if p.suffix == ".otf2" else p
+
+
+def wanted(trace_dirs: list[Path | str]) -> bool:
+    """Serve out of core? MPISCOPE_TIMELINE_OOC=1/0 decides; else the estimate does."""
+    env = os.environ.get(pyramid.ENV, "")
+    if env in ("0", "1"):
+        return env == "1"
+    avail = memory_available()
+    need = [estimated_bytes(trace_dir_of(d)) for d in trace_dirs]
+    return avail is not None and any(n is not None and n > avail * MEMORY_SHARE
+                                     for n in need)
+
+
+def open_pyramid(trace_dir: Path) -> pyramid.Pyramid:
+    """The trace's pyramid, built (Dask) if missing or stale. Without a cache the trace is
+    converted first: in memory today (out-of-core conversion is the Dask engine's)."""
+    try:
+        pyramid.find_cache(trace_dir)
+    except UserError:
+        from mpiscope.archive import reader
+
+        reader.load(trace_dir)
+    return pyramid.Pyramid.open(trace_dir)
+
+
+def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) -> Dash:
+    trace_dir = trace_dir_of(trace_dir)
+    p = open_pyramid(trace_dir)
+    man = json.loads((p.path / "manifest.json").read_text())
+    server = flask.Flask("mpiscope_webui", static_folder=None)
+    security.install(server, guard or security.Guard.loopback())
+    app = Dash("mpiscope_webui", server=server, assets_folder=str(Path(__file__).parent
+                                                                  / "assets"),
+               title="mpiscope", update_title=None, serve_locally=True,
+               suppress_callback_exceptions=True, on_error=safety_net.callback_failed)
+    safety_net.install(server)
+    bundle.install_compression(server)
+    full = [p.origin / 1e9, (p.origin + p.span - 2) / 1e9]
+    info = (f"{p.num_ranks} ranks · {(p.span - 2) / 1e9:.4g} s · {sum(man['calls']):,} MPI "
+            f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
+    app.layout = html.Div([
+        html.Div([html.H1("mpiscope"), html.Span(Path(trace_dir).name, className="muted")],
+                 className="header"),
+        dcc.Store(id="boot", data=0), dcc.Store(id="viewport"),
+        dcc.Store(id="ooc-view", data=full),
+        html.Div(html.Div([
+            html.Div([html.H3(Path(trace_dir).name, className="trace-label"),
+                      html.Span(info, className="muted")], className="panel-head"),
+            html.Div(id="ooc-status", className="status"),
+            html.Div(dcc.Graph(id="ooc-timeline", className="timeline",
+                               config={"scrollZoom": True, "displaylogo": False,
+                                       "responsive": False}), className="timeline-wrap"),
+        ], className="panel", id="panel-0"), id="timelines"),
+    ], className="page")
+
+    app.clientside_callback(
+        """function(_) {
+            const el = document.getElementById('timelines');
+            return Math.max(600, el ? el.clientWidth : window.innerWidth - 40);
+        }""", Output("viewport", "data"), Input("boot", "data"))
+
+    @app.callback(Output("ooc-view", "data"), Input("ooc-timeline", "relayoutData"),
+                  State("ooc-view", "data"), prevent_initial_call=True)
+    def navigate(rd, view):
+        r = inputs.relayout(rd)
+        if r.reset:
+            return full
+        if r.x is None:
+            raise PreventUpdate
+        a, b = sorted(r.x)
+        if b - a < MIN_WINDOW_NS / 1e9:
+            b = a + MIN_WINDOW_NS / 1e9
+        return [a, b] if [a, b] != view else no_update
+
+    @app.callback(Output("ooc-timeline", "figure"), Output("ooc-status", "children"),
+                  Input("ooc-view", "data"), Input("viewport", "data"))
+    def render(view, width):
+        if not isinstance(view, list) or len(view) != 2:
+            raise PreventUpdate
+        a, b = (inputs.number(x) for x in view)
+        if a is None or b is None:
+            raise PreventUpdate
+        # whatever the page sends: a window within a run's length of the run, not empty
+        run = full[1] - full[0]
+        a, b = sorted((min(max(a, full[0] - run), full[1] + run),
+                       min(max(b, full[0] - run), full[1] + run)))
+        b = max(b, a + MIN_WINDOW_NS / 1e9)
+        return figure(p, a, b, inputs.width_px(width, DEFAULT_WIDTH))
+
+    app.pyramid = p  # for tests and benchmarks
+    return app
+
+
+def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int) -> tuple[dict, str]:
+    """The timeline of [a, b] (s) as a Plotly figure, and its status line."""
+    plot_px = max(width_px - timeline.MARGIN_L - timeline.MARGIN_R, 50)
+    out = pyramid.query(p, int(round(a * 1e9)) - p.origin, int(round(b * 1e9)) - p.origin,
+                        plot_px)
+    v = out.view
+    origin = p.origin if out.index is None else out.index.origin
+    names = p.functions if out.index is None else out.index.functions
+
+    def to_s(t):
+        return (np.asarray(t, dtype=np.float64) + origin) / 1e9
+
+    levels = timeline.summary_levels(len(names))
+    shade = np.minimum((np.clip(v.busy_fraction, 0, 1) * levels).astype(np.int64), levels - 1)
+    z = np.where(v.dominant >= 0, 1 + v.dominant * levels + shade, 0)
+    if not z.any():
+        z = np.zeros((1, 1), np.int64)
+    dx = (v.edges[-1] - v.edges[0]) / max(v.nbins, 1)
+    traces = [{"type": "heatmap", "z": typed(z, "u1" if len(names) * levels <= 255 else "u2"),
+               "x0": float(to_s(v.edges[0] + dx / 2)), "dx": dx / 1e9, "y0": 0, "dy": 1,
+               "zmin": 0, "zmax": max(len(names) * levels, 1), "zsmooth": False,
+               "colorscale": timeline._colourscale(names), "showscale": False,
+               "hoverinfo": "none", "name": "summary", "showlegend": False}]
+    rank = out.index.rank[v.states] if out.index is not None else np.empty(0, np.int64)
+    fcode = out.index.fcode[v.states] if out.index is not None else np.empty(0, np.int64)
+    depth = out.index.depth[v.states] if out.index is not None else np.empty(0, np.int64)
+    half = np.maximum(timeline.HALF - timeline.NEST * depth, 0.08)
+    xs0, xs1 = to_s(v.state_start), to_s(v.state_end)
+    for code, name in enumerate(names):
+        sel = fcode == code
+        x, y = rects(xs0[sel], xs1[sel], rank[sel] - half[sel], rank[sel] + half[sel])
+        if not len(x):
+            x, y = np.array([a]), np.array([-100.0], np.float32)  # keeps its legend entry
+        traces.append({"type": "scatter", "name": name, "x": typed(x), "y": typed(y, "f4"),
+                       "fill": "toself", "fillcolor": palette.colour(name), "mode": "none",
+                       "hoverinfo": "skip"})
+    n = p.num_ranks
+    lane_px = int(np.clip(560 / max(n, 1), 8, 28))
+    layout = {
+        "height": 110 + n * lane_px, "plot_bgcolor": palette.COMPUTE, "showlegend": True,
+        "margin": {"l": timeline.MARGIN_L, "r": timeline.MARGIN_R, "t": 50, "b": 40},
+        "dragmode": "zoom", "font": {"size": 11},
+        "legend": {"orientation": "h", "x": 0, "y": 1.01, "yanchor": "bottom"},
+        "xaxis": {"range": [a, b], "title": {"text": "time (s)"}, "exponentformat": "none",
+                  "ticklabeloverflow": "allow"},
+        "yaxis": {"range": [n - 0.5, -0.5], "tickmode": "array", "tickvals": list(range(n)),
+                  "ticktext": [f"rank {r}" for r in range(n)], "showgrid": False,
+                  "zeroline": False, "fixedrange": True,
+                  "tickfont": {"size": max(6, min(11, lane_px - 1))}}}
+    status = (f"{a:.6f} – {b:.6f} s · from the {out.source} · {len(v.states)} states drawn, "
+              f"{v.summary_cells()} summary cells · {out.calls_read:,} calls read")
+    return {"data": traces, "layout": layout}, status

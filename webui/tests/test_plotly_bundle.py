@@ -1,0 +1,111 @@
+"""The page runs on the smaller Plotly (mpiscope_webui.bundle): the vendored cartesian
+bundle is what the browser loads, Dash's full plotly.js is never fetched, and every figure
+the web UI draws (timeline, overview, breakdown, duration histogram, comm matrix, message
+sizes) is drawn with it. Static files and callback answers go out gzipped."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from mpiscope_testing.webui_page import open_app, wait_until
+from mpiscope_webui import bundle, timeline, views
+from mpiscope_webui.app import create_app
+from mpiscope_webui.model import TraceModel
+
+# every graph on the page as Plotly drew it: its trace types, and whether Plotly knew them
+DRAWN = """
+const known = new Set(Object.keys(Plotly.PlotSchema.get().traces));
+return [...document.querySelectorAll('.js-plotly-plot')].filter(g => g._fullData).map(g => ({
+  id: g.parentElement.id || g.closest('[id]').id,
+  types: g._fullData.map(t => t.type),
+  unknown: g.data.map(t => t.type || 'scatter').filter(t => !known.has(t)),
+  drawn: g.querySelectorAll('.main-svg').length > 0 && !!g._fullLayout._size}));"""
+
+
+def test_vendored_bundle_is_the_pinned_one():
+    assert bundle.verify() is None
+    text = bundle.bundle_path().read_bytes()[:200].decode()
+    assert f"plotly.js (cartesian - minified) v{bundle.PLOTLY_VERSION}" in text
+    assert (bundle.VENDOR / "LICENSE-plotly.js.txt").read_text().startswith("MIT License")
+
+
+def test_figures_use_only_trace_types_in_the_bundle(himeno_traces):
+    from mpiscope.archive import reader
+
+    m = TraceModel.build(reader.load(himeno_traces["unpatched"]))
+    a = m.analysis()
+    v = timeline.View(m.index.origin / 1e9, (m.index.origin + m.duration) / 1e9)
+    figures = [timeline.render(m, v, 1400).figure, timeline.overview(m, v),
+               views.breakdown_figure(a).to_plotly_json(),
+               views.duration_histogram(m, "MPI_Allreduce").to_plotly_json(),
+               views.comm_matrix_figure(a, m.trace.num_ranks).to_plotly_json(),
+               views.message_size_figure(a).to_plotly_json()]
+    types = {t.get("type", "scatter") for f in figures for t in f["data"]}
+    assert types >= {"scatter", "heatmap", "bar"}
+    assert types <= bundle.TRACE_TYPES
+
+
+def test_server_gzips_scripts_and_callback_answers(himeno_traces):
+    app = create_app([himeno_traces["unpatched"]], analyze_now=True)
+    c = app.server.test_client()
+    url = bundle.bundle_url()
+    plain = c.get(url)
+    assert plain.status_code == 200 and "Content-Encoding" not in plain.headers
+    assert hashlib.sha256(plain.data).hexdigest() == bundle.SHA256
+    zipped = c.get(url, headers={"Accept-Encoding": "gzip, deflate, br"})
+    assert zipped.headers["Content-Encoding"] == "gzip"
+    assert len(zipped.data) < len(plain.data) / 2
+    assert gzip.decompress(zipped.data) == plain.data
+    assert "Accept-Encoding" in zipped.headers["Vary"]
+    # Dash's own scripts too
+    page = c.get("/").get_data(as_text=True)
+    dcc = next(s.split('"')[0] for s in page.split('src="')[1:]
+               if "dash_core_components." in s.split('"')[0])
+    z = c.get(dcc, headers={"Accept-Encoding": "gzip"})
+    assert z.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(z.data) == c.get(dcc).data
+
+
+@pytest.mark.browser
+def test_page_loads_the_small_bundle_and_draws_every_figure(browser, serve, himeno_traces):
+    url = serve(himeno_traces["unpatched"])
+    open_app(browser, url)
+    assert browser.execute_script("return Plotly.version") == bundle.PLOTLY_VERSION
+    loaded = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)")
+    assert any(bundle.bundle_url() in u for u in loaded), loaded
+    assert not any("plotly.min.js" in u for u in loaded), loaded
+    # the browser asked for gzip and got it: fewer bytes over the wire than the file has
+    sizes = browser.execute_script(
+        "const e = performance.getEntriesByType('resource').find(e => e.name.includes("
+        f"{bundle.bundle_url()!r})); return [e.encodedBodySize, e.decodedBodySize]")
+    assert sizes[1] == bundle.bundle_path().stat().st_size
+    assert 0 < sizes[0] < sizes[1] / 2
+
+    drawn = {f"{g['id']} {i}": g for i, g in enumerate(browser.execute_script(DRAWN))}
+    # a tab's graphs are on the page only while it is open
+    for tab, probe in (("Breakdown", "synchronization"), ("Functions", "MPI_Allreduce"),
+                       ("Messages", "bandwidth")):
+        browser.find_element(
+            By.XPATH, f"//div[contains(@class,'tab')][normalize-space(.)='{tab}']").click()
+        wait_until(browser, f"return document.body.textContent.includes('{probe}')",
+                   what=f"{tab} tab")
+        if tab == "Functions":  # the duration histogram: pick the Allreduce row
+            browser.execute_script(
+                "for (const r of document.querySelectorAll('tr')) { const c = r.querySelector("
+                "'td[data-dash-column=\"name\"]'); if (c && c.textContent.trim() === "
+                "'MPI_Allreduce') { r.querySelector('input').click(); break; } }")
+            wait_until(browser, "const g = document.querySelector('[id*=fhist] .js-plotly-plot');"
+                       " return g && g._fullData && g._fullData.length > 0",
+                       what="duration histogram")
+        drawn |= {f"{g['id']} {i}": g for i, g in enumerate(browser.execute_script(DRAWN))}
+    drawn = list({repr(g): g for g in drawn.values()}.values())
+    types = {t for g in drawn for t in g["types"]}
+    assert types >= {"scatter", "heatmap", "bar"}, drawn
+    assert all(not g["unknown"] and g["drawn"] for g in drawn), drawn
+    # timeline, overview, breakdown, histogram, comm matrix, message sizes
+    assert len(drawn) >= 6, drawn
