@@ -65,6 +65,9 @@ class Events:
     loc_last: np.ndarray
     loc_truncated: np.ndarray
     clock_offsets: int  # ClockOffset records libotf2 applied to the timestamps
+    # per p2p row: the posting call of a receive, the completing call of a send (-1: none);
+    # what message matching pairs by, for matching reads of location subsets together
+    link: np.ndarray | None = None
 
 
 PROGRESS = C.CFUNCTYPE(None, C.c_uint64, C.c_uint64)
@@ -86,6 +89,8 @@ def library() -> C.CDLL:
         lib.mpsr_take.argtypes = [C.c_void_p, C.c_int, C.c_int]
         lib.mpsr_clock_offsets.restype = C.c_uint64
         lib.mpsr_clock_offsets.argtypes = [C.c_void_p]
+        lib.mpsr_take_link.restype = C.c_void_p
+        lib.mpsr_take_link.argtypes = [C.c_void_p]
         lib.mpsr_error.restype = C.c_char_p
         lib.mpsr_error.argtypes = [C.c_void_p]
         lib.mpsr_locations.argtypes = [C.c_void_p, C.c_int32] + [C.c_void_p] * 4
@@ -142,7 +147,9 @@ def _ptr(a: np.ndarray) -> int:
 
 def read_events(anchor: Path, lk: Lookup,
                 progress: Callable[[int, int], None] | None = None) -> Events:
-    """Decode all events of the given locations into tables (see reader.c)."""
+    """Decode all events of the given locations into tables (see reader.c). The
+    locations may be a subset of the archive's (a group of ranks with all their threads):
+    `call` ids then count within the subset, and messages are matched within it only."""
     lib = library()
     cfg = Config(
         nloc=len(lk.locations), locs=_ptr(lk.locations), loc_rank=_ptr(lk.loc_rank),
@@ -176,8 +183,16 @@ def read_events(anchor: Path, lk: Lookup,
         last = np.zeros(nloc, np.int64)
         trunc = np.zeros(nloc, np.uint8)
         lib.mpsr_locations(res, nloc, _ptr(events), _ptr(first), _ptr(last), _ptr(trunc))
+        np2p = len(tables["p2p"]["rank"])
+        link_ptr = lib.mpsr_take_link(res)
+        if link_ptr and np2p:
+            link = np.asarray(_Buffer(lib, link_ptr, np2p, np.dtype(np.int64)))
+        else:
+            if link_ptr:
+                lib.mpsr_free_buffer(link_ptr)
+            link = np.full(np2p, -1, np.int64)
         return Events(tables, events, first, last, trunc.astype(bool),
-                      int(lib.mpsr_clock_offsets(res)))
+                      int(lib.mpsr_clock_offsets(res)), link)
     finally:
         lib.mpsr_release(res)
 
