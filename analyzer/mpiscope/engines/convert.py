@@ -303,8 +303,9 @@ def groups_of(defs: decode.Definitions, events_per_group: int, min_groups: int
     """Consecutive ranks, about `events_per_group` events each (by the definitions'
     per-location counts), at least `min_groups` groups when there are that many ranks."""
     nranks = len(defs.locations)
-    return [list(map(int, g)) for g in np.array_split(np.arange(nranks), max(
-        min(nranks, min_groups), -(-max(defs.expected_events, 1) // events_per_group)))]
+    wanted = -(-max(defs.expected_events, 1) // max(events_per_group, 1))
+    n = min(nranks, max(min_groups, wanted))
+    return [list(map(int, g)) for g in np.array_split(np.arange(nranks), n)]
 
 
 def _merge_infos(infos: list[dict]) -> dict:
