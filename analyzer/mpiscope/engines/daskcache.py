@@ -113,4 +113,4 @@ def open_cache(trace_dir: Path | str) -> CacheTables | None:
     if found is None:
         return None
     d, man = found
-    return CacheTables(dir=d, trace_dir=Path(trace_dir), manifest=man)
+    return CacheTables(dir=d, trace_dir=reader.anchor_of(Path(trace_dir)).parent, manifest=man)
