@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mpiscope.cli import engine
+
 HELP = "compare two traced runs (before/after) and write a self-contained report"
 
 
@@ -15,6 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--md", type=Path, help="write a Markdown summary here (PR comment)")
     p.add_argument("--label-a", default=None, help="name of run A (default: its directory)")
     p.add_argument("--label-b", default=None, help="name of run B (default: its directory)")
+    engine.add_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     for path in (args.a, args.b):
         for line in recover.before_reading(path):
             console.print(line, highlight=False, soft_wrap=True, markup=False)
+    engine.prepare(args, [args.a, args.b])  # --engine dask: the caches built on the cluster
     cmp = compare_traces(args.a, args.b, args.label_a, args.label_b)
     for path, run in ((args.a, cmp.a), (args.b, cmp.b)):
         warning = cut_short_warning(path, run.truncated_ranks)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from mpiscope.cli import engine
 from mpiscope.errors import UserError
 from mpiscope.render.cutshort import cut_short_warning
 
@@ -28,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tok.add_argument("--no-token", action="store_true",
                      help="serve a non-loopback address without a token (anyone who can "
                           "reach it can read the traces)")
+    engine.add_arguments(p)
 
 
 def _check_port(host: str, port: int) -> None:
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     for d in dirs:  # ranks killed outright: their crash-safe logs become traces first
         for line in recover.before_reading(Path(d)):
             print(line, file=sys.stderr, flush=True)
+    engine.prepare(args, [Path(d) for d in dirs])  # --engine dask: caches built on Dask
     models = load_models(dirs)  # bad or missing traces: UserError, before serving
     for d, m in zip(dirs, models, strict=True):
         warn_cut_short(Path(d), m.trace)

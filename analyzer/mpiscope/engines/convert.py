@@ -321,9 +321,13 @@ def convert(trace_dir: Path | str, client, *, events_per_group: int = 2_000_000,
 
     A current cache is kept as it is. Raises UserError (one line) when the conversion
     fails after retries; then no cache, not even a partial one, is left."""
+    from mpiscope.archive import salvaged
     from mpiscope.engines.daskcache import find
 
     say = progress or (lambda _m: None)
+    if salvaged.is_salvaged(Path(trace_dir)):
+        raise UserError(str(trace_dir), "a job that died (per-rank archives): the Dask "
+                        "engine reads complete archives only, use --engine pandas")
     anchor = reader.anchor_of(Path(trace_dir))
     found = find(trace_dir)
     if found is not None:
