@@ -1259,7 +1259,7 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
     OTF2_Reader_Close(rd);
     if (!any_ok && cfg->nloc > 0) {
         snprintf(res->error, sizeof res->error, "corrupt OTF2 events: %s", first_error);
-        goto out;
+        if (!cfg->subset) goto out;
     }
 
     /* collective instances: (comm, seq) -> comm's base + seq, bases in comm order */

@@ -29,7 +29,7 @@ import pytest
 
 import mpiscope
 from mpiscope.archive import cache
-from mpiscope.engines import cluster, convert, dask_engine
+from mpiscope.engines import cluster, convert
 from mpiscope.engines.daskcache import open_cache
 from mpiscope.errors import UserError
 from mpiscope_testing import REPO, scenarios
@@ -216,17 +216,57 @@ def test_killed_worker_during_conversion_is_retried(traces: dict[str, Path],
         pd.testing.assert_frame_equal(a[table], b[table], obj=table)
 
 
-def test_failed_conversion_leaves_no_cache_and_one_line(traces: dict[str, Path], client,
-                                                        tmp_path: Path) -> None:
-    d = shutil.copytree(traces["synth"], tmp_path / "t", ignore=shutil.ignore_patterns(
-        cache.CACHE_NAME + "*"))
-    events = sorted((d / "traces").glob("*.evt"))
-    events[-1].write_bytes(events[-1].read_bytes()[:40])  # the last rank's events cut
-    with pytest.raises(UserError) as err:
-        convert.convert(d, client, events_per_group=1)
+def test_unreadable_rank_is_cut_short_as_the_serial_reader_says(
+        traces: dict[str, Path], client, tmp_path: Path) -> None:
+    """The last rank's events cut: read alone in its own task, it is unreadable; the
+    serial reader marks it cut short and reads the others, and so does the conversion."""
+    serial = shutil.copytree(traces["synth"], tmp_path / "serial")
+    events = sorted((serial / "traces").glob("*.evt"))
+    events[-1].write_bytes(events[-1].read_bytes()[:40])
+    parallel = shutil.copytree(serial, tmp_path / "parallel")
+    mpiscope.load(serial)
+    convert.convert(parallel, client, events_per_group=1)
+    a, b = cached_tables(serial), cached_tables(parallel)
+    assert a["meta"].truncated_ranks == b["meta"].truncated_ranks != []
+    for table in cache.TABLES:
+        pd.testing.assert_frame_equal(a[table], b[table], obj=table)
+
+
+def test_conversion_whose_workers_keep_dying_leaves_no_cache_and_one_line(
+        tmp_path: Path) -> None:
+    """Every worker running a `place` task (which writes cache files) is killed: after
+    the retries the job fails with one line, and neither a cache nor its temporary
+    directory is left."""
+    import dask
+
+    d = synth(tmp_path / "t", 8, 400_000)
+    kills: list[str] = []
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            cluster.connect(cluster.ClusterSpec(workers=1, memory_limit="1GB")) as c:
+        stop = threading.Event()
+
+        def kill_placing_workers() -> None:
+            while not stop.is_set():
+                pids = c.run(os.getpid)
+                for addr, keys in c.processing().items():
+                    if any("place" in str(k) for k in keys) and addr in pids:
+                        try:
+                            os.kill(pids[addr], signal.SIGKILL)
+                            kills.append(addr)
+                        except ProcessLookupError:
+                            pass
+                time.sleep(0.005)
+
+        killer = threading.Thread(target=kill_placing_workers, daemon=True)
+        killer.start()
+        try:
+            with pytest.raises(UserError) as err:
+                convert.convert(d, c, events_per_group=50_000)
+        finally:
+            stop.set()
+            killer.join()
+    assert kills
     assert "\n" not in str(err.value) and "no cache written" in str(err.value)
     assert not (d / cache.CACHE_NAME).exists()
     assert not list(d.glob(f"{cache.CACHE_NAME}.tmp*"))
     assert open_cache(d) is None
-    with pytest.raises(UserError):  # the pandas engine refuses it too
-        dask_engine.analyze(d, client=client)

@@ -68,6 +68,8 @@ class Events:
     # per p2p row: the posting call of a receive, the completing call of a send (-1: none);
     # what message matching pairs by, for matching reads of location subsets together
     link: np.ndarray | None = None
+    # read with subset=True: why none of the locations was readable ("" if one was)
+    error: str = ""
 
 
 PROGRESS = C.CFUNCTYPE(None, C.c_uint64, C.c_uint64)
@@ -146,7 +148,8 @@ def _ptr(a: np.ndarray) -> int:
 
 
 def read_events(anchor: Path, lk: Lookup,
-                progress: Callable[[int, int], None] | None = None) -> Events:
+                progress: Callable[[int, int], None] | None = None, *,
+                subset: bool = False) -> Events:
     """Decode all events of the given locations into tables (see reader.c). The
     locations may be a subset of the archive's (a group of ranks with all their threads):
     `call` ids then count within the subset, and messages are matched within it only."""
@@ -163,15 +166,16 @@ def read_events(anchor: Path, lk: Lookup,
         comm_index=_ptr(lk.comm_index), ncomms=len(lk.comm_self),
         comm_offset=_ptr(lk.comm_offset), comm_members=_ptr(lk.comm_members),
         comm_self=_ptr(lk.comm_self), expected_events=lk.expected_events,
-        nwinrefs=len(lk.win_comm), win_comm=_ptr(lk.win_comm))
+        nwinrefs=len(lk.win_comm), win_comm=_ptr(lk.win_comm), subset=int(subset))
     callback = PROGRESS(progress) if progress else PROGRESS()
     res = lib.mpsr_read(str(anchor).encode(), C.byref(cfg), callback)
     if not res:
         raise UserError(str(anchor.parent), "out of memory while reading events")
     try:
-        error = lib.mpsr_error(res)
-        if error:
-            raise UserError(str(anchor.parent), error.decode(errors="replace"))
+        error = (lib.mpsr_error(res) or b"").decode(errors="replace")
+        unreadable = subset and error.startswith("corrupt OTF2 events")
+        if error and not unreadable:
+            raise UserError(str(anchor.parent), error)
         tables = {}
         for t, table in enumerate(SCHEMA.native_tables):
             n = int(lib.mpsr_rows(res, t))
@@ -192,7 +196,7 @@ def read_events(anchor: Path, lk: Lookup,
                 lib.mpsr_free_buffer(link_ptr)
             link = np.full(np2p, -1, np.int64)
         return Events(tables, events, first, last, trunc.astype(bool),
-                      int(lib.mpsr_clock_offsets(res)), link)
+                      int(lib.mpsr_clock_offsets(res)), link, error)
     finally:
         lib.mpsr_release(res)
 

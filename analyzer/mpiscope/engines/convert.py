@@ -34,6 +34,7 @@ import dataclasses
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,7 @@ class Summary:
     loc_truncated: np.ndarray
     clock_offsets: int
     finalized: list[int]
+    unreadable: str  # why none of the group's locations could be read, "" if one could
 
 
 @dataclass
@@ -96,7 +98,9 @@ def decode_group(anchor: str, defs: decode.Definitions, index: int, ranks: list[
     lk = dataclasses.replace(lk, locations=lk.locations[sel], loc_rank=lk.loc_rank[sel],
                              loc_thread=lk.loc_thread[sel],
                              expected_events=0)  # only a hint for the progress line
-    ev = _native.read_events(Path(anchor), lk)
+    # a group none of whose locations is readable is not an error yet: the serial reader
+    # fails only when no location of the whole archive is (its ranks are then cut short)
+    ev = _native.read_events(Path(anchor), lk, subset=True)
     t = ev.tables
     calls = decode._calls_frame(t["calls"], defs.mpi_functions, defs.callsites)
     regions = decode._calls_frame(t["regions"], defs.other_functions, defs.callsites)
@@ -127,7 +131,7 @@ def decode_group(anchor: str, defs: decode.Definitions, index: int, ranks: list[
         finalized = np.unique(t["calls"]["rank"][t["calls"]["function"] == fin]).tolist()
     summary = Summary(index, ranks, len(calls), len(regions), len(p2p), coll_max,
                       ev.loc_events, ev.loc_first, ev.loc_last, ev.loc_truncated,
-                      ev.clock_offsets, [int(r) for r in finalized])
+                      ev.clock_offsets, [int(r) for r in finalized], ev.error)
     return Group(summary, {"calls": calls, "regions": regions, "p2p": p2p, "flushes": flushes,
                            "collectives": collectives, "rma": rma, "rma_sync": rma_sync,
                            "io": io_ops}, ev.link)
@@ -368,6 +372,9 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
          workers: int, say: Callable[[str], None]) -> None:
     from distributed import as_completed
 
+    # keys unique per conversion: a key the scheduler still knows would return that
+    # (other) conversion's result
+    run_id = uuid.uuid4().hex
     defs_f = client.scatter(defs, broadcast=True)
     submit = client.submit
     n = len(groups)
@@ -383,7 +390,7 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
         nonlocal nxt
         while nxt < n and nxt - len(placed) < ahead:
             g = submit(decode_group, str(anchor), defs_f, nxt, groups[nxt], pure=False,
-                       retries=RETRIES, key=f"mpiscope-decode-{nxt}-{os.getpid()}")
+                       retries=RETRIES, key=f"mpiscope-decode-{nxt}-{run_id}")
             decoded[nxt] = g
             pending.add(submit(summary_of, g, pure=False, retries=RETRIES))
             nxt += 1
@@ -403,6 +410,8 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
                            offsets[2] + si.p2p]
                 say(f"decoded {len(placed)} of {n} rank groups")
             launch()
+        if all(s.unreadable for s in summaries.values()):  # as the serial reader says
+            raise UserError(str(anchor.parent), summaries[0].unreadable)
         order = [placed[i] for i in range(n)]
         buckets = [submit(bucket_of, p, k, pure=False, retries=RETRIES)
                    for p in order for k in range(MATCH_BUCKETS)]
@@ -424,6 +433,8 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
         infos_last = client.gather(finished)
         singles = client.gather([submit(lambda p: p.single, p, pure=False) for p in order])
         unmatched = client.gather([submit(unmatched_of, mf, pure=False) for mf in matched])
+    except UserError:
+        raise
     except Exception as err:  # noqa: BLE001 - one line for the user, no half cache
         raise _failed(err, anchor) from None
     say("writing cache")
