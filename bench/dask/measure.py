@@ -83,7 +83,8 @@ if __name__ == "__main__":
 
 
 def run(code: str, *args: str) -> dict | None:
-    script = OUT / ("pandas.py" if code is PANDAS else "dask.py")
+    # not pandas.py / dask.py: the script's directory comes first on sys.path
+    script = OUT / ("run_pandas.py" if code is PANDAS else "run_dask.py")
     script.write_text(code)
     p = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True)
     if p.returncode != 0:
