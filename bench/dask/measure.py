@@ -4,7 +4,8 @@ Per trace size, each measurement cold (cache removed) in a fresh process:
   - pandas: `mpiscope.analyze(load(dir, use_cache=False)).to_dict()`: wall time and the
     process's peak RSS; "does not fit" (not run) when events x the engine's bytes per
     event (engines/choose.py) exceed the memory available;
-  - dask N: `mpiscope.engines.dask_engine.analyze(dir)` on a LocalCluster of N workers
+  - dask N: `mpiscope.engines.dask_engine.analyze(dir)` (only `convert.convert` where
+    the client-side analyses would not fit in memory) on a LocalCluster of N workers
     (one thread each, BENCH_DASK_MEMORY each): wall time, events/s per worker, the peak
     RSS of each worker (sampled every 50 ms), bytes spilled to disk, and the peak RSS of
     the client process (which still runs the cross-rank analyses: engines/dask_engine.py).
@@ -40,7 +41,7 @@ print(json.dumps({"s": time.perf_counter() - t,
 
 DASK = """
 import json, resource, sys, threading, time
-from mpiscope.engines import cluster, dask_engine
+from mpiscope.engines import cluster, convert, dask_engine
 
 def rss(dask_worker=None):
     import psutil
@@ -67,11 +68,15 @@ def main():
         th = threading.Thread(target=sample, daemon=True)
         th.start()
         t = time.perf_counter()
-        a = dask_engine.analyze(sys.argv[1], client=c)
+        if sys.argv[4] == "convert":
+            convert.convert(sys.argv[1], c)
+        else:
+            a = dask_engine.analyze(sys.argv[1], client=c)
         on_cluster = time.perf_counter() - t
         spill = sum(c.run(spilled).values())
         stop.set(); th.join()
-        a.to_dict()  # the client-side results too
+        if sys.argv[4] != "convert":
+            a.to_dict()  # the client-side results too
         s = time.perf_counter() - t
     print(json.dumps({"s": s, "cluster_s": on_cluster, "worker_rss": sorted(peak.values()),
                       "spilled": spill,
@@ -126,11 +131,17 @@ def main() -> int:
             if r:
                 print(f"  pandas: {r['s']:.1f} s, peak RSS {gb(r['rss'])} "
                       f"({r['rss'] / n:.0f} B/event)")
+        # the client still runs the cross-rank analyses on the whole trace
+        # (engines/dask_engine.py): where that does not fit, only the conversion is run
+        mode = "analyze" if need <= available_memory() else "convert"
+        if mode == "convert":
+            print("  dask: conversion only (the cross-rank analyses still run in the client "
+                  "process and would not fit)")
         for w in (1, 2):
             shutil.rmtree(d / ".mpiscope-cache", ignore_errors=True)
-            row[w] = r = run(DASK, str(d), str(w), MEMORY)
+            row[w] = r = run(DASK, str(d), str(w), MEMORY, mode)
             if r:
-                print(f"  dask {w} worker{'s' if w > 1 else ''}: {r['s']:.1f} s "
+                print(f"  dask {mode} {w} worker{'s' if w > 1 else ''}: {r['s']:.1f} s "
                       f"(on the cluster {r['cluster_s']:.1f} s, "
                       f"{n / r['cluster_s'] / w / 1e6:.2f} M events/s per worker), "
                       f"peak RSS per worker {', '.join(gb(x) for x in r['worker_rss'])}, "
