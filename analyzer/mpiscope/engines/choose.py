@@ -9,9 +9,9 @@ tables under analysis, i.e. when
 (`number_of_events`, written by the tracer at the end: no event is read to know it), or
 the event count of the cache's manifest when there is one. PANDAS_BYTES_PER_EVENT is the
 peak resident memory per event of `mpiscope analyze --engine pandas`, measured by
-bench/dask/run on synthetic traces (the tables alone take 72 bytes per event; reading,
-matching and the analyses' temporary columns about 3 times that). Small traces stay on
-pandas, where they are fastest (no cluster to start).
+bench/dask/run on synthetic traces (the tables alone take 72 bytes per event; with
+reading, matching and the analyses' temporary columns 174 B measured at 10^7 events).
+Small traces stay on pandas, where they are fastest (no cluster to start).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENGINES = ("pandas", "dask", "auto")
-PANDAS_BYTES_PER_EVENT = 220  # bench/dask/run, 10^7 events: peak RSS / events (pandas)
+PANDAS_BYTES_PER_EVENT = 180  # bench/dask/run: 174 B/event peak RSS of pandas at 10^7 events
 
 
 @dataclass(frozen=True)
