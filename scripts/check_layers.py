@@ -8,6 +8,7 @@ Layers, bottom to top (a module may import its own layer's sub-package and any l
     base      mpiscope.errors, mpiscope.paths, mpiscope.output
     archive   mpiscope.archive      reading traces
     analysis  mpiscope.analysis     what the traces mean
+    engines   mpiscope.engines      where analyses run: pandas here, or a Dask cluster
     render    mpiscope.render       terminal, HTML, Markdown, palette
     webui     mpiscope_webui        the Dash app      (may import render: the palette)
     jobs      mpiscope.jobs         launching traced jobs (neither render nor webui)
@@ -35,12 +36,14 @@ from pathlib import Path
 PACKAGES = {"mpiscope": Path("analyzer/mpiscope"), "mpiscope_webui": Path("webui/mpiscope_webui")}
 FACADE = "mpiscope"
 BASE = {"mpiscope.errors", "mpiscope.paths", "mpiscope.output"}
-SUBPACKAGES = {"archive", "analysis", "render", "jobs", "cli"}  # mpiscope.X is in layer X
-LEVEL = {"base": 0, "archive": 1, "analysis": 2, "render": 3, "webui": 3, "jobs": 3, "cli": 4}
+# mpiscope.X is in layer X
+SUBPACKAGES = {"archive", "analysis", "engines", "render", "jobs", "cli"}
+LEVEL = {"base": 0, "archive": 1, "analysis": 2, "engines": 2.5, "render": 3, "webui": 3,
+         "jobs": 3, "cli": 4}
 SIDEWAYS = {("webui", "render")}  # same-level imports allowed (importer, imported)
 # the notebook façade sits on top of the library, beside the CLI: it reads, analyzes and
 # prints the same one-line notices (render.cutshort), but never launches jobs or serves
-FACADE_MAY_IMPORT = {"base", "archive", "analysis", "render"}
+FACADE_MAY_IMPORT = {"base", "archive", "analysis", "engines", "render"}
 FACADE_NAMES_ALLOWED = {"__version__"}  # a constant, defined without imports
 
 

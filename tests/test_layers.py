@@ -152,7 +152,7 @@ def test_a_tree_that_keeps_the_layers_passes(tmp_path):
      "imports mpiscope load)"),
     ("analyzer/mpiscope/archive/reader.py", "import mpiscope\n", "the façade is for notebooks"),
     ("analyzer/mpiscope/__init__.py", "def f():\n    from mpiscope.jobs import launch\n",
-     "the façade may import only analysis, archive, base, render (mpiscope.jobs is jobs)"),
+     "the façade may import only analysis, archive, base, engines, render (mpiscope.jobs is jobs)"),
 ])
 def test_each_rule(layers, tmp_path, file, text, rule):
     write(tmp_path, {**CLEAN, file: text})

@@ -43,14 +43,30 @@ def load(path: Path | str, *, use_cache: bool = True) -> Trace:
     return trace
 
 
-def analyze(trace: Trace, *, skip_frames: str | Sequence[str] = (),
-            group_by: str = "frame") -> Analysis:
+def analyze(trace: Trace | Path | str, *, skip_frames: str | Sequence[str] = (),
+            group_by: str = "frame", engine: str = "pandas", scheduler: str | None = None,
+            workers: int = 2, memory_limit: str = "2GB", client: object = None) -> Analysis:
     """The analysis session of `trace`: each result (wait states, per-rank breakdown,
     main loop, function and call-site statistics, findings, ...) is computed on first
     use and kept; `.to_dict()` / `.to_json()` give the JSON of `mpiscope analyze --json`.
     `skip_frames`: globs (function or frame names) of wrapper layers call sites should
     not name, e.g. `"message_passing::*,LAMMPS_NS::Comm*"`; `group_by="path"` groups
-    per-call-site results by the whole call path instead of the chosen frame."""
-    from mpiscope.analysis.session import Analysis
+    per-call-site results by the whole call path instead of the chosen frame.
 
-    return Analysis(trace, skip_frames=skip_frames, group_by=group_by)
+    `engine="dask"` (or `"auto"`: Dask when the trace would not fit in memory, see
+    mpiscope.engines.choose) runs it on a Dask cluster: `client`, else the `scheduler` at
+    that address, else a local one of `workers` x `memory_limit`; `trace` may then be a
+    directory (nothing is read into this process to start with). Same results either way."""
+    from mpiscope.analysis.session import Analysis
+    from mpiscope.archive.trace import Trace
+
+    path = trace.path if isinstance(trace, Trace) else Path(trace)
+    if engine != "pandas":
+        from mpiscope.engines import choose, cluster, dask_engine
+
+        if choose.engine_for(path, engine).engine == "dask":
+            spec = cluster.ClusterSpec(scheduler, workers, memory_limit)
+            return dask_engine.analyze(path, spec, client=client, skip_frames=skip_frames,
+                                       group_by=group_by)
+    return Analysis(trace if isinstance(trace, Trace) else load(path),
+                    skip_frames=skip_frames, group_by=group_by)

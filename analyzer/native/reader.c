@@ -112,6 +112,9 @@ typedef struct {
     int64_t *loc_first, *loc_last;
     uint8_t *loc_truncated;
     uint64_t clock_offsets; /* ClockOffset records in local definitions: libotf2 applied them */
+    /* per p2p row, the call `match` pairs it by (posting call of a receive, completing
+     * call of a send): kept for matching across separate reads of location subsets */
+    int64_t *link;
     char error[512];
 } mpsr_result;
 
@@ -1268,7 +1271,7 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
     OTF2_Reader_Close(rd);
     if (!any_ok && cfg->nloc > 0) {
         snprintf(res->error, sizeof res->error, "corrupt OTF2 events: %s", first_error);
-        goto out;
+        if (!cfg->subset) goto out;
     }
 
     /* collective instances: (comm, seq) -> comm's base + seq, bases in comm order */
@@ -1284,7 +1287,11 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
         COLUMN(kt, K_INSTANCE)[j] = base[cc[j]] + cs[j];
     free(base);
 
-    if (match(res, COLUMN(&c.link, L_POST)) == 0) goto out;
+    if (match(res, COLUMN(&c.link, L_POST)) == 0) {
+        res->link = COLUMN(&c.link, L_POST);
+        c.link.cols[L_POST].p = NULL;
+        goto out;
+    }
 oom:
     snprintf(res->error, sizeof res->error, "out of memory");
 out:
@@ -1307,6 +1314,7 @@ void mpsr_release(mpsr_result *r)
     if (!r) return;
     for (int t = 0; t < T_NTABLES; t++) table_free(&r->tables[t]);
     free(r->loc_events); free(r->loc_first); free(r->loc_last); free(r->loc_truncated);
+    free(r->link);
     free(r);
 }
 
@@ -1319,6 +1327,14 @@ void *mpsr_take(mpsr_result *r, int table, int col)
 {
     void *p = r->tables[table].cols[col].p;
     r->tables[table].cols[col].p = NULL;
+    return p;
+}
+
+/* the p2p rows' links (mpsr_rows(r, T_P2P) of them), NULL if none; the caller frees it */
+int64_t *mpsr_take_link(mpsr_result *r)
+{
+    int64_t *p = r->link;
+    r->link = NULL;
     return p;
 }
 

@@ -68,6 +68,11 @@ class Events:
     loc_last: np.ndarray
     loc_truncated: np.ndarray
     clock_offsets: int  # ClockOffset records libotf2 applied to the timestamps
+    # per p2p row: the posting call of a receive, the completing call of a send (-1: none);
+    # what message matching pairs by, for matching reads of location subsets together
+    link: np.ndarray | None = None
+    # read with subset=True: why none of the locations was readable ("" if one was)
+    error: str = ""
 
 
 PROGRESS = C.CFUNCTYPE(None, C.c_uint64, C.c_uint64)
@@ -89,6 +94,8 @@ def library() -> C.CDLL:
         lib.mpsr_take.argtypes = [C.c_void_p, C.c_int, C.c_int]
         lib.mpsr_clock_offsets.restype = C.c_uint64
         lib.mpsr_clock_offsets.argtypes = [C.c_void_p]
+        lib.mpsr_take_link.restype = C.c_void_p
+        lib.mpsr_take_link.argtypes = [C.c_void_p]
         lib.mpsr_error.restype = C.c_char_p
         lib.mpsr_error.argtypes = [C.c_void_p]
         lib.mpsr_locations.argtypes = [C.c_void_p, C.c_int32] + [C.c_void_p] * 4
@@ -144,8 +151,11 @@ def _ptr(a: np.ndarray) -> int:
 
 
 def read_events(anchor: Path, lk: Lookup,
-                progress: Callable[[int, int], None] | None = None) -> Events:
-    """Decode all events of the given locations into tables (see reader.c)."""
+                progress: Callable[[int, int], None] | None = None, *,
+                subset: bool = False) -> Events:
+    """Decode all events of the given locations into tables (see reader.c). The
+    locations may be a subset of the archive's (a group of ranks with all their threads):
+    `call` ids then count within the subset, and messages are matched within it only."""
     lib = library()
     ctx_path = lk.context_path if lk.context_path is not None else np.zeros(0, np.int32)
     ctx_src = lk.context_source if lk.context_source is not None else np.zeros(0, np.int32)
@@ -163,15 +173,16 @@ def read_events(anchor: Path, lk: Lookup,
         comm_self=_ptr(lk.comm_self), expected_events=lk.expected_events,
         nwinrefs=len(lk.win_comm), win_comm=_ptr(lk.win_comm),
         attr_callpath=lk.attr_callpath, ncontexts=len(ctx_path),
-        context_path=_ptr(ctx_path), context_source=_ptr(ctx_src))
+        context_path=_ptr(ctx_path), context_source=_ptr(ctx_src), subset=int(subset))
     callback = PROGRESS(progress) if progress else PROGRESS()
     res = lib.mpsr_read(str(anchor).encode(), C.byref(cfg), callback)
     if not res:
         raise UserError(str(anchor.parent), "out of memory while reading events")
     try:
-        error = lib.mpsr_error(res)
-        if error:
-            raise UserError(str(anchor.parent), error.decode(errors="replace"))
+        error = (lib.mpsr_error(res) or b"").decode(errors="replace")
+        unreadable = subset and error.startswith("corrupt OTF2 events")
+        if error and not unreadable:
+            raise UserError(str(anchor.parent), error)
         tables = {}
         for t, table in enumerate(SCHEMA.native_tables):
             n = int(lib.mpsr_rows(res, t))
@@ -183,8 +194,16 @@ def read_events(anchor: Path, lk: Lookup,
         last = np.zeros(nloc, np.int64)
         trunc = np.zeros(nloc, np.uint8)
         lib.mpsr_locations(res, nloc, _ptr(events), _ptr(first), _ptr(last), _ptr(trunc))
+        np2p = len(tables["p2p"]["rank"])
+        link_ptr = lib.mpsr_take_link(res)
+        if link_ptr and np2p:
+            link = np.asarray(_Buffer(lib, link_ptr, np2p, np.dtype(np.int64)))
+        else:
+            if link_ptr:
+                lib.mpsr_free_buffer(link_ptr)
+            link = np.full(np2p, -1, np.int64)
         return Events(tables, events, first, last, trunc.astype(bool),
-                      int(lib.mpsr_clock_offsets(res)))
+                      int(lib.mpsr_clock_offsets(res)), link, error)
     finally:
         lib.mpsr_release(res)
 

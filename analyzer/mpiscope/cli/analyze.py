@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mpiscope.cli import engine
+
 HELP = "analyze a trace: time breakdown, wait states, findings"
 
 
@@ -36,6 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=positive_int, default=10, help="rows in the summary tables")
     p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     add_callpath_arguments(p)
+    engine.add_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,8 +49,22 @@ def run(args: argparse.Namespace) -> int:
     from mpiscope.render import summary
     from mpiscope.render.loading import load_with_progress
 
-    analysis = Analysis(load_with_progress(args.trace, not args.no_cache),
-                        skip_frames=args.skip_frames, group_by=args.group_by)
+    if engine.use_dask(args, args.trace):
+        from mpiscope.archive import recover
+        from mpiscope.engines import dask_engine
+        from mpiscope.render.cutshort import cut_short_warning
+
+        err = Console(stderr=True)
+        for line in recover.before_reading(args.trace):
+            err.print(line, highlight=False, soft_wrap=True, markup=False)
+        analysis = dask_engine.analyze(args.trace, engine.spec(args),
+                                       skip_frames=args.skip_frames, group_by=args.group_by)
+        warning = cut_short_warning(args.trace, analysis.tables.meta.truncated_ranks)
+        if warning:
+            err.print(warning, highlight=False, soft_wrap=True, markup=False)
+    else:
+        analysis = Analysis(load_with_progress(args.trace, not args.no_cache),
+                            skip_frames=args.skip_frames, group_by=args.group_by)
     summary.print_summary(analysis, Console(), top=args.top)
     if args.json:
         output.write_text(args.json, analysis.to_json())

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from mpiscope.cli import engine
+
 HELP = "compare two traced runs (before/after) and write a self-contained report"
 
 
@@ -22,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from mpiscope.cli.analyze import add_callpath_arguments
 
     add_callpath_arguments(p)
+    engine.add_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     for path in (args.a, args.b):
         for line in recover.before_reading(path):
             console.print(line, highlight=False, soft_wrap=True, markup=False)
+    engine.prepare(args, [args.a, args.b])  # --engine dask: the caches built on the cluster
     cmp = compare_traces(args.a, args.b, args.label_a, args.label_b,
                          skip_frames=args.skip_frames, group_by=args.group_by)
     for path, run in ((args.a, cmp.a), (args.b, cmp.b)):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from mpiscope.cli import engine
 from mpiscope.errors import UserError
 from mpiscope.render.cutshort import cut_short_warning
 
@@ -31,6 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from mpiscope.cli.analyze import add_callpath_arguments
 
     add_callpath_arguments(p)
+    engine.add_arguments(p)
 
 
 def _check_port(host: str, port: int) -> None:
@@ -66,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     for d in dirs:  # ranks killed outright: their crash-safe logs become traces first
         for line in recover.before_reading(Path(d)):
             print(line, file=sys.stderr, flush=True)
+    engine.prepare(args, [Path(d) for d in dirs])  # --engine dask: caches built on Dask
     guard = security.Guard.for_address(args.host, args.port, token)
     from mpiscope_webui import ooc
 

@@ -44,6 +44,8 @@ class PyMpiscope(PythonPackage):
     depends_on("py-rich@13:", type=("build", "run"))
     depends_on("py-plotly@5.20:", type=("build", "run"))
     depends_on("py-dash@2.16:", type=("build", "run"))
+    # --engine dask: dask.dataframe and dask.distributed (pyproject's extras)
+    depends_on("py-dask@2024.12:", type=("build", "run"))
 
     import_modules = ["mpiscope", "mpiscope_webui"]
 

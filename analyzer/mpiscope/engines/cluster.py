@@ -1,0 +1,47 @@
+"""A Dask client: the user's cluster (`--scheduler ADDRESS`), else a local one.
+
+A local cluster runs processes with one thread each (the native reader and pandas hold
+the GIL for long stretches: threads would not run side by side), `workers` of them with
+`memory_limit` each (Dask's own meaning: spill near 60%, pause at 80%, restart at 95%).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from mpiscope.errors import UserError
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    scheduler: str | None = None  # address of a running scheduler (dask-mpi, dask-jobqueue)
+    workers: int = 2
+    memory_limit: str = "2GB"  # per worker, Dask's notation ("256MB", "2GB", "auto")
+
+
+@contextlib.contextmanager
+def connect(spec: ClusterSpec | None = None) -> Iterator[object]:
+    """A `distributed.Client` for the spec's scheduler, or on a LocalCluster started for
+    this block and closed after it."""
+    from distributed import Client, LocalCluster
+
+    spec = spec or ClusterSpec()
+    if spec.scheduler:
+        try:
+            client = Client(spec.scheduler, timeout="20s")
+        except (OSError, TimeoutError) as err:
+            raise UserError(spec.scheduler, f"cannot reach the Dask scheduler ({err})") from None
+        with client:
+            yield client
+        return
+    if spec.workers < 1:
+        raise UserError("--workers", f"{spec.workers}: at least 1 worker")
+    # a local cluster's start and stop chatter is not the user's business
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    with LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
+                      memory_limit=spec.memory_limit, dashboard_address=None) as lc, \
+            Client(lc) as client:
+        yield client

@@ -1,0 +1,525 @@
+"""OTF2 -> the partitioned Parquet cache on a Dask cluster, one task per group of ranks.
+
+The cache written is the one `mpiscope.load` writes (archive/cache.py), file for file, so
+either engine reads it. How:
+
+1. The client reads the definitions once (small) and broadcasts them to the workers.
+2. `decode`: per group of consecutive ranks, a worker runs the native reader on the
+   group's locations only (every thread of its ranks). Call ids then count from 0 within
+   the group; the task keeps its tables in the worker's memory and returns a summary
+   (rows per rank, the highest collective sequence number per communicator, per-location
+   event counts and times).
+3. `place`: once the groups before it are summarized, a group's ids become global (call,
+   region and p2p row offsets), its rank-partitioned tables are written, and its sends
+   and receives are cut into `MATCH_BUCKETS` pieces by (sender, receiver) pair.
+4. `match`: per bucket, the pieces of every group are matched as reader.c's `match` does
+   (FIFO per sender, receiver, comm, tag; receives in posting order), giving messages
+   (ordered as C orders them: by the send's p2p row) and unmatched operations.
+5. `finish`: per group, its senders' messages and its collectives (instance ids need
+   every rank's sequence numbers) are written.
+
+No process holds the whole trace: a worker holds the groups it decodes until they are
+placed (at most `IN_FLIGHT` per worker are submitted ahead), a match bucket holds
+1/MATCH_BUCKETS of the trace's sends and receives, and the client only the definitions,
+the summaries and the RMA/MPI-IO/unmatched rows (written as single files, as in the
+serial cache: they are few where the p2p traffic is many). Everything is written into a
+temporary directory renamed into place when complete (manifest last): a worker killed
+mid-way makes Dask rerun its task (`retries`), and a job that still fails removes the
+temporary directory and raises one `UserError` line; a half cache is never seen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mpiscope.archive import cache, decode, reader
+from mpiscope.archive import native as _native
+from mpiscope.archive.schema import SCHEMA
+from mpiscope.archive.trace import TraceMeta
+from mpiscope.engines.daskcache import version_of
+from mpiscope.errors import UserError
+
+MATCH_BUCKETS = 16  # pieces of the send/receive rows, matched side by side
+IN_FLIGHT = 2  # groups decoded ahead per worker (each held until placed)
+RETRIES = 2  # a task whose worker died is run again this many times
+RANKED = ("calls", "regions", "p2p", "flushes")  # written by `place`, rank-partitioned
+SINGLE = ("rma", "rma_sync", "io")  # gathered by the client, written as one file each
+
+
+@dataclass
+class Summary:
+    """What the client needs of a decoded group (small)."""
+
+    index: int
+    ranks: list[int]
+    calls: int
+    regions: int
+    p2p: int
+    coll_max: dict[int, int]  # comm index -> highest coll_seq + 1 in this group
+    loc_events: np.ndarray
+    loc_first: np.ndarray
+    loc_last: np.ndarray
+    loc_truncated: np.ndarray
+    clock_offsets: int
+    finalized: list[int]
+    unreadable: str  # why none of the group's locations could be read, "" if one could
+
+
+@dataclass
+class Group:
+    """A decoded group's tables, held by the worker that decoded it until placed."""
+
+    summary: Summary
+    tables: dict[str, pd.DataFrame]
+    link: np.ndarray = field(repr=False)
+
+
+def _locations(defs: decode.Definitions, ranks: list[int]) -> np.ndarray:
+    """Indices into defs.threads of every location of these ranks, in reader order."""
+    want = set(ranks)
+    return np.asarray([i for i, (r, _t, _l, _n) in enumerate(defs.threads) if r in want],
+                      np.int64)
+
+
+def decode_group(anchor: str, defs: decode.Definitions, index: int, ranks: list[int]) -> Group:
+    """Run the native reader on one group's locations; its tables with local ids."""
+    lk = defs.lookup()
+    sel = _locations(defs, ranks)
+    lk = dataclasses.replace(lk, locations=lk.locations[sel], loc_rank=lk.loc_rank[sel],
+                             loc_thread=lk.loc_thread[sel],
+                             expected_events=0)  # only a hint for the progress line
+    # a group none of whose locations is readable is not an error yet: the serial reader
+    # fails only when no location of the whole archive is (its ranks are then cut short)
+    ev = _native.read_events(Path(anchor), lk, subset=True)
+    t = ev.tables
+    calls = decode._calls_frame(t["calls"], defs.mpi_functions, defs.callsites)
+    regions = decode._calls_frame(t["regions"], defs.other_functions, defs.callsites)
+    regions["kind"] = decode._category(np.full(len(regions), decode.CALL_KINDS.index("other"),
+                                                np.int8), decode.CALL_KINDS)
+    p = t["p2p"]
+    p["event"] = decode._category(p["event"], decode.UNMATCHED_EVENTS)
+    p2p = decode._frame(p)
+    flushes = decode._frame(t["flushes"])
+    rows = t["collectives"]["call"]
+    coll = {name: (calls[name].to_numpy()[rows] if name != "function"
+                   else calls["function"].array.take(rows))
+            for name in decode.COLLECTIVE_COLUMNS if name != "instance"}
+    coll["call"] = rows
+    coll["instance"] = np.full(len(rows), -1, np.int64)  # set in `finish`
+    collectives = decode._frame({name: coll[name] for name in decode.COLLECTIVE_COLUMNS})
+    rma, rma_sync, io_ops, _windows, _files = decode._rma_io_frames(t, defs)
+    comm_idx = defs.comm_index
+    seq = collectives["coll_seq"].to_numpy()
+    cidx = comm_idx[collectives["comm"].to_numpy()] if len(seq) else np.zeros(0, np.int32)
+    coll_max: dict[int, int] = {}
+    if len(seq):
+        top = pd.Series(seq + 1).groupby(cidx).max()
+        coll_max = {int(k): int(v) for k, v in top.items()}
+    finalized: list[int] = []
+    if "MPI_Finalize" in defs.mpi_functions:
+        fin = defs.mpi_functions.index("MPI_Finalize")
+        finalized = np.unique(t["calls"]["rank"][t["calls"]["function"] == fin]).tolist()
+    summary = Summary(index, ranks, len(calls), len(regions), len(p2p), coll_max,
+                      ev.loc_events, ev.loc_first, ev.loc_last, ev.loc_truncated,
+                      ev.clock_offsets, [int(r) for r in finalized], ev.error)
+    return Group(summary, {"calls": calls, "regions": regions, "p2p": p2p, "flushes": flushes,
+                           "collectives": collectives, "rma": rma, "rma_sync": rma_sync,
+                           "io": io_ops}, ev.link)
+
+
+def summary_of(group: Group) -> Summary:
+    return group.summary
+
+
+def _shift(a: np.ndarray, by: int) -> np.ndarray:
+    """Row ids moved by `by`, -1 (none) kept."""
+    return np.where(a >= 0, a + by, a)
+
+
+@dataclass
+class Placed:
+    """What `place` leaves for `finish` (held on the worker) and the client."""
+
+    collectives: pd.DataFrame
+    single: dict[str, pd.DataFrame]  # rma, rma_sync, io with global ids
+    infos: dict[str, dict]  # manifest entries of the tables written
+    buckets: list[pd.DataFrame]  # send/receive rows by pair bucket
+
+
+def _bucket(send_rank: np.ndarray, recv_rank: np.ndarray) -> np.ndarray:
+    return (send_rank.astype(np.int64) * 1_000_003 + recv_rank) % MATCH_BUCKETS
+
+
+def place(group: Group, tmp: str, call_off: int, region_off: int, p2p_off: int) -> Placed:
+    """Global ids, the rank-partitioned tables written, sends/receives cut by pair."""
+    t = group.tables
+    calls, p2p = t["calls"], t["p2p"]
+    calls["call"] = calls["call"].to_numpy() + call_off
+    t["regions"]["call"] = t["regions"]["call"].to_numpy() + region_off
+    p2p["call"] = _shift(p2p["call"].to_numpy(), call_off)
+    t["collectives"]["call"] = t["collectives"]["call"].to_numpy() + call_off
+    for name, cols in (("rma", ("call", "complete_call")), ("rma_sync", ("call",)),
+                       ("io", ("call", "complete_call"))):
+        for col in cols:
+            t[name][col] = _shift(t[name][col].to_numpy(), call_off)
+    link = _shift(group.link, call_off)
+    infos = {}
+    for name in RANKED:
+        infos[name] = cache._write_table(t[name], Path(tmp), name, _Inline())
+    buckets = _match_rows(p2p, link, calls, call_off, p2p_off)
+    del t["calls"], t["regions"], t["p2p"], t["flushes"]
+    return Placed(t["collectives"], {n: t[n] for n in SINGLE}, infos, buckets)
+
+
+class _Inline:
+    """An Executor's `map` run in this thread: a Dask task is one thread already."""
+
+    def map(self, fn: Callable, *its):  # noqa: ANN201 - as Executor.map
+        return map(fn, *its)
+
+
+def _match_rows(p2p: pd.DataFrame, link: np.ndarray, calls: pd.DataFrame, call_off: int,
+                p2p_off: int) -> list[pd.DataFrame]:
+    """Per send and receive of the group: what reader.c's `match` sorts and emits."""
+    ev = p2p["event"].astype(str).to_numpy()
+    is_send = (ev == "send") | (ev == "isend")
+    is_recv = (ev == "recv") | (ev == "irecv")
+    keep = is_send | is_recv
+    rank = p2p["rank"].to_numpy()[keep]
+    peer = p2p["peer"].to_numpy()[keep]
+    snd = is_send[keep]
+    call = p2p["call"].to_numpy()[keep]
+    lk = link[keep]
+    time = p2p["time"].to_numpy()[keep]
+    starts = calls["start"].to_numpy()
+    ends = calls["end"].to_numpy()
+
+    def at(arr: np.ndarray, ids: np.ndarray) -> np.ndarray:  # global ids of this group
+        return np.where(ids >= 0, arr[np.clip(ids - call_off, 0, max(len(arr) - 1, 0))], -1) \
+            if len(arr) else np.full(len(ids), -1, np.int64)
+
+    row = np.flatnonzero(keep).astype(np.int64) + p2p_off
+    post = np.where(snd, row, lk)
+    when = np.where(~snd & (lk >= 0), at(starts, lk), time)
+    df = pd.DataFrame({
+        "send_rank": np.where(snd, rank, peer).astype(np.int32),
+        "recv_rank": np.where(snd, peer, rank).astype(np.int32),
+        "comm": p2p["comm"].to_numpy()[keep], "tag": p2p["tag"].to_numpy()[keep],
+        "is_recv": ~snd, "when": when, "post": post, "row": row,
+        "event": p2p["event"].to_numpy()[keep], "rank": rank, "peer": peer,
+        "bytes": p2p["bytes"].to_numpy()[keep], "time": time, "call": call, "link": lk,
+        # the send's side: its posting and completing call, Enter of the posting call
+        "enter_call": at(starts, np.where(snd, call, lk)),
+        "leave_call": at(ends, call),
+    })
+    b = _bucket(df["send_rank"].to_numpy(), df["recv_rank"].to_numpy())
+    return [df[b == k].reset_index(drop=True) for k in range(MATCH_BUCKETS)]
+
+
+def bucket_of(placed: Placed, k: int) -> pd.DataFrame:
+    return placed.buckets[k]
+
+
+KEY = ["send_rank", "recv_rank", "comm", "tag"]
+
+
+def match(*pieces: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Messages (with the send's p2p row as `order`) and unmatched rows (with `order`)."""
+    df = pd.concat(pieces, ignore_index=True)
+    df = df.sort_values(KEY + ["is_recv", "when", "post", "row"], kind="stable")
+    df["seq"] = df.groupby(KEY + ["is_recv"], sort=False).cumcount()
+    s = df[~df["is_recv"]]
+    r = df[df["is_recv"]]
+    m = s.merge(r, on=KEY + ["seq"], how="outer", suffixes=("_s", "_r"), indicator=True)
+    both = m[m["_merge"] == "both"]
+    sccall = both["link_s"].to_numpy()
+    messages = pd.DataFrame({
+        "send_rank": both["send_rank"].astype(np.int32),
+        "recv_rank": both["recv_rank"].astype(np.int32),
+        "comm": both["comm"].astype(np.int32), "tag": both["tag"].astype(np.int32),
+        "bytes": both["bytes_s"].astype(np.int64),
+        "send_call": both["call_s"].astype(np.int64),
+        "recv_call": both["link_r"].astype(np.int64),
+        "send_complete_call": np.where(sccall >= 0, sccall, both["call_s"]).astype(np.int64),
+        "recv_complete_call": both["call_r"].astype(np.int64),
+        "send_time": both["time_s"].astype(np.int64),
+        "recv_time": both["time_r"].astype(np.int64),
+        "send_enter": both["enter_call_s"].astype(np.int64),
+        "recv_enter": both["enter_call_r"].astype(np.int64),
+        "recv_leave": both["leave_call_r"].astype(np.int64),
+        "order": both["row_s"].astype(np.int64),
+    })
+    left = m[m["_merge"] != "both"]
+    sent = (left["_merge"] == "left_only").to_numpy()
+
+    def side(col: str) -> np.ndarray:
+        return np.where(sent, left[f"{col}_s"], left[f"{col}_r"])
+
+    link = side("link")
+    unmatched = pd.DataFrame({
+        "rank": side("rank").astype(np.int32),
+        "event": side("event"),
+        "peer": side("peer").astype(np.int32),
+        "comm": left["comm"].to_numpy().astype(np.int32),
+        "tag": left["tag"].to_numpy().astype(np.int32),
+        "bytes": side("bytes").astype(np.int64),
+        "call": np.where(~sent & (link >= 0), link, side("call")).astype(np.int64),
+        "order": side("row").astype(np.int64),
+    })
+    return messages.reset_index(drop=True), unmatched
+
+
+def messages_for(matched: tuple[pd.DataFrame, pd.DataFrame], ranks: list[int]) -> pd.DataFrame:
+    m = matched[0]
+    return m[m["send_rank"].isin(ranks).to_numpy()]
+
+
+def unmatched_of(matched: tuple[pd.DataFrame, pd.DataFrame]) -> pd.DataFrame:
+    return matched[1]
+
+
+def finish(placed: Placed, tmp: str, base: np.ndarray, comm_index: np.ndarray,
+           *messages: pd.DataFrame) -> dict[str, dict]:
+    """A group's messages (by sender, in the senders' p2p order) and collectives (with
+    instance ids: comm's base + sequence number, as reader.c numbers them)."""
+    c = placed.collectives
+    if len(c):
+        c["instance"] = base[comm_index[c["comm"].to_numpy()]] + c["coll_seq"].to_numpy()
+    m = pd.concat(messages, ignore_index=True) if messages else pd.DataFrame()
+    m = m.sort_values("order", kind="stable").drop(columns="order").reset_index(drop=True)
+    m = m.reindex(columns=SCHEMA.tables["messages"].names)
+    return {"collectives": cache._write_table(c, Path(tmp), "collectives", _Inline()),
+            "messages": cache._write_table(m, Path(tmp), "messages", _Inline())}
+
+
+def groups_of(defs: decode.Definitions, events_per_group: int, min_groups: int
+              ) -> list[list[int]]:
+    """Consecutive ranks, about `events_per_group` events each (by the definitions'
+    per-location counts), at least `min_groups` groups when there are that many ranks."""
+    nranks = len(defs.locations)
+    wanted = -(-max(defs.expected_events, 1) // max(events_per_group, 1))
+    n = min(nranks, max(min_groups, wanted))
+    return [list(map(int, g)) for g in np.array_split(np.arange(nranks), n)]
+
+
+def _merge_infos(infos: list[dict]) -> dict:
+    """One manifest entry from the groups' entries of a rank-partitioned table."""
+    out = dict(infos[0])
+    out["partitions"] = [p for i in infos for p in (i["partitions"] or [])]
+    return out
+
+
+def convert(trace_dir: Path | str, client, *, events_per_group: int = 2_000_000,
+            progress: Callable[[str], None] | None = None) -> Path:
+    """Write the trace's Parquet cache with the cluster of `client`; its directory.
+
+    A current cache is kept as it is. Raises UserError (one line) when the conversion
+    fails after retries; then no cache, not even a partial one, is left."""
+    from mpiscope.archive import salvaged
+    from mpiscope.engines.daskcache import find
+
+    say = progress or (lambda _m: None)
+    if salvaged.is_salvaged(Path(trace_dir)):
+        raise UserError(str(trace_dir), "a job that died (per-rank archives): the Dask "
+                        "engine reads complete archives only, use --engine pandas")
+    anchor = reader.anchor_of(Path(trace_dir))
+    found = find(trace_dir)
+    if found is not None:
+        return found[0]
+    defs = decode.Definitions(anchor)
+    if not defs.locations:
+        raise UserError(str(anchor.parent), "OTF2 archive without locations")
+    workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    groups = groups_of(defs, events_per_group, 2 * workers)
+    local, fallback = cache.candidates(anchor.parent)
+    target = local if cache._writable(anchor.parent) else fallback
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    cache._remove_stale_temps(target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        _run(client, anchor, defs, groups, tmp, workers, say)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _failed(err: BaseException, anchor: Path) -> UserError:
+    from distributed.scheduler import KilledWorker
+
+    if isinstance(err, KilledWorker):
+        why = f"a Dask worker died {RETRIES + 1} times running {err.task} " \
+              "(out of memory? raise --memory-limit or use more, smaller groups)"
+    else:
+        why = f"{type(err).__name__}: {err}"
+    return UserError(str(anchor.parent), f"parallel conversion failed, no cache written: {why}")
+
+
+def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]], tmp: Path,
+         workers: int, say: Callable[[str], None]) -> None:
+    from distributed import as_completed
+
+    # keys unique per conversion: a key the scheduler still knows would return that
+    # (other) conversion's result
+    run_id = uuid.uuid4().hex
+    defs_f = client.scatter(defs, broadcast=True)
+    submit = client.submit
+    n = len(groups)
+    decoded: dict[int, object] = {}
+    summaries: dict[int, Summary] = {}
+    placed: dict[int, object] = {}
+    offsets = [0, 0, 0]  # calls, regions, p2p rows of the groups placed so far
+    ahead = IN_FLIGHT * workers
+    pending = as_completed()
+    nxt = 0
+
+    def launch() -> None:
+        nonlocal nxt
+        while nxt < n and nxt - len(placed) < ahead:
+            g = submit(decode_group, str(anchor), defs_f, nxt, groups[nxt], pure=False,
+                       retries=RETRIES, key=f"mpiscope-decode-{nxt}-{run_id}")
+            decoded[nxt] = g
+            pending.add(submit(summary_of, g, pure=False, retries=RETRIES))
+            nxt += 1
+
+    try:
+        launch()
+        for fut in pending:
+            s: Summary = fut.result()
+            summaries[s.index] = s
+            # place groups in order: each needs the row counts of those before it
+            while len(placed) in summaries:
+                i = len(placed)
+                si = summaries[i]
+                placed[i] = submit(place, decoded.pop(i), str(tmp), *offsets, pure=False,
+                                   retries=RETRIES)
+                offsets = [offsets[0] + si.calls, offsets[1] + si.regions,
+                           offsets[2] + si.p2p]
+                say(f"decoded {len(placed)} of {n} rank groups")
+            launch()
+        if all(s.unreadable for s in summaries.values()):  # as the serial reader says
+            raise UserError(str(anchor.parent), summaries[0].unreadable)
+        order = [placed[i] for i in range(n)]
+        buckets = [submit(bucket_of, p, k, pure=False, retries=RETRIES)
+                   for p in order for k in range(MATCH_BUCKETS)]
+        matched = [submit(match, *buckets[k::MATCH_BUCKETS], pure=False, retries=RETRIES)
+                   for k in range(MATCH_BUCKETS)]
+        ncomms = len(defs.comms)
+        top = np.zeros(ncomms + 1, np.int64)
+        for s in summaries.values():
+            for ci, v in s.coll_max.items():
+                top[ci + 1] = max(top[ci + 1], v)
+        base = np.cumsum(top)
+        finished = []
+        for i, p in enumerate(order):
+            parts = [submit(messages_for, mf, groups[i], pure=False, retries=RETRIES)
+                     for mf in matched]
+            finished.append(submit(finish, p, str(tmp), base, defs.comm_index, *parts,
+                                   pure=False, retries=RETRIES))
+        infos_ranked = client.gather([submit(lambda p: p.infos, p, pure=False) for p in order])
+        infos_last = client.gather(finished)
+        singles = client.gather([submit(lambda p: p.single, p, pure=False) for p in order])
+        unmatched = client.gather([submit(unmatched_of, mf, pure=False) for mf in matched])
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - one line for the user, no half cache
+        raise _failed(err, anchor) from None
+    say("writing cache")
+    _write_rest(anchor, defs, groups, tmp, summaries, infos_ranked, infos_last, singles,
+                unmatched)
+
+
+def _write_rest(anchor: Path, defs: decode.Definitions, groups: list[list[int]], tmp: Path,
+                summaries: dict[int, Summary], infos_ranked: list[dict],
+                infos_last: list[dict], singles: list[dict], unmatched: list[pd.DataFrame]
+                ) -> None:
+    """The small tables, the single-file ones, and the manifest (last)."""
+    n = len(groups)
+    s = [summaries[i] for i in range(n)]
+    loc_events = np.concatenate([x.loc_events for x in s])
+    loc_first = np.concatenate([x.loc_first for x in s])
+    loc_last = np.concatenate([x.loc_last for x in s])
+    loc_trunc = np.concatenate([x.loc_truncated for x in s])
+    # the groups' locations, concatenated, are defs.threads in order (rank-major)
+    nranks = len(defs.locations)
+    threads = decode._frame({
+        "rank": np.asarray([r for r, _t, _l, _n in defs.threads], np.int32),
+        "thread": np.asarray([t for _r, t, _l, _n in defs.threads], np.int16),
+        "location": np.asarray([loc for _r, _t, loc, _n in defs.threads], np.int64),
+        "name": [nm for _r, _t, _l, nm in defs.threads],
+        "first_ns": loc_first, "last_ns": loc_last, "events": loc_events.astype(np.int64)})
+    busy = threads[threads["events"] > 0]
+    per_rank = threads.groupby("rank").agg(events=("events", "sum"))
+    span = busy.groupby("rank").agg(first_ns=("first_ns", "min"), last_ns=("last_ns", "max"))
+    per_rank = per_rank.join(span).reindex(range(nranks)).fillna(0)
+    ranks = decode._frame({
+        "rank": np.arange(nranks, dtype=np.int32),
+        "host": pd.Categorical(defs.hosts, categories=pd.Index(sorted(set(defs.hosts)),
+                                                              dtype=object)),
+        "location": np.asarray(defs.locations, dtype=np.int64),
+        "first_ns": per_rank["first_ns"].to_numpy(np.int64),
+        "last_ns": per_rank["last_ns"].to_numpy(np.int64),
+        "events": per_rank["events"].to_numpy(np.int64)})
+    comms = pd.DataFrame([
+        {"comm": c["comm"], "name": c["name"], "size": 1 if c["self"] else len(c["members"]),
+         "members": c["members"], "parent": c["parent"]} for c in defs.comms
+    ], columns=SCHEMA.tables["comms"].names)
+    windows = decode._records_frame(defs.windows, "windows")
+    files = decode._records_frame(defs.files, "files")
+    um = pd.concat(unmatched, ignore_index=True).sort_values("order", kind="stable")
+    um = um.drop(columns="order").reset_index(drop=True)
+    um["event"] = pd.Categorical(um["event"].astype(object),
+                                 categories=pd.Index(decode.UNMATCHED_EVENTS, dtype=object))
+    um = um[SCHEMA.tables["unmatched"].names]
+    tables = {"ranks": ranks, "comms": comms, "unmatched": um, "windows": windows,
+              "files": files, "threads": threads}
+    for name in SINGLE:
+        tables[name] = pd.concat([x[name] for x in singles], ignore_index=True)
+    infos: dict[str, dict] = {}
+    for name, df in tables.items():
+        infos[name] = cache._write_table(df, tmp, name, _Inline())
+    for name in RANKED:
+        infos[name] = _merge_infos([i[name] for i in infos_ranked])
+    for name in ("collectives", "messages"):
+        infos[name] = _merge_infos([i[name] for i in infos_last])
+
+    props = _native.archive_properties(anchor)
+    loc_rank = threads["rank"].to_numpy()
+    truncated = set(loc_rank[loc_trunc].tolist())
+    ours = "MPISCOPE::VERSION" in props
+    finalized = {r for x in s for r in x.finalized}
+    if "MPI_Finalize" in defs.mpi_functions:
+        if ours or finalized:
+            truncated |= set(range(nranks)) - finalized
+    elif ours:
+        truncated = set(range(nranks))
+    scale = 1e9 / defs.resolution
+    duration = max(int(round(defs.length * scale)), int(loc_last.max(initial=0)))
+    creator = (f"mpiscope {props['MPISCOPE::VERSION']}" if ours
+               else props.get("OTF2::CREATOR") or "unknown")
+    meta = TraceMeta(
+        program=props.get("MPISCOPE::PROGRAM", ""),
+        cmdline=props.get("MPISCOPE::CMDLINE", ""),
+        mpi_library=props.get("MPISCOPE::MPI_LIBRARY", ""),
+        start_time=props.get("MPISCOPE::START_TIME", ""),
+        creator=creator, num_ranks=nranks, duration_ns=duration,
+        timer_resolution=defs.resolution, truncated_ranks=sorted(truncated),
+        clock_corrected=sum(x.clock_offsets for x in s) > 0,
+        filtered=[f for f in props.get("MPISCOPE::FILTERED", "").split(",") if f])
+    (tmp / "manifest.json").write_text(json.dumps({
+        "fingerprint": cache.fingerprint(anchor.parent), "version": version_of(anchor),
+        "layout": cache.LAYOUT, "meta": dataclasses.asdict(meta),
+        "tables": {name: infos[name] for name in cache.TABLES}}))

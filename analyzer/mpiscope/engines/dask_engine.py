@@ -1,0 +1,187 @@
+"""The analysis session with its per-rank results computed on a Dask cluster.
+
+    from mpiscope.engines import dask_engine
+    a = dask_engine.analyze("trace-dir", ClusterSpec(workers=2, memory_limit="2GB"))
+    a.to_dict()     # the JSON of `mpiscope analyze --engine dask`, equal to --engine pandas
+
+What runs where:
+- conversion: OTF2 -> the partitioned Parquet cache, one task per group of ranks
+  (`convert`), skipped when a complete cache exists;
+- on the workers, one task per rank partition of the cache, reusing the pandas code of
+  `mpiscope.analysis` on the partition, partial results combined on the client: function
+  statistics, uninterpreted functions, per-thread MPI time, buffer flushes, the
+  communication matrix (messages partitioned by sender);
+- on the client, from the cache: the results that need every rank at once — wait states
+  (clock-skew correction fits one offset per rank from all messages; late sender/receiver
+  per matched message, wait at N x N per collective instance), the breakdown built on
+  them, call-site waiting time, time bins, loop detection and iterations, findings,
+  message-size statistics and the critical path. These still read the whole tables into
+  the client: their memory is not bounded by the worker yet (see the issue's notes).
+
+All Dask results are computed inside `analyze` (the cluster may be gone afterwards); the
+others are computed on first use, as in `Analysis`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mpiscope.analysis import callpaths, stats
+from mpiscope.analysis.session import Analysis
+from mpiscope.analysis.threads import COLUMNS as THREAD_COLUMNS
+from mpiscope.archive import cache
+from mpiscope.archive.trace import Trace
+from mpiscope.engines import cluster, convert
+from mpiscope.engines.daskcache import CacheTables, open_cache, read_partition
+from mpiscope.errors import UserError
+
+
+class DaskAnalysis(Analysis):
+    """An `Analysis` whose per-rank results came from the cluster; the trace's pandas
+    tables are read from the cache only when a client-side result asks for them."""
+
+    def __init__(self, tables: CacheTables, *, skip_frames: str | Sequence[str] = (),
+                 group_by: str = "frame") -> None:
+        # Analysis.__init__ needs the tables; here they come with the first result that asks
+        self.tables = tables
+        self.group_by = group_by
+        self._skip = callpaths.parse_skip_frames(skip_frames)
+        self._trace: Trace | None = None
+        self._paths: callpaths.CallPaths | None = None
+        self._results: dict[str, object] = {}
+        self._lock = threading.RLock()
+
+    def _read(self) -> None:
+        with self._lock:
+            if self._trace is None:
+                t = self.tables
+                raw = cache._read(t.dir, Path(t.trace_dir), t.manifest)
+                self._paths = callpaths.CallPaths.of(raw, self._skip)
+                self._trace = callpaths.relabel(raw, self._paths, self.group_by)
+
+    @property  # type: ignore[override]
+    def trace(self) -> Trace:
+        self._read()
+        assert self._trace is not None
+        return self._trace
+
+    @property  # type: ignore[override]
+    def paths(self) -> callpaths.CallPaths:
+        self._read()
+        assert self._paths is not None
+        return self._paths
+
+    def on_cluster(self, client) -> None:
+        """Compute the per-rank results with `client`'s workers."""
+        t = self.tables
+        calls = _map(client, t, "calls", _calls_partials)
+        self._results["functions"] = _functions(calls, t)
+        self._results["uninterpreted"] = _uninterpreted(calls)
+        self._results["threads"] = _threads(calls, t.small("threads"))
+        fl = _map(client, t, "flushes", lambda df: stats.flushes(_Tables(flushes=df)))
+        self._results["flushes"] = (pd.concat(fl, ignore_index=True) if fl
+                                    else stats.flushes(_Tables(flushes=None)))
+        cm = _map(client, t, "messages", lambda df: stats.comm_matrix(_Tables(messages=df)))
+        self._results["comm_matrix"] = (
+            pd.concat(cm, ignore_index=True) if cm
+            else stats.comm_matrix(_Tables(messages=t.small("messages"))))
+
+
+class _Tables:
+    """The attributes of a Trace that a per-partition analysis reads."""
+
+    def __init__(self, **tables: pd.DataFrame | None) -> None:
+        self.__dict__.update(tables)
+
+
+def _map(client, t: CacheTables, name: str, fn: Callable[[pd.DataFrame], object]) -> list:
+    """`fn` on every rank partition of table `name`, on the workers; results in rank order."""
+    if not t.partitioned(name):
+        return [fn(t.small(name))]
+    ranks = t.ranks_of(name)
+    info = t.manifest["tables"][name]
+
+    def task(rank: int) -> object:
+        return fn(read_partition(t.dir, name, rank, info))
+
+    futures = client.map(task, ranks, pure=False, retries=convert.RETRIES)
+    return client.gather(futures)
+
+
+def _calls_partials(c: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per function and per (rank, thread): the sums a whole-trace result adds up."""
+    dur = (c["end"] - c["start"]).to_numpy()
+    nbytes = (c["bytes_sent"] + c["bytes_recv"]).to_numpy()
+    df = pd.DataFrame({"function": c["function"], "dur": dur, "bytes": nbytes})
+    g = df.groupby("function", observed=True)
+    fun = pd.DataFrame({"calls": g.size(), "dur": g["dur"].sum(), "max": g["dur"].max(),
+                        "bytes": g["bytes"].sum()})
+    other = (c["kind"] == "other").to_numpy()
+    o = pd.Series(dur[other]).groupby(c["function"].astype(str).to_numpy()[other])
+    unint = pd.DataFrame({"calls": o.size(), "dur": o.sum()})
+    keep = (c["depth"].to_numpy() == 0) & ~c["kind"].isin(["init", "finalize"]).to_numpy()
+    thread = c["thread"].to_numpy() if "thread" in c.columns else np.zeros(len(c), np.int16)
+    th = pd.DataFrame({"rank": c["rank"].to_numpy()[keep], "thread": thread[keep],
+                       "ns": dur[keep]}).groupby(["rank", "thread"])["ns"].agg(["sum", "size"])
+    return {"functions": fun, "uninterpreted": unint, "threads": th}
+
+
+def _functions(parts: list[dict], t: CacheTables) -> pd.DataFrame:
+    """stats.functions from the partitions' sums: name, calls, time_s, mean_s, max_s, bytes."""
+    cats = t.manifest["tables"]["calls"]["categories"]["function"]
+    p = pd.concat([x["functions"] for x in parts]) if parts else pd.DataFrame(
+        columns=["calls", "dur", "max", "bytes"])
+    g = p.groupby(level=0, observed=True, sort=False)
+    s = pd.DataFrame({"calls": g["calls"].sum(), "dur": g["dur"].sum(),
+                      "max": g["max"].max(), "bytes": g["bytes"].sum()})
+    # pandas groups in category order: the same order before the sort by time
+    s = s.reindex([c for c in cats if c in s.index])
+    df = pd.DataFrame({"calls": s["calls"].astype(np.int64), "time_s": s["dur"] / 1e9,
+                       "mean_s": s["dur"] / s["calls"] / 1e9, "max_s": s["max"] / 1e9,
+                       "bytes": s["bytes"].astype(np.int64)})
+    df.index = pd.CategoricalIndex(df.index, categories=cats, name="name")
+    return df.rename_axis("name").reset_index().sort_values(
+        "time_s", ascending=False, ignore_index=True)
+
+
+def _uninterpreted(parts: list[dict]) -> pd.DataFrame:
+    p = pd.concat([x["uninterpreted"] for x in parts])
+    g = p.groupby(level=0)
+    df = pd.DataFrame({"calls": g["calls"].sum().astype(np.int64),
+                       "time_s": g["dur"].sum() / 1e9})
+    return (df.rename_axis("name").reset_index()
+            .sort_values(["time_s", "name"], ascending=[False, True], ignore_index=True)
+            [["name", "calls", "time_s"]])
+
+
+def _threads(parts: list[dict], threads: pd.DataFrame) -> pd.DataFrame:
+    g = pd.concat([x["threads"] for x in parts])
+    g = g.groupby(level=[0, 1]).sum()
+    out = threads[["rank", "thread", "name"]].copy()
+    idx = pd.MultiIndex.from_arrays([out["rank"], out["thread"]])
+    out["mpi_s"] = g["sum"].reindex(idx, fill_value=0).to_numpy() / 1e9
+    out["calls"] = g["size"].reindex(idx, fill_value=0).to_numpy().astype(np.int64)
+    return out[THREAD_COLUMNS].reset_index(drop=True)
+
+
+def analyze(trace_dir: Path | str, spec: cluster.ClusterSpec | None = None, *,
+            client=None, progress: Callable[[str], None] | None = None,
+            skip_frames: str | Sequence[str] = (), group_by: str = "frame") -> DaskAnalysis:
+    """Convert (if no complete cache) and analyze the trace on a Dask cluster: `client`,
+    else the spec's scheduler, else a local cluster for the time of this call."""
+    if client is None:
+        with cluster.connect(spec) as c:
+            return analyze(trace_dir, client=c, progress=progress,
+                           skip_frames=skip_frames, group_by=group_by)
+    convert.convert(trace_dir, client, progress=progress)
+    tables = open_cache(trace_dir)
+    if tables is None:  # written a moment ago; gone means someone removed it
+        raise UserError(str(trace_dir), "the Parquet cache vanished while being read")
+    session = DaskAnalysis(tables, skip_frames=skip_frames, group_by=group_by)
+    session.on_cluster(client)
+    return session

@@ -1,0 +1,272 @@
+"""The Dask engine (analyzer/mpiscope/engines) gives what the pandas engine gives.
+
+On a dask.distributed LocalCluster of 2 worker processes, for real traced MPI runs
+(Himeno XS, the untrue-case programs: RMA fence, non-blocking all-to-all, MPI-IO), a
+hand-made trace with threads, the Score-P ping-pong and a synthetic trace:
+- the parallel conversion (one task per rank, so every message crosses tasks) writes the
+  same cache, table for table, as `mpiscope.load` does;
+- `mpiscope.analyze(dir, engine="dask")` gives the pandas engine's JSON (floats to 1e-9);
+- `mpiscope analyze --engine dask` prints and writes the same as without it.
+A 2x10^6-event trace converts with 256 MB workers; a worker killed during conversion is
+retried (the cache still equal), and a conversion that fails leaves no cache at all and
+says so in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import mpiscope
+from mpiscope.archive import cache
+from mpiscope.engines import cluster, convert
+from mpiscope.engines.daskcache import open_cache
+from mpiscope.errors import UserError
+from mpiscope_testing import REPO, scenarios
+from mpiscope_testing.tracegen import TraceBuilder
+
+SYNTH = REPO / "build" / "native" / "mpiscope-synth"
+ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as c:
+        yield c
+
+
+def synth(out: Path, ranks: int, events: int) -> Path:
+    subprocess.run([str(SYNTH), "--ranks", str(ranks), "--events", str(events),
+                    "--out", str(out)], check=True, capture_output=True)
+    return out
+
+
+def threads_trace(out: Path) -> Path:
+    """Two ranks of two threads; a request started on one thread, completed on the other."""
+    tb = TraceBuilder(2, creator="Score-P", threads=2)
+    for r in range(2):
+        tb.call(r, 0, 10, "MPI_Init")
+        tb.collective(r, 400, 420, "MPI_Allreduce", sent=8, received=8)
+        tb.call(r, 500, 510, "MPI_Finalize")
+    tb.send_call((0, 1), 100, 110, dest=1, tag=1, nbytes=4)
+    tb.send_call((0, 0), 105, 120, dest=1, tag=2, nbytes=8)
+    tb.recv_call((1, 1), 100, 130, src=0, tag=1, nbytes=4)
+    tb.recv_call((1, 0), 102, 125, src=0, tag=2, nbytes=8)
+    tb.isend_call((0, 1), 300, 305, dest=1, tag=9, nbytes=64, request=7)
+    tb.enter((0, 0), 310, "MPI_Wait")
+    tb.isend_complete((0, 0), 320, request=7)
+    tb.leave((0, 0), 320, "MPI_Wait")
+    tb.irecv_call((1, 1), 290, 295, request=9)
+    tb.enter((1, 0), 300, "MPI_Wait")
+    tb.irecv((1, 0), 330, src=0, tag=9, nbytes=64, request=9)
+    tb.leave((1, 0), 330, "MPI_Wait")
+    tb.send_call((1, 0), 340, 350, dest=0, tag=3, nbytes=4)  # never received: unmatched
+    return tb.write(out)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory, scorep_trace: Path) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("dask-traces")
+    for sub in ("fence", "ialltoall", "io"):
+        (d / sub).mkdir()
+    out = {
+        "himeno": scenarios.traced_himeno(4, ["--size", "XS", "--iterations", "20"], d),
+        "fence": scenarios.traced_run("untrue", 3, ["fence"], d / "fence"),
+        "ialltoall": scenarios.traced_run("untrue", 3, ["ialltoall"], d / "ialltoall"),
+        "io": scenarios.traced_run("untrue", 2, ["io", str(d / "io.dat")], d / "io"),
+        "threads": threads_trace(d / "threads"),
+        "scorep": scorep_trace,
+        "synth": synth(d / "synth", 8, 40000),
+    }
+    for p in out.values():  # the pandas engine's own cache is not what we test
+        shutil.rmtree(p / cache.CACHE_NAME, ignore_errors=True)
+    return out
+
+
+def differences(a: object, b: object, path: str = "") -> list[str]:
+    """Where two JSON values differ; floats equal to 1e-9 relative (summation order)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{path}: keys {sorted(set(a) ^ set(b))}"]
+        return [d for k in a for d in differences(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} items != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, float) and isinstance(b, int | float) and not isinstance(b, bool):
+        return [] if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) else [f"{path}: {a} != {b}"]
+    return [] if a == b and type(a) is type(b) else [f"{path}: {a!r} != {b!r}"]
+
+
+def cached_tables(trace_dir: Path) -> dict[str, pd.DataFrame]:
+    c = open_cache(trace_dir)
+    assert c is not None, f"no complete cache in {trace_dir}"
+    t = cache._read(c.dir, c.trace_dir, c.manifest)
+    return {name: getattr(t, name) for name in cache.TABLES} | {"meta": t.meta}
+
+
+NAMES = ["himeno", "fence", "ialltoall", "io", "threads", "scorep", "synth"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_parallel_conversion_writes_the_cache_the_serial_reader_writes(
+        name: str, traces: dict[str, Path], client, tmp_path: Path) -> None:
+    serial = shutil.copytree(traces[name], tmp_path / "serial")
+    parallel = shutil.copytree(traces[name], tmp_path / "parallel")
+    mpiscope.load(serial)  # writes the cache as the pandas engine does
+    # a group per rank: every message between two ranks is matched across tasks
+    convert.convert(parallel, client, events_per_group=1)
+    a, b = cached_tables(serial), cached_tables(parallel)
+    assert a.pop("meta") == b.pop("meta")
+    for table in a:
+        pd.testing.assert_frame_equal(a[table], b[table], obj=table)
+    assert len(a["calls"]) > 0
+    assert not list(parallel.glob(f"{cache.CACHE_NAME}.tmp*"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_dask_engine_json_equals_pandas_engine(name: str, traces: dict[str, Path],
+                                               client) -> None:
+    d = traces[name]
+    pandas_json = mpiscope.analyze(mpiscope.load(d, use_cache=False)).to_dict()
+    dask_json = mpiscope.analyze(d, engine="dask", client=client).to_dict()
+    assert differences(pandas_json, dask_json) == []
+    assert dask_json["ranks"] and dask_json["functions"]
+
+
+def test_analyze_cli_engine_dask_prints_and_writes_what_pandas_does(
+        traces: dict[str, Path], tmp_path: Path) -> None:
+    d = shutil.copytree(traces["ialltoall"], tmp_path / "t")
+
+    def analyze(*args: str) -> tuple[str, dict]:
+        js = tmp_path / f"{len(args)}.json"
+        run = subprocess.run(["mpiscope", "analyze", str(d), "--json", str(js), *args],
+                             env=ENV, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        return run.stdout, json.loads(js.read_text())
+
+    out_pandas, js_pandas = analyze("--no-cache")
+    out_dask, js_dask = analyze("--engine", "dask", "--workers", "1", "--memory-limit", "1GB")
+    assert out_dask == out_pandas
+    assert differences(js_pandas, js_dask) == []
+    assert open_cache(d) is not None  # the Dask engine's conversion left the cache
+
+
+def test_auto_engine_states_its_rule(traces: dict[str, Path], tmp_path: Path) -> None:
+    d = shutil.copytree(traces["threads"], tmp_path / "t")
+    run = subprocess.run(["mpiscope", "analyze", str(d), "--engine", "auto"], env=ENV,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    # a small trace stays on pandas: events known from the definitions, nothing read
+    assert "engine auto: " in run.stderr and run.stderr.rstrip().endswith(": pandas")
+
+
+def test_ten_million_scaled_down_conversion_fits_256mb_workers(tmp_path: Path) -> None:
+    """2x10^6 events (the pandas tables alone ~150 MB) converted by 2 workers of 256 MB:
+    no worker dies or fails, and the cache holds every event."""
+    d = synth(tmp_path / "big", 16, 2_000_000)
+    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="256MB")) as c:
+        convert.convert(d, c, events_per_group=250_000)
+    tables = open_cache(d)
+    assert tables is not None
+    ranks = tables.small("ranks")
+    assert ranks["events"].sum() >= 2_000_000
+    assert tables.rows("calls") > 0 and tables.rows("messages") > 0
+
+
+def test_killed_worker_during_conversion_is_retried(traces: dict[str, Path],
+                                                    tmp_path: Path) -> None:
+    d = synth(tmp_path / "k", 8, 1_000_000)
+    killed: list[str] = []
+    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as c:
+        pids = c.run(os.getpid)
+
+        def kill_a_decoding_worker() -> None:
+            deadline = time.monotonic() + 60
+            while not killed and time.monotonic() < deadline:
+                for addr, keys in c.processing().items():
+                    if any("decode" in str(k) for k in keys) and addr in pids:
+                        os.kill(pids[addr], signal.SIGKILL)
+                        killed.append(addr)
+                        return
+                time.sleep(0.005)
+
+        killer = threading.Thread(target=kill_a_decoding_worker)
+        killer.start()
+        convert.convert(d, c, events_per_group=50_000)
+        killer.join()
+    assert killed, "no decode task was seen running"
+    serial = shutil.copytree(d, tmp_path / "serial", ignore=shutil.ignore_patterns(
+        cache.CACHE_NAME + "*"))
+    mpiscope.load(serial)
+    a, b = cached_tables(serial), cached_tables(d)
+    assert a.pop("meta") == b.pop("meta")
+    for table in a:
+        pd.testing.assert_frame_equal(a[table], b[table], obj=table)
+
+
+def test_unreadable_rank_is_cut_short_as_the_serial_reader_says(
+        traces: dict[str, Path], client, tmp_path: Path) -> None:
+    """The last rank's events cut: read alone in its own task, it is unreadable; the
+    serial reader marks it cut short and reads the others, and so does the conversion."""
+    serial = shutil.copytree(traces["synth"], tmp_path / "serial")
+    events = sorted((serial / "traces").glob("*.evt"))
+    events[-1].write_bytes(events[-1].read_bytes()[:40])
+    parallel = shutil.copytree(serial, tmp_path / "parallel")
+    mpiscope.load(serial)
+    convert.convert(parallel, client, events_per_group=1)
+    a, b = cached_tables(serial), cached_tables(parallel)
+    assert a["meta"].truncated_ranks == b["meta"].truncated_ranks != []
+    for table in cache.TABLES:
+        pd.testing.assert_frame_equal(a[table], b[table], obj=table)
+
+
+def test_conversion_whose_workers_keep_dying_leaves_no_cache_and_one_line(
+        tmp_path: Path) -> None:
+    """Every worker running a `place` task (which writes cache files) is killed: after
+    the retries the job fails with one line, and neither a cache nor its temporary
+    directory is left."""
+    import dask
+
+    d = synth(tmp_path / "t", 8, 400_000)
+    kills: list[str] = []
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            cluster.connect(cluster.ClusterSpec(workers=1, memory_limit="1GB")) as c:
+        stop = threading.Event()
+
+        def kill_placing_workers() -> None:
+            while not stop.is_set():
+                pids = c.run(os.getpid)
+                for addr, keys in c.processing().items():
+                    if any("place" in str(k) for k in keys) and addr in pids:
+                        try:
+                            os.kill(pids[addr], signal.SIGKILL)
+                            kills.append(addr)
+                        except ProcessLookupError:
+                            pass
+                time.sleep(0.005)
+
+        killer = threading.Thread(target=kill_placing_workers, daemon=True)
+        killer.start()
+        try:
+            with pytest.raises(UserError) as err:
+                convert.convert(d, c, events_per_group=50_000)
+        finally:
+            stop.set()
+            killer.join()
+    assert kills
+    assert "\n" not in str(err.value) and "no cache written" in str(err.value)
+    assert not (d / cache.CACHE_NAME).exists()
+    assert not list(d.glob(f"{cache.CACHE_NAME}.tmp*"))
+    assert open_cache(d) is None
