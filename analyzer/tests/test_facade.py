@@ -34,11 +34,12 @@ def test_load_and_analyze_give_what_the_cli_writes(run: Path, tmp_path: Path,
     compute = waitstates.compute
     monkeypatch.setattr(waitstates, "compute", lambda t: computed.append(t) or compute(t))
     analysis = mpiscope.analyze(trace)
-    assert analysis.trace is trace
+    # the session reads `trace` itself (its calls relabelled by their chosen frame)
+    assert analysis.raw_trace is trace
     doc = analysis.to_dict()
     assert analysis.findings and len(analysis.ranks) == 3
     # the breakdown, the findings, the iterations and the JSON share one computation
-    assert computed == [trace]
+    assert computed == [analysis.trace]
 
     _, written = analyze_json(run, tmp_path)
     # as JSON (which makes the int keys of the findings' evidence strings): the same

@@ -485,7 +485,8 @@ def _write_rest(anchor: Path, defs: decode.Definitions, groups: list[list[int]],
                                  categories=pd.Index(decode.UNMATCHED_EVENTS, dtype=object))
     um = um[SCHEMA.tables["unmatched"].names]
     tables = {"ranks": ranks, "comms": comms, "unmatched": um, "windows": windows,
-              "files": files, "threads": threads}
+              "files": files, "threads": threads,
+              "callpaths": decode.callpaths_frame(defs.callpaths)}
     for name in SINGLE:
         tables[name] = pd.concat([x[name] for x in singles], ignore_index=True)
     infos: dict[str, dict] = {}
