@@ -148,10 +148,12 @@ uint32_t mps_callsite_id(void *ra)
     }
     cs_slot *n = cs_table_add(&mps_sites.tab, a);
     if (!n) return UINT32_MAX;
-    n->id = mps_sites.n;
+    /* mpi4py's calls: the Python caller is the call site (python.c) */
+    n->id = mps_sites.n | (mps_py_is_mpi4py(ra) ? MPS_CS_PYTHON : 0);
     mps_sites.addr[mps_sites.n] = ra;
     mps_live_callsite(mps_sites.n, ra);
-    return mps_sites.n++;
+    mps_sites.n++;
+    return n->id;
 }
 
 /* ---------------------------------------------- forwarding Fortran doors */
@@ -189,7 +191,9 @@ void mps_enter(enum mps_fn fn, void *ra)
         r->last_cs[fn] = mps_callsite_id(ra);
         UNLOCK();
     }
-    mps_ev_put(&r->eb, tl_t, MPS_EV_ENTER, 0, fn, r->last_cs[fn], 0);
+    uint32_t cs = r->last_cs[fn];
+    if (__builtin_expect(cs >= MPS_CS_PYTHON, 0)) cs = mps_py_callsite(cs);
+    mps_ev_put(&r->eb, tl_t, MPS_EV_ENTER, 0, fn, cs, 0);
 }
 
 void mps_after(void)
