@@ -151,6 +151,8 @@ void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out)
             out[i].object = strdup(mpath);
         }
         module_build_id(mod, out[i].build_id);
+        const char *fname = mod ? dwfl_module_addrname(mod, (Dwarf_Addr)(uintptr_t)call) : NULL;
+        if (fname && *fname) out[i].func = demangle(fname);
     }
     if (dwfl) dwfl_end(dwfl);
 }

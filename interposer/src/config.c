@@ -141,6 +141,22 @@ static uint64_t buffer_cap(uint64_t want)
     return want;
 }
 
+/* MPISCOPE_CALLPATH_DEPTH: a whole number of frames in [lo, hi]; anything else is said
+ * once and the default used, as for sizes */
+static unsigned parse_depth(const char *var, unsigned dflt, unsigned lo, unsigned hi)
+{
+    const char *s = getenv(var);
+    if (!s || !*s) return dflt;
+    char *end = NULL;
+    unsigned long v = strtoul(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end || v < lo || v > hi) {
+        config_warning("%s=%s is not a number of frames (%u..%u); using %u", var, s, lo, hi,
+                       dflt);
+        return dflt;
+    }
+    return (unsigned)v;
+}
+
 /* Every variable but MPISCOPE_OUT and MPISCOPE_DISABLE (init.c reads those first), in the
  * order their warnings are printed. */
 void mps_config_read(void)
@@ -152,6 +168,8 @@ void mps_config_read(void)
         buffer_cap(parse_size("MPISCOPE_BUFFER_SIZE", 32 << 20, 1, UINT64_MAX));
     mps_cfg.hash_bytes = (size_t)parse_size("MPISCOPE_HASH_BYTES", 64, 0, 1 << 30);
     parse_filter(getenv("MPISCOPE_FILTER"));
+    mps_cfg.callpath_depth = parse_depth("MPISCOPE_CALLPATH_DEPTH", MPS_CALLPATH_DEFAULT, 1,
+                                         MPS_CALLPATH_MAX);
     check_choice("MPISCOPE_LIVE", "0", "1", "1: crash-safe live log on");
     check_choice("MPISCOPE_CLOCK", "tsc", "monotonic", "tsc where the kernel's clocksource is tsc");
     const char *h = getenv("MPISCOPE_HOSTNAME");

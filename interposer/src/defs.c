@@ -76,22 +76,33 @@ void mps_run_properties(void (*put)(enum mps_live_key, const char *, const char 
  * offset its name was resolved from, one line "ref<TAB>0xOFFSET<TAB>build-id<TAB>path"
  * each (build-id "-" where the object has none), so that `mpiscope symbolize` can name
  * it again once debug files are installed. */
+static char *objects_prop; /* the property so far: call paths' frames are added to it */
+
+void mps_add_callsite_objects(OTF2_Archive *ar, uint32_t first, const char *const *objects,
+                              const char *const *build_ids, const uint64_t *offsets,
+                              uint32_t n)
+{
+    size_t old = first && objects_prop ? strlen(objects_prop) : 0;
+    size_t cap = old + 1, len = old;
+    for (uint32_t i = 0; i < n; i++) cap += (objects[i] ? strlen(objects[i]) : 0) + 120;
+    char *v = realloc(first ? objects_prop : NULL, cap);
+    if (!v) return;
+    if (!first) free(objects_prop);
+    objects_prop = v;
+    v[len] = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (objects[i] && *objects[i])
+            len += (size_t)snprintf(v + len, cap - len, "%u\t0x%llx\t%s\t%s\n", first + i,
+                                    (unsigned long long)offsets[i],
+                                    *build_ids[i] ? build_ids[i] : "-", objects[i]);
+    OTF2_Archive_SetProperty(ar, "MPISCOPE::CALLSITE_OBJECTS", v, true);
+}
+
 void mps_set_callsite_objects(OTF2_Archive *ar, const char *const *objects,
                               const char *const *build_ids, const uint64_t *offsets,
                               uint32_t n)
 {
-    size_t cap = 1, len = 0;
-    for (uint32_t i = 0; i < n; i++) cap += (objects[i] ? strlen(objects[i]) : 0) + 120;
-    char *v = malloc(cap);
-    if (!v) return;
-    v[0] = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (objects[i] && *objects[i])
-            len += (size_t)snprintf(v + len, cap - len, "%u\t0x%llx\t%s\t%s\n", i,
-                                    (unsigned long long)offsets[i],
-                                    *build_ids[i] ? build_ids[i] : "-", objects[i]);
-    OTF2_Archive_SetProperty(ar, "MPISCOPE::CALLSITE_OBJECTS", v, true);
-    free(v);
+    mps_add_callsite_objects(ar, 0, objects, build_ids, offsets, n);
 }
 
 static OTF2_Archive *props_archive; /* where archive_property writes */
@@ -329,6 +340,14 @@ void mps_write_local_defs(OTF2_Archive *ar, const uint32_t *map, const uint32_t 
                     OTF2_IdMap_Free(im);
                 }
             }
+            if (mps_cp_nmap && mps_cp_map) { /* call paths (depth > 1) */
+                OTF2_IdMap *im = OTF2_IdMap_CreateFromUint32Array(mps_cp_nmap, mps_cp_map,
+                                                                  false);
+                if (im) {
+                    OTF2_DefWriter_WriteMappingTable(dw, OTF2_MAPPING_CALLING_CONTEXT, im);
+                    OTF2_IdMap_Free(im);
+                }
+            }
             if (ncomms) {
                 OTF2_IdMap *cm = OTF2_IdMap_Create(OTF2_ID_MAP_SPARSE, (uint64_t)ncomms);
                 for (int k = 0; cm && k < ncomms; k++)
@@ -379,7 +398,11 @@ int mps_write_single_rank_defs(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw, int r
         }
     }
     if (have) mps_set_callsite_objects(ar, objects, build_ids, offsets, nloc);
-    for (uint32_t i = 0; i < nloc; i++) { free(loc[i].file); free(loc[i].object); }
+    for (uint32_t i = 0; i < nloc; i++) {
+        free(loc[i].file);
+        free(loc[i].object);
+        free(loc[i].func);
+    }
     free(objects);
     free(build_ids);
     free(offsets);
@@ -396,6 +419,7 @@ int mps_write_single_rank_defs(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw, int r
         ncomms = mps_write_global_defs(gw, mps_rt.first_ts, mps_rt.last_ts, hosts, counts, cw,
                                        ncw, order);
     }
+    mps_single_rank_callpaths(ar, gw, nloc); /* salvage (mpiscope-recover has no paths) */
     free(hosts); free(counts); free(cw);
     return ncomms;
 }

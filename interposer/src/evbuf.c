@@ -20,6 +20,8 @@ static void populate(void *p, size_t len)
 #endif
 }
 
+int mps_evbuf_callpaths;
+
 int mps_evbuf_init(mps_evbuf *b, uint64_t bytes)
 {
     uint64_t words = bytes / sizeof(uint64_t);
@@ -114,7 +116,8 @@ static size_t record_words(const uint64_t *p)
 {
     switch ((enum mps_ev)(p[1] & 0xff)) {
     case MPS_EV_ENTER: case MPS_EV_LEAVE: case MPS_EV_COLL_BEGIN: case MPS_EV_RMA_WIN:
-    case MPS_EV_RMA_COLL_BEGIN: case MPS_EV_IO_DESTROY: case MPS_EV_IO_DELETE: return 2;
+    case MPS_EV_RMA_COLL_BEGIN: case MPS_EV_IO_DESTROY: case MPS_EV_IO_DELETE:
+    case MPS_EV_PATH: return 2;
     case MPS_EV_RMA_DONE: case MPS_EV_RMA_COLL_END: case MPS_EV_RMA_GSYNC: case MPS_EV_RMA_SYNC:
     case MPS_EV_IO_CREATE: case MPS_EV_IO_ISSUED: return 3;
     case MPS_EV_RMA_LOCK: case MPS_EV_IO_BEGIN: case MPS_EV_IO_DONE: case MPS_EV_IO_SEEK:
@@ -222,6 +225,7 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
                       const mps_timemap *m, uint64_t *last, const int *stop)
 {
     const uint64_t *p = b->base;
+    uint32_t path = UINT32_MAX; /* from the MPS_EV_PATH just before an Enter */
     while (p < b->pos && !*stop) {
         uint64_t t = mps_timemap_ns(m, p[0]);
         if (t < *last) t = *last; /* anchors bracket the batch; this only guards rounding */
@@ -232,10 +236,17 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
         uint32_t a = (uint32_t)(h >> 32);
         const uint64_t *x = p + 2;
         switch ((enum mps_ev)kind) {
+        case MPS_EV_PATH:
+            path = a;
+            break;
         case MPS_EV_ENTER:
             if (a != UINT32_MAX)
                 OTF2_AttributeList_AddSourceCodeLocationRef(al, MPS_ATTR_CALLSITE, a);
-            OTF2_EvtWriter_Enter(w, a != UINT32_MAX ? al : NULL, t, region);
+            if (path != UINT32_MAX && mps_evbuf_callpaths)
+                OTF2_AttributeList_AddCallingContextRef(al, MPS_ATTR_CALLPATH, path);
+            OTF2_EvtWriter_Enter(w, OTF2_AttributeList_GetNumberOfElements(al) ? al : NULL, t,
+                                 region);
+            path = UINT32_MAX;
             break;
         case MPS_EV_LEAVE:
             OTF2_EvtWriter_Leave(w, NULL, t, region);

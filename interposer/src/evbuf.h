@@ -25,6 +25,7 @@
 #define MPS_ATTR_CALLSITE 0
 #define MPS_ATTR_IN_HASH 1
 #define MPS_ATTR_OUT_HASH 2
+#define MPS_ATTR_CALLPATH 3 /* defined only when call paths are recorded (depth > 1) */
 #define MPS_EV_MAX_WORDS 8 /* largest record (hashed NonBlockingCollectiveComplete) */
 
 /* record kinds; payload words after the header in brackets */
@@ -63,7 +64,12 @@ enum mps_ev {
     MPS_EV_IO_DONE,       /* [bytes result] [matching id] */
     MPS_EV_IO_SEEK,       /* op = whence; [offset requested] [offset result] */
     MPS_EV_IO_DELETE,     /* */
+    MPS_EV_PATH,          /* a = call path id of the Enter that follows (callpath.c) */
 };
+
+/* Encode MPS_EV_PATH as the next Enter's mpiscope:callpath (the traced process, where the
+ * paths are defined); else (mpiscope-recover) path records are skipped. */
+extern int mps_evbuf_callpaths;
 
 typedef struct {
     uint64_t *base, *pos, *end; /* end leaves MPS_EV_MAX_WORDS spare words */

@@ -117,7 +117,7 @@ void mps_finalize_before(void)
                                          : NULL;
     if (gw) mps_set_properties(mps_out.archive);
     uint32_t *map = NULL;
-    mps_unify_callsites(gw, &map);
+    uint32_t nscl = mps_unify_callsites(gw, &map);
     char *hosts = mps_gather_hosts();
     int ncw = 0;
     int32_t *cw = mps_gather_comms(&ncw);
@@ -125,6 +125,7 @@ void mps_finalize_before(void)
     uint32_t *order = NULL;
     int ncomms = gw ? mps_write_global_defs(gw, gmin, gmax, hosts, all_events, cw, ncw, &order)
                     : 0;
+    mps_unify_callpaths(gw, nscl); /* after the MPI regions: OTF2 wants refs in order */
     PMPI_Bcast(&ncomms, 1, MPI_INT, 0, icomm);
     if (!order) order = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *order);
     PMPI_Bcast(order, ncomms, MPI_UINT32_T, 0, icomm);

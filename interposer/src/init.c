@@ -131,6 +131,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
 
     if (!trace_directory()) { disable(); return; }
     mps_config_read();
+    mps_evbuf_callpaths = mps_cfg.callpath_depth > 1;
     mps_out.pool_budget = 4 * mps_cfg.chunk_size;
 
     OTF2_Error_RegisterCallback(mps_otf2_error, NULL);

@@ -124,6 +124,7 @@ typedef struct {
     char *object;   /* the object's path (NULL where unknown), kept for re-symbolizing */
     uint64_t offset; /* the call instruction's offset in that object */
     char build_id[65]; /* the object's GNU build-id in hex, "" where it has none */
+    char *func;     /* the containing function, demangled (mps_callsite_resolve only), or NULL */
 } mps_location;
 void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out);
 /* Post-mortem (mpiscope-recover): return addresses with the object they were in. */

@@ -126,6 +126,8 @@ struct mps_recorder {
     /* each function's last call site: loops call the same site over and over */
     void *last_ra[MPS_FN_COUNT];
     uint32_t last_cs[MPS_FN_COUNT];
+    /* call paths (depth > 1): (return address, stack pointer) → path id, callpath.c */
+    unsigned char *cp_cache;
 };
 
 /* Call sites (hotpath.c): return address → dense id, resolved at Finalize. */
@@ -159,6 +161,7 @@ struct mps_config {
     uint64_t chunk_size;   /* OTF2 chunk */
     uint64_t buffer_bytes; /* raw event buffer */
     size_t hash_bytes;
+    unsigned callpath_depth; /* frames recorded per call (callpath.c); 1: call site only */
 };
 
 /* The job and this rank's place in it (init.c). */
@@ -242,7 +245,8 @@ MPS_INTERNAL comm_def *mps_comm_def_slot(void);
 MPS_INTERNAL int32_t *mps_serialize_comm(const comm_def *d, int32_t *p);
 MPS_INTERNAL int32_t *mps_serialize_comms(int all, int *nwords);
 /* unify.c (collective on the private communicator) */
-MPS_INTERNAL void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global);
+/* returns (at rank 0) how many SourceCodeLocations it defined */
+MPS_INTERNAL uint32_t mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global);
 MPS_INTERNAL char *mps_gather_hosts(void);
 MPS_INTERNAL int32_t *mps_gather_comms(int *nwords);
 /* defs.c */
@@ -262,9 +266,26 @@ MPS_INTERNAL void mps_write_local_defs(OTF2_Archive *ar, const uint32_t *map,
 MPS_INTERNAL int mps_write_single_rank_defs(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw,
                                             int rank, uint64_t nevents, mps_location *loc,
                                             uint32_t nloc, uint32_t **order);
+/* the same for refs first..first+n-1, added to what was set before (call-path frames) */
+MPS_INTERNAL void mps_add_callsite_objects(OTF2_Archive *ar, uint32_t first,
+                                           const char *const *objects,
+                                           const char *const *build_ids,
+                                           const uint64_t *offsets, uint32_t n);
 MPS_INTERNAL void mps_set_callsite_objects(OTF2_Archive *ar, const char *const *objects,
                                            const char *const *build_ids,
                                            const uint64_t *offsets, uint32_t n);
+/* callpath.c: call paths of up to mps_cfg.callpath_depth frames (MPISCOPE_CALLPATH_DEPTH) */
+#define MPS_CALLPATH_DEFAULT 4
+#define MPS_CALLPATH_MAX 64
+MPS_INTERNAL uint32_t mps_callpath_id(struct mps_recorder *r, void *ra, uintptr_t sp);
+/* Finalize: every rank's paths unified at rank 0 into CallingContext definitions (after
+ * the call sites' SourceCodeLocations 0..scl_base-1); sets the id map below */
+MPS_INTERNAL void mps_unify_callpaths(OTF2_GlobalDefWriter *gw, uint32_t scl_base);
+/* salvage: this rank's paths alone (gw: its archive's global definitions) */
+MPS_INTERNAL void mps_single_rank_callpaths(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw,
+                                            uint32_t scl_base);
+extern uint32_t *mps_cp_map MPS_INTERNAL; /* local path id → global CallingContext */
+extern uint32_t mps_cp_nmap MPS_INTERNAL;
 /* finalize.c */
 MPS_INTERNAL void mps_live_said(void);
 /* salvage.c */

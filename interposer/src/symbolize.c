@@ -21,7 +21,7 @@
 #include "outdir.h"
 
 enum kind { CLOCK, PARADIGM, STRING, ATTRIBUTE, TREENODE, LGROUP, LOCATION, REGION, GROUP, COMM,
-            SCL };
+            SCL, CCTX };
 
 /* one global definition as read: its kind, up to 10 scalar fields, a string or members */
 typedef struct {
@@ -98,6 +98,9 @@ static OTF2_CallbackCode on_comm(void *u, OTF2_CommRef self, OTF2_StringRef n, O
 static OTF2_CallbackCode on_scl(void *u, OTF2_SourceCodeLocationRef self, OTF2_StringRef file,
                                 uint32_t line)
 { record *r = push(u, SCL); F(self, file, line); return OTF2_CALLBACK_SUCCESS; }
+static OTF2_CallbackCode on_cctx(void *u, OTF2_CallingContextRef self, OTF2_RegionRef reg,
+                                 OTF2_SourceCodeLocationRef scl, OTF2_CallingContextRef parent)
+{ record *r = push(u, CCTX); F(self, reg, scl, parent); return OTF2_CALLBACK_SUCCESS; }
 static OTF2_CallbackCode on_unknown(void *u)
 { ((defs *)u)->unknown = 1; return OTF2_CALLBACK_SUCCESS; }
 
@@ -118,6 +121,7 @@ static int read_defs(OTF2_Reader *rd, defs *d)
     OTF2_GlobalDefReaderCallbacks_SetGroupCallback(cb, on_group);
     OTF2_GlobalDefReaderCallbacks_SetCommCallback(cb, on_comm);
     OTF2_GlobalDefReaderCallbacks_SetSourceCodeLocationCallback(cb, on_scl);
+    OTF2_GlobalDefReaderCallbacks_SetCallingContextCallback(cb, on_cctx); /* call paths */
     OTF2_Reader_RegisterGlobalDefCallbacks(rd, gr, cb, d);
     OTF2_GlobalDefReaderCallbacks_Delete(cb);
     uint64_t n = 0;
@@ -172,6 +176,10 @@ static void write_defs(OTF2_GlobalDefWriter *w, const defs *d)
         case SCL:
             OTF2_GlobalDefWriter_WriteSourceCodeLocation(w, (uint32_t)f[0], (OTF2_StringRef)f[1],
                                                          (uint32_t)f[2]);
+            break;
+        case CCTX:
+            OTF2_GlobalDefWriter_WriteCallingContext(w, (uint32_t)f[0], (uint32_t)f[1],
+                                                     (uint32_t)f[2], (uint32_t)f[3]);
             break;
         }
     }

@@ -30,8 +30,9 @@ char *mps_gather_blob(const char *mine, int len, int **lens_out, int **displs_ou
 
 /* Call sites: resolve ours, unify at rank 0 by name, write id maps, SourceCodeLocation
  * defs and, per global id, the object+offset its name came from (the first rank's). */
-void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
+uint32_t mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
 {
+    uint32_t ndefined = 0;
     const uint32_t ncs = mps_sites.n;
     const int size = mps_job.size;
     mps_location *loc = calloc(ncs ? ncs : 1, sizeof *loc);
@@ -49,6 +50,7 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
                                 loc[i].build_id, o);
         free(loc[i].file);
         free(loc[i].object);
+        free(loc[i].func);
     }
     free(loc);
     int *lens, *displs;
@@ -109,6 +111,7 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
             idcounts[r] = (int)counts[r];
         }
         mps_set_callsite_objects(mps_out.archive, objects, build_ids, offsets, nkeys);
+        ndefined = nkeys;
         free(keys);
         free(objects);
         free(build_ids);
@@ -118,6 +121,7 @@ void mps_unify_callsites(OTF2_GlobalDefWriter *gw, uint32_t **local_to_global)
     PMPI_Scatterv(ids, idcounts, iddispls, MPI_UINT32_T, *local_to_global, (int)ncs,
                   MPI_UINT32_T, 0, mps_job.icomm);
     free(all); free(lens); free(displs); free(counts); free(ids); free(idcounts); free(iddispls);
+    return ndefined;
 }
 
 /* Hosts: every rank's host name at rank 0 for the system tree. */

@@ -110,6 +110,8 @@ def _py_fields(ev: object) -> dict[str, object]:
     for attr, value in (ev.attributes or {}).items():
         if attr.name == "mpiscope:callsite":
             f["callsite"] = f"{value.file}:{value.line_number}"
+        elif attr.name == "mpiscope:callpath":  # a CallingContext: its global ref
+            f[attr.name] = _ref(value)
         else:
             f[attr.name] = int(value)
     return f
@@ -172,6 +174,8 @@ def _print_attributes(text: str, f: dict[str, object]) -> None:
     for name, _type, value in _ATTR.findall(text):
         if name == "mpiscope:callsite":
             f["callsite"] = value.split('"')[1]
+        elif name == "mpiscope:callpath":  # "frame@file:line" <ref>
+            f[name] = int(value.rsplit("<", 1)[1].rstrip(">"))
         else:
             f[name] = int(value)
 
@@ -218,7 +222,7 @@ def _print_defs(text: str) -> tuple[dict[int, Comm], dict[int, str], dict[str, t
         elif kind == "REGION":
             name = re.search(r'Name: "([^"]*)"', body).group(1)
             role = re.search(r"Role: (\w+)", body).group(1)
-            paradigm = re.search(r'Paradigm: "([^"]*)"', body).group(1)
+            paradigm = re.search(r'Paradigm: "?([^",]*)', body).group(1)
             regions[name] = (paradigm, role)
     hosts = {loc: nodes[group_node[g]] for loc, g in loc_group.items()}
     return comms, hosts, regions, loc_name, loc_group
