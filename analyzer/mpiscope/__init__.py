@@ -13,6 +13,7 @@ The tables are described in docs/data-model.md. The imports are inside the funct
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,10 +43,14 @@ def load(path: Path | str, *, use_cache: bool = True) -> Trace:
     return trace
 
 
-def analyze(trace: Trace) -> Analysis:
+def analyze(trace: Trace, *, skip_frames: str | Sequence[str] = (),
+            group_by: str = "frame") -> Analysis:
     """The analysis session of `trace`: each result (wait states, per-rank breakdown,
     main loop, function and call-site statistics, findings, ...) is computed on first
-    use and kept; `.to_dict()` / `.to_json()` give the JSON of `mpiscope analyze --json`."""
+    use and kept; `.to_dict()` / `.to_json()` give the JSON of `mpiscope analyze --json`.
+    `skip_frames`: globs (function or frame names) of wrapper layers call sites should
+    not name, e.g. `"message_passing::*,LAMMPS_NS::Comm*"`; `group_by="path"` groups
+    per-call-site results by the whole call path instead of the chosen frame."""
     from mpiscope.analysis.session import Analysis
 
-    return Analysis(trace)
+    return Analysis(trace, skip_frames=skip_frames, group_by=group_by)

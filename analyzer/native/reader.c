@@ -316,9 +316,20 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     }
     int32_t cs = g->unknown_source;
     uint32_t scl;
-    if (al && g->attr_callsite != NONE32 &&
-        OTF2_AttributeList_GetSourceCodeLocationRef(al, g->attr_callsite, &scl) == OTF2_SUCCESS)
+    int have_cs = al && g->attr_callsite != NONE32 &&
+        OTF2_AttributeList_GetSourceCodeLocationRef(al, g->attr_callsite, &scl) == OTF2_SUCCESS;
+    if (have_cs)
         cs = scl < g->nsources ? g->source_code[scl] : g->unknown_source;
+    /* the call path: the innermost calling context; without mpiscope:callsite its frame
+     * is the call site (the writer may leave the callsite out when it writes the path) */
+    int32_t cp = -1;
+    OTF2_CallingContextRef ctx;
+    if (al && g->attr_callpath != NONE32 &&
+        OTF2_AttributeList_GetCallingContextRef(al, g->attr_callpath, &ctx) == OTF2_SUCCESS &&
+        ctx < g->ncontexts) {
+        cp = g->context_path[ctx];
+        if (!have_cs) cs = g->context_source[ctx];
+    }
     uint64_t i = k->n++;
     COLUMN(k, C_RANK)[i] = c->rank;
     COLUMN(k, C_THREAD)[i] = c->thread;
@@ -329,6 +340,7 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     uint32_t depth = mpi ? c->mpi_depth : c->depth; /* deep user recursion: clamp */
     COLUMN(k, C_DEPTH)[i] = (int8_t)(depth > INT8_MAX ? INT8_MAX : depth);
     COLUMN(k, C_CALLSITE)[i] = cs;
+    COLUMN(k, C_CALLPATH)[i] = cp;
     COLUMN(k, C_COMM)[i] = -1;
     COLUMN(k, C_PEER)[i] = -1;
     COLUMN(k, C_TAG)[i] = -1;

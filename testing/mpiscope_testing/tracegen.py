@@ -70,6 +70,8 @@ from otf2.enums import (
 from mpiscope.archive.writer import (
     BASE_TIME,
     UNDEFINED_ROOT,
+    CallingContexts,
+    callpath_attribute,
     collective_op,
     parse_callsite,
     region_role,
@@ -163,8 +165,13 @@ class TraceBuilder:
         events.append(_Event(int(t), self._seq, kind, args, attrs))
         self._seq += 1
 
-    def enter(self, rank: int, t: int, region: str, callsite: str | None = None) -> None:
-        self._add(rank, t, "enter", region, callsite=callsite)
+    def enter(self, rank: int, t: int, region: str, callsite: str | None = None,
+              callpath: Sequence[str | tuple[str, str]] | None = None) -> None:
+        """`callpath`: the frames, innermost first, each `"file.c:LINE"` or (frame,
+        function); written as OTF2 calling contexts with `mpiscope:callpath`. With a
+        callpath and no callsite, `mpiscope:callsite` is left out (as the interposer may)."""
+        self._add(rank, t, "enter", region, callsite=callsite,
+                  callpath=tuple(callpath) if callpath else None)
 
     def leave(self, rank: int, t: int, region: str) -> None:
         self._add(rank, t, "leave", region)
@@ -288,24 +295,27 @@ class TraceBuilder:
 
     # ------------------------------------------------------------------ whole calls
     def call(self, rank: int, start: int, end: int, function: str,
-             callsite: str | None = None) -> None:
+             callsite: str | None = None,
+             callpath: Sequence[str | tuple[str, str]] | None = None) -> None:
         """An MPI call without payload events (MPI_Init, MPI_Comm_rank, MPI_Finalize …)."""
-        self.enter(rank, start, function, callsite)
+        self.enter(rank, start, function, callsite, callpath)
         self.leave(rank, end, function)
 
     def send_call(self, rank: int, start: int, end: int, dest: int, tag: int, nbytes: int, *,
                   comm: int = 0, function: str = "MPI_Send", callsite: str | None = None,
+                  callpath: Sequence[str | tuple[str, str]] | None = None,
                   send_time: int | None = None) -> None:
         """Blocking send: MpiSend at `send_time` (default: the Enter time)."""
-        self.enter(rank, start, function, callsite)
+        self.enter(rank, start, function, callsite, callpath)
         self.send(rank, start if send_time is None else send_time, dest, tag, nbytes, comm)
         self.leave(rank, end, function)
 
     def recv_call(self, rank: int, start: int, end: int, src: int, tag: int, nbytes: int, *,
                   comm: int = 0, function: str = "MPI_Recv", callsite: str | None = None,
+                  callpath: Sequence[str | tuple[str, str]] | None = None,
                   recv_time: int | None = None) -> None:
         """Blocking receive: MpiRecv at `recv_time` (default: the Leave time)."""
-        self.enter(rank, start, function, callsite)
+        self.enter(rank, start, function, callsite, callpath)
         self.recv(rank, end if recv_time is None else recv_time, src, tag, nbytes, comm)
         self.leave(rank, end, function)
 
@@ -325,9 +335,10 @@ class TraceBuilder:
     def collective(self, rank: int, start: int, end: int, function: str, *, comm: int = 0,
                    root: int | None = None, sent: int = 0, received: int = 0,
                    in_hash: int | None = None, out_hash: int | None = None,
-                   callsite: str | None = None) -> None:
+                   callsite: str | None = None,
+                   callpath: Sequence[str | tuple[str, str]] | None = None) -> None:
         """A blocking collective: Enter, MpiCollectiveBegin, MpiCollectiveEnd, Leave."""
-        self.enter(rank, start, function, callsite)
+        self.enter(rank, start, function, callsite, callpath)
         self.coll_begin(rank, start)
         self.coll_end(rank, end, function, comm, root, sent, received, in_hash, out_hash)
         self.leave(rank, end, function)
@@ -406,6 +417,10 @@ class TraceBuilder:
             }
         regions: dict[str, otf2.definitions.Region] = {}
         sources: dict[str, otf2.definitions.SourceCodeLocation] = {}
+        contexts = CallingContexts(d, sources)
+        if attrs and any(e.attrs.get("callpath") for evs in
+                         [*self.events, *self.thread_events.values()] for e in evs):
+            attrs["callpath"] = callpath_attribute(d)
 
         def region(name: str):
             if name not in regions:
@@ -447,9 +462,11 @@ class TraceBuilder:
                 t = BASE_TIME + ev.t
                 a = ev.args
                 if ev.kind == "enter":
-                    cs = ev.attrs.get("callsite")
-                    at = {attrs["callsite"]: source(cs)} if cs and attrs else None
-                    ew.enter(t, region(a[0]), attributes=at)
+                    cs, path = ev.attrs.get("callsite"), ev.attrs.get("callpath")
+                    at = {attrs["callsite"]: source(cs)} if cs and attrs else {}
+                    if path and attrs:
+                        at[attrs["callpath"]] = contexts.context(path)
+                    ew.enter(t, region(a[0]), attributes=at or None)
                 elif ev.kind == "leave":
                     ew.leave(t, region(a[0]))
                 elif ev.kind == "send":

@@ -28,6 +28,7 @@ class FindingView:
     estimated_savings_s: float
     calls: np.ndarray  # call ids of its occurrences
     window: tuple[float, float] | None  # seconds (trace time) of the first occurrences
+    callpath: list[str] = field(default_factory=list)  # frames, innermost first
 
 
 @dataclass
@@ -81,8 +82,8 @@ def _matches(column: pd.Series, value: str) -> np.ndarray:
 def finding_view(trace: Trace, f: Finding) -> FindingView:
     c = trace.calls
     sel = _matches(c["function"], f.function)
-    if f.callsite:
-        sel &= _matches(c["callsite"], f.callsite)
+    if f.group or f.callsite:  # what the session grouped the calls by
+        sel &= _matches(c["callsite"], f.group or f.callsite)
     rows = np.flatnonzero(sel)
     start = c["start"].to_numpy(np.int64)[rows]
     order = np.argsort(start, kind="stable")
@@ -96,4 +97,5 @@ def finding_view(trace: Trace, f: Finding) -> FindingView:
         pad = max((hi - lo) // 10, 1000)
         window = ((lo - pad) / 1e9, (hi + pad) / 1e9)
     return FindingView(f.kind, f.function, f.callsite, f.message, float(f.time_s),
-                       float(f.estimated_savings_s), c["call"].to_numpy(np.int64)[rows], window)
+                       float(f.estimated_savings_s), c["call"].to_numpy(np.int64)[rows], window,
+                       list(f.callpath))

@@ -21,10 +21,12 @@ GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 
 
-def load_models(trace_dirs: Sequence[Path | str]) -> list[TraceModel]:
+def load_models(trace_dirs: Sequence[Path | str], *, skip_frames: str = "",
+                group_by: str = "frame") -> list[TraceModel]:
     from mpiscope.archive import reader
 
-    return [TraceModel.build(reader.load(Path(d))) for d in trace_dirs]
+    return [TraceModel.build(reader.load(Path(d)), skip_frames=skip_frames,
+                             group_by=group_by) for d in trace_dirs]
 
 
 def create_app(trace_dirs: Sequence[Path | str] | None = None, *,

@@ -150,13 +150,40 @@ class Controller:
             rows.append(("tag", str(int(c["tag"]))))
         if int(c["comm"]) >= 0:
             rows.append(("communicator", model.comm_name(int(c["comm"]))))
-        rows.append(("call site", str(c["callsite"]) or "unknown"))
+        pid = self.callpath_id(panel, call)
+        paths = model.session.paths
+        frames = paths.path(pid)
+        rows.append(("call site", (paths.frame(pid) if frames else str(c["callsite"]))
+                      or "unknown"))
+        if len(frames) > 1:
+            rows.append(("call path", " <- ".join(frames)))
         if model.wait_ns is not None:
             w = int(model.wait_ns[call])
             if w > 0:
                 share = 100 * w / 1e9 / max(dur, 1e-12)
                 rows.append(("waiting", f"{_fmt_s(w / 1e9)} ({share:.0f}%)"))
         return rows
+
+    def callpath_id(self, panel: int, call: int) -> int:
+        """The call path id of a call, -1 if none was recorded."""
+        c = self.models[panel].trace.calls
+        return int(c["callpath"].iloc[int(call)]) if "callpath" in c.columns else -1
+
+    def callpath_list(self, panel: int, call: int) -> list:
+        """The frames of a call's path, innermost first, each with its function; the one
+        naming the call (the first outside MPI and the wrapper layers) marked. Empty
+        without a path of more than one frame."""
+        paths = self.models[panel].session.paths
+        pid = self.callpath_id(panel, call)
+        frames = paths.path(pid)
+        if len(frames) < 2:
+            return []
+        functions, chosen = paths.functions[pid], paths.chosen[pid]
+        items = [html.Li([html.Code(f), " ", html.Span(fn, className="muted"),
+                          " (call site)" if i == chosen else ""],
+                         className="chosen" if i == chosen else "")
+                 for i, (f, fn) in enumerate(zip(frames, functions, strict=True))]
+        return [html.H4("Call path"), html.Ol(items, className="callpath")]
 
     def region_lines(self, panel: int, row: int) -> list[tuple[str, str]]:
         """A user region: its name, where and how long, and how deep in the call tree."""
@@ -242,7 +269,8 @@ class Controller:
         name, pt = hit
         if name == "hover" and pt.customdata is not None:
             call = pt.customdata
-            out = [html.H4("Call"), _table(self.call_lines(panel, call))]
+            out = [html.H4("Call"), _table(self.call_lines(panel, call)),
+                   *self.callpath_list(panel, call)]
             for _, m in self.partners(panel, call).iterrows():
                 sender = call in (int(m["send_call"]), int(m["send_complete_call"]))
                 other = int(m["recv_complete_call"] if sender else m["send_call"])

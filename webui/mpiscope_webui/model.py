@@ -80,11 +80,13 @@ class TraceModel:
     _waits_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
-    def build(cls, trace: Trace, label: str | None = None) -> TraceModel:
+    def build(cls, trace: Trace, label: str | None = None, *, skip_frames: str = "",
+              group_by: str = "frame") -> TraceModel:
         index = StateIndex.build(trace.calls, trace.num_ranks)
         return cls(label or Path(trace.path).name, trace, index,
                    MessageIndex.build(trace.messages, index.origin), Lanes.of(trace),
-                   Analysis(trace), RegionIndex.build(trace.regions, trace.num_ranks, index))
+                   Analysis(trace, skip_frames=skip_frames, group_by=group_by),
+                   RegionIndex.build(trace.regions, trace.num_ranks, index))
 
     @property
     def duration(self) -> int:

@@ -148,6 +148,8 @@ def findings_list(a: Panels, panel: int) -> html.Div:
                         **{"data-panel": panel, "data-idx": i}),  # see assets/findings.js
             html.Span(f" saves ≈ {f.estimated_savings_s:.3g} s of {f.time_s:.3g} s · "
                       f"{len(f.calls)} calls", className="muted"),
+            *([html.Div("via " + " <- ".join(f.callpath), className="muted callpath")]
+              if len(f.callpath) > 1 else []),
             html.Div(f.message, className="finding-msg"),
         ]))
     return html.Ol(items, className="findings")

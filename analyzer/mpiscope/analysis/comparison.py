@@ -7,6 +7,7 @@ directories and keeps each run's session for the reports' timelines.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,14 +140,17 @@ def build(a: RunSummary, b: RunSummary) -> Comparison:
     return Comparison(a, b, functions, outcomes)
 
 
-def analyze_run(trace_dir: Path, label: str | None = None) -> RunSummary:
+def analyze_run(trace_dir: Path, label: str | None = None, *,
+                skip_frames: str | Sequence[str] = (), group_by: str = "frame") -> RunSummary:
     """Read and analyze one traced run, with the figures of merit its program printed."""
-    session = Analysis(reader.load(trace_dir))
+    session = Analysis(reader.load(trace_dir), skip_frames=skip_frames, group_by=group_by)
     return RunSummary(label or Path(trace_dir).name, Path(trace_dir), session.to_dict(),
                       fom.read(trace_dir), session)
 
 
 def compare_traces(a: Path, b: Path, label_a: str | None = None,
-                   label_b: str | None = None) -> Comparison:
+                   label_b: str | None = None, *, skip_frames: str | Sequence[str] = (),
+                   group_by: str = "frame") -> Comparison:
     """Run B (e.g. after a fix) against run A, from their trace directories."""
-    return build(analyze_run(a, label_a), analyze_run(b, label_b))
+    opts = {"skip_frames": skip_frames, "group_by": group_by}
+    return build(analyze_run(a, label_a, **opts), analyze_run(b, label_b, **opts))

@@ -48,9 +48,16 @@ class Finding:
     estimated_savings_s: float
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    # the frames of the call path, innermost first (`callsite` is the one chosen to name
+    # it: docs/callpaths.md); [callsite] where no path was recorded
+    callpath: list[str] = field(default_factory=list)
+    # what the analysis grouped the calls by (callsite, or callsite and path): not output
+    group: str = field(default="", repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("group")
+        return d
 
 
 def _plural(n: int, word: str) -> str:

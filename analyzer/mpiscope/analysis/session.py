@@ -7,14 +7,23 @@ report compares and what the web UI shows; they all ask the session, so each res
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pandas as pd
 
-from mpiscope.analysis import breakdown, critical_path, findings, iterations, stats, waitstates
+from mpiscope.analysis import (
+    breakdown,
+    callpaths,
+    critical_path,
+    findings,
+    iterations,
+    stats,
+    waitstates,
+)
 from mpiscope.analysis.threads import per_thread
 from mpiscope.archive.trace import Trace
 
@@ -55,8 +64,16 @@ def _records(df: pd.DataFrame) -> list[dict]:
 class Analysis:
     """The analyses of one trace, each computed on first use (see docs/data-model.md)."""
 
-    def __init__(self, trace: Trace) -> None:
-        self.trace = trace
+    def __init__(self, trace: Trace, *, skip_frames: str | Sequence[str] = (),
+                 group_by: str = "frame") -> None:
+        """`skip_frames`: globs on function/frame names of wrapper layers a call site
+        should not name (`"message_passing::*,LAMMPS_NS::Comm*"`); `group_by`: "frame"
+        groups calls by the frame chosen from their path, "path" by the whole path."""
+        self.raw_trace = trace
+        self.paths = callpaths.CallPaths.of(trace, callpaths.parse_skip_frames(skip_frames))
+        self.group_by = group_by
+        # every per-call-site result groups by the chosen frame: the calls' callsite is it
+        self.trace = callpaths.relabel(trace, self.paths, group_by)
         self._results: dict[str, object] = {}
         self._lock = threading.RLock()  # re-entrant: a result asks for the ones it needs
 
@@ -103,15 +120,38 @@ class Analysis:
         time_s."""
         return stats.uninterpreted(self.trace)
 
+    def callpath(self, function: str, group: str) -> tuple[str, list[str]]:
+        """(call site, call path frames innermost first) of the calls of `function`
+        grouped under `group` (a `callsite` of this session's tables)."""
+        return callpaths.callpath_of(self.paths, self._best_paths, function, group)
+
+    @result
+    def _best_paths(self) -> dict[tuple[str, str], int]:
+        return callpaths.best_paths(self.trace)
+
     @result
     def callsites(self) -> pd.DataFrame:
-        """Per call site, with its waiting time."""
-        return stats.callsites(self.trace, self.wait_states.per_call["wait_ns"].to_numpy())
+        """Per call site, with its waiting time and call path (`callpath`: frames,
+        innermost first, of the path with most time)."""
+        df = stats.callsites(self.trace, self.wait_states.per_call["wait_ns"].to_numpy())
+        if not self.paths.frames:
+            df["callpath"] = [[str(c)] if str(c) else [] for c in df["callsite"]]
+            return df
+        named = [self.callpath(str(f), str(c)) for f, c in zip(df["function"], df["callsite"],
+                                                              strict=True)]
+        df["callsite"] = [c for c, _p in named]
+        df["callpath"] = [p for _c, p in named]
+        return df
 
     @result
     def findings(self) -> list[findings.Finding]:
         """Improvement opportunities, largest estimated savings first."""
-        return findings.find(self.trace, self.wait_states, self.ranks, self.loop)
+        found = findings.find(self.trace, self.wait_states, self.ranks, self.loop)
+        out = []
+        for f in found:
+            site, path = self.callpath(f.function, f.callsite)
+            out.append(dataclasses.replace(f, callsite=site, callpath=path, group=f.callsite))
+        return out
 
     @result
     def critical_path(self) -> critical_path.CriticalPath:
@@ -121,7 +161,7 @@ class Analysis:
     def _finding(self, f: findings.Finding) -> dict[str, Any]:
         """A finding's JSON, with where it stands to the critical path."""
         return {**f.to_dict(), **critical_path.finding_fields(
-            self.critical_path, f.kind, f.function, f.callsite)}
+            self.critical_path, f.kind, f.function, f.group or f.callsite)}
 
     @result
     def message_sizes(self) -> pd.DataFrame:

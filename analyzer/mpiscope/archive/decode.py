@@ -25,7 +25,8 @@ from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
 
-READER_VERSION = "6"  # 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads
+# 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads; 7: call paths
+READER_VERSION = "7"
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
@@ -255,6 +256,7 @@ class Definitions:
                 labels[label] = len(self.callsites)
                 self.callsites.append(label)
             self.source_code[s._ref] = labels[label]
+        self._load_contexts(d, labels)
 
         self.comms: list[dict] = []
         comm_list = sorted(d.comms, key=lambda c: c._ref)
@@ -298,6 +300,53 @@ class Definitions:
             g._ref: [rank_of_location.get(getattr(m, "_ref", m), -1) for m in g.members]
             for g in d.groups}
 
+    def _load_contexts(self, d, labels: dict[str, int]) -> None:
+        """Calling contexts (callpath conventions: one per frame and its parent chain, the
+        frame's name in its SourceCodeLocation, its function in its Region) become call
+        paths: chains of frames, innermost first, one id per distinct chain of names (as
+        equal call sites are one whatever their refs)."""
+        contexts = {c._ref: c for c in d.calling_contexts}
+        n = max(contexts, default=-1) + 1
+        self.context_path = np.full(n, -1, np.int32)
+        self.context_source = np.zeros(n, np.int32)
+        self.callpaths: list[list[tuple[str, str]]] = []
+        ids: dict[tuple[str, ...], int] = {}
+        chains: dict[int, list[tuple[str, str]]] = {}
+
+        def frame(c) -> tuple[str, str]:
+            scl, region = c.source_code_location, c.region
+            function = (region.name or "") if region is not None else ""
+            label = callsite_label(_name(scl.file), int(scl.line_number)) if scl else function
+            return label, function
+
+        def chain(ref: int) -> list[tuple[str, str]]:
+            out: list[tuple[str, str]] = []
+            seen: set[int] = set()
+            c = contexts.get(ref)
+            while c is not None and c._ref not in seen:  # a damaged parent loop ends here
+                if c._ref in chains:
+                    out += chains[c._ref]
+                    break
+                seen.add(c._ref)
+                out.append(frame(c))
+                parent = c.parent
+                c = contexts.get(parent._ref) if parent is not None else None
+            chains[ref] = out
+            return out
+
+        for ref in sorted(contexts):
+            frames = chain(ref)
+            key = tuple(f for f, _fn in frames)
+            if key not in ids:
+                ids[key] = len(self.callpaths)
+                self.callpaths.append(frames)
+            self.context_path[ref] = ids[key]
+            label = frames[0][0] if frames else ""
+            if label not in labels:
+                labels[label] = len(self.callsites)
+                self.callsites.append(label)
+            self.context_source[ref] = labels[label]
+
     def lookup(self) -> _native.Lookup:
         # an intercommunicator's members for the C side: [size of group A, A..., B...]
         members = [np.asarray(([c["inter_a"]] if c["inter_a"] else []) + list(c["members"]),
@@ -319,7 +368,9 @@ class Definitions:
             comm_members=np.concatenate(members) if members else np.zeros(0, np.int32),
             comm_self=np.asarray([2 if c["inter_a"] else c["self"] for c in self.comms],
                                  np.uint8),
-            expected_events=self.expected_events, win_comm=self.win_comm)
+            expected_events=self.expected_events, win_comm=self.win_comm,
+            attr_callpath=self.attrs.get("mpiscope:callpath", NONE32),
+            context_path=self.context_path, context_source=self.context_source)
 
 
 def _category(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
@@ -446,7 +497,20 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
     )
     return Trace(Path(anchor.parent), meta, ranks, comms, calls, regions, p2p, messages,
                  collectives, flushes, unmatched, windows=windows, files=files, rma=rma,
-                 rma_sync=rma_sync, io=io_ops, threads=threads)
+                 rma_sync=rma_sync, io=io_ops, threads=threads,
+                 callpaths=callpaths_frame(defs.callpaths))
+
+
+def callpaths_frame(paths: list[list[tuple[str, str]]]) -> pd.DataFrame:
+    """The `callpaths` table of call paths given as (frame, function) lists, innermost
+    first; path i gets id i."""
+    rows = [(i, level, frame, function) for i, frames in enumerate(paths)
+            for level, (frame, function) in enumerate(frames)]
+    return pd.DataFrame({
+        "callpath": np.asarray([r[0] for r in rows], np.int32),
+        "level": np.asarray([r[1] for r in rows], np.int16),
+        "frame": pd.Series([r[2] for r in rows], dtype=object),
+        "function": pd.Series([r[3] for r in rows], dtype=object)})
 
 
 def _records_frame(rows: list[dict], table: str) -> pd.DataFrame:

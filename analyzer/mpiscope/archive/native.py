@@ -55,6 +55,9 @@ class Lookup:
     comm_self: np.ndarray  # uint8 per comm index
     expected_events: int
     win_comm: np.ndarray  # int32 comm ref per RmaWin ref (-1: unknown)
+    attr_callpath: int = NONE32
+    context_path: np.ndarray | None = None  # int32 call path id per CallingContext ref
+    context_source: np.ndarray | None = None  # int32 call-site code of its innermost frame
 
 
 @dataclass
@@ -144,6 +147,8 @@ def read_events(anchor: Path, lk: Lookup,
                 progress: Callable[[int, int], None] | None = None) -> Events:
     """Decode all events of the given locations into tables (see reader.c)."""
     lib = library()
+    ctx_path = lk.context_path if lk.context_path is not None else np.zeros(0, np.int32)
+    ctx_src = lk.context_source if lk.context_source is not None else np.zeros(0, np.int32)
     cfg = Config(
         nloc=len(lk.locations), locs=_ptr(lk.locations), loc_rank=_ptr(lk.loc_rank),
         loc_thread=_ptr(lk.loc_thread), attr_callsite=lk.attr_callsite,
@@ -156,7 +161,9 @@ def read_events(anchor: Path, lk: Lookup,
         comm_index=_ptr(lk.comm_index), ncomms=len(lk.comm_self),
         comm_offset=_ptr(lk.comm_offset), comm_members=_ptr(lk.comm_members),
         comm_self=_ptr(lk.comm_self), expected_events=lk.expected_events,
-        nwinrefs=len(lk.win_comm), win_comm=_ptr(lk.win_comm))
+        nwinrefs=len(lk.win_comm), win_comm=_ptr(lk.win_comm),
+        attr_callpath=lk.attr_callpath, ncontexts=len(ctx_path),
+        context_path=_ptr(ctx_path), context_source=_ptr(ctx_src))
     callback = PROGRESS(progress) if progress else PROGRESS()
     res = lib.mpsr_read(str(anchor).encode(), C.byref(cfg), callback)
     if not res:

@@ -217,6 +217,26 @@ def _merge_comms(parts: list[_Part]) -> tuple[pd.DataFrame, list[np.ndarray]]:
     return comms, luts
 
 
+def _merge_callpaths(parts: list[_Part]) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    """One `callpaths` table for all ranks (equal chains of frames are one path, as the
+    interposer unifies them at rank 0), and per part its path id -> merged id."""
+    paths: list[list[tuple[str, str]]] = []
+    ids: dict[tuple[str, ...], int] = {}
+    luts = []
+    for p in parts:
+        cp = p.trace.callpaths
+        lut = np.full(int(cp["callpath"].max()) + 1 if len(cp) else 0, -1, np.int32)
+        for pid, g in cp.sort_values(["callpath", "level"]).groupby("callpath"):
+            frames = list(zip(g["frame"].astype(str), g["function"].astype(str), strict=True))
+            key = tuple(f for f, _fn in frames)
+            if key not in ids:
+                ids[key] = len(paths)
+                paths.append(frames)
+            lut[int(pid)] = ids[key]
+        luts.append(lut)
+    return decode.callpaths_frame(paths), luts
+
+
 def _remap(values: np.ndarray, lut: np.ndarray) -> np.ndarray:
     inside = (values >= 0) & (values < len(lut))
     return np.where(inside, lut[np.clip(values, 0, len(lut) - 1)], values).astype(values.dtype)
@@ -270,8 +290,15 @@ def build(trace_dir: Path, progress: decode.Progress | None = None) -> Trace:
 
     tables = []
     ncalls = nregions = 0
-    for p, lut in zip(parts, luts, strict=True):
+    callpaths, path_luts = _merge_callpaths(parts)
+    for p, lut, path_lut in zip(parts, luts, path_luts, strict=True):
         tables.append(_part_tables(p, p.offset_ns - base, lut, ncalls, nregions))
+        part_calls = tables[-1][0]
+        ids = part_calls["callpath"].to_numpy()
+        known = (ids >= 0) & (ids < len(path_lut))
+        merged_ids = np.full(len(ids), -1, np.int32)
+        merged_ids[known] = path_lut[ids[known]]
+        part_calls["callpath"] = merged_ids
         ncalls += len(tables[-1][0])
         nregions += len(tables[-1][2])
     calls, p2p, regions, flushes = ([t[i] for t in tables] for i in range(4))
@@ -318,7 +345,7 @@ def build(trace_dir: Path, progress: decode.Progress | None = None) -> Trace:
     )
     return Trace(Path(trace_dir), meta, ranks, comms, calls_df, _concat(regions)
                  .reset_index(drop=True), p2p_df, messages, collectives,
-                 _concat(flushes).reset_index(drop=True), unmatched)
+                 _concat(flushes).reset_index(drop=True), unmatched, callpaths=callpaths)
 
 
 def cache_key(trace_dir: Path) -> str:

@@ -65,6 +65,8 @@ class Trace:
     io: pd.DataFrame = _empty("io")
     # one row per thread (location) of a rank; None: one per rank, made from `ranks`
     threads: pd.DataFrame | None = None
+    # frames of each call path (`calls.callpath`); empty for traces without calling contexts
+    callpaths: pd.DataFrame = _empty("callpaths")
 
     def __post_init__(self) -> None:
         if self.threads is None:  # one thread per rank: the rank's own row

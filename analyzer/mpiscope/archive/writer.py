@@ -65,6 +65,50 @@ def parse_callsite(text: str) -> tuple[str, int]:
     return (file, int(line)) if sep and line.isdigit() else (text, 0)
 
 
+class CallingContexts:
+    """OTF2 CallingContext definitions for call paths, as mpiscope's interposer writes
+    them (docs/trace-format.md): one context per frame and its chain of callers, its
+    SourceCodeLocation named like a call site, its Region the frame's function (role
+    FUNCTION, paradigm USER, never entered). `context(frames)` gives the innermost one."""
+
+    def __init__(self, defs, sources: dict[str, object] | None = None) -> None:
+        self.defs = defs
+        self.sources = sources if sources is not None else {}
+        self.regions: dict[str, object] = {}
+        self.contexts: dict[tuple[tuple[str, str], ...], object] = {}
+
+    def source(self, frame: str):
+        if frame not in self.sources:
+            self.sources[frame] = self.defs.source_code_location(*parse_callsite(frame))
+        return self.sources[frame]
+
+    def _region(self, function: str, frame: str):
+        name = function or frame
+        if name not in self.regions:
+            self.regions[name] = self.defs.region(name, region_role=RegionRole.FUNCTION,
+                                                  paradigm=Paradigm.USER)
+        return self.regions[name]
+
+    def context(self, frames) -> object | None:
+        """`frames`: innermost first, each `"file.c:LINE"` (its function unknown) or a
+        (frame, function) pair."""
+        chain = tuple((f, "") if isinstance(f, str) else (str(f[0]), str(f[1]))
+                      for f in frames)
+        if not chain:
+            return None
+        if chain not in self.contexts:
+            parent = self.context(chain[1:]) if len(chain) > 1 else None
+            frame, function = chain[0]
+            self.contexts[chain] = self.defs.calling_context(
+                self._region(function, frame), self.source(frame), parent)
+        return self.contexts[chain]
+
+
+def callpath_attribute(defs):
+    return defs.attribute("mpiscope:callpath", "call path of an MPI call (innermost frame)",
+                          Type.CALLING_CONTEXT)
+
+
 def collective_op(function: str) -> CollectiveOp:
     """The OTF2 operation of a blocking MPI collective (MpiCollectiveEnd's `op`)."""
     return getattr(CollectiveOp, function.removeprefix("MPI_").upper())
@@ -123,16 +167,18 @@ def _write(trace: Trace, w: otf2.writer.Writer) -> None:
     a_out = d.attribute("mpiscope:out_hash", "FNV-1a of the result", Type.UINT64)
     regions: dict[str, object] = {}
     sources: dict[str, object] = {}
+    contexts = CallingContexts(d, sources)
+    source = contexts.source
+    # the call paths: their frames, kept through a replay or a salvaged job
+    cp = trace.callpaths
+    paths = {int(k): list(zip(g["frame"], g["function"], strict=True))
+             for k, g in cp.sort_values(["callpath", "level"]).groupby("callpath")}
+    a_path = callpath_attribute(d) if paths else None
 
     def region(name: str):
         if name not in regions:
             regions[name] = d.region(name, region_role=region_role(name), paradigm=Paradigm.MPI)
         return regions[name]
-
-    def source(cs: str):
-        if cs not in sources:
-            sources[cs] = d.source_code_location(*parse_callsite(cs))
-        return sources[cs]
 
     def peer(comm: int, world: int) -> int:
         return local.get(comm, {}).get(world, 0)
@@ -146,12 +192,17 @@ def _write(trace: Trace, w: otf2.writer.Writer) -> None:
     start = calls["start"].to_numpy() + BASE_TIME
     end = calls["end"].to_numpy() + BASE_TIME
     rank, depth = calls["rank"].to_numpy(), calls["depth"].to_numpy()
+    path_of = (calls["callpath"].to_numpy() if "callpath" in calls.columns
+               else np.full(len(calls), -1))
     for r in range(len(hosts)):
         ew = w.event_writer_from_location(locs[r])
         for i in np.flatnonzero((rank == r) & (depth == 0)):
             cid, t0, t1 = int(ids[i]), int(start[i]), int(end[i])
             reg = region(fn[i])
-            ew.enter(t0, reg, attributes={a_site: source(cs[i])} if cs[i] else None)
+            at = {a_site: source(cs[i])} if cs[i] else {}
+            if a_path is not None and int(path_of[i]) in paths:
+                at[a_path] = contexts.context(paths[int(path_of[i])])
+            ew.enter(t0, reg, attributes=at or None)
             coll = None
             if coll_by_call is not None and cid in coll_by_call.index:
                 coll = coll_by_call.loc[cid]

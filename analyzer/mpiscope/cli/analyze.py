@@ -18,11 +18,24 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_callpath_arguments(p: argparse.ArgumentParser) -> None:
+    """--skip-frames and --group-by (analyze, compare, serve)."""
+    p.add_argument("--skip-frames", metavar="GLOBS", default="",
+                   help="comma-separated globs on function/frame names of wrapper layers "
+                   "that call sites should not name, e.g. 'message_passing::*,"
+                   "LAMMPS_NS::Comm*' (wrappers reached from many call paths are also "
+                   "detected)")
+    p.add_argument("--group-by", choices=("frame", "path"), default="frame",
+                   help="group call-site results by the chosen frame (default) or by the "
+                   "whole call path")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", type=Path, metavar="DIR", help="trace directory (or traces.otf2)")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the analysis as JSON")
     p.add_argument("--top", type=positive_int, default=10, help="rows in the summary tables")
     p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+    add_callpath_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from mpiscope.render import summary
     from mpiscope.render.loading import load_with_progress
 
-    analysis = Analysis(load_with_progress(args.trace, not args.no_cache))
+    analysis = Analysis(load_with_progress(args.trace, not args.no_cache),
+                        skip_frames=args.skip_frames, group_by=args.group_by)
     summary.print_summary(analysis, Console(), top=args.top)
     if args.json:
         output.write_text(args.json, analysis.to_json())

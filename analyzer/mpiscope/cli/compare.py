@@ -15,6 +15,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--md", type=Path, help="write a Markdown summary here (PR comment)")
     p.add_argument("--label-a", default=None, help="name of run A (default: its directory)")
     p.add_argument("--label-b", default=None, help="name of run B (default: its directory)")
+    from mpiscope.cli.analyze import add_callpath_arguments
+
+    add_callpath_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     for path in (args.a, args.b):
         for line in recover.before_reading(path):
             console.print(line, highlight=False, soft_wrap=True, markup=False)
-    cmp = compare_traces(args.a, args.b, args.label_a, args.label_b)
+    cmp = compare_traces(args.a, args.b, args.label_a, args.label_b,
+                         skip_frames=args.skip_frames, group_by=args.group_by)
     for path, run in ((args.a, cmp.a), (args.b, cmp.b)):
         warning = cut_short_warning(path, run.truncated_ranks)
         if warning:  # the reports say it too (cutshort.cut_short_notes)

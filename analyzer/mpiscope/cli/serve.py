@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     tok.add_argument("--no-token", action="store_true",
                      help="serve a non-loopback address without a token (anyone who can "
                           "reach it can read the traces)")
+    from mpiscope.cli.analyze import add_callpath_arguments
+
+    add_callpath_arguments(p)
 
 
 def _check_port(host: str, port: int) -> None:
@@ -63,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     for d in dirs:  # ranks killed outright: their crash-safe logs become traces first
         for line in recover.before_reading(Path(d)):
             print(line, file=sys.stderr, flush=True)
-    models = load_models(dirs)  # bad or missing traces: UserError, before serving
+    # bad or missing traces: UserError, before serving
+    models = load_models(dirs, skip_frames=args.skip_frames, group_by=args.group_by)
     for d, m in zip(dirs, models, strict=True):
         warn_cut_short(Path(d), m.trace)
     guard = security.Guard.for_address(args.host, args.port, token)

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from mpiscope import output
+from mpiscope.analysis import callpaths
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison, RunSummary
 from mpiscope.render import timeline
@@ -39,6 +40,14 @@ th{background:#f4f4f4} td:first-child,th:first-child{text-align:left}
 
 def esc(value: object) -> str:
     return html.escape(str(value))
+
+
+def site_html(finding: dict) -> str:
+    """The call site, and below it its call path where it has more frames."""
+    site = finding.get("callsite", "")
+    v = callpaths.via(finding.get("callpath") or [], site)
+    out = f"<code>{esc(site)}</code>"
+    return out + (f'<br><span class="muted callpath">{esc(v)}</span>' if v else "")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], cls: str = "") -> str:
@@ -150,7 +159,7 @@ def render_html(cmp: Comparison, title: str = "") -> str:
             ["kind", "function", "call site", "calls", "time", "predicted saving",
              f"in {b.label}", "message"],
             [[esc(o.finding["kind"]), esc(o.finding["function"]),
-              f'<code>{esc(o.finding["callsite"])}</code>', o.finding["calls"],
+              site_html(o.finding), o.finding["calls"],
               fmt_s(o.finding["time_s"]), fmt_s(o.finding["estimated_savings_s"]),
               '<span class="good">resolved</span>' if o.resolved
               else f'<span class="bad">still {fmt_s(o.time_b_s)}</span>',

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mpiscope import output
+from mpiscope.analysis import callpaths
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison, RunSummary
 from mpiscope.render.cutshort import cut_short_notes
@@ -60,6 +61,14 @@ def md_rank_rows(a: RunSummary, b: RunSummary) -> list[list[object]]:
     return [[rank, ra.get(rank, rb.get(rank, {})).get("host", "?"),
              *(cell(rank, f"{k}_s") for k in ("total", *PARTS))]
             for rank in sorted(set(ra) | set(rb))]
+
+
+def md_site(finding: dict) -> str:
+    """`app.c:10`, and its call path where it has more frames: via `a <- b <- c`."""
+    site = finding.get("callsite", "")
+    v = callpaths.via(finding.get("callpath") or [], site)
+    text = f"`{site}`" if site else ""
+    return f"{text} via `{v.removeprefix('via ')}`" if v else text
 
 
 def render_markdown(cmp: Comparison) -> str:
@@ -120,7 +129,7 @@ def render_markdown(cmp: Comparison) -> str:
     lines += ["", f"#### Findings of {md(a.label)} and what {md(b.label)} did to them", ""]
     if cmp.outcomes:
         lines += md_table(["finding", "call site", "predicted saving", "outcome"], [
-            [f"{o.finding['kind']} {o.finding['function']}", f"`{o.finding['callsite']}`",
+            [f"{o.finding['kind']} {o.finding['function']}", md_site(o.finding),
              fmt_s(o.finding["estimated_savings_s"]),
              "resolved" if o.resolved else "still " + fmt_s(o.time_b_s)]
             for o in cmp.outcomes], "llrl")

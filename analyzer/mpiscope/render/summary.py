@@ -4,9 +4,10 @@ table."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from mpiscope.analysis import critical_path, findings, stats, threads
+from mpiscope.analysis import callpaths, critical_path, findings, stats, threads
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.session import Analysis
@@ -90,10 +91,35 @@ def _critical_path(analysis: Analysis, console: Console, top: int) -> None:
     console.print(ct)
     off = [f for f in analysis.findings
            if not critical_path.finding_fields(path, f.kind, f.function,
-                                               f.callsite)["on_critical_path"]]
+                                               f.group or f.callsite)["on_critical_path"]]
     for f in off:
         console.print(f"[dim]• {f.kind} {findings.where(f.function, f.callsite)}: not on "
                       "the critical path: fixing it cannot shorten the run[/dim]")
+
+
+def site_text(callsite: str, callpath: list[str]) -> str:
+    """The call site, and its path where deeper: `app.c:10 via comm.c:5 <- app.c:10`."""
+    v = callpaths.via(callpath, callsite)
+    return f"{callsite} {v}" if v else callsite
+
+
+def _site(analysis: Analysis, function: str, group: str) -> str:
+    return escape(site_text(*analysis.callpath(function, group)))
+
+
+def _callsites(analysis: Analysis, console: Console, top: int) -> None:
+    """The call sites of most time, each named by its chosen frame and its path."""
+    cs = analysis.callsites.head(top)
+    if not len(cs):
+        return
+    ct = Table(title=f"Top {top} call sites")
+    for col in ("function", "call site", "calls", "time (s)", "waiting (s)"):
+        ct.add_column(col, justify="right" if col in ("calls", "time (s)", "waiting (s)")
+                      else "left", overflow="fold")
+    for r in cs.itertuples():
+        ct.add_row(str(r.function), escape(site_text(str(r.callsite), list(r.callpath))),
+                   str(r.calls), _s(r.time_s), _s(r.wait_s))
+    console.print(ct)
 
 
 def _threads(analysis: Analysis, console: Console) -> None:
@@ -143,6 +169,7 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
             f"{u.name} ({u.calls} call{'s' if u.calls != 1 else ''}, {_s(u.time_s)} s)"
             for u in un.head(top).itertuples())
             + (f" and {len(un) - top} more" if len(un) > top else ""))
+    _callsites(analysis, console, top)
     sites = analysis.wait_states.per_callsite().head(top)
     if len(sites):
         wt = Table(title="Where ranks wait (top call sites)")
@@ -150,7 +177,8 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
             wt.add_column(col, justify="right" if col in ("calls", "waiting (s)") else "left",
                           overflow="fold")
         for w in sites.itertuples():
-            wt.add_row(str(w.wait_kind).replace("_", " "), str(w.function), str(w.callsite),
+            wt.add_row(str(w.wait_kind).replace("_", " "), str(w.function),
+                       _site(analysis, str(w.function), str(w.callsite)),
                        str(w.calls), _s(w.wait_ns / 1e9))
         console.print(wt)
     if analysis.loop:
@@ -167,7 +195,8 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
                        _s(f.estimated_savings_s))
         console.print(fd)
         for f in analysis.findings[:top]:
-            console.print(f"[dim]• {f.kind} {f.callsite}: {f.message}[/dim]")
+            console.print(f"[dim]• {f.kind} {escape(site_text(f.callsite, f.callpath))}: "
+                          f"{f.message}[/dim]", highlight=False)
     else:
         console.print("No findings.")
     _critical_path(analysis, console, top)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from mpiscope.analysis.comparison import Comparison
@@ -20,14 +21,19 @@ def figure(analysis: Analysis, title: str, window: tuple[int, int] | None = None
     c = c[(c["end"] >= lo) & (c["start"] <= hi) & ~c["kind"].isin(["init", "finalize"])]
     c = c.nlargest(max_states, "end") if len(c) > max_states else c
     fig = go.Figure()
+    # the call path under the call site, where one was recorded
+    via = {p: "via " + " <- ".join(f) for p, f in analysis.paths.frames.items() if len(f) > 1}
+    pids = c["callpath"].to_numpy() if "callpath" in c.columns else np.full(len(c), -1)
+    c = c.assign(via=[via.get(int(p), "") for p in pids])
     for fn, g in c.groupby("function", observed=True):
         s = (g["start"].clip(lower=lo) - lo) / 1e6
         d = (g["end"].clip(upper=hi) - g["start"].clip(lower=lo)) / 1e6
         fig.add_bar(name=str(fn), orientation="h", y=g["rank"], x=d, base=s,
                     marker_color=colour(str(fn)), width=0.6,
-                    customdata=g[["callsite"]].astype(str).to_numpy(),
+                    customdata=g[["callsite", "via"]].astype(str).to_numpy(),
                     hovertemplate="%{fullData.name}<br>rank %{y}<br>start %{base:.3f} ms"
-                                  "<br>%{x:.3f} ms<br>%{customdata[0]}<extra></extra>")
+                                  "<br>%{x:.3f} ms<br>%{customdata[0]}<br>%{customdata[1]}"
+                                  "<extra></extra>")
     fig.update_layout(title=title, barmode="overlay", height=120 + 40 * trace.num_ranks,
                       xaxis_title="time in window (ms)", yaxis_title="rank",
                       yaxis=dict(autorange="reversed", dtick=1), plot_bgcolor=COMPUTE,

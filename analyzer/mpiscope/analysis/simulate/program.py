@@ -103,8 +103,18 @@ def _strings(col: pd.Series) -> np.ndarray:
     return col.astype(str).to_numpy()
 
 
-def _site_mask(calls: pd.DataFrame, function: str, callsite: str) -> np.ndarray:
-    return (_strings(calls["function"]) == function) & (_strings(calls["callsite"]) == callsite)
+def _site_mask(calls: pd.DataFrame, function: str, callsite: str,
+               callpaths: pd.DataFrame | None = None) -> np.ndarray:
+    """Calls of `function` at `callsite`: their call site, or (a call site a finding
+    named from the call path, e.g. the code calling a wrapper layer) a frame of their
+    path."""
+    fn = _strings(calls["function"]) == function
+    hit = _strings(calls["callsite"]) == callsite
+    if callpaths is not None and len(callpaths) and "callpath" in calls.columns:
+        ids = np.unique(callpaths["callpath"].to_numpy()[
+            callpaths["frame"].astype(str).to_numpy() == callsite])
+        hit |= np.isin(calls["callpath"].to_numpy(), ids)
+    return fn & hit
 
 
 def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
@@ -114,12 +124,12 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
     gone = np.zeros(len(calls), bool)
     inst_gone: set[int] = set()
     for site in scenario.remove:
-        sel = _site_mask(calls, site.function, site.callsite)
+        sel = _site_mask(calls, site.function, site.callsite, trace.callpaths)
         if not sel.any():
             raise UserError("--remove", f"no call {site} in this trace")
         gone |= sel
     for every in scenario.collective_every:
-        sel = _site_mask(calls, every.site.function, every.site.callsite)
+        sel = _site_mask(calls, every.site.function, every.site.callsite, trace.callpaths)
         rows = coll[np.isin(coll["call"].to_numpy(), np.flatnonzero(sel))]
         if rows.empty:
             raise UserError("--collective-every", f"no collective call {every.site} "

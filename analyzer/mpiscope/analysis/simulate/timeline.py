@@ -71,4 +71,5 @@ def predicted_trace(src: Trace, prog: Program, tl: Timeline, machine: Machine) -
         path=src.path, meta=replace(src.meta, duration_ns=int(ranks["last_ns"].max()),
                                     truncated_ranks=[]),
         ranks=ranks, comms=src.comms, calls=calls, regions=src.regions.iloc[:0], p2p=p,
-        messages=m, collectives=c, flushes=empty, unmatched=src.unmatched.iloc[:0])
+        messages=m, collectives=c, flushes=empty, unmatched=src.unmatched.iloc[:0],
+        callpaths=src.callpaths)
