@@ -191,11 +191,13 @@ void mps_enter(enum mps_fn fn, void *ra)
         r->last_cs[fn] = mps_callsite_id(ra);
         UNLOCK();
     }
-    uint32_t cs = r->last_cs[fn];
-    if (__builtin_expect(cs >= MPS_CS_PYTHON, 0)) cs = mps_py_callsite(cs);
+    uint32_t cs = r->last_cs[fn], path = UINT32_MAX;
+    if (__builtin_expect(cs >= MPS_CS_PYTHON, 0)) cs = mps_py_callsite(cs, &path);
     if (mps_cfg.callpath_depth > 1) /* the stack pointer: where the wrapper called us */
         mps_ev_put(&r->eb, tl_t, MPS_EV_PATH, 0, 0,
-                   mps_callpath_id(r, ra, (uintptr_t)__builtin_dwarf_cfa()), 0);
+                   path != UINT32_MAX ? path
+                                      : mps_callpath_id(r, ra, (uintptr_t)__builtin_dwarf_cfa()),
+                   0);
     mps_ev_put(&r->eb, tl_t, MPS_EV_ENTER, 0, fn, cs, 0);
 }
 

@@ -222,7 +222,7 @@ MPS_INTERNAL void mps_live_callsite(uint32_t id, void *ra);
  * per call by its Python caller's file:line */
 #define MPS_CS_PYTHON 0x80000000u
 MPS_INTERNAL int mps_py_is_mpi4py(void *ra);
-MPS_INTERNAL uint32_t mps_py_callsite(uint32_t cs);
+MPS_INTERNAL uint32_t mps_py_callsite(uint32_t cs, uint32_t *path);
 MPS_INTERNAL int mps_py_name(const void *addr, mps_location *out);
 /* archive.c */
 MPS_INTERNAL OTF2_Archive *mps_archive_open(const char *dir);
@@ -278,6 +278,8 @@ MPS_INTERNAL void mps_set_callsite_objects(OTF2_Archive *ar, const char *const *
 #define MPS_CALLPATH_DEFAULT 4
 #define MPS_CALLPATH_MAX 64
 MPS_INTERNAL uint32_t mps_callpath_id(struct mps_recorder *r, void *ra, uintptr_t sp);
+/* the id of a path given by its frames' keys (python.c: Python frames), lock held */
+MPS_INTERNAL uint32_t mps_callpath_intern(const uintptr_t *frames, unsigned n);
 /* Finalize: every rank's paths unified at rank 0 into CallingContext definitions (after
  * the call sites' SourceCodeLocations 0..scl_base-1); sets the id map below */
 MPS_INTERNAL void mps_unify_callpaths(OTF2_GlobalDefWriter *gw, uint32_t scl_base);

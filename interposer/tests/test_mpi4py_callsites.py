@@ -19,15 +19,19 @@ PROG = "mpi4py_callsites.py"
 PYTHON_311 = sys.version_info[:2] == (3, 11)  # the CPython whose frames python.c reads
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory, interposer) -> tuple[mpijobs.Job, mpijobs.Job, dict]:
+@pytest.fixture(scope="module", params=["4", "1"], ids=["depth4", "depth1"])
+def job(request, tmp_path_factory, interposer) -> tuple[mpijobs.Job, mpijobs.Job, dict]:
+    """The program untraced and traced, with call paths of 4 frames (the default) and
+    without (MPISCOPE_CALLPATH_DEPTH=1)."""
     pytest.importorskip("mpi4py")
     tmp = tmp_path_factory.mktemp("mpi4py")
     cmd = [sys.executable, str(mpijobs.PROGRAMS / PROG)]
     plain = mpijobs.run(cmd, np=2, traced=False)
-    traced = mpijobs.run(cmd, np=2, out=tmp / "trace")
+    traced = mpijobs.run(cmd, np=2, out=tmp / "trace",
+                         env={"MPISCOPE_CALLPATH_DEPTH": request.param})
     assert traced.returncode == 0, traced.stderr
     _, analysis = analyze_json(tmp / "trace", tmp)
+    analysis["depth"] = int(request.param)
     return plain, traced, analysis
 
 
@@ -72,6 +76,23 @@ def test_each_python_line_is_its_own_call_site(job) -> None:
 
 
 @pytest.mark.skipif(not PYTHON_311, reason="python.c reads CPython 3.11's frames only")
+def test_call_paths_are_the_python_lines_outwards(job) -> None:
+    """At depth > 1 the call path's frames are the Python lines, innermost first: comm.send
+    in exchange() is reached from the loop's call of exchange()."""
+    _, _, analysis = job
+    send, loop = mpijobs.callsite(PROG, "send"), mpijobs.callsite(PROG, "exchange")
+    row = next(c for c in analysis["callsites"]
+               if c["function"] == "MPI_Send" and c["callsite"] == send)
+    if analysis["depth"] == 1:
+        assert row["callpath"] == [send]
+    else:
+        assert row["callpath"] == [send, loop]  # the module level is the outermost frame
+    barrier = mpijobs.callsite(PROG, "barrier-loop")
+    assert next(c["callpath"] for c in analysis["callsites"]
+                if c["callsite"] == barrier) == [barrier]
+
+
+@pytest.mark.skipif(not PYTHON_311, reason="python.c reads CPython 3.11's frames only")
 def test_python_c_knows_this_cpython_s_frame_layout(tmp_path: Path) -> None:
     """python.c's offsets are CPython 3.11's: compare them with CPython's own headers."""
     inc = Path(sysconfig.get_paths()["include"])
@@ -91,6 +112,7 @@ int main(void) {
     printf("PY311_FRAME_PREVIOUS %zu\\n", offsetof(_PyInterpreterFrame, previous));
     printf("PY311_FRAME_PREV_INSTR %zu\\n", offsetof(_PyInterpreterFrame, prev_instr));
     printf("PY311_CODE_FILENAME %zu\\n", offsetof(PyCodeObject, co_filename));
+    printf("PY311_CODE_QUALNAME %zu\\n", offsetof(PyCodeObject, co_qualname));
     printf("PY311_CODE_BYTECODE %zu\\n", offsetof(PyCodeObject, co_code_adaptive));
     printf("PY311_STR_STATE %zu\\n", offsetof(PyASCIIObject, state));
     printf("PY311_STR_ASCII_DATA %zu\\n", sizeof(PyASCIIObject));

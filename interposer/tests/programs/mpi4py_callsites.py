@@ -16,7 +16,7 @@ def exchange(value):
 
 total = 0
 for i in range(20):
-    total += exchange(i)
+    total += exchange(i)  # CALLSITE:exchange
     comm.Barrier()  # CALLSITE:barrier-loop
 comm.Barrier()  # CALLSITE:barrier-end
 s = comm.allreduce(total)  # CALLSITE:allreduce
