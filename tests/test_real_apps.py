@@ -15,7 +15,9 @@ they are missing (and fails under CI, where the set-up step must have run).
 
 Each application must print the same scientific output and exit the same way traced and
 untraced, and its trace must name the application's call sites by function (no
-`object+0xOFF` where the object's symbol table covers the address).
+`object+0xOFF` where the object's symbol table covers the address), with call paths that
+reach past the application's own MPI layer (LAMMPS's Comm classes, MUMPS's reduction
+helpers) into its code, and findings named there.
 """
 
 from __future__ import annotations
@@ -118,16 +120,12 @@ def assert_named(run: AppRun, libs: list[Path]) -> list[str]:
 
 
 def callpaths(run: AppRun) -> list[list[str]]:
-    """The findings' call paths; skips when the trace has none deeper than one frame
-    (a build of mpiscope without call paths: MPISCOPE_CALLPATH_DEPTH, OTF2 calling
-    contexts written by the interposer and read by the analyzer)."""
-    paths = [f.get("callpath") for f in run.analysis["findings"]]
-    paths += [c.get("callpath") for c in run.analysis["callsites"]]
-    if not any(p and len(p) >= 2 for p in paths):
-        pytest.skip("no call paths in the trace: needs the interposer's OTF2 calling contexts "
-                    "(MPISCOPE_CALLPATH_DEPTH) and the analyzer's `callpath` (branches "
-                    "wt-cpint and wt-cpana)")
-    return [p for p in paths if p]
+    """The call paths of the findings and call-site rows (MPISCOPE_CALLPATH_DEPTH's
+    default, OTF2 calling contexts read back by the analyzer)."""
+    paths = [f["callpath"] for f in run.analysis["findings"]]
+    paths += [c["callpath"] for c in run.analysis["callsites"]]
+    assert any(len(p) >= 2 for p in paths), "no call path deeper than the call site"
+    return paths
 
 
 # ------------------------------------------------------------------------ LAMMPS
@@ -176,9 +174,24 @@ def test_lammps_call_paths_reach_past_its_comm_layer(lammps: AppRun) -> None:
     assert any(len(p) >= 2 and any(f.startswith("LAMMPS_NS::") and
                                    not f.startswith("LAMMPS_NS::Comm") for f in p[1:])
                for p in comm), comm
+    # findings name the frame outside a wrapper mpiscope detects (a function that only
+    # calls MPI, from many call sites: Group::count's Allreduce is named by its caller)
     findings = lammps.analysis["findings"]
-    assert findings
-    assert any(not f["callsite"].startswith("LAMMPS_NS::Comm") for f in findings), findings
+    assert any(len(f["callpath"]) >= 2 and f["callsite"] == f["callpath"][1]
+               for f in findings), findings
+    # and with LAMMPS's communication layer named as one (`--skip-frames`, as a user
+    # would), no call site or finding is left in it where the path reaches further
+    out = lammps.trace.parent / "skip.json"
+    subprocess.run(["mpiscope", "analyze", str(lammps.trace), "--json", str(out),
+                    "--skip-frames", "LAMMPS_NS::Comm*"], check=True, capture_output=True,
+                   timeout=TIMEOUT)
+    skipped = json.loads(out.read_text())
+    rows = skipped["callsites"] + skipped["findings"]
+    through_comm = [r for r in rows if r["callpath"][0].startswith("LAMMPS_NS::Comm")
+                    and not all(f.startswith("LAMMPS_NS::Comm") for f in r["callpath"])]
+    assert through_comm
+    assert not [r for r in through_comm if r["callsite"].startswith("LAMMPS_NS::Comm")]
+    assert any(r["callsite"].startswith("LAMMPS_NS::Verlet::run(") for r in through_comm)
 
 
 # ------------------------------------------------------------------------- MUMPS
@@ -207,9 +220,13 @@ def statistics(stdout: str) -> list[str]:
 def test_mumps_solves_the_same_system_traced(mumps: AppRun) -> None:
     assert mumps.plain.returncode == 0, mumps.plain.stderr[-2000:]
     assert mumps.traced.returncode == mumps.plain.returncode, mumps.traced.stderr[-2000:]
+    # the exact solution is 1..196; the last bits depend on the order in which the
+    # factorization's messages arrive (MPI_ANY_SOURCE), traced or not, so both runs are
+    # compared with the exact answer, to well within the solver's error
     x = solution(mumps.plain.stdout)
-    assert len(x) == 196 and all(abs(v - (i + 1)) < 1e-9 for i, v in enumerate(x)), x
-    assert solution(mumps.traced.stdout) == x  # bit for bit: same ranks, same order
+    assert len(x) == 196 and all(abs(v - (i + 1)) < 1e-10 * (i + 1) for i, v in enumerate(x)), x
+    y = solution(mumps.traced.stdout)
+    assert len(y) == 196 and all(abs(v - (i + 1)) < 1e-10 * (i + 1) for i, v in enumerate(y)), y
     assert statistics(mumps.traced.stdout) == statistics(mumps.plain.stdout)
     assert len(statistics(mumps.plain.stdout)) > 10
 
@@ -229,6 +246,11 @@ def test_mumps_call_paths_reach_its_drivers(mumps: AppRun) -> None:
     # MUMPS's own reduction helpers call MPI for the drivers: the path shows the driver
     helpers = [p for p in paths if re.match(r"mumps_\w*reduce\w*_\+0x|mumps_propinfo_\+0x", p[0])]
     assert helpers, paths
-    assert all(len(p) >= 2 and re.match(r"d?mumps_[\w:]+\+0x", p[1]) for p in helpers), helpers
-    assert any(not re.match(r"mumps_\w*reduce\w*_\+0x|mumps_propinfo_\+0x", f["callsite"])
-               for f in mumps.analysis["findings"]), mumps.analysis["findings"]
+    bad = [p for p in helpers if len(p) < 2 or not re.match(r"d?mumps_[\w:]*\+0x", p[1])]
+    assert not bad, bad
+    # findings on those helpers' calls name the MUMPS routine that called the helper
+    # (mpiscope detects them as wrappers: they only call MPI, from many call sites)
+    on_helpers = [f for f in mumps.analysis["findings"]
+                  if re.match(r"mumps_\w*reduce\w*_\+0x|mumps_propinfo_\+0x", f["callpath"][0])]
+    assert on_helpers, mumps.analysis["findings"]
+    assert all(f["callsite"] != f["callpath"][0] for f in on_helpers), on_helpers
