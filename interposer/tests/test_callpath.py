@@ -4,7 +4,10 @@ back with `otf2-print`."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,3 +224,49 @@ def test_fortran_module_procedures_are_named(tmp_path) -> None:
     # the Fortran program's main is MAIN__, called by C main: both are the program's frames
     assert functions[:3] == ["comm_mod::global_sum", "solver_mod::step", "MAIN__"], path
     assert not any("libmpi" in f or "mps_" in f for f in path), path
+
+
+def test_salvaged_archive_keeps_paths(programs, tmp_path) -> None:
+    """A rank that exits without MPI_Finalize writes its own archive: with its paths."""
+    exe = programs["nofinalize.c"]
+    out = tmp_path / "trace"
+    run_traced(exe, out, 4)  # mpirun fails the job: no MPI_Finalize
+    for rank in range(2):
+        archive = out / f"rank{rank}"
+        site = f"main@{marked('nofinalize.c', 'MPI_Allreduce')}"
+        assert paths_of(archive, "MPI_Allreduce") == {rank: {(site,)}}
+
+
+def test_symbolize_renames_frames(tmp_path) -> None:
+    """Traced stripped (frames are `callpath+0xOFF`), named `callpath.c:LINE` by
+    `mpiscope symbolize` once the build-id debug file is found."""
+    exe = mpijobs.build("callpath.c", tmp_path)
+    build_id = re.search(r"Build ID: ([0-9a-f]+)", subprocess.run(
+        ["readelf", "-n", str(exe)], capture_output=True, text=True, check=True).stdout).group(1)
+    debug = tmp_path / "debug" / ".build-id" / build_id[:2] / f"{build_id[2:]}.debug"
+    debug.parent.mkdir(parents=True)
+    subprocess.run(["objcopy", "--only-keep-debug", str(exe), str(debug)], check=True)
+    subprocess.run(["strip", "--strip-all", str(exe)], check=True)
+    out = tmp_path / "trace"
+    assert run_traced(exe, out, 4).returncode == 3
+    solver_path = {p for p in paths_of(out, "MPI_Allreduce")[0] if len(p) == 3}
+    assert all(re.fullmatch(r"callpath\+0x[0-9a-f]+@callpath\+0x[0-9a-f]+", f)
+               for p in solver_path for f in p), solver_path
+    proc = subprocess.run([sys.executable, "-m", "mpiscope", "symbolize", str(out)],
+                          capture_output=True, text=True,
+                          env={**os.environ, "MPISCOPE_DEBUGINFO_PATH": str(tmp_path / "debug")})
+    assert proc.returncode == 0, proc.stderr
+    wheres = {tuple(f.split("@")[1] for f in p) for p in paths_of(out, "MPI_Allreduce")[0]}
+    assert (marked("callpath.c", "CALLSITE:allreduce"), marked("callpath.c", "FRAME:solver"),
+            marked("callpath.c", "FRAME:main_solver")) in wheres, wheres
+
+
+def test_bad_depth_warns_once_and_uses_default(callpath_exe, tmp_path) -> None:
+    out = tmp_path / "trace"
+    job = mpijobs.run([str(callpath_exe)], np=2, out=out,
+                      env={"MPISCOPE_CALLPATH_DEPTH": "deep"})
+    assert job.returncode == 3
+    assert job.stderr.count("mpiscope: warning: MPISCOPE_CALLPATH_DEPTH=deep is not a number "
+                            "of frames (1..64); using 4") == 1, job.stderr
+    # the default depth, 4: the recursion's path is cut there
+    assert max(len(p) for p in paths_of(out, "MPI_Allreduce")[0]) == 4
