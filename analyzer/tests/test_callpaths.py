@@ -172,6 +172,7 @@ def test_score_p_calling_contexts_do_not_break_reading(tmp_path):
     trace = reader.load(path, use_cache=False)
     assert list(trace.calls["function"]) == ["MPI_Barrier"]
     assert list(trace.calls["callpath"]) == [-1]
+    assert trace.callpaths.empty  # another tool's contexts are not MPI call paths
     Analysis(trace).to_dict()
 
 

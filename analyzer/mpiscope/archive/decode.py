@@ -305,7 +305,10 @@ class Definitions:
         frame's name in its SourceCodeLocation, its function in its Region) become call
         paths: chains of frames, innermost first, one id per distinct chain of names (as
         equal call sites are one whatever their refs)."""
-        contexts = {c._ref: c for c in d.calling_contexts}
+        # only MPI calls carrying mpiscope:callpath name a context: another tool's contexts
+        # (Score-P's unwinding, maybe 10^5 of them) are not read into paths
+        contexts = ({c._ref: c for c in d.calling_contexts}
+                    if "mpiscope:callpath" in self.attrs else {})
         n = max(contexts, default=-1) + 1
         self.context_path = np.full(n, -1, np.int32)
         self.context_source = np.zeros(n, np.int32)
