@@ -13,14 +13,19 @@
  * thread-local, GIL-free by design) → its current interpreter frame → the code object and
  * the instruction being executed. Those fields are CPython internals, so they are read
  * only on a CPython whose layout this file knows (3.11, checked with Py_Version at first
- * use; tests/test_mpi4py_callsites.py compares the offsets with CPython's own headers);
+ * use; interposer/tests/test_mpi4py_callsites.py compares the offsets with CPython's own
+ * headers);
  * elsewhere mpi4py calls keep the C call site, as before.
  *
  * The instruction's address identifies (code object, instruction) while the code is
  * alive; it is the call site's key in the process's call-site table, and a per-thread
  * cache of recent keys keeps the table's lock off the repeated calls. A new key is named
  * at once (the code object is alive now, not at MPI_Finalize): co_filename and the line
- * from the code's line table (PyCode_Addr2Line reads it, allocating nothing). */
+ * from the code's line table (PyCode_Addr2Line reads it, allocating nothing).
+ *
+ * At MPISCOPE_CALLPATH_DEPTH > 1 the call path is made of Python frames too: the lines of
+ * the frames from the caller outwards, each keyed and named the same way, interned in the
+ * path table (callpath.c) instead of the C stack's frames (mpi4py, the interpreter). */
 #define _GNU_SOURCE
 #include "runtime.h"
 
