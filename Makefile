@@ -1,7 +1,7 @@
 # mpiscope — one entry point for users and CI.
 #   make setup   install what is missing (idempotent, seconds when done)
 #   make build   interposer (Open MPI + MPICH), native reader, Himeno
-#   make test    setup + build + every test          (.ci/run calls exactly this)
+#   make test    setup + build + test-only apps (scripts/setup-apps.sh) + every test (.ci/run)
 #   make demo    setup + build + Himeno study + reports + web UI on 127.0.0.1:8050
 #   make bench   the benchmarks under bench/
 #   make lint    ruff + C warnings as errors + import layers (scripts/check_layers.py)
@@ -40,6 +40,7 @@ build: MPI=both
 
 test: setup
 	@$(MAKE) --no-print-directory build
+	@bash scripts/setup-apps.sh  # test-only: the Debian MPI applications tests/test_real_apps.py runs
 	@$(PY) -m ruff check .
 	@$(PY) scripts/check_layers.py
 	$(PY) -m pytest $(PYTEST_ARGS)

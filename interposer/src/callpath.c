@@ -101,6 +101,11 @@ static uint32_t intern(const uintptr_t *f, unsigned n)
     return id;
 }
 
+uint32_t mps_callpath_intern(const uintptr_t *frames, unsigned n)
+{
+    return intern(frames, n);
+}
+
 /* ------------------------------------------------------------ the cache */
 
 #define CP_SLOTS 256 /* direct-mapped entries per thread */

@@ -4,7 +4,7 @@
  * else object+0xOFFSET. libdw handles PIE and shared-library load biases and finds
  * separate debug files (.gnu_debuglink, build-id) under the debuginfo path. */
 #define _GNU_SOURCE
-#include "mpiscope.h"
+#include "runtime.h"
 
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
@@ -129,6 +129,7 @@ void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out)
         dwfl = NULL;
     }
     for (uint32_t i = 0; i < n; i++) {
+        if (mps_py_name(addrs[i], &out[i])) continue; /* a Python caller of mpi4py */
         /* the return address follows the call: look up the call instruction itself */
         char *call = (char *)addrs[i] - 1;
         Dl_info info;

@@ -148,10 +148,12 @@ uint32_t mps_callsite_id(void *ra)
     }
     cs_slot *n = cs_table_add(&mps_sites.tab, a);
     if (!n) return UINT32_MAX;
-    n->id = mps_sites.n;
+    /* mpi4py's calls: the Python caller is the call site (python.c) */
+    n->id = mps_sites.n | (mps_py_is_mpi4py(ra) ? MPS_CS_PYTHON : 0);
     mps_sites.addr[mps_sites.n] = ra;
     mps_live_callsite(mps_sites.n, ra);
-    return mps_sites.n++;
+    mps_sites.n++;
+    return n->id;
 }
 
 /* ---------------------------------------------- forwarding Fortran doors */
@@ -189,10 +191,14 @@ void mps_enter(enum mps_fn fn, void *ra)
         r->last_cs[fn] = mps_callsite_id(ra);
         UNLOCK();
     }
+    uint32_t cs = r->last_cs[fn], path = UINT32_MAX;
+    if (__builtin_expect(cs >= MPS_CS_PYTHON, 0)) cs = mps_py_callsite(cs, &path);
     if (mps_cfg.callpath_depth > 1) /* the stack pointer: where the wrapper called us */
         mps_ev_put(&r->eb, tl_t, MPS_EV_PATH, 0, 0,
-                   mps_callpath_id(r, ra, (uintptr_t)__builtin_dwarf_cfa()), 0);
-    mps_ev_put(&r->eb, tl_t, MPS_EV_ENTER, 0, fn, r->last_cs[fn], 0);
+                   path != UINT32_MAX ? path
+                                      : mps_callpath_id(r, ra, (uintptr_t)__builtin_dwarf_cfa()),
+                   0);
+    mps_ev_put(&r->eb, tl_t, MPS_EV_ENTER, 0, fn, cs, 0);
 }
 
 void mps_after(void)

@@ -174,6 +174,7 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     /* MPI_Init's own region: entered before tracing could start, so stamped afterwards */
     if (tl_fcaller) { ra = tl_fcaller; tl_fcaller = NULL; }
     uint32_t cs = mps_callsite_id(ra);
+    if (cs >= MPS_CS_PYTHON) cs = mps_py_callsite(cs, NULL); /* mpi4py: its Python caller */
     if (cs != UINT32_MAX)
         OTF2_AttributeList_AddSourceCodeLocationRef(mps_out.attrs, MPS_ATTR_CALLSITE, cs);
     mps_rt.first_ts = t_enter + (uint64_t)mps_job.off_init;

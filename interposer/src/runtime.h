@@ -218,6 +218,12 @@ MPS_INTERNAL void mps_flush_events(int record);
 MPS_INTERNAL void mps_flush_recorder(struct mps_recorder *r, int record);
 MPS_INTERNAL struct mps_recorder *mps_thread_start(void);
 MPS_INTERNAL void mps_live_callsite(uint32_t id, void *ra);
+/* mpi4py (python.c): a call site id with this bit set is mpi4py's C call, to be replaced
+ * per call by its Python caller's file:line */
+#define MPS_CS_PYTHON 0x80000000u
+MPS_INTERNAL int mps_py_is_mpi4py(void *ra);
+MPS_INTERNAL uint32_t mps_py_callsite(uint32_t cs, uint32_t *path);
+MPS_INTERNAL int mps_py_name(const void *addr, mps_location *out);
 /* archive.c */
 MPS_INTERNAL OTF2_Archive *mps_archive_open(const char *dir);
 MPS_INTERNAL OTF2_ErrorCode mps_otf2_error(void *user, const char *file, uint64_t line,
@@ -272,6 +278,8 @@ MPS_INTERNAL void mps_set_callsite_objects(OTF2_Archive *ar, const char *const *
 #define MPS_CALLPATH_DEFAULT 4
 #define MPS_CALLPATH_MAX 64
 MPS_INTERNAL uint32_t mps_callpath_id(struct mps_recorder *r, void *ra, uintptr_t sp);
+/* the id of a path given by its frames' keys (python.c: Python frames), lock held */
+MPS_INTERNAL uint32_t mps_callpath_intern(const uintptr_t *frames, unsigned n);
 /* Finalize: every rank's paths unified at rank 0 into CallingContext definitions (after
  * the call sites' SourceCodeLocations 0..scl_base-1); sets the id map below */
 MPS_INTERNAL void mps_unify_callpaths(OTF2_GlobalDefWriter *gw, uint32_t scl_base);

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Test-only set-up: the third-party MPI applications tests/test_real_apps.py runs, from
+# Debian's archive. Idempotent (nothing to do once installed). Called by `make test` before
+# pytest, not by `make setup`: users need none of them.
+#   lammps      C++ molecular dynamics (its work is in liblammps.so.0: exported symbols, no DWARF)
+#   mumps-test  MUMPS's example drivers: a Fortran direct solver (libdmumps: exported symbols)
+set -euo pipefail
+APPS=(lammps mumps-test)
+missing=()
+for p in "${APPS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup-apps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
