@@ -455,12 +455,31 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
         "last_ns": ev.loc_last,
         "events": ev.loc_events.astype(np.int64),
     })
-    # a rank: its threads together (first and last event of any, events of all)
+    ranks = ranks_frame(defs, threads)
+    loc_rank = threads["rank"].to_numpy()
+    comms = comms_frame(defs)
+
+    finalized: set[int] = set()
+    if "MPI_Finalize" in defs.mpi_functions:
+        fin = defs.mpi_functions.index("MPI_Finalize")
+        finalized = set(np.unique(t["calls"]["rank"][t["calls"]["function"] == fin]).tolist())
+    meta = trace_meta(defs, props, nranks, set(loc_rank[ev.loc_truncated].tolist()), finalized,
+                      int(ev.loc_last.max(initial=0)), ev.clock_offsets > 0)
+    return Trace(Path(anchor.parent), meta, ranks, comms, calls, regions, p2p, messages,
+                 collectives, flushes, unmatched, windows=windows, files=files, rma=rma,
+                 rma_sync=rma_sync, io=io_ops, threads=threads,
+                 callpaths=callpaths_frame(defs.callpaths))
+
+
+def ranks_frame(defs: Definitions, threads: pd.DataFrame) -> pd.DataFrame:
+    """The `ranks` table: a rank is its threads together (first and last event of any,
+    events of all)."""
+    nranks = len(defs.locations)
     busy = threads[threads["events"] > 0]
     per_rank = threads.groupby("rank").agg(events=("events", "sum"))
     span = busy.groupby("rank").agg(first_ns=("first_ns", "min"), last_ns=("last_ns", "max"))
     per_rank = per_rank.join(span).reindex(range(nranks)).fillna(0)
-    ranks = _frame({
+    return _frame({
         "rank": np.arange(nranks, dtype=np.int32),
         "host": pd.Categorical(defs.hosts, categories=pd.Index(sorted(set(defs.hosts)),
                                                               dtype=object)),
@@ -469,39 +488,41 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
         "last_ns": per_rank["last_ns"].to_numpy(np.int64),
         "events": per_rank["events"].to_numpy(np.int64),
     })
-    loc_rank = threads["rank"].to_numpy()
-    comms = pd.DataFrame([
+
+
+def comms_frame(defs: Definitions) -> pd.DataFrame:
+    """The `comms` table from the definitions."""
+    return pd.DataFrame([
         {"comm": c["comm"], "name": c["name"], "size": 1 if c["self"] else len(c["members"]),
          "members": c["members"], "parent": c["parent"]} for c in defs.comms
     ], columns=SCHEMA.tables["comms"].names)
 
-    truncated = set(loc_rank[ev.loc_truncated].tolist())
+
+def trace_meta(defs: Definitions, props: dict[str, str], nranks: int, truncated: set[int],
+               finalized: set[int], last_ns: int, clock_corrected: bool) -> TraceMeta:
+    """The trace's metadata. `truncated`: ranks whose event files are cut; `finalized`:
+    ranks that called MPI_Finalize (a job that finalizes does so on every rank, so the
+    others were cut short too — and any rank of our own trace without MPI_Finalize)."""
     ours = "MPISCOPE::VERSION" in props
+    truncated = set(truncated)
     if "MPI_Finalize" in defs.mpi_functions:
-        fin = defs.mpi_functions.index("MPI_Finalize")
-        finalized = set(np.unique(t["calls"]["rank"][t["calls"]["function"] == fin]).tolist())
-        if ours or finalized:  # a job that finalizes does so on every rank
+        if ours or finalized:
             truncated |= set(range(nranks)) - finalized
     elif ours:
         truncated = set(range(nranks))
-    scale = 1e9 / defs.resolution
-    duration = max(int(round(defs.length * scale)), int(ev.loc_last.max(initial=0)))
+    duration = max(int(round(defs.length * 1e9 / defs.resolution)), last_ns)
     creator = (f"mpiscope {props['MPISCOPE::VERSION']}" if ours
                else props.get("OTF2::CREATOR") or "unknown")
-    meta = TraceMeta(
+    return TraceMeta(
         program=props.get("MPISCOPE::PROGRAM", ""),
         cmdline=props.get("MPISCOPE::CMDLINE", ""),
         mpi_library=props.get("MPISCOPE::MPI_LIBRARY", ""),
         start_time=props.get("MPISCOPE::START_TIME", ""),
         creator=creator, num_ranks=nranks, duration_ns=duration,
         timer_resolution=defs.resolution, truncated_ranks=sorted(truncated),
-        clock_corrected=ev.clock_offsets > 0,
+        clock_corrected=bool(clock_corrected),
         filtered=[f for f in props.get("MPISCOPE::FILTERED", "").split(",") if f],
     )
-    return Trace(Path(anchor.parent), meta, ranks, comms, calls, regions, p2p, messages,
-                 collectives, flushes, unmatched, windows=windows, files=files, rma=rma,
-                 rma_sync=rma_sync, io=io_ops, threads=threads,
-                 callpaths=callpaths_frame(defs.callpaths))
 
 
 def callpaths_frame(paths: list[list[tuple[str, str]]]) -> pd.DataFrame:

@@ -34,6 +34,7 @@ import dataclasses
 import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,7 +46,6 @@ import pandas as pd
 from mpiscope.archive import cache, decode, reader
 from mpiscope.archive import native as _native
 from mpiscope.archive.schema import SCHEMA
-from mpiscope.archive.trace import TraceMeta
 from mpiscope.engines.daskcache import version_of
 from mpiscope.errors import UserError
 
@@ -357,10 +357,42 @@ def convert(trace_dir: Path | str, client, *, events_per_group: int = 2_000_000,
     return target
 
 
+STALL_S = 120  # every worker paused (at its memory limit) this long: give up, one line
+
+
+class _Stalled(Exception):
+    pass
+
+
+def _gather(client, futures: list) -> list:
+    """`client.gather`, except that a cluster whose every worker is paused (Dask pauses a
+    worker past 80% of its memory limit and never runs its tasks again until memory
+    falls) fails after STALL_S instead of waiting forever."""
+    from distributed import wait
+
+    paused_since = None
+    while True:
+        try:
+            wait(futures, timeout=5, return_when="ALL_COMPLETED")
+            return client.gather(futures)
+        except TimeoutError:
+            workers = client.scheduler_info().get("workers", {}).values()
+            paused = bool(workers) and all(w.get("status") == "paused" for w in workers)
+            if not paused:
+                paused_since = None
+            elif paused_since is None:
+                paused_since = time.monotonic()
+            elif time.monotonic() - paused_since > STALL_S:
+                raise _Stalled() from None
+
+
 def _failed(err: BaseException, anchor: Path) -> UserError:
     from distributed.scheduler import KilledWorker
 
-    if isinstance(err, KilledWorker):
+    if isinstance(err, _Stalled):
+        why = f"every Dask worker paused at its memory limit for {STALL_S} s " \
+              "(raise --memory-limit)"
+    elif isinstance(err, KilledWorker):
         why = f"a Dask worker died {RETRIES + 1} times running {err.task} " \
               "(out of memory? raise --memory-limit or use more, smaller groups)"
     else:
@@ -398,7 +430,7 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
     try:
         launch()
         for fut in pending:
-            s: Summary = fut.result()
+            s: Summary = _gather(client, [fut])[0]
             summaries[s.index] = s
             # place groups in order: each needs the row counts of those before it
             while len(placed) in summaries:
@@ -429,10 +461,11 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
                      for mf in matched]
             finished.append(submit(finish, p, str(tmp), base, defs.comm_index, *parts,
                                    pure=False, retries=RETRIES))
-        infos_ranked = client.gather([submit(lambda p: p.infos, p, pure=False) for p in order])
-        infos_last = client.gather(finished)
-        singles = client.gather([submit(lambda p: p.single, p, pure=False) for p in order])
-        unmatched = client.gather([submit(unmatched_of, mf, pure=False) for mf in matched])
+        infos_ranked = _gather(client, [submit(lambda p: p.infos, p, pure=False)
+                                        for p in order])
+        infos_last = _gather(client, finished)
+        singles = _gather(client, [submit(lambda p: p.single, p, pure=False) for p in order])
+        unmatched = _gather(client, [submit(unmatched_of, mf, pure=False) for mf in matched])
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - one line for the user, no half cache
@@ -461,22 +494,8 @@ def _write_rest(anchor: Path, defs: decode.Definitions, groups: list[list[int]],
         "location": np.asarray([loc for _r, _t, loc, _n in defs.threads], np.int64),
         "name": [nm for _r, _t, _l, nm in defs.threads],
         "first_ns": loc_first, "last_ns": loc_last, "events": loc_events.astype(np.int64)})
-    busy = threads[threads["events"] > 0]
-    per_rank = threads.groupby("rank").agg(events=("events", "sum"))
-    span = busy.groupby("rank").agg(first_ns=("first_ns", "min"), last_ns=("last_ns", "max"))
-    per_rank = per_rank.join(span).reindex(range(nranks)).fillna(0)
-    ranks = decode._frame({
-        "rank": np.arange(nranks, dtype=np.int32),
-        "host": pd.Categorical(defs.hosts, categories=pd.Index(sorted(set(defs.hosts)),
-                                                              dtype=object)),
-        "location": np.asarray(defs.locations, dtype=np.int64),
-        "first_ns": per_rank["first_ns"].to_numpy(np.int64),
-        "last_ns": per_rank["last_ns"].to_numpy(np.int64),
-        "events": per_rank["events"].to_numpy(np.int64)})
-    comms = pd.DataFrame([
-        {"comm": c["comm"], "name": c["name"], "size": 1 if c["self"] else len(c["members"]),
-         "members": c["members"], "parent": c["parent"]} for c in defs.comms
-    ], columns=SCHEMA.tables["comms"].names)
+    ranks = decode.ranks_frame(defs, threads)
+    comms = decode.comms_frame(defs)
     windows = decode._records_frame(defs.windows, "windows")
     files = decode._records_frame(defs.files, "files")
     um = pd.concat(unmatched, ignore_index=True).sort_values("order", kind="stable")
@@ -499,27 +518,9 @@ def _write_rest(anchor: Path, defs: decode.Definitions, groups: list[list[int]],
 
     props = _native.archive_properties(anchor)
     loc_rank = threads["rank"].to_numpy()
-    truncated = set(loc_rank[loc_trunc].tolist())
-    ours = "MPISCOPE::VERSION" in props
-    finalized = {r for x in s for r in x.finalized}
-    if "MPI_Finalize" in defs.mpi_functions:
-        if ours or finalized:
-            truncated |= set(range(nranks)) - finalized
-    elif ours:
-        truncated = set(range(nranks))
-    scale = 1e9 / defs.resolution
-    duration = max(int(round(defs.length * scale)), int(loc_last.max(initial=0)))
-    creator = (f"mpiscope {props['MPISCOPE::VERSION']}" if ours
-               else props.get("OTF2::CREATOR") or "unknown")
-    meta = TraceMeta(
-        program=props.get("MPISCOPE::PROGRAM", ""),
-        cmdline=props.get("MPISCOPE::CMDLINE", ""),
-        mpi_library=props.get("MPISCOPE::MPI_LIBRARY", ""),
-        start_time=props.get("MPISCOPE::START_TIME", ""),
-        creator=creator, num_ranks=nranks, duration_ns=duration,
-        timer_resolution=defs.resolution, truncated_ranks=sorted(truncated),
-        clock_corrected=sum(x.clock_offsets for x in s) > 0,
-        filtered=[f for f in props.get("MPISCOPE::FILTERED", "").split(",") if f])
+    meta = decode.trace_meta(defs, props, nranks, set(loc_rank[loc_trunc].tolist()),
+                             {r for x in s for r in x.finalized}, int(loc_last.max(initial=0)),
+                             sum(x.clock_offsets for x in s) > 0)
     (tmp / "manifest.json").write_text(json.dumps({
         "fingerprint": cache.fingerprint(anchor.parent), "version": version_of(anchor),
         "layout": cache.LAYOUT, "meta": dataclasses.asdict(meta),
