@@ -387,6 +387,8 @@ def _gather(client, futures: list) -> list:
 
 
 def _failed(err: BaseException, anchor: Path) -> UserError:
+    from concurrent.futures import CancelledError
+
     from distributed.scheduler import KilledWorker
 
     if isinstance(err, _Stalled):
@@ -395,8 +397,12 @@ def _failed(err: BaseException, anchor: Path) -> UserError:
     elif isinstance(err, KilledWorker):
         why = f"a Dask worker died {RETRIES + 1} times running {err.task} " \
               "(out of memory? raise --memory-limit or use more, smaller groups)"
+    elif isinstance(err, CancelledError):  # the scheduler dropped it with its dead worker
+        why = "a task was cancelled after its Dask worker died (out of memory? raise " \
+              "--memory-limit)"
     else:
         why = f"{type(err).__name__}: {err}"
+    why = " ".join(why.split())  # one line, whatever the exception's text
     return UserError(str(anchor.parent), f"parallel conversion failed, no cache written: {why}")
 
 
