@@ -20,6 +20,7 @@ repetition to the first call of the next.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -56,14 +57,23 @@ class Loop:
 
 
 @dataclass
-class _Period:
-    """A repeating stretch of one rank's filtered token sequence."""
+class Candidate:
+    """What choosing the loop across ranks needs of a repeating stretch of one rank."""
 
     iterations: int
     span_ns: int
+    hollow: bool  # many iterations have no computation in them (an inner loop)
+
+
+@dataclass
+class _Period(Candidate):
+    """A repeating stretch of one rank's filtered token sequence."""
+
     starts: np.ndarray  # positions (in the rank's call sequence) of each iteration's 1st call
     stop: int  # position after the loop's last call (occasional calls included)
-    hollow: bool  # many iterations have no computation in them (an inner loop)
+
+    def candidate(self) -> Candidate:
+        return Candidate(self.iterations, self.span_ns, self.hollow)
 
 
 def _runs(eq: np.ndarray) -> tuple[int, int]:
@@ -121,8 +131,8 @@ def _periods(tok: np.ndarray, start: np.ndarray, end: np.ndarray,
             # close the last iteration, e.g. a final reduction, still belong to it)
             nxt = a + period * n
             stop = int(pos[nxt]) if nxt < len(pos) else len(tok)
-            p = _Period(n, int(end[last] - start[starts[0]]), starts, stop,
-                        _hollow(start[starts], busy))
+            p = _Period(n, int(end[last] - start[starts[0]]), _hollow(start[starts], busy),
+                        starts, stop)
             found.append(p)
             if not p.hollow and p.span_ns >= DOMINANT * whole:
                 return found  # the loop that fills the run: coarser groupings add nothing
@@ -142,7 +152,7 @@ class _Calls:
     functions: np.ndarray
     callsites: np.ndarray
 
-    def take(self, keep: np.ndarray) -> _Calls:
+    def take(self, keep: np.ndarray | slice) -> _Calls:
         return _Calls(self.rank[keep], self.start[keep], self.end[keep], self.peer[keep],
                       self.function[keep], self.callsite[keep], self.functions,
                       self.callsites)
@@ -154,8 +164,8 @@ class _Calls:
         return np.where(empty, len(self.callsites) + self.function, self.callsite)
 
 
-def _outermost(trace: Trace) -> _Calls:
-    c = trace.calls
+def _outermost(c: pd.DataFrame) -> _Calls:
+    """Of a calls table (the whole trace's or one rank's)."""
     keep = ((c["depth"] == 0) & ~c["kind"].isin(["init", "finalize"])).to_numpy()
     rank, start = c["rank"].to_numpy()[keep], c["start"].to_numpy()[keep]
     order = slice(None)
@@ -173,12 +183,96 @@ def _outermost(trace: Trace) -> _Calls:
                   np.asarray(fn.categories.astype(str)), np.asarray(cs.categories.astype(str)))
 
 
-def _choose(per_rank: dict[int, list[_Period]]) -> int | None:
+# --- the per-rank part: both engines run it rank by rank (engines/rankloops.py on
+# RankSlices), so a rank's whole call sequence is the largest thing held at once ---------
+
+@dataclass
+class RankCalls:
+    """One rank's outermost calls as the loop is searched in them."""
+
+    rank: int
+    calls: _Calls  # back-to-back polling calls from one place merged into the first
+    site: np.ndarray  # of each of `calls` (see _Calls.sites)
+    busy: tuple[np.ndarray, np.ndarray]  # every outermost call's start; MPI time before it
+
+
+def _rank_calls(c: _Calls) -> RankCalls:
+    """`c`: one rank's outermost calls (at least one)."""
+    # MPI time before each outermost call, to tell computing iterations from inner loops
+    busy = (c.start, np.r_[0, np.cumsum(c.end - c.start)])
+    site = c.sites()
+    # back-to-back polling calls from one place count once
+    polling = np.array([f.startswith(POLLING) for f in c.functions], dtype=bool)[c.function]
+    same = np.r_[False, polling[1:] & (site[1:] == site[:-1])]
+    return RankCalls(int(c.rank[0]), c.take(~same), site[~same], busy)
+
+
+def rank_calls(calls: pd.DataFrame) -> RankCalls | None:
+    """One rank's calls table as the loop is searched in it (None: no outermost calls)."""
+    c = _outermost(calls)
+    return _rank_calls(c) if len(c.rank) else None
+
+
+def periods(rc: RankCalls, with_peer: bool, min_iterations: int) -> list[_Period]:
+    """The repeating stretches of one rank, its tokens told apart by peer or not."""
+    c = rc.calls
+    peer = c.peer + 1  # -1 (none) -> 0
+    # any one-to-one code of (site, peer) does: the tokens are renumbered in order of
+    # appearance, so the rank's own largest peer gives what the whole trace's would
+    tok = rc.site * (int(peer.max()) + 1) + peer if with_peer else rc.site
+    return _periods(pd.factorize(tok)[0], c.start, c.end, rc.busy, min_iterations)
+
+
+@dataclass
+class RankLoop:
+    """One rank's share of the chosen loop."""
+
+    rank: int
+    starts: np.ndarray  # start (ns) of each iteration's first call
+    function: str  # of the loop's first call on this rank
+    callsite: str
+    # per (function, call site) in the loop: pair (function code * len(callsites) +
+    # call site code), calls, hit (iterations it runs in), every (see Loop.sites)
+    sites: pd.DataFrame
+    functions: np.ndarray  # the calls table's categories the codes refer to
+    callsites: np.ndarray
+
+
+def rank_loop(rc: RankCalls, found: list[_Period], n: int) -> RankLoop:
+    """This rank's part of the loop of `n` iterations (`found`: its `periods`)."""
+    c = rc.calls
+    p = max((p for p in found if p.iterations == n), key=lambda p: p.span_ns)
+    idx = np.arange(p.starts[0], p.stop)
+    it = np.searchsorted(p.starts, idx, side="right") - 1
+    # per (function, call site): calls, iterations it runs in, first and last of them
+    pair = c.function[idx] * len(c.callsites) + c.callsite[idx]
+    inverse, group = pd.factorize(pair)
+    calls = np.bincount(inverse)
+    hit = np.bincount(pd.unique(inverse * n + it) // n, minlength=len(group))
+    lo_it = np.full(len(group), n)
+    hi_it = np.zeros(len(group), dtype=np.int64)
+    np.minimum.at(lo_it, inverse, it)
+    np.maximum.at(hi_it, inverse, it)
+    # every iteration, or only every k-th: the mean gap between the iterations it runs in
+    # (a call site that runs in one iteration only is no part of the loop)
+    keep = (hit == n) | (hit > 1)
+    every = np.where(hit == n, 1,
+                     np.maximum(np.rint((hi_it - lo_it) / np.maximum(hit - 1, 1)), 2))
+    sites = pd.DataFrame({"pair": group, "calls": calls, "hit": hit,
+                          "every": every.astype(int)})[keep]
+    first = int(p.starts[0])
+    return RankLoop(rc.rank, c.start[p.starts], str(c.functions[c.function[first]]),
+                    str(c.callsites[c.callsite[first]]), sites, c.functions, c.callsites)
+
+
+# --- the choice across ranks: small inputs, on the client -------------------------------
+
+def _choose(per_rank: Sequence[Sequence[Candidate]]) -> int | None:
     """The most iterations that every rank shows over (nearly) its longest stretch,
     preferring a period whose iterations all compute to one that is an inner loop."""
     good: set[int] | None = None
     hollow: set[int] = set()
-    for found in per_rank.values():
+    for found in per_rank:
         if not found:
             return None
         longest = max(p.span_ns for p in found)
@@ -191,102 +285,100 @@ def _choose(per_rank: dict[int, list[_Period]]) -> int | None:
     return max(full) if full else max(good)
 
 
+def _combine(parts: Sequence[RankLoop], n: int) -> Loop:
+    """The Loop from every rank's part, in rank order."""
+    functions, callsites = parts[0].functions, parts[0].callsites
+    if not all(np.array_equal(p.functions, functions) and np.array_equal(p.callsites, callsites)
+               for p in parts):
+        raise ValueError("the ranks' calls tables differ in their categories")
+    bounds = [pd.DataFrame({"rank": p.rank, "iteration": np.arange(n - 1),
+                            "start": p.starts[:-1], "end": p.starts[1:]}) for p in parts]
+    per = pd.concat([p.sites for p in parts])
+    sites = per.groupby("pair").agg(
+        ranks=("calls", "size"), calls=("calls", "sum"), per_iteration=("calls", "min"),
+        in_iterations=("hit", "min"), every=("every", "max")).reset_index()
+    code = sites.pop("pair").to_numpy()
+    sites.insert(0, "function", functions[code // len(callsites)])
+    sites.insert(1, "callsite", callsites[code % len(callsites)])
+    sites["per_iteration"] = sites["per_iteration"] / n
+    sites = sites.sort_values(["every", "per_iteration"], ascending=[True, False],
+                              kind="stable").reset_index(drop=True)
+    return Loop(parts[0].callsite, parts[0].function, n, pd.concat(bounds, ignore_index=True),
+                sites)
+
+
+def search(found_of: Callable[[bool], tuple[list[list[Candidate] | None], int]],
+           loops_of: Callable[[bool, int], list[RankLoop]]) -> Loop | None:
+    """The loop, from the ranks' parts in rank order: `found_of(with_peer)` -> (each
+    rank's candidates, None for a rank without calls; the trace's number of ranks),
+    `loop_of(with_peer, n)` -> each rank's `rank_loop`. Every rank must show it."""
+    for with_peer in (True, False):  # peers tell inner repetitions apart, if they repeat
+        found, num_ranks = found_of(with_peer)
+        if not found or len(found) != num_ranks or any(f is None for f in found):
+            return None
+        n = _choose([f for f in found if f is not None])
+        if n is not None:
+            return _combine(loops_of(with_peer, n), n)
+    return None
+
+
 def _cuts(ranks: np.ndarray) -> np.ndarray:
     """Boundaries of the rank blocks of a rank-sorted array."""
     return np.flatnonzero(np.r_[True, ranks[1:] != ranks[:-1], True])
 
 
 def detect(trace: Trace, min_iterations: int = 3) -> Loop | None:
-    c = _outermost(trace)
-    if len(c.rank) == 0 or len(np.unique(c.rank)) != trace.num_ranks:
-        return None
-    # MPI time before each outermost call, to tell computing iterations from inner loops
-    busy = {int(c.rank[lo]): (c.start[lo:hi], np.r_[0, np.cumsum(c.end[lo:hi] - c.start[lo:hi])])
-            for lo, hi in pairwise(_cuts(c.rank))}
-    site = c.sites()
-    # back-to-back polling calls from one place count once
-    polling = np.array([f.startswith(POLLING) for f in c.functions], dtype=bool)[c.function]
-    same = np.r_[False, polling[1:] & (site[1:] == site[:-1]) & (c.rank[1:] == c.rank[:-1])]
-    c, site = c.take(~same), site[~same]
-    cut = _cuts(c.rank)
-    peer = c.peer + 1  # -1 (none) -> 0
-    for with_peer in (True, False):  # peers tell inner repetitions apart, if they repeat
-        tok = site * (int(peer.max()) + 1) + peer if with_peer else site
-        per_rank = {int(c.rank[lo]): _periods(pd.factorize(tok[lo:hi])[0], c.start[lo:hi],
-                                              c.end[lo:hi], busy[int(c.rank[lo])],
-                                              min_iterations)
-                    for lo, hi in pairwise(cut)}
-        n = _choose(per_rank)
-        if n is not None:
-            return _loop(c, cut, per_rank, n)
-    return None
+    c = _outermost(trace.calls)
+    ranks = ([_rank_calls(c.take(slice(lo, hi))) for lo, hi in pairwise(_cuts(c.rank))]
+             if len(c.rank) else [])
+    found: dict[bool, list[list[_Period]]] = {}
+
+    def found_of(with_peer: bool) -> tuple[list[list[Candidate] | None], int]:
+        found[with_peer] = [periods(rc, with_peer, min_iterations) for rc in ranks]
+        return list(found[with_peer]), trace.num_ranks
+
+    def loops_of(with_peer: bool, n: int) -> list[RankLoop]:
+        return [rank_loop(rc, f, n) for rc, f in zip(ranks, found[with_peer], strict=True)]
+
+    return search(found_of, loops_of)
 
 
-def _loop(c: _Calls, cut: np.ndarray, per_rank: dict[int, list[_Period]], n: int) -> Loop:
-    bounds, member, iteration = [], [], []
-    for lo, (rank, found) in zip(cut[:-1], per_rank.items(), strict=True):
-        p = max((p for p in found if p.iterations == n), key=lambda p: p.span_ns)
-        its = c.start[lo + p.starts]
-        bounds.append(pd.DataFrame({"rank": rank, "iteration": np.arange(n - 1),
-                                    "start": its[:-1], "end": its[1:]}))
-        member.append(np.arange(lo + p.starts[0], lo + p.stop))
-        iteration.append(np.searchsorted(p.starts, np.arange(p.starts[0], p.stop),
-                                         side="right") - 1)
-    first = int(member[0][0])
-    idx, it = np.concatenate(member), np.concatenate(iteration)
-    # per (function, call site, rank): calls, iterations it runs in, first and last of them
-    pair = c.function[idx] * len(c.callsites) + c.callsite[idx]
-    nranks = int(c.rank.max()) + 1
-    inverse, group = pd.factorize(pair * nranks + c.rank[idx])
-    calls = np.bincount(inverse)
-    hit = np.bincount(pd.unique(inverse * n + it) // n, minlength=len(group))
-    lo_it = np.full(len(group), n)
-    hi_it = np.zeros(len(group), dtype=np.int64)
-    np.minimum.at(lo_it, inverse, it)
-    np.maximum.at(hi_it, inverse, it)
-    # every iteration, or only every k-th: the mean gap between the iterations it runs in
-    # (a call site that runs in one iteration only is no part of the loop)
-    keep = (hit == n) | (hit > 1)
-    every = np.where(hit == n, 1,
-                     np.maximum(np.rint((hi_it - lo_it) / np.maximum(hit - 1, 1)), 2))
-    per = pd.DataFrame({"pair": group // nranks, "calls": calls, "hit": hit,
-                        "every": every.astype(int)})[keep]
-    sites = per.groupby("pair").agg(
-        ranks=("calls", "size"), calls=("calls", "sum"), per_iteration=("calls", "min"),
-        in_iterations=("hit", "min"), every=("every", "max")).reset_index()
-    code = sites.pop("pair").to_numpy()
-    sites.insert(0, "function", c.functions[code // len(c.callsites)])
-    sites.insert(1, "callsite", c.callsites[code % len(c.callsites)])
-    sites["per_iteration"] = sites["per_iteration"] / n
-    sites = sites.sort_values(["every", "per_iteration"], ascending=[True, False],
-                              kind="stable").reset_index(drop=True)
-    return Loop(str(c.callsites[c.callsite[first]]), str(c.functions[c.function[first]]), n,
-                pd.concat(bounds, ignore_index=True), sites)
+# --- the breakdown per iteration --------------------------------------------------------
 
-
-def per_iteration(trace: Trace, loop: Loop, ws) -> pd.DataFrame:
-    """Seconds of compute / communication / synchronization / I/O per iteration (all ranks)."""
-    c = trace.calls
-    c = c[(c["depth"] == 0)]
-    wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
+def call_frame(c: pd.DataFrame, wait: np.ndarray, io_calls: np.ndarray) -> pd.DataFrame:
+    """rank, start, mpi, sync, io (ns) of the outermost calls `c` (depth 0) that waited
+    `wait` (`io_calls`: breakdown.io_completing)."""
     dur = (c["end"] - c["start"]).to_numpy()
-    frame = pd.DataFrame({"rank": c["rank"].to_numpy(), "start": c["start"].to_numpy(),
-                          "mpi": dur, **call_parts(c, dur, wait, io_completing(trace))})
-    out = []
-    for rank, b in loop.bounds.groupby("rank"):
-        f = frame[frame["rank"] == rank]
-        k = np.searchsorted(b["start"].to_numpy(), f["start"].to_numpy(), side="right") - 1
-        ok = (k >= 0) & (f["start"].to_numpy() < b["end"].to_numpy()[np.clip(k, 0, None)])
-        agg = pd.DataFrame({"iteration": b["iteration"].to_numpy()[k[ok]],
-                            "mpi": f["mpi"].to_numpy()[ok], "sync": f["sync"].to_numpy()[ok],
-                            "io": f["io"].to_numpy()[ok]})
-        g = agg.groupby("iteration").sum()
-        length = pd.Series((b["end"] - b["start"]).to_numpy(), index=b["iteration"].to_numpy())
-        g = g.reindex(length.index, fill_value=0)
-        out.append(pd.DataFrame({"iteration": length.index, "rank": rank,
-                                 "total": length.to_numpy(), "mpi": g["mpi"].to_numpy(),
-                                 "sync": g["sync"].to_numpy(), "io": g["io"].to_numpy()}))
-    df = pd.concat(out).groupby("iteration")[["total", "mpi", "sync", "io"]].sum()
+    return pd.DataFrame({"rank": c["rank"].to_numpy(), "start": c["start"].to_numpy(),
+                         "mpi": dur, **call_parts(c, dur, wait, io_calls)})
+
+
+def bounds_by_rank(loop: Loop) -> dict[int, np.ndarray]:
+    """Each rank's iterations as rows (iteration, start, end)."""
+    return {int(rank): b[["iteration", "start", "end"]].to_numpy(np.int64)
+            for rank, b in loop.bounds.groupby("rank")}
+
+
+def iteration_sums(f: pd.DataFrame, rank: int, b: np.ndarray) -> pd.DataFrame:
+    """One rank's ns per iteration: iteration, rank, total, mpi, sync, io (`f`: its
+    `call_frame`; `b`: its `bounds_by_rank`)."""
+    iteration, start, end = b[:, 0], b[:, 1], b[:, 2]
+    k = np.searchsorted(start, f["start"].to_numpy(), side="right") - 1
+    ok = (k >= 0) & (f["start"].to_numpy() < end[np.clip(k, 0, None)])
+    agg = pd.DataFrame({"iteration": iteration[k[ok]],
+                        "mpi": f["mpi"].to_numpy()[ok], "sync": f["sync"].to_numpy()[ok],
+                        "io": f["io"].to_numpy()[ok]})
+    g = agg.groupby("iteration").sum()
+    length = pd.Series(end - start, index=iteration)
+    g = g.reindex(length.index, fill_value=0)
+    return pd.DataFrame({"iteration": length.index, "rank": rank,
+                         "total": length.to_numpy(), "mpi": g["mpi"].to_numpy(),
+                         "sync": g["sync"].to_numpy(), "io": g["io"].to_numpy()})
+
+
+def combine_sums(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The per-iteration table from the ranks' `iteration_sums`."""
+    df = pd.concat(parts).groupby("iteration")[["total", "mpi", "sync", "io"]].sum()
     return pd.DataFrame({
         "iteration": df.index, "compute_s": (df["total"] - df["mpi"]) / 1e9,
         "communication_s": (df["mpi"] - df["sync"] - df["io"]) / 1e9,
@@ -294,13 +386,37 @@ def per_iteration(trace: Trace, loop: Loop, ws) -> pd.DataFrame:
     }).reset_index(drop=True)
 
 
-def iteration_window(trace: Trace, loop: Loop | None, count: int = 3) -> tuple[int, int]:
-    """A few iterations of the main loop `loop` (ns), or the start of the run without one."""
+def per_iteration(trace: Trace, loop: Loop, ws) -> pd.DataFrame:
+    """Seconds of compute / communication / synchronization / I/O per iteration (all ranks)."""
+    c = trace.calls
+    c = c[(c["depth"] == 0)]
+    wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
+    frame = call_frame(c, wait, io_completing(trace))
+    return combine_sums([iteration_sums(frame[frame["rank"] == rank], rank, b)
+                         for rank, b in bounds_by_rank(loop).items()])
+
+
+# --- the window the timelines open on ---------------------------------------------------
+
+def extent(calls: pd.DataFrame) -> tuple[int, int] | None:
+    """(first start, last end) of the calls, None without any."""
+    return (int(calls["start"].min()), int(calls["end"].max())) if len(calls) else None
+
+
+def window(loop: Loop | None, extents: Callable[[], list[tuple[int, int] | None]],
+           count: int = 3) -> tuple[int, int]:
+    """A few iterations of the main loop `loop` (ns), or the start of the run without one
+    (`extents()`: the `extent` of each part of the calls, asked for only then)."""
     if loop is not None and loop.iterations > count:
         b = loop.bounds[loop.bounds["rank"] == 0].sort_values("iteration")
         first = min(1, len(b) - count)
         return int(b["start"].iloc[first]), int(b["end"].iloc[first + count - 1])
-    c = trace.calls
-    lo = int(c["start"].min()) if len(c) else 0
-    hi = int(c["end"].max()) if len(c) else 1
+    known = [e for e in extents() if e is not None]
+    lo = min(e[0] for e in known) if known else 0
+    hi = max(e[1] for e in known) if known else 1
     return lo, lo + max((hi - lo) // 20, 1)
+
+
+def iteration_window(trace: Trace, loop: Loop | None, count: int = 3) -> tuple[int, int]:
+    """A few iterations of the main loop `loop` (ns), or the start of the run without one."""
+    return window(loop, lambda: [extent(trace.calls)], count)
