@@ -16,6 +16,13 @@ the same lines with different neighbours; where the peers make no period (they c
 from iteration to iteration), call sites alone are used. Every rank must show the same
 number of iterations. Iteration k on a rank spans from the first call of its k-th
 repetition to the first call of the next.
+
+The search runs rank by rank (`rank_calls`, `periods`, `rank_loop`: a rank's whole
+outermost-call sequence at once, so it is bounded by the largest rank), then chooses
+across ranks from a few numbers per rank (`search`); the breakdown per iteration sums
+each rank's calls per iteration (`iteration_sums`, `combine_sums`). `detect` and
+`per_iteration` run these parts on the whole trace; engines/rankloops.py runs the same
+parts on one rank's slice each, on Dask workers.
 """
 
 from __future__ import annotations
@@ -287,9 +294,12 @@ def _choose(per_rank: Sequence[Sequence[Candidate]]) -> int | None:
 
 def _combine(parts: Sequence[RankLoop], n: int) -> Loop:
     """The Loop from every rank's part, in rank order."""
+
+    def same(a: np.ndarray, b: np.ndarray) -> bool:  # the codes mean the same on each rank
+        return a is b or np.array_equal(a, b)
+
     functions, callsites = parts[0].functions, parts[0].callsites
-    if not all(np.array_equal(p.functions, functions) and np.array_equal(p.callsites, callsites)
-               for p in parts):
+    if not all(same(p.functions, functions) and same(p.callsites, callsites) for p in parts):
         raise ValueError("the ranks' calls tables differ in their categories")
     bounds = [pd.DataFrame({"rank": p.rank, "iteration": np.arange(n - 1),
                             "start": p.starts[:-1], "end": p.starts[1:]}) for p in parts]
