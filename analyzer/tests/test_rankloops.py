@@ -123,7 +123,7 @@ def assert_same_iterations(run: Callable, a: Analysis) -> None:
     loop = rankloops.detect(run)
     assert_same_loop(loop, a.loop)
     if a.loop is None:
-        assert a.per_iteration is None
+        assert rankloops.per_iteration(run, loop) is None and a.per_iteration is None
     else:
         pd.testing.assert_frame_equal(rankloops.per_iteration(run, loop), a.per_iteration,
                                       check_exact=True)

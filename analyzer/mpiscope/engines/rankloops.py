@@ -98,9 +98,12 @@ def sums_part(s: RankSlice, bounds: dict[int, np.ndarray]) -> pd.DataFrame | Non
     return iterations.iteration_sums(frame, s.rank, b)
 
 
-def per_iteration(run: Runner, loop: iterations.Loop) -> pd.DataFrame:
+def per_iteration(run: Runner, loop: iterations.Loop | None) -> pd.DataFrame | None:
     """Seconds of compute / communication / synchronization / I/O per iteration, equal to
-    `iterations.per_iteration`. Each task gets the loop's bounds (iterations x ranks)."""
+    `iterations.per_iteration` (None without a loop, as `Analysis.per_iteration`). Each
+    task gets the loop's bounds (iterations x ranks)."""
+    if loop is None:
+        return None
     parts = run(partial(sums_part, bounds=iterations.bounds_by_rank(loop)))
     return iterations.combine_sums([p for p in parts if p is not None])
 
