@@ -22,7 +22,7 @@ rank (bisect on the call starts), so it loops once per rank switch; the path's p
 
 from __future__ import annotations
 
-import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,46 +135,78 @@ def _latest(group: np.ndarray, time: np.ndarray, value: np.ndarray,
     return val, at
 
 
-def _partners(trace: Trace, ws: WaitStates, off: np.ndarray) -> np.ndarray:
-    """Per call: the rank that released it from its waiting (-1: it did not wait), by the
-    kind of its wait state."""
-    calls = trace.calls
-    n = len(calls)
-    code = ws.per_call["wait_kind"].cat.codes.to_numpy()
-    waited = ws.per_call["wait_ns"].to_numpy() > 0
+def arrivals(inst: np.ndarray, start: np.ndarray,
+             rank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per collective instance (sorted ids): the latest entry and the rank that made it
+    (ties: the higher rank, then the later row). An associative reduction: applied to the
+    results of parts (each rank's rows, in rank order) it gives the result of the whole,
+    which is how the Dask engine finds last arrivers rank by rank."""
+    inst = np.asarray(inst, dtype=np.int64)
+    if not len(inst):
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty.copy(), empty.copy()
+    order = np.lexsort((rank, start, inst))
+    i = inst[order]
+    last = np.r_[i[1:] != i[:-1], True]
+    return i[last], np.asarray(start)[order][last], np.asarray(rank, np.int64)[order][last]
+
+
+def lookup(ids: np.ndarray, values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """`values` of `keys` in sorted `ids` (-1 where a key is not among them)."""
+    pos = np.clip(np.searchsorted(ids, keys), 0, max(len(ids) - 1, 0))
+    if not len(ids):
+        return np.full(len(keys), -1, dtype=np.int64)
+    return np.where(ids[pos] == keys, values[pos], -1)
+
+
+def last_arrivers(coll: pd.DataFrame, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per collective row: the last rank to enter its instance and the last non-root one
+    (-1: none), on corrected starts."""
+    rank = coll["rank"].to_numpy().astype(np.int64)
+    inst = coll["instance"].to_numpy().astype(np.int64)
+    start = coll["start"].to_numpy() + off[rank]
+    nonroot = rank != coll["root"].to_numpy()
+    ids, _, last = arrivals(inst, start, rank)
+    ids_nr, _, last_nr = arrivals(inst[nonroot], start[nonroot], rank[nonroot])
+    return lookup(ids, last, inst), lookup(ids_nr, last_nr, inst)
+
+
+def partners(n: int, offset: int, waits: pd.DataFrame, received: pd.DataFrame,
+             sent: pd.DataFrame, coll: pd.DataFrame, last: np.ndarray,
+             last_nonroot: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """Per call of ids `offset` .. `offset + n - 1` (one rank's, or the whole trace's with
+    offset 0): the rank that released it from its waiting (-1: it did not wait), by the
+    kind of its wait state. `waits`: wait_ns, wait_kind of these calls; `received` /
+    `sent`: the messages they may complete as receiver / sender; `coll`: their collective
+    rows with `last` / `last_nonroot` (`last_arrivers`) aligned."""
+    code = waits["wait_kind"].cat.codes.to_numpy()
+    waited = waits["wait_ns"].to_numpy() > 0
     partner = np.full(n, -1, dtype=np.int64)
-    m = trace.messages
-    if len(m):
-        send_rank, recv_rank = m["send_rank"].to_numpy(), m["recv_rank"].to_numpy()
-        rc, sc = m["recv_complete_call"].to_numpy(), m["send_complete_call"].to_numpy()
-        ok = rc >= 0
+    if len(received):
+        rc = received["recv_complete_call"].to_numpy() - offset
+        send_rank = received["send_rank"].to_numpy()
+        ok = (rc >= 0) & (rc < n)
         # a receive waits for the latest of the senders it completes
-        sender, _ = _latest(rc[ok], m["send_enter"].to_numpy()[ok] + off[send_rank[ok]],
-                            send_rank[ok], n)
+        sender, _ = _latest(rc[ok], received["send_enter"].to_numpy()[ok]
+                            + off[send_rank[ok]], send_rank[ok], n)
         ls = code == KIND["late_sender"]
         partner[ls] = sender[ls]
-        ok = sc >= 0
-        receiver, _ = _latest(sc[ok], m["recv_enter"].to_numpy()[ok] + off[recv_rank[ok]],
-                              recv_rank[ok], n)
+    if len(sent):
+        sc = sent["send_complete_call"].to_numpy() - offset
+        recv_rank = sent["recv_rank"].to_numpy()
+        ok = (sc >= 0) & (sc < n)
+        receiver, _ = _latest(sc[ok], sent["recv_enter"].to_numpy()[ok]
+                              + off[recv_rank[ok]], recv_rank[ok], n)
         lr = code == KIND["late_receiver"]
         partner[lr] = receiver[lr]
-    coll = trace.collectives
     if len(coll):
-        rank, root = coll["rank"].to_numpy().astype(np.int64), coll["root"].to_numpy()
-        start = coll["start"].to_numpy() + off[rank]
-        # instance ids compacted to 0..size-1: ids are not bounded by the row count (a
-        # truncated rank's collectives), and one array slot per id could take gigabytes
-        ids, inst = np.unique(coll["instance"].to_numpy(), return_inverse=True)
-        size = len(ids)
-        last, _ = _latest(inst, start, rank, size)
-        nonroot = rank != root
-        last_nonroot, _ = _latest(inst[nonroot], start[nonroot], rank[nonroot], size)
-        c = coll["call"].to_numpy()
+        root = coll["root"].to_numpy()
+        c = coll["call"].to_numpy() - offset
         kc = code[c]
         who = np.select(
             [(kc == KIND["wait_at_barrier"]) | (kc == KIND["wait_at_nxn"]),
              kc == KIND["late_broadcast"], kc == KIND["early_reduce"]],
-            [last[inst], root.astype(np.int64), last_nonroot[inst]], -1)
+            [last, root.astype(np.int64), last_nonroot], -1)
         partner[c] = np.where(kc >= KIND["wait_at_barrier"], who, partner[c])
     partner[~waited] = -1
     return partner
@@ -196,6 +228,8 @@ class _Timeline:
 
 
 def _timeline(trace: Trace, off: np.ndarray, nranks: int) -> _Timeline:
+    """The timeline of the trace's ranks (on one rank's slice: of that rank, the others
+    have no rows and their begin/finish mean nothing)."""
     iv = breakdown.intervals(trace)
     begin = np.zeros(nranks, dtype=np.int64)
     finish = np.zeros(nranks, dtype=np.int64)
@@ -217,135 +251,233 @@ def _timeline(trace: Trace, off: np.ndarray, nranks: int) -> _Timeline:
     return _Timeline(call, rank, start, np.maximum(end, start), lo, hi, begin, finish)
 
 
-def _walk(tl: _Timeline, jump_to: np.ndarray, jump_at: np.ndarray, first: int,
+# a rank's timeline rows as the walk reads them (one array; the Dask engine memory-maps
+# it from a file): call id, corrected start/end, where the walk jumps at the call (rank,
+# time; -1: it did not wait), `prev` the row of the previous waiting call at or before
+# this one (-1: none), codes of the call's function and call site
+ROW = np.dtype([("call", "i8"), ("start", "i8"), ("end", "i8"), ("jump_to", "i8"),
+                ("jump_at", "i8"), ("prev", "i8"), ("fn", "i4"), ("cs", "i4")])
+
+
+@dataclass
+class RankTimeline:
+    """One rank's share of the walk and of the path's labels."""
+
+    rank: int
+    begin: int  # measured interval (corrected)
+    finish: int
+    count: int  # timeline rows
+    rows: np.ndarray | None  # ROW records by start (None: not loaded)
+    fn_names: np.ndarray  # str of the function / call site of each code
+    cs_names: np.ndarray
+    # (call id, function, callsite) of the rank's first MPI_Init / MPI_Finalize call
+    # (call -1: none)
+    init: tuple[int, object, object]
+    final: tuple[int, object, object]
+
+
+@dataclass
+class _Names:
+    """Per call row of a calls table: codes of its function and call site, the names
+    they stand for (as `str` of the value), and per rank its first init / finalize call."""
+
+    fn: np.ndarray
+    fn_names: np.ndarray
+    cs: np.ndarray
+    cs_names: np.ndarray
+    init: dict[int, tuple[int, object, object]]
+    final: dict[int, tuple[int, object, object]]
+
+
+def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    codes, _ = pd.factorize(col, use_na_sentinel=False)
+    _, first, inv = np.unique(codes, return_index=True, return_inverse=True)
+    # strings of the distinct values only: strings of a million-call table cost seconds
+    return inv.astype(np.int32), col.take(first).astype(str).to_numpy()
+
+
+def _names(calls: pd.DataFrame) -> _Names:
+    fn, fn_names = _codes(calls["function"])
+    cs, cs_names = _codes(calls["callsite"])
+    kind = calls["kind"].to_numpy()
+    ends: list[dict[int, tuple[int, object, object]]] = []
+    for k in ("init", "finalize"):
+        rows = np.flatnonzero(kind == k)
+        rk = calls["rank"].to_numpy()[rows]
+        _, first = np.unique(rk, return_index=True)  # a rank's first such call
+        rows = rows[first]
+        ends.append({int(r): (int(c), fn_names[fn[i]], cs_names[cs[i]]) for r, c, i in zip(
+            rk[first], calls["call"].to_numpy()[rows], rows, strict=True)})
+    return _Names(fn, fn_names, cs, cs_names, ends[0], ends[1])
+
+
+def _rank_timeline(tl: _Timeline, r: int, partner: np.ndarray, wait: np.ndarray,
+                   names: _Names, offset: int) -> RankTimeline:
+    """Rank r's rows of `tl`; `partner`, `wait` and `names` are per call of ids
+    offset.. (the whole trace's with offset 0, or one rank's)."""
+    sl = slice(int(tl.lo[r]), int(tl.hi[r]))
+    call = tl.call[sl]
+    local = call - offset
+    rows = np.empty(len(call), dtype=ROW)
+    rows["call"], rows["start"], rows["end"] = call, tl.start[sl], tl.end[sl]
+    rows["jump_to"] = partner[local]
+    rows["jump_at"] = tl.start[sl] + wait[local]
+    idx = np.where(rows["jump_to"] >= 0, np.arange(len(call)), -1)
+    rows["prev"] = np.maximum.accumulate(idx) if len(idx) else idx
+    rows["fn"], rows["cs"] = names.fn[local], names.cs[local]
+    none = (-1, "", "")
+    return RankTimeline(r, int(tl.begin[r]), int(tl.finish[r]), len(call), rows,
+                        names.fn_names, names.cs_names, names.init.get(r, none),
+                        names.final.get(r, none))
+
+
+def num_ranks(trace: Trace) -> int:
+    return max(int(trace.num_ranks), int(trace.ranks["rank"].max()) + 1 if len(trace.ranks)
+               else 0, 1)
+
+
+def offsets(skew_offsets: dict[int, int], nranks: int) -> np.ndarray:
+    off = np.zeros(nranks, dtype=np.int64)
+    for r, o in skew_offsets.items():
+        off[r] = o
+    return off
+
+
+def _walk(timeline: Callable[[int], RankTimeline], first: int, t_end: int,
           run_begin: int) -> list[tuple[int, int, int]]:
     """The path backwards as stretches (rank, from, to) of consecutive time on one rank.
 
-    `jump_to`/`jump_at` per timeline row: the rank and time the walk continues at when
-    it reaches that call (-1: the call did not wait, the walk goes on through it)."""
-    # the previous waiting call at or before each row, within the rank (-1: none)
-    idx = np.where(jump_to >= 0, np.arange(len(jump_to)), -1)
-    prev = np.maximum.accumulate(idx) if len(idx) else idx
-    prev = np.where(prev >= tl.lo[tl.rank], prev, -1).tolist()
-    starts = tl.start.tolist()
-    to, at = jump_to.tolist(), jump_at.tolist()
-    lo = tl.lo.tolist()
-    limit = tl.hi.tolist()  # rows not yet passed per rank: each rank is walked back once
-    r, t = first, int(tl.finish[first])
+    `timeline(r)` gives rank r's rows; the walk steps from one waiting call of a rank to
+    the previous one (binary search on the call starts) and jumps to the rank and time
+    that released it, so it loops once per rank switch and reads only the ranks it
+    visits."""
+    limit: dict[int, int] = {}  # rows not yet passed per rank: each rank is walked back once
+    r, t = first, t_end
     stretches = []
     while True:
-        i = bisect.bisect_left(starts, t, lo[r], limit[r]) - 1
-        j = prev[i] if i >= lo[r] else -1
+        rows = timeline(r).rows
+        assert rows is not None
+        lim = limit.get(r, len(rows))
+        i = int(np.searchsorted(rows["start"][:lim], t, "left")) - 1
+        j = int(rows["prev"][i]) if i >= 0 else -1
         if j < 0:  # no earlier wait on this rank: back to its start (and MPI_Init)
             stretches.append((r, run_begin, t))
             return stretches
-        tj = min(at[j], t)
+        tj = min(int(rows["jump_at"][j]), t)
         stretches.append((r, tj, t))
         limit[r] = j
-        r, t = to[j], tj
+        r, t = int(rows["jump_to"][j]), tj
 
 
-def _pieces(tl: _Timeline, nranks: int, run_begin: int) -> tuple[np.ndarray, ...]:
-    """Each rank's time cut into pieces: MPI_Init before its start, then alternately a
+def _pieces(rt: RankTimeline, run_begin: int) -> tuple[np.ndarray, ...]:
+    """The rank's time cut into pieces: MPI_Init before its start, then alternately a
     compute burst and a call, the last burst up to its end. Returns per piece its
-    boundaries `edge` (piece k of rank r = edge[base[r] + k] .. edge[base[r] + k + 1]),
-    `kind` code, `row` (timeline row of the call, or of the call ending the burst; -1:
-    none; -2: the rank's end) and per rank `base`."""
-    n_calls = tl.hi - tl.lo
-    n_edges = 2 * n_calls + 3  # run begin, rank begin, s0, e0, ..., rank end
-    base = np.r_[0, np.cumsum(n_edges)[:-1]]
-    edge = np.empty(int(n_edges.sum()), dtype=np.int64)
+    boundaries `edge` (piece k = edge[k] .. edge[k + 1]), `kind` code and `row` (timeline
+    row of the call, or of the call ending the burst; -1: none; -2: the rank's end)."""
+    rows = rt.rows
+    assert rows is not None
+    n = len(rows)
+    edge = np.empty(2 * n + 3, dtype=np.int64)  # run begin, rank begin, s0, e0, ..., end
     kind = np.full(len(edge), KINDS.index("compute"), dtype=np.int8)
     row = np.full(len(edge), -2, dtype=np.int64)
-    edge[base] = run_begin
-    edge[base + 1] = tl.begin
-    edge[base + n_edges - 1] = tl.finish
-    kind[base] = KINDS.index("startup")
-    row[base] = -1
-    k = np.arange(len(tl.rank)) - tl.lo[tl.rank]  # position of the call within its rank
-    pos = base[tl.rank] + 2 + 2 * k
-    edge[pos], edge[pos + 1] = tl.start, tl.end
+    edge[0], edge[1], edge[-1] = run_begin, rt.begin, rt.finish
+    kind[0], row[0] = KINDS.index("startup"), -1
+    pos = 2 + 2 * np.arange(n)
+    edge[pos], edge[pos + 1] = rows["start"], rows["end"]
     kind[pos] = KINDS.index("mpi")
-    row[pos] = np.arange(len(tl.rank))
-    row[pos - 1] = np.arange(len(tl.rank))  # the burst before a call ends at that call
-    for r in range(nranks):  # calls never overlap, but clipped ends may: keep edges in order
-        e = edge[base[r]:base[r] + n_edges[r]]
-        np.maximum.accumulate(e, out=e)
-    return edge, kind, row, base, n_edges
+    row[pos] = np.arange(n)
+    row[pos - 1] = np.arange(n)  # the burst before a call ends at that call
+    # calls never overlap, but clipped ends may: keep edges in order
+    np.maximum.accumulate(edge, out=edge)
+    return edge, kind, row
 
 
-def compute(trace: Trace, ws: WaitStates) -> CriticalPath:
-    """The critical path of the run, from the wait states of every call."""
-    nranks = max(int(trace.num_ranks), int(trace.ranks["rank"].max()) + 1 if len(trace.ranks)
-                 else 0, 1)
-    off = np.zeros(nranks, dtype=np.int64)
-    for r, o in ws.skew.offsets_ns.items():
-        off[r] = o
-    tl = _timeline(trace, off, nranks)
-    has_time = (tl.finish > tl.begin) | (tl.hi > tl.lo)
-    ranks = np.flatnonzero(has_time) if has_time.any() else np.arange(nranks)
-    run_begin = int(tl.begin[ranks].min())
-    first = int(ranks[np.argmax(tl.finish[ranks])])
-    run_end = int(tl.finish[first])
-
-    partner = _partners(trace, ws, off)[tl.call]
-    wait = ws.per_call["wait_ns"].to_numpy()[tl.call]
-    stretches = _walk(tl, partner, tl.start + wait, first, run_begin)
-
-    edge, kind, row, base, n_edges = _pieces(tl, nranks, run_begin)
-    st = np.array(stretches, dtype=np.int64).reshape(-1, 3)
-    st = st[st[:, 2] > st[:, 1]]
-    s_rank, s_from, s_to = st[:, 0], st[:, 1], st[:, 2]
+def _rank_segments(rt: RankTimeline, s_from: np.ndarray, s_to: np.ndarray,
+                   run_begin: int) -> dict[str, np.ndarray]:
+    """The labelled segments of stretches (s_from..s_to) on one rank, with `stretch`
+    (index into the arrays given) and `piece` to order them as the walk found them."""
+    edge, kind, row = _pieces(rt, run_begin)
+    npieces = len(edge) - 1
     # pieces of each stretch: the first piece holding `from` to the last holding `to`
-    first_p = np.empty(len(st), dtype=np.int64)
-    last_p = np.empty(len(st), dtype=np.int64)
-    for r in np.unique(s_rank):
-        sel = s_rank == r
-        e = edge[base[r]:base[r] + n_edges[r]]
-        npieces = n_edges[r] - 1
-        first_p[sel] = base[r] + np.clip(np.searchsorted(e, s_from[sel], "right") - 1, 0,
-                                         npieces - 1)
-        last_p[sel] = base[r] + np.clip(np.searchsorted(e, s_to[sel], "left") - 1, 0,
-                                        npieces - 1)
+    first_p = np.clip(np.searchsorted(edge, s_from, "right") - 1, 0, npieces - 1)
+    last_p = np.clip(np.searchsorted(edge, s_to, "left") - 1, 0, npieces - 1)
     count = np.maximum(last_p - first_p + 1, 0)
-    which = np.repeat(np.arange(len(st)), count)
+    which = np.repeat(np.arange(len(s_from)), count)
     piece = np.repeat(first_p, count) + (np.arange(count.sum()) - np.repeat(
         np.cumsum(count) - count, count))
-    seg_start = np.maximum(edge[piece], s_from[which])
-    seg_end = np.minimum(edge[piece + 1], s_to[which])
-    ok = seg_end > seg_start
-    piece, seg_start, seg_end, seg_rank = piece[ok], seg_start[ok], seg_end[ok], s_rank[which][ok]
-    order = np.argsort(seg_start, kind="stable")
-    piece, seg_start, seg_end, seg_rank = (piece[order], seg_start[order], seg_end[order],
-                                           seg_rank[order])
-    segments = _label(trace, tl, seg_rank, seg_start, seg_end, kind[piece], row[piece])
+    start = np.maximum(edge[piece], s_from[which])
+    end = np.minimum(edge[piece + 1], s_to[which])
+    ok = end > start
+    piece, start, end, which = piece[ok], start[ok], end[ok], which[ok]
+    k, rw = kind[piece], row[piece]
+    # labels: for a burst the call ending it; MPI_Init and MPI_Finalize at the rank's ends
+    rows = rt.rows
+    assert rows is not None
+    at = rows[np.maximum(rw, 0)] if len(rows) else np.zeros(len(rw), dtype=ROW)
+    call = np.where(rw >= 0, at["call"], -1)
+    init_call, init_fn, init_cs = rt.init
+    final_call, final_fn, final_cs = rt.final
+    end_call = np.where(rw == -1, init_call, final_call)
+    has_end = end_call >= 0
+    fn = np.where(rw >= 0, rt.fn_names[at["fn"]] if len(rt.fn_names) else "",
+                  np.where(rw == -1, init_fn, final_fn))
+    cs = np.where(rw >= 0, rt.cs_names[at["cs"]] if len(rt.cs_names) else "",
+                  np.where(rw == -1, init_cs, final_cs))
+    function = np.where((rw >= 0) | has_end, fn, np.where(rw == -1, STARTUP, ""))
+    callsite = np.where((rw >= 0) | has_end, cs, "")
+    return {"rank": np.full(len(start), rt.rank, dtype=np.int32), "start": start,
+            "end": end, "kind": k, "function": function, "callsite": callsite,
+            "call": np.where(k == KINDS.index("mpi"), call, -1), "stretch": which,
+            "piece": piece}
+
+
+def assemble(timeline: Callable[[int], RankTimeline], begin: np.ndarray,
+             finish: np.ndarray, count: np.ndarray) -> CriticalPath:
+    """The path from the ranks' timelines: `timeline(r)` gives rank r's (read as the walk
+    reaches it), `begin`, `finish`, `count` (timeline rows) are per rank 0..n-1."""
+    nranks = len(begin)
+    has_time = (finish > begin) | (count > 0)
+    ranks = np.flatnonzero(has_time) if has_time.any() else np.arange(nranks)
+    run_begin = int(begin[ranks].min())
+    first = int(ranks[np.argmax(finish[ranks])])
+    run_end = int(finish[first])
+    st = np.array(_walk(timeline, first, run_end, run_begin), dtype=np.int64).reshape(-1, 3)
+    st = st[st[:, 2] > st[:, 1]]
+    parts = []
+    for r in dict.fromkeys(st[:, 0].tolist()):  # one rank at a time, in the walk's order
+        sel = np.flatnonzero(st[:, 0] == r)
+        seg = _rank_segments(timeline(r), st[sel, 1], st[sel, 2], run_begin)
+        seg["stretch"] = sel[seg["stretch"]]
+        parts.append(seg)
+    cols = ["rank", "start", "end", "kind", "function", "callsite", "call", "stretch",
+            "piece"]
+    s = {c: (np.concatenate([p[c] for p in parts]) if parts else np.empty(0, np.int64))
+         for c in cols}
+    order = np.lexsort((s["piece"], s["stretch"], s["start"]))  # time order
+    segments = pd.DataFrame({
+        "rank": s["rank"][order].astype(np.int32), "start": s["start"][order],
+        "end": s["end"][order],
+        "kind": pd.Categorical.from_codes(s["kind"][order].astype(np.int8),
+                                          categories=list(KINDS)),
+        "function": s["function"][order].astype(object),
+        "callsite": s["callsite"][order].astype(object), "call": s["call"][order]})
     return CriticalPath(run_begin, run_end, segments, nranks)
 
 
-def _label(trace: Trace, tl: _Timeline, rank: np.ndarray, start: np.ndarray, end: np.ndarray,
-           kind: np.ndarray, row: np.ndarray) -> pd.DataFrame:
-    """The segments with the function and call site of their call (for a burst: of the
-    call ending it; MPI_Init and MPI_Finalize for the rank's start and end)."""
-    calls = trace.calls
-    call = np.where(row >= 0, tl.call[np.maximum(row, 0)], -1)
-    c = calls[calls["kind"].isin(["init", "finalize"])]
-    init = c[c["kind"] == "init"].groupby("rank", observed=True)["call"].first()
-    final = c[c["kind"] == "finalize"].groupby("rank", observed=True)["call"].first()
-    init_call = pd.Series(rank).map(init).fillna(-1).astype(np.int64).to_numpy()
-    final_call = pd.Series(rank).map(final).fillna(-1).astype(np.int64).to_numpy()
-    named = np.where(row >= 0, call, np.where(row == -1, init_call, final_call))
-    has = named >= 0
-    # names of the segments' calls only: strings of a million-call table cost seconds
-    take = np.maximum(named, 0)
-    fn = calls["function"].take(take).astype(str).to_numpy()
-    cs = calls["callsite"].take(take).astype(str).to_numpy()
-    function = np.where(has, fn, np.where(row == -1, STARTUP, ""))
-    callsite = np.where(has, cs, "")
-    return pd.DataFrame({
-        "rank": rank.astype(np.int32), "start": start, "end": end,
-        "kind": pd.Categorical.from_codes(kind, categories=list(KINDS)),
-        "function": function, "callsite": callsite,
-        "call": np.where(kind == KINDS.index("mpi"), call, -1)})
+def compute(trace: Trace, ws: WaitStates) -> CriticalPath:
+    """The critical path of the run, from the wait states of every call (every rank's
+    timeline in memory; `engines.rankcritical` computes the same rank by rank)."""
+    nranks = num_ranks(trace)
+    off = offsets(ws.skew.offsets_ns, nranks)
+    tl = _timeline(trace, off, nranks)
+    coll = trace.collectives
+    last, last_nonroot = last_arrivers(coll, off)
+    partner = partners(len(trace.calls), 0, ws.per_call, trace.messages, trace.messages,
+                       coll, last, last_nonroot, off)
+    wait = ws.per_call["wait_ns"].to_numpy()
+    names = _names(trace.calls)
+    ranks = {r: _rank_timeline(tl, r, partner, wait, names, 0) for r in range(nranks)}
+    return assemble(ranks.__getitem__, tl.begin, tl.finish, tl.hi - tl.lo)
 
 
 def finding_fields(path: CriticalPath, kind: str, function: str, callsite: str) -> dict:
