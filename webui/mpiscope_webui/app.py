@@ -132,6 +132,7 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
         html.Div(head + controls, className="header"),
         dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
         *[dcc.Store(id=f"finding-click-{p}") for p in range(n)],
+        *[dcc.Store(id={"type": "tabs-filled", "panel": p}, data=[]) for p in range(n)],
         html.Div([_panel(ctl, p, width) for p in range(n)], id="timelines"),
         dcc.Tabs(id="tabs", value="findings", children=tabs, className="tabs"),
     ], className="page")
@@ -236,16 +237,19 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             raise PreventUpdate
         return ctl.details(p, click)
 
-    @app.callback(Output({"type": "tab-breakdown", "panel": MATCH}, "children"),
-                  Output({"type": "tab-functions", "panel": MATCH}, "children"),
-                  Output({"type": "tab-messages", "panel": MATCH}, "children"),
-                  Output({"type": "tab-findings", "panel": MATCH}, "children"),
-                  Input({"type": "tab-breakdown", "panel": MATCH}, "id"))
-    def analysis_tabs(ident):
+    # a tab is filled when first opened (the findings at page load): its figures and
+    # tables are work the server and the page would otherwise do while the timeline draws
+    @app.callback(*[Output({"type": f"tab-{k}", "panel": MATCH}, "children") for k in TABS],
+                  Output({"type": "tabs-filled", "panel": MATCH}, "data"),
+                  Input("tabs", "value"), State({"type": "tabs-filled", "panel": MATCH}, "data"))
+    def analysis_tabs(tab, filled):
         p = inputs.output_panel(ctx.outputs_list, n)
-        if p is None or inputs.panel(ident, n) != p:
+        filled = inputs.strings(filled) or []
+        if p is None or tab not in TABS or tab in filled:
             raise PreventUpdate
-        return analysis_panels(ctl, p)
+        out: list = [no_update] * len(TABS)
+        out[TABS.index(tab)] = analysis_panel(ctl, p, tab)
+        return *out, [*filled, tab]
 
     @app.callback(Output({"type": "fhist", "panel": MATCH}, "figure"),
                   Input({"type": "ftable", "panel": MATCH}, "selected_rows"),
@@ -329,17 +333,22 @@ def _with_window(v: View, t0: float, t1: float) -> View:
     return out
 
 
-def analysis_panels(ctl: Controller, p: int) -> tuple:
+TABS = ("breakdown", "functions", "messages", "findings")  # filled by analysis_tabs
+
+
+def analysis_panel(ctl: Controller, p: int, tab: str) -> list:
+    """The contents of one analysis tab (one of TABS) for panel p."""
     m = ctl.models[p]
     a = m.analysis()
     label = m.label if len(ctl.models) > 1 else ""
-    errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
     title = [html.H4(label)] if label else []
-    breakdown = title + errors + [dcc.Graph(figure=views.breakdown_figure(a))]
-    functions = title + [
-        views.functions_table(a, {"type": "ftable", "panel": p}),
-        dcc.Graph(id={"type": "fhist", "panel": p})]
-    messages = title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
+    if tab == "breakdown":
+        errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
+        return title + errors + [dcc.Graph(figure=views.breakdown_figure(a))]
+    if tab == "functions":
+        return title + [views.functions_table(a, {"type": "ftable", "panel": p}),
+                        dcc.Graph(id={"type": "fhist", "panel": p})]
+    if tab == "messages":
+        return title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
                         dcc.Graph(figure=views.message_size_figure(a))]
-    findings = title + [views.findings_list(a, p)]
-    return breakdown, functions, messages, findings
+    return title + [views.findings_list(a, p)]
