@@ -13,7 +13,11 @@ Measures, against the targets of issue 7:
   headless Chromium, with the bytes the page transferred;
 - the out-of-core timeline (mpiscope_webui.pyramid, issue 17): pyramid build with Dask,
   open, and each zoom/pan of the same session answered from the pyramid or the window's
-  detail, with the bytes of the timeline's data per view.
+  detail, with the bytes of the timeline's data per view; then the page served out of
+  core (mpiscope_webui.ooc, as `serve` runs it on a trace too big to hold): page load →
+  first drawn timeline, the first view's layout request, each zoom/pan callback over HTTP
+  and relayout → painted in headless Chromium, bytes per view, each against its target.
+  `--ooc-only` does only this (a 10^8-event trace: converted with Dask if it has no cache).
 Reference, measured side by side: the naive figure, one Plotly bar per state, for the
 first 100 k states (the issue's "17 s to draw 100 k states").
 """
@@ -101,6 +105,10 @@ def browser_draw(url: str, session: list[tuple[str, float, float]]) -> list[tupl
                                    "g._fullData.length > 5"):
             time.sleep(0.05)
         out.append(("page load → first timeline drawn", time.perf_counter() - t))
+        # a zoom reaches the server once the graph listens (assets/timeline.js takes
+        # dcc.Graph's relayout listener over within 0.2 s of its first draw)
+        while not d.execute_script(f"return {gd}.__mpiscopeRelayout === true"):
+            time.sleep(0.05)
         ms = d.execute_async_script(f"""
             const done = arguments[0]; const g = {gd};
             const t = performance.now();
@@ -194,20 +202,27 @@ def first_view_before_after(models) -> None:
     print(f"  after / before: {res[False] / res[True]:.2f}")
 
 
-def out_of_core(trace_dir: str) -> None:
+def out_of_core(trace_dir: str, rebuild: bool = True, browser: bool = True) -> None:
     """The same session answered by mpiscope_webui.pyramid (no trace in memory)."""
+    from mpiscope.errors import UserError
     from mpiscope_webui import pyramid
     from mpiscope_webui.geometry import rects, typed
 
     print("\nout-of-core timeline (pyramid + detail beside the Parquet cache):")
-    t = time.perf_counter()
-    path = pyramid.build(trace_dir)
-    t_build = time.perf_counter() - t
+    try:
+        if rebuild:
+            raise UserError(trace_dir, "rebuild")
+        path = pyramid.Pyramid.open(trace_dir, build_if_missing=False).path
+        built = "existing, not rebuilt (--rebuild times it)"
+    except UserError:
+        t = time.perf_counter()
+        path = pyramid.build(trace_dir)
+        built = f"{fmt(time.perf_counter() - t)} (Dask, one task per rank, threads)"
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     t = time.perf_counter()
     p = pyramid.Pyramid.open(trace_dir, build_if_missing=False)
     t_open = time.perf_counter() - t
-    print(f"  build (Dask, one task per rank, threads): {fmt(t_build)}; {p.levels} levels "
+    print(f"  build: {built}; {p.levels} levels "
           f"of {p.cols(0)}..{p.cols(p.levels - 1)} columns; {size / 1e6:.0f} MB on disk")
     print(f"  open (manifest + row-group statistics): {fmt(t_open)}")
     plot = WIDTH - 190
@@ -231,6 +246,87 @@ def out_of_core(trace_dir: str) -> None:
     print(f"  worst query + encoding {fmt(worst)} (target < {TARGET_ZOOM_S * 1e3:.0f} ms: "
           f"{verdict(worst < TARGET_ZOOM_S)}); most bytes {most / 1e6:.2f} MB "
           f"(timeline data only; figure layout and arrows not counted)")
+    served_out_of_core(trace_dir, t0, t1, browser)
+
+
+def ooc_view(url: str, app, a: float, b: float) -> tuple[float, int, int]:
+    """POST the out-of-core page's render callback as the browser does; (seconds,
+    response bytes, bytes on the wire)."""
+    key = next(k for k in app.callback_map if "ooc-timeline.figure" in k)
+    body = json.dumps({
+        "output": key, "outputs": [{"id": "ooc-timeline", "property": "figure"},
+                                   {"id": "ooc-status", "property": "children"}],
+        "inputs": [{"id": "ooc-view", "property": "data", "value": [a, b]},
+                   {"id": "viewport", "property": "data", "value": WIDTH}],
+        "changedPropIds": ["ooc-view.data"], "state": []}).encode()
+    return _post(f"{url}/_dash-update-component", body)
+
+
+def _post(url: str, body: bytes | None) -> tuple[float, int, int]:
+    """(seconds, bytes, bytes on the wire) of a POST (GET without a body), gzip accepted."""
+    headers = {"Accept-Encoding": "gzip", "Cookie": f"mpiscope-width={WIDTH}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(url, data=body, headers=headers)
+    t = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        data = resp.read()
+        zipped = resp.headers.get("Content-Encoding") == "gzip"
+    wire = len(data)
+    if zipped:
+        data = gzip.decompress(data)
+    return time.perf_counter() - t, len(data), wire
+
+
+def served_out_of_core(trace_dir: str, t0: float, t1: float, browser: bool) -> None:
+    """The page `mpiscope serve` gives for a trace too big to hold (mpiscope_webui.ooc)."""
+    import logging
+
+    from werkzeug.serving import make_server
+
+    from mpiscope_webui import ooc
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    t = time.perf_counter()
+    app = ooc.create_app(trace_dir)
+    print(f"\nserved out of core (mpiscope_webui.ooc): app ready in "
+          f"{fmt(time.perf_counter() - t)}")
+    srv = make_server("127.0.0.1", 0, app.server, threaded=True)
+    url = f"http://127.0.0.1:{srv.server_port}"
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        firsts = [_post(f"{url}/_dash-layout", None) for _ in range(3)]
+        s, n, wire = sorted(firsts)[1]
+        print(f"  first view: GET /_dash-layout (the whole run's figure is in it) "
+              f"{fmt(s)}, {n / 1e6:.2f} MB, {wire / 1e6:.2f} MB gzipped  target "
+              f"≤ {TARGET_BYTES / 1e6:.0f} MB: {verdict(n <= TARGET_BYTES)}")
+        print("  zoom/pan over HTTP (POST /_dash-update-component):")
+        times, most = [], 0
+        for name, a, b in windows(t0, t1):
+            s, n, wire = ooc_view(url, app, a, b)
+            times.append(s)
+            most = max(most, n)
+            print(f"    {name:12} {fmt(s)} {n / 1e6:7.2f} MB, {wire / 1e6:5.2f} MB gzipped")
+        print(f"  callback: median {fmt(statistics.median(times))}, worst {fmt(max(times))}  "
+              f"target < {TARGET_ZOOM_S * 1e3:.0f} ms: {verdict(max(times) < TARGET_ZOOM_S)}")
+        print(f"  bytes per view: most {most / 1e6:.2f} MB  target ≤ "
+              f"{TARGET_BYTES / 1e6:.0f} MB: {verdict(most <= TARGET_BYTES)}")
+        if not browser:
+            return
+        s, sent, which = page_load(url)
+        print(f"  page load → first timeline drawn (headless Chromium, median of 3): "
+              f"{fmt(s)}, {sent / 1e6:.2f} MB transferred ({which})  target ≤ "
+              f"{TARGET_PAGE_S:.0f} s: {verdict(s <= TARGET_PAGE_S)}")
+        drawn = browser_draw(url, windows(t0, t1))
+        zooms = [s for name, s in drawn if "relayout →" in name]
+        for name, s in drawn:
+            if "relayout →" in name:
+                print(f"    {name:45} {fmt(s)}")
+        print(f"  relayout → painted: median {fmt(statistics.median(zooms))}, worst "
+              f"{fmt(max(zooms))}  target < {TARGET_ZOOM_S * 1e3:.0f} ms: "
+              f"{verdict(max(zooms) < TARGET_ZOOM_S)}")
+    finally:
+        srv.shutdown()
 
 
 def naive_reference(model, n: int = 100_000) -> str:
@@ -245,12 +341,48 @@ def naive_reference(model, n: int = 100_000) -> str:
     return f"{n} states as single bars ≈ {per * n / 1e6:.0f} MB of JSON"
 
 
+def dask_cache(trace_dir: str) -> None:
+    """The trace's Parquet cache, converted on a local Dask cluster if missing (a trace
+    this big is never decoded in one process; not timed: bench/dask measures that)."""
+    from mpiscope.errors import UserError
+    from mpiscope_webui import pyramid
+
+    try:
+        pyramid.find_cache(Path(trace_dir))
+        return
+    except UserError:
+        pass
+    from mpiscope.engines import cluster, convert
+
+    print("converting with Dask (2 workers, not timed)…", flush=True)
+    with cluster.connect(cluster.ClusterSpec(None, 2, "3GB")) as client:
+        convert.convert(trace_dir, client)
+
+
+def load_line() -> str:
+    """The machine's load (the times are only comparable at a similar load)."""
+    import os
+
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} CPUs"
+
+
 def main() -> int:
+    print(load_line())
+    try:
+        return run()
+    finally:
+        print(load_line())
+
+
+def run() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--no-browser", action="store_true")
     ap.add_argument("--ooc-only", action="store_true",
                     help="only the out-of-core timeline (a trace too big for the rest)")
+    ap.add_argument("--rebuild", action="store_true",
+                    help="rebuild (and time) the timeline pyramid even if it is current")
     args = ap.parse_args()
 
     from plotly.io.json import to_json_plotly  # what Dash sends
@@ -262,11 +394,12 @@ def main() -> int:
     from mpiscope_webui.model import TraceModel
     from mpiscope_webui.timeline import View
 
-    reader.load(args.trace)  # make sure the Parquet cache exists (not timed)
     if args.ooc_only:
         print("in-memory timeline: not measured (--ooc-only)")
-        out_of_core(args.trace)
+        dask_cache(args.trace)
+        out_of_core(args.trace, args.rebuild, not args.no_browser)
         return 0
+    reader.load(args.trace)  # make sure the Parquet cache exists (not timed)
     t = time.perf_counter()
     trace = reader.load(args.trace)
     t_load = time.perf_counter() - t
@@ -345,7 +478,7 @@ def main() -> int:
         srv.shutdown()
     if not args.no_browser:
         first_view_before_after([model])
-    out_of_core(args.trace)
+    out_of_core(args.trace, args.rebuild, not args.no_browser)
     print(f"\nreference (naive, not drawn): {naive_reference(model)}; the issue measured 17 s "
           f"to draw 100 k such bars in headless Chromium, and 1 M never finished")
     return 0

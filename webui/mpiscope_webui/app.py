@@ -14,6 +14,7 @@ from mpiscope_webui import (
     bundle,
     compare,
     critical,
+    firstview,
     inputs,
     safety_net,
     security,
@@ -55,26 +56,33 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
             m.analysis()
         else:
             threading.Thread(target=m.analysis, daemon=True).start()
+    guard = guard or security.Guard.loopback()
     server = flask.Flask("mpiscope_webui", static_folder=None)
-    security.install(server, guard or security.Guard.loopback())
+    security.install(server, guard)
     app = Dash("mpiscope_webui", server=server, assets_folder=str(ASSETS),
                title="mpiscope", update_title=None, serve_locally=True,
                suppress_callback_exceptions=True, on_error=safety_net.callback_failed,
                assets_ignore=bundle.IGNORE_SMALL if full_plotly else "")
+    app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     if compress:
         bundle.install_compression(server)  # the smaller Plotly is in ASSETS (see bundle.py)
     ctl = Controller(models)
     # a function: each page load gets the current state (e.g. wait states ready or not)
-    app.layout = lambda: _layout(ctl)
+    # and the first view drawn for its width
+    app.layout = lambda: _layout(ctl, firstview.page_width(DEFAULT_WIDTH))
     _callbacks(app, ctl)
+    if compress:
+        threading.Thread(target=bundle.warm, args=(server, guard.token), daemon=True).start()
     app.controller = ctl  # for tests and benchmarks
     return app
 
 
-def _panel(ctl: Controller, p: int) -> html.Div:
+def _panel(ctl: Controller, p: int, width: int) -> html.Div:
     m = ctl.models[p]
     view = ctl.initial_view(p)
+    # the first view is in the layout: drawn as soon as the page has it (firstview.py)
+    fig, status = ctl.render(p, view, width)
     meta = m.trace.meta
     info = (f"{m.trace.num_ranks} ranks on {len(set(m.lanes.hosts))} host(s) · "
             f"{m.duration / 1e9:.4g} s · {len(m.trace.calls):,} MPI calls · "
@@ -88,13 +96,13 @@ def _panel(ctl: Controller, p: int) -> html.Div:
         dcc.Store(id={"type": "waits", "panel": p}, data=m.waits_ready),
         dcc.Interval(id={"type": "wait-poll", "panel": p}, interval=400,
                      disabled=m.waits_ready),
-        dcc.Graph(id={"type": "overview", "panel": p}, figure=timeline.overview_placeholder(),
+        dcc.Graph(id={"type": "overview", "panel": p}, figure=timeline.overview(m, view, width),
                   config={"displayModeBar": False, "scrollZoom": False, "responsive": False},
                   className="overview"),
         strip.graph(p),
-        html.Div(id={"type": "status", "panel": p}, className="status"),
+        html.Div(status, id={"type": "status", "panel": p}, className="status"),
         html.Div([
-            dcc.Graph(id={"type": "timeline", "panel": p}, config=GRAPH_CONFIG,
+            dcc.Graph(id={"type": "timeline", "panel": p}, figure=fig, config=GRAPH_CONFIG,
                       clear_on_unhover=True, className="timeline"),
             dcc.Tooltip(id={"type": "tip", "panel": p}, direction="bottom"),
         ], className="timeline-wrap"),
@@ -102,7 +110,7 @@ def _panel(ctl: Controller, p: int) -> html.Div:
     ], className="panel", id=f"panel-{p}")
 
 
-def _layout(ctl: Controller) -> html.Div:
+def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
     n = len(ctl.models)
     head = [html.H1("mpiscope"),
             html.Span("compare: A above, B below" if n == 2 else "", className="muted")]
@@ -122,9 +130,10 @@ def _layout(ctl: Controller) -> html.Div:
                             children=html.Div(id="differences", children="analyzing…")))
     return html.Div([
         html.Div(head + controls, className="header"),
-        dcc.Store(id="boot", data=0), dcc.Store(id="viewport"),
+        dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
         *[dcc.Store(id=f"finding-click-{p}") for p in range(n)],
-        html.Div([_panel(ctl, p) for p in range(n)], id="timelines"),
+        *[dcc.Store(id={"type": "tabs-filled", "panel": p}, data=[]) for p in range(n)],
+        html.Div([_panel(ctl, p, width) for p in range(n)], id="timelines"),
         dcc.Tabs(id="tabs", value="findings", children=tabs, className="tabs"),
     ], className="page")
 
@@ -137,12 +146,8 @@ def _columns(n: int, kind: str) -> html.Div:
 def _callbacks(app: Dash, ctl: Controller) -> None:
     n = len(ctl.models)
 
-    app.clientside_callback(
-        """function(_) {
-            const el = document.getElementById('timelines');
-            return Math.max(600, el ? el.clientWidth : window.innerWidth - 40);
-        }""",
-        Output("viewport", "data"), Input("boot", "data"))
+    app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
+                            Input("boot", "data"), State("viewport", "data"))
 
     nav_inputs = [Input({"type": "timeline", "panel": ALL}, "relayoutData"),
                   Input({"type": "timeline", "panel": ALL}, "restyleData"),
@@ -180,7 +185,8 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   Output({"type": "overview", "panel": MATCH}, "figure"),
                   Input({"type": "view", "panel": MATCH}, "data"), Input("viewport", "data"),
                   Input({"type": "waits", "panel": MATCH}, "data"),
-                  Input({"type": critical.TOGGLE, "panel": MATCH}, "value"))
+                  Input({"type": critical.TOGGLE, "panel": MATCH}, "value"),
+                  prevent_initial_call=True)  # the first view is in the layout
     def render(view, width, _waits, path_on):
         p = inputs.output_panel(ctx.outputs_list, n)
         v = None if p is None else ctl.view(p, view)
@@ -193,7 +199,7 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                                          timeline.MARGIN_L + timeline.MARGIN_R)
             status += more
         fired = {t["prop_id"] for t in ctx.triggered}
-        if "." in fired or "viewport.data" in fired:  # page load or a new width: new bins
+        if "viewport.data" in fired:  # a new width: new bins
             return fig, status, timeline.overview(ctl.models[p], v, width)
         patch = Patch()  # a zoom: only the window mark moves
         patch["layout"]["shapes"][0] = timeline.window_shape(v)
@@ -231,16 +237,19 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             raise PreventUpdate
         return ctl.details(p, click)
 
-    @app.callback(Output({"type": "tab-breakdown", "panel": MATCH}, "children"),
-                  Output({"type": "tab-functions", "panel": MATCH}, "children"),
-                  Output({"type": "tab-messages", "panel": MATCH}, "children"),
-                  Output({"type": "tab-findings", "panel": MATCH}, "children"),
-                  Input({"type": "tab-breakdown", "panel": MATCH}, "id"))
-    def analysis_tabs(ident):
+    # a tab is filled when first opened (the findings at page load): its figures and
+    # tables are work the server and the page would otherwise do while the timeline draws
+    @app.callback(*[Output({"type": f"tab-{k}", "panel": MATCH}, "children") for k in TABS],
+                  Output({"type": "tabs-filled", "panel": MATCH}, "data"),
+                  Input("tabs", "value"), State({"type": "tabs-filled", "panel": MATCH}, "data"))
+    def analysis_tabs(tab, filled):
         p = inputs.output_panel(ctx.outputs_list, n)
-        if p is None or inputs.panel(ident, n) != p:
+        filled = inputs.strings(filled) or []
+        if p is None or tab not in TABS or tab in filled:
             raise PreventUpdate
-        return analysis_panels(ctl, p)
+        out: list = [no_update] * len(TABS)
+        out[TABS.index(tab)] = analysis_panel(ctl, p, tab)
+        return *out, [*filled, tab]
 
     @app.callback(Output({"type": "fhist", "panel": MATCH}, "figure"),
                   Input({"type": "ftable", "panel": MATCH}, "selected_rows"),
@@ -324,17 +333,22 @@ def _with_window(v: View, t0: float, t1: float) -> View:
     return out
 
 
-def analysis_panels(ctl: Controller, p: int) -> tuple:
+TABS = ("breakdown", "functions", "messages", "findings")  # filled by analysis_tabs
+
+
+def analysis_panel(ctl: Controller, p: int, tab: str) -> list:
+    """The contents of one analysis tab (one of TABS) for panel p."""
     m = ctl.models[p]
     a = m.analysis()
     label = m.label if len(ctl.models) > 1 else ""
-    errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
     title = [html.H4(label)] if label else []
-    breakdown = title + errors + [dcc.Graph(figure=views.breakdown_figure(a))]
-    functions = title + [
-        views.functions_table(a, {"type": "ftable", "panel": p}),
-        dcc.Graph(id={"type": "fhist", "panel": p})]
-    messages = title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
+    if tab == "breakdown":
+        errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
+        return title + errors + [dcc.Graph(figure=views.breakdown_figure(a))]
+    if tab == "functions":
+        return title + [views.functions_table(a, {"type": "ftable", "panel": p}),
+                        dcc.Graph(id={"type": "fhist", "panel": p})]
+    if tab == "messages":
+        return title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
                         dcc.Graph(figure=views.message_size_figure(a))]
-    findings = title + [views.findings_list(a, p)]
-    return breakdown, functions, messages, findings
+    return title + [views.findings_list(a, p)]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
-from dash import MATCH, Dash, Input, Output, ctx, dash_table, dcc, html
+from dash import MATCH, Dash, Input, Output, State, ctx, dash_table, dcc, html
 from dash.exceptions import PreventUpdate
 
 from mpiscope.analysis.critical_path import CriticalPath
@@ -287,10 +287,11 @@ def tab(n: int) -> dcc.Tab:
 def register(app: Dash, models: list[TraceModel]) -> None:
     n = len(models)
 
+    # filled when opened, not at page load (as the other analysis tabs, app.py)
     @app.callback(Output({"type": "tab-critical", "panel": MATCH}, "children"),
-                  Input({"type": "tab-critical", "panel": MATCH}, "id"))
-    def critical_tab(ident):
+                  Input("tabs", "value"), State({"type": "tab-critical", "panel": MATCH}, "id"))
+    def critical_tab(tab, ident):
         p = inputs.output_panel(ctx.outputs_list, n)
-        if p is None or inputs.panel(ident, n) != p:
+        if tab != "critical" or p is None or inputs.panel(ident, n) != p:
             raise PreventUpdate
         return profile(models[p], p, models[p].label if n > 1 else "")

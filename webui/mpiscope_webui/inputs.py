@@ -213,6 +213,13 @@ def width_px(value: object, default: int) -> int:
     return default if x is None else int(min(max(x, MIN_WIDTH_PX), MAX_WIDTH_PX))
 
 
+def cookie_int(raw: object) -> int | None:
+    """A small non-negative integer from a cookie's text (None: anything else)."""
+    if not isinstance(raw, str) or not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        return None
+    return int(raw)
+
+
 def trigger(prop_id: object) -> tuple[str | dict, str] | None:
     """("id", "prop") or ({pattern id}, "prop") from Dash's "id.prop" trigger string."""
     if not isinstance(prop_id, str) or "." not in prop_id:

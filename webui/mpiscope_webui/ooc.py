@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import flask
@@ -23,7 +24,7 @@ from dash.exceptions import PreventUpdate
 
 from mpiscope.errors import UserError
 from mpiscope.render import palette
-from mpiscope_webui import bundle, inputs, pyramid, safety_net, security, timeline
+from mpiscope_webui import bundle, firstview, inputs, pyramid, safety_net, security, timeline
 from mpiscope_webui.geometry import rects, typed
 
 BYTES_PER_ROW = 72  # measured in memory at 10 M events (issue 17)
@@ -88,37 +89,42 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     trace_dir = trace_dir_of(trace_dir)
     p = open_pyramid(trace_dir)
     man = json.loads((p.path / "manifest.json").read_text())
+    guard = guard or security.Guard.loopback()
     server = flask.Flask("mpiscope_webui", static_folder=None)
-    security.install(server, guard or security.Guard.loopback())
+    security.install(server, guard)
     app = Dash("mpiscope_webui", server=server, assets_folder=str(Path(__file__).parent
                                                                   / "assets"),
                title="mpiscope", update_title=None, serve_locally=True,
                suppress_callback_exceptions=True, on_error=safety_net.callback_failed)
+    app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     bundle.install_compression(server)
     full = [p.origin / 1e9, (p.origin + p.span - 2) / 1e9]
     info = (f"{p.num_ranks} ranks · {(p.span - 2) / 1e9:.4g} s · {sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
-    app.layout = html.Div([
-        html.Div([html.H1("mpiscope"), html.Span(Path(trace_dir).name, className="muted")],
-                 className="header"),
-        dcc.Store(id="boot", data=0), dcc.Store(id="viewport"),
-        dcc.Store(id="ooc-view", data=full),
-        html.Div(html.Div([
-            html.Div([html.H3(Path(trace_dir).name, className="trace-label"),
-                      html.Span(info, className="muted")], className="panel-head"),
-            html.Div(id="ooc-status", className="status"),
-            html.Div(dcc.Graph(id="ooc-timeline", className="timeline",
-                               config={"scrollZoom": True, "displaylogo": False,
-                                       "responsive": False}), className="timeline-wrap"),
-        ], className="panel", id="panel-0"), id="timelines"),
-    ], className="page")
 
-    app.clientside_callback(
-        """function(_) {
-            const el = document.getElementById('timelines');
-            return Math.max(600, el ? el.clientWidth : window.innerWidth - 40);
-        }""", Output("viewport", "data"), Input("boot", "data"))
+    def layout() -> html.Div:
+        # the whole run, drawn for the page's width, is in the layout (firstview.py)
+        width = firstview.page_width(DEFAULT_WIDTH)
+        fig, status = figure(p, full[0], full[1], width)
+        return html.Div([
+            html.Div([html.H1("mpiscope"), html.Span(Path(trace_dir).name,
+                                                     className="muted")], className="header"),
+            dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
+            dcc.Store(id="ooc-view", data=full),
+            html.Div(html.Div([
+                html.Div([html.H3(Path(trace_dir).name, className="trace-label"),
+                          html.Span(info, className="muted")], className="panel-head"),
+                html.Div(status, id="ooc-status", className="status"),
+                html.Div(dcc.Graph(id="ooc-timeline", className="timeline", figure=fig,
+                                   config={"scrollZoom": True, "displaylogo": False,
+                                           "responsive": False}), className="timeline-wrap"),
+            ], className="panel", id="panel-0"), id="timelines"),
+        ], className="page")
+
+    app.layout = layout
+    app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
+                            Input("boot", "data"), State("viewport", "data"))
 
     @app.callback(Output("ooc-view", "data"), Input("ooc-timeline", "relayoutData"),
                   State("ooc-view", "data"), prevent_initial_call=True)
@@ -134,7 +140,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
         return [a, b] if [a, b] != view else no_update
 
     @app.callback(Output("ooc-timeline", "figure"), Output("ooc-status", "children"),
-                  Input("ooc-view", "data"), Input("viewport", "data"))
+                  Input("ooc-view", "data"), Input("viewport", "data"),
+                  prevent_initial_call=True)  # the first view is in the layout
     def render(view, width):
         if not isinstance(view, list) or len(view) != 2:
             raise PreventUpdate
@@ -148,6 +155,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
         b = max(b, a + MIN_WINDOW_NS / 1e9)
         return figure(p, a, b, inputs.width_px(width, DEFAULT_WIDTH))
 
+    threading.Thread(target=bundle.warm, args=(server, guard.token), daemon=True).start()
     app.pyramid = p  # for tests and benchmarks
     return app
 

@@ -366,14 +366,6 @@ def overview(model: TraceModel, view: View, width_px: int = 1200) -> Figure:
     return {"data": [trace], "layout": layout}
 
 
-def overview_placeholder() -> Figure:
-    """The overview's size, empty: the page's first render callback sends the real one, for
-    the page's width (drawing one for a guessed width first cost ~150 ms at page load)."""
-    return {"data": [], "layout": {
-        "height": 90, "margin": {"l": MARGIN_L, "r": MARGIN_R, "t": 4, "b": 22},
-        "xaxis": {"visible": False}, "yaxis": {"visible": False}}}
-
-
 def window_shape(view: View) -> dict:
     return {"type": "rect", "xref": "x", "yref": "paper", "x0": view.t0, "x1": view.t1,
             "y0": 0, "y1": 1, "line": {"color": "#000000", "width": 2},

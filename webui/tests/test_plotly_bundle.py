@@ -1,7 +1,8 @@
 """The page runs on the smaller Plotly (mpiscope_webui.bundle): the vendored cartesian
 bundle is what the browser loads, Dash's full plotly.js is never fetched, and every figure
 the web UI draws (timeline, overview, breakdown, duration histogram, comm matrix, message
-sizes) is drawn with it. Static files and callback answers go out gzipped."""
+sizes, the strip, the critical path's overlay and its tab) is drawn with it. Static files
+and callback answers go out gzipped."""
 
 from __future__ import annotations
 
@@ -86,13 +87,21 @@ def test_page_loads_the_small_bundle_and_draws_every_figure(browser, serve, hime
     assert sizes[1] == bundle.bundle_path().stat().st_size
     assert 0 < sizes[0] < sizes[1] / 2
 
+    # the critical path drawn over the timeline
+    browser.find_element(By.CSS_SELECTOR, "#panel-0 .cp-toggle input").click()
+    wait_until(browser, "return document.querySelector('#panel-0 .status').textContent"
+               ".includes('critical path:')", what="critical path overlay")
     drawn = {f"{g['id']} {i}": g for i, g in enumerate(browser.execute_script(DRAWN))}
-    # a tab's graphs are on the page only while it is open
-    for tab, probe in (("Breakdown", "synchronization"), ("Functions", "MPI_Allreduce"),
-                       ("Messages", "bandwidth")):
+    # a tab's graphs are on the page only while it is open, and drawn when first opened
+    for tab, column in (("Breakdown", "tab-breakdown"), ("Functions", "tab-functions"),
+                        ("Messages", "tab-messages"), ("Critical path", "tab-critical")):
         browser.find_element(
             By.XPATH, f"//div[contains(@class,'tab')][normalize-space(.)='{tab}']").click()
-        wait_until(browser, f"return document.body.textContent.includes('{probe}')",
+        ident = f'{{"panel":0,"type":"{column}"}}'  # the column's id, as Dash writes it
+        wait_until(browser, f"const c = document.getElementById({ident!r}); return c && "
+                   "(c.querySelector('.dash-table-container') || ((gs) => gs.length && "
+                   "gs.every(g => g._fullData && g._fullData.length))([...c.querySelectorAll("
+                   "'.js-plotly-plot')]))",
                    what=f"{tab} tab")
         if tab == "Functions":  # the duration histogram: pick the Allreduce row
             browser.execute_script(
@@ -107,5 +116,8 @@ def test_page_loads_the_small_bundle_and_draws_every_figure(browser, serve, hime
     types = {t for g in drawn for t in g["types"]}
     assert types >= {"scatter", "heatmap", "bar"}, drawn
     assert all(not g["unknown"] and g["drawn"] for g in drawn), drawn
-    # timeline, overview, breakdown, histogram, comm matrix, message sizes
-    assert len(drawn) >= 6, drawn
+    # timeline (with the critical path), overview, strip, breakdown, histogram, comm
+    # matrix, message sizes, critical path per rank
+    ids = [g["id"].split('"type":"')[-1].split('"')[0] for g in drawn]
+    assert sorted(ids) == sorted(["timeline", "overview", "strip", "tab-breakdown", "fhist",
+                                  "tab-messages", "tab-messages", "cp-ranks"]), drawn

@@ -2,12 +2,22 @@
 (function () {
   "use strict";
 
-  // The width the server computes the level of detail for (same rule as the boot callback
-  // in app.py): the plots are as wide as #timelines.
+  // The width the server computes the level of detail for: the plots are as wide as
+  // #timelines. Before the layout is there (this script runs before Dash asks for it),
+  // the same width from the page's: .page pads 16 px each side, and the scrollbar is
+  // always there (style.css), so the width does not change when the page grows.
+  const PAGE_PAD = 32;
   function plotWidth() {
     const el = document.getElementById("timelines");
-    return Math.max(600, el ? el.clientWidth : window.innerWidth - 40);
+    const w = el ? el.clientWidth : document.documentElement.clientWidth - PAGE_PAD;
+    return Math.max(600, w);
   }
+  window.mpiscopePlotWidth = plotWidth;
+  // the layout is drawn for this width (mpiscope_webui/firstview.py)
+  function remember(w) {
+    document.cookie = "mpiscope-width=" + w + "; path=/; SameSite=Strict";
+  }
+  remember(plotWidth());
 
   // Follow window resizes: a new width means new pixel bins, so tell the server. Debounced:
   // dragging a window edge fires dozens of events and only the final width matters.
@@ -19,6 +29,7 @@
       const w = plotWidth();
       if (w === sent || !window.dash_clientside || !window.dash_clientside.set_props) return;
       sent = w;
+      remember(w);
       window.dash_clientside.set_props("viewport", {data: w});
     }, 250);
   });
