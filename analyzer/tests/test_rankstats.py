@@ -1,0 +1,164 @@
+"""The breakdown, time bins, call sites and message statistics computed rank by rank
+(engines/rankstats.py) equal the pandas `Analysis` results.
+
+Every trace the Dask engine is tested on (Himeno XS on 4 ranks, the RMA fence,
+non-blocking all-to-all and MPI-IO programs, a two-thread trace, Score-P, a synthetic
+trace) plus a ping-pong whose eager/rendezvous switch is known, on 4 ranks over two hosts:
+each rank's partial runs on its `RankSlice` (`slices.all_of_trace`), the client combines,
+and the result equals the pandas one (order and floats included). The message medians
+are also taken by searching the ranks' files instead of reading them (`gather=0`), and
+the partials are run on a 2-worker dask.distributed LocalCluster.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_dask_engine import synth, threads_trace
+from test_protocol_switch import SIZES, took_ns
+
+import mpiscope
+from mpiscope.analysis import stats
+from mpiscope.analysis.session import Analysis
+from mpiscope.archive import cache
+from mpiscope.engines import cluster, rankstats, slices
+from mpiscope_testing import scenarios
+from mpiscope_testing.tracegen import TraceBuilder
+
+
+def switch_trace(out: Path) -> Path:
+    """4 ranks on 2 hosts: ping-pongs of 1 B .. 1 MiB within each host (a rendezvous
+    above 4 KiB) and between them (above 16 KiB), so every rank sends and both paths
+    show a switch."""
+    tb = TraceBuilder(ranks=4, hosts=["node0", "node0", "node1", "node1"])
+    for r in range(4):
+        tb.call(r, 0, 100, "MPI_Init", callsite="pp.c:8")
+    t = 1000
+    for a, b, limit in ((0, 1, 4096), (2, 3, 4096), (1, 2, 16384), (3, 0, 16384)):
+        for n in SIZES:
+            took = took_ns(n, limit)
+            for _ in range(3):
+                for src, dst in ((a, b), (b, a)):
+                    tb.recv_call(dst, t - 50, t + took, src=src, tag=0, nbytes=n,
+                                 callsite="pp.c:20")
+                    tb.send_call(src, t, t + took, dest=dst, tag=0, nbytes=n,
+                                 callsite="pp.c:19")
+                    t += took + 100
+    for r in range(4):
+        tb.call(r, t, t + 100, "MPI_Finalize", callsite="pp.c:30")
+    return tb.write(out)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory, scorep_trace: Path) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("rankstats-traces")
+    for sub in ("fence", "ialltoall", "io"):
+        (d / sub).mkdir()
+    out = {
+        "himeno": scenarios.traced_himeno(4, ["--size", "XS", "--iterations", "20"], d),
+        "fence": scenarios.traced_run("untrue", 3, ["fence"], d / "fence"),
+        "ialltoall": scenarios.traced_run("untrue", 3, ["ialltoall"], d / "ialltoall"),
+        "io": scenarios.traced_run("untrue", 2, ["io", str(d / "io.dat")], d / "io"),
+        "threads": threads_trace(d / "threads"),
+        "scorep": scorep_trace,
+        "synth": synth(d / "synth", 8, 40000),
+        "switch": switch_trace(d / "switch"),
+    }
+    for p in out.values():
+        shutil.rmtree(p / cache.CACHE_NAME, ignore_errors=True)
+    return out
+
+
+NAMES = ["himeno", "fence", "ialltoall", "io", "threads", "scorep", "synth", "switch"]
+
+
+@pytest.fixture(scope="module")
+def sessions(traces: dict[str, Path]) -> dict[str, tuple[Analysis, list[slices.RankSlice]]]:
+    """Per trace: the pandas session and its rank slices (with the session's waits)."""
+    out = {}
+    for name, d in traces.items():
+        a = Analysis(mpiscope.load(d, use_cache=False))
+        out[name] = (a, slices.all_of_trace(a.trace, a.wait_states))
+    return out
+
+
+def in_process(sl: list[slices.RankSlice]) -> rankstats.Run:
+    return lambda fn: [fn(s) for s in sl]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_breakdown_and_time_bins_equal_pandas(name: str, sessions) -> None:
+    a, sl = sessions[name]
+    run = in_process(sl)
+    ranks = rankstats.compute_ranks(run)
+    pd.testing.assert_frame_equal(ranks, a.ranks, check_exact=True)
+    assert len(ranks) == a.trace.meta.num_ranks
+    pd.testing.assert_frame_equal(rankstats.compute_time_bins(run), a.time_bins,
+                                  check_exact=True)
+    # the intervals of the first pass, given, skip it: the same bins
+    iv = rankstats.compute_intervals(run)
+    pd.testing.assert_frame_equal(rankstats.compute_time_bins(run, 7, iv),
+                                  rankstats.compute_time_bins(run, 7), check_exact=True)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_callsites_and_their_paths_equal_pandas(name: str, sessions) -> None:
+    a, sl = sessions[name]
+    sites, best = rankstats.compute_callsites(in_process(sl), a.paths)
+    pd.testing.assert_frame_equal(sites, a.callsites, check_exact=True)
+    assert best == a._best_paths
+    assert sites["calls"].sum() == len(a.trace.calls)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_message_statistics_equal_pandas(name: str, sessions, tmp_path: Path) -> None:
+    a, sl = sessions[name]
+    for gather, scratch in ((rankstats.orderstats.GATHER, tmp_path / "a"),
+                            (0, tmp_path / "b")):  # 0: every median searched in the files
+        got = rankstats.compute_messages(in_process(sl), scratch, gather=gather)
+        pd.testing.assert_frame_equal(got.sizes, a.message_sizes, check_exact=True)
+        assert [s.to_dict() for s in got.switches] == [
+            s.to_dict() for s in a.protocol_switches]
+        pd.testing.assert_frame_equal(got.host_split, a.host_split, check_exact=True)
+        assert got.evidence == stats.switch_evidence(a.trace)
+        assert got.counts == a.message_counts
+    assert got.counts["matched"] == len(a.trace.messages)
+
+
+def test_switch_trace_shows_both_switches(sessions) -> None:
+    """The ping-pong's switches are found (so the equality above compares real ones)."""
+    a, _sl = sessions["switch"]
+    found = {s.path: s for s in a.protocol_switches}
+    assert set(found) == {"intra-node", "inter-node"}
+    assert found["intra-node"].last_below_bytes <= 4096 < found["intra-node"].bytes
+    assert found["inter-node"].last_below_bytes <= 16384 < found["inter-node"].bytes
+    assert list(a.host_split["path"]) == ["intra-node", "inter-node"]
+
+
+def test_partials_run_on_a_local_cluster(sessions, tmp_path: Path) -> None:
+    """The partials pickle and run on 2 worker processes (slices shipped to them, the
+    message files written there into a directory the client reads)."""
+    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as client:
+        for name in ("himeno", "switch"):
+            a, sl = sessions[name]
+            futures = client.scatter(sl)
+
+            def run(fn, futures=futures):
+                return client.gather(client.map(fn, futures, pure=False))
+
+            pd.testing.assert_frame_equal(rankstats.compute_ranks(run), a.ranks,
+                                          check_exact=True)
+            pd.testing.assert_frame_equal(rankstats.compute_time_bins(run), a.time_bins,
+                                          check_exact=True)
+            sites, best = rankstats.compute_callsites(run, a.paths)
+            pd.testing.assert_frame_equal(sites, a.callsites, check_exact=True)
+            assert best == a._best_paths
+            got = rankstats.compute_messages(run, tmp_path / name)
+            pd.testing.assert_frame_equal(got.sizes, a.message_sizes, check_exact=True)
+            pd.testing.assert_frame_equal(got.host_split, a.host_split, check_exact=True)
+            assert [s.to_dict() for s in got.switches] == [
+                s.to_dict() for s in a.protocol_switches]
+            assert got.counts == a.message_counts
