@@ -15,13 +15,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_dask_engine import synth, threads_trace
 from test_protocol_switch import SIZES, took_ns
 
 import mpiscope
-from mpiscope.analysis import stats
+from mpiscope.analysis import orderstats, stats
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import cache
 from mpiscope.engines import cluster, rankstats, slices
@@ -116,7 +117,7 @@ def test_callsites_and_their_paths_equal_pandas(name: str, sessions) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_message_statistics_equal_pandas(name: str, sessions, tmp_path: Path) -> None:
     a, sl = sessions[name]
-    for gather, scratch in ((rankstats.orderstats.GATHER, tmp_path / "a"),
+    for gather, scratch in ((orderstats.GATHER, tmp_path / "a"),
                             (0, tmp_path / "b")):  # 0: every median searched in the files
         got = rankstats.compute_messages(in_process(sl), scratch, gather=gather)
         pd.testing.assert_frame_equal(got.sizes, a.message_sizes, check_exact=True)
@@ -162,3 +163,25 @@ def test_partials_run_on_a_local_cluster(sessions, tmp_path: Path) -> None:
             assert [s.to_dict() for s in got.switches] == [
                 s.to_dict() for s in a.protocol_switches]
             assert got.counts == a.message_counts
+
+
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_order_statistics_across_sorted_runs_equal_pandas(kind: str) -> None:
+    """Medians and quantiles of values split into sorted runs (as the ranks' files are),
+    read whole or searched (gather=0), equal pandas' on the values together: ties,
+    negative floats and zeros included."""
+    rng = np.random.default_rng(7)
+    for n_runs in (1, 2, 5):
+        sizes = rng.integers(0, 30, n_runs)
+        if kind == "int":
+            vals = [np.sort(rng.integers(1, 50, k)) for k in sizes]
+        else:
+            vals = [np.sort(np.round(rng.normal(0, 3, k), 1)) for k in sizes]
+        whole = pd.Series(np.concatenate(vals))
+        if whole.empty:
+            continue
+        for gather in (orderstats.GATHER, 0):
+            assert orderstats.median(vals, gather) == whole.median()
+            for q in (0.1, 0.5, 0.9):
+                want = whole.groupby(np.zeros(len(whole))).quantile(q).iloc[0]
+                assert orderstats.quantile(vals, q, gather) == want

@@ -94,47 +94,57 @@ TRANSFER_QUANTILE = 0.9  # message_sizes' p90_transfer_s
 
 
 def _same_host(m: pd.DataFrame, hosts: dict[int, str]) -> np.ndarray:
-    return m["send_rank"].map(hosts).to_numpy() == m["recv_rank"].map(hosts).to_numpy()
-
-
-def message_sums(m: pd.DataFrame, hosts: dict[int, str]) -> pd.DataFrame:
-    """path (index into PATHS), lo (size bucket), large, messages, bytes: the counts and
-    sums the message statistics read, of all messages or one rank's sent ones."""
-    b = m["bytes"].to_numpy()
-    df = pd.DataFrame({"path": np.where(_same_host(m, hosts), 0, 1).astype(np.int8),
-                       "lo": _size_bucket(b), "large": b >= LARGE, "bytes": b})
-    g = df.groupby(["path", "lo", "large"])
-    return pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum()}).reset_index()
+    """Per message: both ranks on one host (a rank of unknown host is on none)."""
+    s, r = m["send_rank"].to_numpy(), m["recv_rank"].to_numpy()
+    n = max([*hosts, int(s.max(initial=-1)), int(r.max(initial=-1))]) + 1
+    names = {h: i for i, h in enumerate(dict.fromkeys(hosts.values()))}
+    code = np.full(n, -1, dtype=np.int64)  # host per rank by array lookup, not a map
+    code[list(hosts)] = [names[h] for h in hosts.values()]
+    return (code[s] == code[r]) & (code[s] >= 0)
 
 
 GROUP_COLUMNS = ("t", "rate", *(f"{c}/{p}" for p in PATHS for c in ("n", "t", "rate")))
 
 
-def message_group(m: pd.DataFrame, hosts: dict[int, str], column: str
-                  ) -> orderstats.Groups:
-    """The values the statistics take medians and quantiles of, sorted per group, one
-    of GROUP_COLUMNS: `t` (transfer ns) and `rate` (MB/s) per size bucket; per path p,
-    `n/p` (bytes) and `t/p` per size bucket of its non-empty messages (the protocol
-    switch's points) and `rate/p` per large (1) or not (0) (host_split)."""
-    b = m["bytes"].to_numpy()
-    t = _transfer(m)
-    key = _size_bucket(b)
-    name, _, path = column.partition("/")
-    sel = np.ones(len(m), dtype=bool)
-    if path:
-        same = _same_host(m, hosts)
-        sel = same if path == PATHS[0] else ~same
-        if name == "rate":
-            key = (b >= LARGE).astype(np.int64)
-        else:
-            sel = sel & (b > 0)
-    values = {"t": t, "rate": b / t * 1e3, "n": b}[name]
-    return orderstats.Groups.of(key[sel], values[sel])
+class MessageArrays:
+    """Per message (of all messages, or one rank's sent ones) what the statistics read:
+    bytes, transfer ns, size bucket, same host; computed once."""
+
+    def __init__(self, m: pd.DataFrame, hosts: dict[int, str]) -> None:
+        self.b = m["bytes"].to_numpy()
+        self.t = _transfer(m)
+        self.lo = _size_bucket(self.b)
+        self.same = _same_host(m, hosts)
+
+    def sums(self) -> pd.DataFrame:
+        """path (index into PATHS), lo (size bucket), large, messages, bytes: the counts
+        and sums per group (they add up over ranks)."""
+        df = pd.DataFrame({"path": np.where(self.same, 0, 1).astype(np.int8), "lo": self.lo,
+                           "large": self.b >= LARGE, "bytes": self.b})
+        g = df.groupby(["path", "lo", "large"])
+        return pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum()}).reset_index()
+
+    def group(self, column: str) -> orderstats.Groups:
+        """The values the statistics take medians and quantiles of, sorted per group,
+        one of GROUP_COLUMNS: `t` (transfer ns) and `rate` (MB/s) per size bucket; per
+        path p, `n/p` (bytes) and `t/p` per size bucket of its non-empty messages (the
+        protocol switch's points) and `rate/p` per large (1) or not (0) (host_split)."""
+        b, key = self.b, self.lo
+        name, _, path = column.partition("/")
+        sel = np.ones(len(b), dtype=bool)
+        if path:
+            sel = self.same if path == PATHS[0] else ~self.same
+            if name == "rate":
+                key = (b >= LARGE).astype(np.int64)
+            else:
+                sel = sel & (b > 0)
+        values = {"t": self.t, "rate": b / self.t * 1e3, "n": b}[name]
+        return orderstats.Groups.of(key[sel], values[sel])
 
 
 @dataclass
 class MessageValues:
-    """What the message statistics are computed from: `sums` (message_sums of all
+    """What the message statistics are computed from: `sums` (MessageArrays.sums of all
     messages, or of every rank concatenated) and `runs(column, group)`, the sorted runs
     of that group's values (message_groups: one run in memory, or one per rank)."""
 
@@ -144,15 +154,15 @@ class MessageValues:
 
     @classmethod
     def of(cls, trace: Trace) -> MessageValues:
-        m, hosts = trace.messages, trace.host_of()
+        arrays = MessageArrays(trace.messages, trace.host_of())
         groups: dict[str, orderstats.Groups] = {}
 
         def runs(column: str, key: int) -> list[np.ndarray]:
             if column not in groups:  # only the columns a statistic reads
-                groups[column] = message_group(m, hosts, column)
+                groups[column] = arrays.group(column)
             return [groups[column].run(key)]
 
-        return cls(message_sums(m, hosts), runs)
+        return cls(arrays.sums(), runs)
 
     def median(self, column: str, key: int, scale: float = 1.0) -> float:
         return orderstats.median(self.runs(column, key), self.gather, scale)

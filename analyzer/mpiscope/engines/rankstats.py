@@ -142,17 +142,18 @@ def _save(path: Path, a: np.ndarray) -> None:
 
 
 def messages_part(s: RankSlice, scratch: Path) -> tuple[int, pd.DataFrame, dict[str, int]]:
-    """The rank, its sent messages' counts and bytes per group (message_sums) and its
+    """The rank, its sent messages' counts and bytes per group (MessageArrays.sums) and its
     message counts; the sorted values per group of every column go to
     scratch/messages/rank=R/."""
-    m, hosts = s.trace.messages, s.trace.host_of()
+    m = s.trace.messages
+    arrays = stats.MessageArrays(m, s.trace.host_of())
     d = Path(scratch) / "messages" / f"rank={s.rank}"
     d.mkdir(parents=True, exist_ok=True)
     for column in stats.GROUP_COLUMNS:
-        g = stats.message_group(m, hosts, column)
+        g = arrays.group(column)
         for part in ("keys", "offsets", "values"):
             _save(_file(d, column, part), getattr(g, part))
-    return s.rank, stats.message_sums(m, hosts), stats.message_counts(m, s.trace.unmatched)
+    return s.rank, arrays.sums(), stats.message_counts(m, s.trace.unmatched)
 
 
 class _RankFiles:
