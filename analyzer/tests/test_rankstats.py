@@ -22,7 +22,7 @@ from test_dask_engine import synth, threads_trace
 from test_protocol_switch import SIZES, took_ns
 
 import mpiscope
-from mpiscope.analysis import orderstats, stats
+from mpiscope.analysis import orderstats
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import cache
 from mpiscope.engines import cluster, rankstats, slices
@@ -106,6 +106,13 @@ def test_breakdown_and_time_bins_equal_pandas(name: str, sessions) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_wait_states_per_rank_equal_pandas(name: str, sessions) -> None:
+    a, sl = sessions[name]
+    got = rankstats.compute_wait_states_per_rank(in_process(sl))
+    pd.testing.assert_frame_equal(got, a.wait_states.per_rank(), check_exact=True)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_callsites_and_their_paths_equal_pandas(name: str, sessions) -> None:
     a, sl = sessions[name]
     sites, best = rankstats.compute_callsites(in_process(sl), a.paths)
@@ -124,7 +131,7 @@ def test_message_statistics_equal_pandas(name: str, sessions, tmp_path: Path) ->
         assert [s.to_dict() for s in got.switches] == [
             s.to_dict() for s in a.protocol_switches]
         pd.testing.assert_frame_equal(got.host_split, a.host_split, check_exact=True)
-        assert got.evidence == stats.switch_evidence(a.trace)
+        assert got.evidence == a.switch_evidence
         assert got.counts == a.message_counts
     assert got.counts["matched"] == len(a.trace.messages)
 
@@ -163,6 +170,8 @@ def test_partials_run_on_a_local_cluster(sessions, tmp_path: Path) -> None:
             assert [s.to_dict() for s in got.switches] == [
                 s.to_dict() for s in a.protocol_switches]
             assert got.counts == a.message_counts
+            pd.testing.assert_frame_equal(rankstats.compute_wait_states_per_rank(run),
+                                          a.wait_states.per_rank(), check_exact=True)
 
 
 @pytest.mark.parametrize("kind", ["int", "float"])

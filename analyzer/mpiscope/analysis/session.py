@@ -180,6 +180,11 @@ class Analysis:
         return stats.message_counts(self.trace.messages, self.trace.unmatched)
 
     @result
+    def switch_evidence(self) -> dict[str, int]:
+        """Size buckets per path that could show a protocol switch (the summary's)."""
+        return stats.switch_evidence(self.trace)
+
+    @result
     def comm_matrix(self) -> pd.DataFrame:
         return stats.comm_matrix(self.trace)
 

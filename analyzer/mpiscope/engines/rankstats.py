@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import breakdown, callpaths, orderstats, stats
+from mpiscope.analysis import breakdown, callpaths, orderstats, stats, waitstates
 from mpiscope.engines.slices import RankSlice
 from mpiscope.output import atomic_path
 
@@ -68,6 +68,23 @@ def compute_ranks(run: Run) -> pd.DataFrame:
     for _sums, h in parts:
         hosts.update(h)
     return breakdown.ranks_frame(pd.concat([p for p, _h in parts]), hosts)
+
+
+# --- wait states per rank -------------------------------------------------------------------
+
+def waits_part(s: RankSlice) -> pd.DataFrame:
+    """The rank's row of WaitStates.per_rank (the rule run on its own calls' waits)."""
+    if s.waits is None:
+        raise ValueError(f"rank {s.rank}: the slice has no wait states")
+    calls = s.waits.assign(rank=s.trace.calls["rank"].to_numpy())  # per_call's columns
+    own = waitstates.WaitStates(calls, skew=None)  # type: ignore[arg-type]
+    return own.per_rank()
+
+
+def compute_wait_states_per_rank(run: Run) -> pd.DataFrame:
+    """`Analysis.wait_states.per_rank()` (the JSON's `wait_states_per_rank`), for a
+    waits object that does not give it itself."""
+    return pd.concat(run(waits_part))
 
 
 # --- time bins ----------------------------------------------------------------------------
