@@ -194,3 +194,35 @@ def test_order_statistics_across_sorted_runs_equal_pandas(kind: str) -> None:
             for q in (0.1, 0.5, 0.9):
                 want = whole.groupby(np.zeros(len(whole))).quantile(q).iloc[0]
                 assert orderstats.quantile(vals, q, gather) == want
+
+
+def test_what_a_rank_returns_does_not_grow_with_its_events(tmp_path: Path) -> None:
+    """The partials return aggregates: with 10x the events (same ranks, call sites and
+    message sizes), what reaches the client stays the same size; only the message
+    files in the scratch directory grow."""
+    import pickle
+
+    def returned(events: int) -> tuple[int, int]:
+        a = Analysis(mpiscope.load(synth(tmp_path / str(events), 4, events), use_cache=False))
+        run = in_process(slices.all_of_trace(a.trace, a.wait_states))
+        sizes: list[int] = []
+
+        def recording(fn):
+            out = run(fn)
+            sizes.extend(len(pickle.dumps(x)) for x in out)
+            return out
+
+        rankstats.compute_ranks(recording)
+        rankstats.compute_time_bins(recording)
+        rankstats.compute_callsites(recording, a.paths)
+        rankstats.compute_wait_states_per_rank(recording)
+        scratch = tmp_path / f"scratch{events}"
+        rankstats.compute_messages(recording, scratch)
+        files = sum(f.stat().st_size for f in scratch.rglob("*.npy"))
+        assert len(a.trace.messages) > 0
+        return sum(sizes), files
+
+    small, small_files = returned(20_000)
+    large, large_files = returned(200_000)
+    assert large < 1.2 * small
+    assert large_files > 5 * small_files
