@@ -146,7 +146,7 @@ class MessageArrays:
 class MessageValues:
     """What the message statistics are computed from: `sums` (MessageArrays.sums of all
     messages, or of every rank concatenated) and `runs(column, group)`, the sorted runs
-    of that group's values (message_groups: one run in memory, or one per rank)."""
+    of that group's values (MessageArrays.group: one run in memory, or one per rank)."""
 
     sums: pd.DataFrame
     runs: Callable[[str, int], list[np.ndarray]]
