@@ -126,7 +126,9 @@ def sites_part(s: RankSlice, with_paths: bool) -> tuple[pd.DataFrame, pd.DataFra
 def compute_callsites(run: Run, paths: callpaths.CallPaths
                       ) -> tuple[pd.DataFrame, dict[tuple[str, str], int]]:
     """(`Analysis.callsites`, `Analysis._best_paths`) in one pass; `paths` is the
-    session's CallPaths (the slices' calls relabelled with it)."""
+    session's CallPaths (the slices' calls relabelled with it). The slices' function
+    and callsite categories must be the whole trace's (as slices.of_trace and the cache
+    give them): sites of equal time keep the pandas engine's order, by category code."""
     with_paths = bool(paths.frames)
     parts = run(functools.partial(sites_part, with_paths=with_paths))
     df = stats.callsites_frame(pd.concat([p for p, _t in parts], ignore_index=True))
