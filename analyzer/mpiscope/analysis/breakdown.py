@@ -42,10 +42,12 @@ def intervals(trace: Trace) -> pd.DataFrame:
                          "end": np.maximum(end.to_numpy(), begin.to_numpy())})
 
 
-def _measured_calls(trace: Trace, ws: WaitStates, iv: pd.DataFrame) -> pd.DataFrame:
-    """Outermost MPI calls clipped to the measured interval, with their waiting part."""
-    c = threads.main_thread(trace.calls)
-    keep = (c["depth"] == 0) & ~c["kind"].isin(["init", "finalize"])
+def _measured_calls(trace: Trace, wait: np.ndarray, iv: pd.DataFrame) -> pd.DataFrame:
+    """Outermost MPI calls clipped to the measured interval, with their waiting part
+    (`wait`: ns per row of trace.calls)."""
+    c = trace.calls
+    keep = (threads.on_main_thread(c) & (c["depth"] == 0).to_numpy()
+            & ~c["kind"].isin(["init", "finalize"]).to_numpy())
     c = c[keep]
     # per-rank bounds by array lookup (ranks are 0..n-1), not a pandas join per call
     n = int(iv["rank"].max()) + 1 if len(iv) else 0
@@ -57,8 +59,7 @@ def _measured_calls(trace: Trace, ws: WaitStates, iv: pd.DataFrame) -> pd.DataFr
     start = np.clip(c["start"].to_numpy(), lo[rk], hi[rk])
     end = np.clip(c["end"].to_numpy(), lo[rk], hi[rk])
     dur = end - start
-    wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
-    parts = call_parts(c, dur, wait, io_completing(trace))
+    parts = call_parts(c, dur, np.asarray(wait)[keep], io_completing(trace))
     return pd.DataFrame({"rank": c["rank"].to_numpy(), "start": start, "end": end,
                          "mpi": dur, **parts})
 
@@ -84,52 +85,78 @@ def call_parts(c: pd.DataFrame, dur: np.ndarray, wait: np.ndarray,
     return {"sync": np.where(io, 0, sync), "io": np.where(io, dur, 0)}
 
 
-def per_rank(trace: Trace, ws: WaitStates) -> pd.DataFrame:
-    """rank, host, total_s, compute_s, communication_s, synchronization_s, io_s."""
+def rank_sums(trace: Trace, wait: np.ndarray) -> pd.DataFrame:
+    """Per rank (index): begin, end of its measured interval and the ns of its calls
+    inside it: mpi, sync, io. `trace` is a whole trace or one rank's slice (a rank's
+    sums need only its own rows), `wait` the calls' waiting ns, row for row."""
     iv = intervals(trace)
-    m = _measured_calls(trace, ws, iv)
-    g = m.groupby("rank")[["mpi", "sync", "io"]].sum()
-    out = iv.set_index("rank").join(g).fillna(0)
-    total = (out["end"] - out["begin"]).astype(np.int64)
-    mpi = np.minimum(out["mpi"].astype(np.int64), total)
-    io = np.minimum(out["io"].astype(np.int64), mpi)
-    sync = np.minimum(out["sync"].astype(np.int64), mpi - io)
-    hosts = trace.host_of()
+    g = _measured_calls(trace, wait, iv).groupby("rank")[["mpi", "sync", "io"]].sum()
+    return iv.set_index("rank").join(g).fillna(0)
+
+
+def ranks_frame(sums: pd.DataFrame, hosts: dict[int, str]) -> pd.DataFrame:
+    """The per-rank breakdown from `rank_sums` (of every rank, in rank order)."""
+    total = (sums["end"] - sums["begin"]).astype(np.int64)
+    mpi = np.minimum(sums["mpi"].astype(np.int64), total)
+    io = np.minimum(sums["io"].astype(np.int64), mpi)
+    sync = np.minimum(sums["sync"].astype(np.int64), mpi - io)
     return pd.DataFrame({
-        "rank": out.index.astype(int), "host": [hosts.get(r, "?") for r in out.index],
+        "rank": sums.index.astype(int), "host": [hosts.get(r, "?") for r in sums.index],
         "total_s": total / 1e9, "compute_s": (total - mpi) / 1e9,
         "communication_s": (mpi - sync - io) / 1e9, "synchronization_s": sync / 1e9,
         "io_s": io / 1e9,
     }).reset_index(drop=True)
 
 
-def time_bins(trace: Trace, ws: WaitStates, bins: int = 50) -> pd.DataFrame:
-    """The breakdown over time: seconds of each part per bin, summed over ranks."""
-    iv = intervals(trace)
-    m = _measured_calls(trace, ws, iv)
+def per_rank(trace: Trace, ws: WaitStates) -> pd.DataFrame:
+    """rank, host, total_s, compute_s, communication_s, synchronization_s, io_s."""
+    return ranks_frame(rank_sums(trace, ws.per_call["wait_ns"].to_numpy()), trace.host_of())
+
+
+def bin_edges(iv: pd.DataFrame, bins: int) -> np.ndarray:
+    """`bins` equal bins over the whole run: the earliest begin to the latest end."""
     lo, hi = int(iv["begin"].min()), int(iv["end"].max())
-    edges = np.linspace(lo, max(hi, lo + 1), bins + 1)
-    width = edges[1] - edges[0]
-    mpi = np.zeros(bins)
-    sync = np.zeros(bins)
-    io = np.zeros(bins)
-    # spread each call over the bins it overlaps (exactly, by overlap length)
+    return np.linspace(lo, max(hi, lo + 1), bins + 1)
+
+
+def bin_sums(trace: Trace, wait: np.ndarray, edges: np.ndarray, iv: pd.DataFrame
+             ) -> np.ndarray:
+    """ns of mpi, sync, io per rank and bin, shape (ranks of `iv` in rank order, 3,
+    bins): each call spread over the bins it overlaps (exactly, by overlap length). A
+    rank's row needs only its own rows, so a rank's slice (with `iv` its interval) gives
+    its row of the whole trace's, bit for bit (the same additions in the same order)."""
+    m = _measured_calls(trace, wait, iv)
+    ranks = np.sort(iv["rank"].to_numpy())
+    bins = len(edges) - 1
+    out = np.zeros((len(ranks), 3, bins))
+    if not len(m):
+        return out
+    row = np.searchsorted(ranks, m["rank"].to_numpy())
+    lo, width = edges[0], edges[1] - edges[0]
     s, e = m["start"].to_numpy(), m["end"].to_numpy()
     frac_sync = np.divide(m["sync"].to_numpy(), np.maximum(m["mpi"].to_numpy(), 1))
     frac_io = np.divide(m["io"].to_numpy(), np.maximum(m["mpi"].to_numpy(), 1))
     b0 = np.clip(((s - lo) // width).astype(int), 0, bins - 1)
     b1 = np.clip(((e - lo) // width).astype(int), 0, bins - 1)
-    for k in range(int((b1 - b0).max()) + 1 if len(m) else 0):
+    for k in range(int((b1 - b0).max()) + 1):
         b = b0 + k
         ok = b <= b1
-        bb = b[ok]
+        bb, rr = b[ok], row[ok]
         ov = np.minimum(e[ok], edges[bb + 1]) - np.maximum(s[ok], edges[bb])
         ov = np.maximum(ov, 0)
-        np.add.at(mpi, bb, ov)
-        np.add.at(sync, bb, ov * frac_sync[ok])
-        np.add.at(io, bb, ov * frac_io[ok])
+        np.add.at(out, (rr, 0, bb), ov)
+        np.add.at(out, (rr, 1, bb), ov * frac_sync[ok])
+        np.add.at(out, (rr, 2, bb), ov * frac_io[ok])
+    return out
+
+
+def bins_frame(iv: pd.DataFrame, edges: np.ndarray, sums: np.ndarray) -> pd.DataFrame:
+    """The breakdown over time from every rank's `bin_sums` (stacked in rank order)."""
+    lo = edges[0]
+    mpi, sync, io = sums.sum(axis=0)
     # rank-time available per bin: ranks alive in it
-    alive = np.zeros(bins)
+    alive = np.zeros(len(edges) - 1)
+    iv = iv.sort_values("rank", kind="stable")
     for b_, e_ in zip(iv["begin"], iv["end"], strict=True):
         alive += np.clip(np.minimum(e_, edges[1:]) - np.maximum(b_, edges[:-1]), 0, None)
     return pd.DataFrame({
@@ -137,3 +164,10 @@ def time_bins(trace: Trace, ws: WaitStates, bins: int = 50) -> pd.DataFrame:
         "compute_s": (alive - mpi) / 1e9, "communication_s": (mpi - sync - io) / 1e9,
         "synchronization_s": sync / 1e9, "io_s": io / 1e9,
     })
+
+
+def time_bins(trace: Trace, ws: WaitStates, bins: int = 50) -> pd.DataFrame:
+    """The breakdown over time: seconds of each part per bin, summed over ranks."""
+    iv = intervals(trace)
+    edges = bin_edges(iv, bins)
+    return bins_frame(iv, edges, bin_sums(trace, ws.per_call["wait_ns"].to_numpy(), edges, iv))

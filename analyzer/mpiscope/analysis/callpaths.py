@@ -201,28 +201,50 @@ def relabel(trace: Trace, paths: CallPaths, group_by: str = "frame") -> Trace:
     return replace(trace, calls=calls)
 
 
-def best_paths(trace: Trace) -> dict[tuple[str, str], int]:
-    """(function, callsite) -> the path id of most time among the calls grouped there
-    (in a relabelled trace), for the calls that have a path."""
+def path_times(trace: Trace) -> pd.DataFrame:
+    """function, callsite, callpath, ns: time per path among the calls grouped under
+    each (function, callsite) (of a relabelled trace, or one rank's slice of it), for
+    the calls that have a path."""
     calls = trace.calls
+    empty = pd.DataFrame({"function": pd.Series(dtype=object),
+                          "callsite": pd.Series(dtype=object),
+                          "callpath": pd.Series(dtype=np.int64),
+                          "ns": pd.Series(dtype=np.int64)})
     if "callpath" not in calls.columns:
-        return {}
+        return empty
     pid = calls["callpath"].to_numpy()
     has = pid >= 0
     if not has.any():
-        return {}
+        return empty
     df = pd.DataFrame({
         "f": calls["function"].cat.codes.to_numpy()[has],
         "c": calls["callsite"].cat.codes.to_numpy()[has],
-        "p": pid[has],
-        "d": (calls["end"].to_numpy() - calls["start"].to_numpy())[has]})
-    per = df.groupby(["f", "c", "p"], sort=False)["d"].sum().reset_index()
-    per = per.sort_values(["d", "p"], ascending=[False, True], kind="stable")
-    best = per.drop_duplicates(["f", "c"])
+        "callpath": pid[has],
+        "ns": (calls["end"].to_numpy() - calls["start"].to_numpy())[has]})
+    per = df.groupby(["f", "c", "callpath"], sort=False)["ns"].sum().reset_index()
     fcats = calls["function"].cat.categories
     ccats = calls["callsite"].cat.categories
-    return {(str(fcats[f]), str(ccats[c])): int(p)
-            for f, c, p in zip(best["f"], best["c"], best["p"], strict=True)}
+    return pd.DataFrame({"function": [str(fcats[f]) for f in per["f"]],
+                         "callsite": [str(ccats[c]) for c in per["c"]],
+                         "callpath": per["callpath"].to_numpy().astype(np.int64),
+                         "ns": per["ns"].to_numpy()})
+
+
+def best_of(times: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """`best_paths` from `path_times` (of every rank, concatenated): per (function,
+    callsite) the path of most time, the lowest path id among equals."""
+    per = times.groupby(["function", "callsite", "callpath"], sort=False)["ns"].sum()
+    per = per.reset_index().sort_values(["ns", "callpath"], ascending=[False, True],
+                                        kind="stable")
+    best = per.drop_duplicates(["function", "callsite"])
+    return {(f, c): int(p) for f, c, p in zip(best["function"], best["callsite"],
+                                              best["callpath"], strict=True)}
+
+
+def best_paths(trace: Trace) -> dict[tuple[str, str], int]:
+    """(function, callsite) -> the path id of most time among the calls grouped there
+    (in a relabelled trace), for the calls that have a path."""
+    return best_of(path_times(trace))
 
 
 def callpath_of(paths: CallPaths, best: dict[tuple[str, str], int], function: str,
@@ -235,6 +257,21 @@ def callpath_of(paths: CallPaths, best: dict[tuple[str, str], int], function: st
         return paths.frame(pid), paths.path(pid)
     site = label.split(VIA, 1)[0]
     return site, [site] if site else []
+
+
+def name_sites(sites: pd.DataFrame, paths: CallPaths,
+               best: dict[tuple[str, str], int]) -> pd.DataFrame:
+    """Call-site statistics (stats.callsites of a relabelled trace) with each group's
+    call site and `callpath` (frames, innermost first, of the path with most time)."""
+    df = sites.copy()
+    if not paths.frames:
+        df["callpath"] = [[str(c)] if str(c) else [] for c in df["callsite"]]
+        return df
+    named = [callpath_of(paths, best, str(f), str(c))
+             for f, c in zip(df["function"], df["callsite"], strict=True)]
+    df["callsite"] = [c for c, _p in named]
+    df["callpath"] = [p for _c, p in named]
+    return df
 
 
 def via(callpath: Sequence[str], callsite: str) -> str:

@@ -134,14 +134,7 @@ class Analysis:
         """Per call site, with its waiting time and call path (`callpath`: frames,
         innermost first, of the path with most time)."""
         df = stats.callsites(self.trace, self.wait_states.per_call["wait_ns"].to_numpy())
-        if not self.paths.frames:
-            df["callpath"] = [[str(c)] if str(c) else [] for c in df["callsite"]]
-            return df
-        named = [self.callpath(str(f), str(c)) for f, c in zip(df["function"], df["callsite"],
-                                                              strict=True)]
-        df["callsite"] = [c for c, _p in named]
-        df["callpath"] = [p for _c, p in named]
-        return df
+        return callpaths.name_sites(df, self.paths, self._best_paths)
 
     @result
     def findings(self) -> list[findings.Finding]:
@@ -182,6 +175,16 @@ class Analysis:
         return stats.protocol_switches(self.trace)
 
     @result
+    def message_counts(self) -> dict[str, int]:
+        """Matched messages, unmatched sends and receives."""
+        return stats.message_counts(self.trace.messages, self.trace.unmatched)
+
+    @result
+    def switch_evidence(self) -> dict[str, int]:
+        """Size buckets per path that could show a protocol switch (the summary's)."""
+        return stats.switch_evidence(self.trace)
+
+    @result
     def comm_matrix(self) -> pd.DataFrame:
         return stats.comm_matrix(self.trace)
 
@@ -198,7 +201,6 @@ class Analysis:
         """The contract's JSON (`mpiscope analyze --json`), as Python objects."""
         t = self.trace
         ws = self.wait_states
-        u = t.unmatched
         loop = self.loop
         per_iteration = self.per_iteration
         return {
@@ -229,9 +231,7 @@ class Analysis:
             "main_loop": ({"callsite": loop.callsite, "function": loop.function,
                            "iterations": loop.iterations} if loop else None),
             "iterations": _records(per_iteration) if per_iteration is not None else [],
-            "messages": {"matched": int(len(t.messages)),
-                         "unmatched_sends": int((u["event"].isin(["send", "isend"])).sum()),
-                         "unmatched_receives": int((u["event"].isin(["recv", "irecv"])).sum())},
+            "messages": self.message_counts,
             "clock_skew": {"violations": ws.skew.violations,
                            "offsets_ns": {str(k): v for k, v in ws.skew.offsets_ns.items()},
                            "remaining": ws.skew.remaining},

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
+from mpiscope.analysis import orderstats
 from mpiscope.archive.trace import Trace
 
 
@@ -38,20 +40,40 @@ def uninterpreted(trace: Trace) -> pd.DataFrame:
             [["name", "calls", "time_s"]])
 
 
-def callsites(trace: Trace, wait_ns: np.ndarray | None = None) -> pd.DataFrame:
-    """function, callsite, calls, time_s, mean_s, max_s, bytes, wait_s."""
+def callsite_sums(trace: Trace, wait_ns: np.ndarray | None = None) -> pd.DataFrame:
+    """function, callsite (categorical), calls, dur, max, bytes, wait (ns): the sums
+    `callsites` reads, of a whole trace or one rank's slice (`wait_ns` row for row)."""
     c = _outer(trace)
     c["wait"] = wait_ns if wait_ns is not None else 0
     g = c.groupby(["function", "callsite"], observed=True)
-    df = pd.DataFrame({"calls": g.size(), "time_s": g["dur"].sum() / 1e9,
-                       "mean_s": g["dur"].mean() / 1e9, "max_s": g["dur"].max() / 1e9,
-                       "bytes": g["bytes"].sum(), "wait_s": g["wait"].sum() / 1e9})
+    return pd.DataFrame({"calls": g.size(), "dur": g["dur"].sum(), "max": g["dur"].max(),
+                         "bytes": g["bytes"].sum(), "wait": g["wait"].sum()}).reset_index()
+
+
+def callsites_frame(sums: pd.DataFrame) -> pd.DataFrame:
+    """`callsites` from `callsite_sums` (of every rank, concatenated)."""
+    g = sums.groupby(["function", "callsite"], observed=True)
+    s = pd.DataFrame({"calls": g["calls"].sum(), "dur": g["dur"].sum(),
+                      "max": g["max"].max(), "bytes": g["bytes"].sum(),
+                      "wait": g["wait"].sum()})
+    # the exact mean: ns sums stay below 2^53, so sum / count is what pandas' mean gives
+    df = pd.DataFrame({"calls": s["calls"], "time_s": s["dur"] / 1e9,
+                       "mean_s": s["dur"] / s["calls"] / 1e9, "max_s": s["max"] / 1e9,
+                       "bytes": s["bytes"], "wait_s": s["wait"] / 1e9})
     return df.reset_index().sort_values("time_s", ascending=False, ignore_index=True)
+
+
+def callsites(trace: Trace, wait_ns: np.ndarray | None = None) -> pd.DataFrame:
+    """function, callsite, calls, time_s, mean_s, max_s, bytes, wait_s."""
+    return callsites_frame(callsite_sums(trace, wait_ns))
 
 
 def transfer_ns(trace: Trace) -> np.ndarray:
     """Per message: time from both sides being ready to the data having arrived."""
-    m = trace.messages
+    return _transfer(trace.messages)
+
+
+def _transfer(m: pd.DataFrame) -> np.ndarray:
     ready = np.maximum(m["send_enter"].to_numpy(), m["recv_enter"].to_numpy())
     return np.maximum(m["recv_time"].to_numpy() - ready, 1)
 
@@ -66,6 +88,102 @@ def _size_bucket(nbytes: np.ndarray) -> np.ndarray:
                     0).astype(np.int64)
 
 
+PATHS = ("intra-node", "inter-node")
+LARGE = 65536  # bytes: host_split's bandwidth comes from messages this large where any
+TRANSFER_QUANTILE = 0.9  # message_sizes' p90_transfer_s
+
+
+def _same_host(m: pd.DataFrame, hosts: dict[int, str]) -> np.ndarray:
+    """Per message: both ranks on one host (a rank of unknown host is on none)."""
+    s, r = m["send_rank"].to_numpy(), m["recv_rank"].to_numpy()
+    n = max([*hosts, int(s.max(initial=-1)), int(r.max(initial=-1))]) + 1
+    names = {h: i for i, h in enumerate(dict.fromkeys(hosts.values()))}
+    code = np.full(n, -1, dtype=np.int64)  # host per rank by array lookup, not a map
+    code[list(hosts)] = [names[h] for h in hosts.values()]
+    return (code[s] == code[r]) & (code[s] >= 0)
+
+
+GROUP_COLUMNS = ("t", "rate", *(f"{c}/{p}" for p in PATHS for c in ("n", "t", "rate")))
+
+
+class MessageArrays:
+    """Per message (of all messages, or one rank's sent ones) what the statistics read:
+    bytes, transfer ns, size bucket, same host; computed once."""
+
+    def __init__(self, m: pd.DataFrame, hosts: dict[int, str]) -> None:
+        self.b = m["bytes"].to_numpy()
+        self.t = _transfer(m)
+        self.lo = _size_bucket(self.b)
+        self.same = _same_host(m, hosts)
+
+    def sums(self) -> pd.DataFrame:
+        """path (index into PATHS), lo (size bucket), large, messages, bytes: the counts
+        and sums per group (they add up over ranks)."""
+        df = pd.DataFrame({"path": np.where(self.same, 0, 1).astype(np.int8), "lo": self.lo,
+                           "large": self.b >= LARGE, "bytes": self.b})
+        g = df.groupby(["path", "lo", "large"])
+        return pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum()}).reset_index()
+
+    def group(self, column: str) -> orderstats.Groups:
+        """The values the statistics take medians and quantiles of, sorted per group,
+        one of GROUP_COLUMNS: `t` (transfer ns) and `rate` (MB/s) per size bucket; per
+        path p, `n/p` (bytes) and `t/p` per size bucket of its non-empty messages (the
+        protocol switch's points) and `rate/p` per large (1) or not (0) (host_split)."""
+        b, key = self.b, self.lo
+        name, _, path = column.partition("/")
+        sel = np.ones(len(b), dtype=bool)
+        if path:
+            sel = self.same if path == PATHS[0] else ~self.same
+            if name == "rate":
+                key = (b >= LARGE).astype(np.int64)
+            else:
+                sel = sel & (b > 0)
+        values = {"t": self.t, "rate": b / self.t * 1e3, "n": b}[name]
+        return orderstats.Groups.of(key[sel], values[sel])
+
+
+@dataclass
+class MessageValues:
+    """What the message statistics are computed from: `sums` (MessageArrays.sums of all
+    messages, or of every rank concatenated) and `runs(column, group)`, the sorted runs
+    of that group's values (MessageArrays.group: one run in memory, or one per rank)."""
+
+    sums: pd.DataFrame
+    runs: Callable[[str, int], list[np.ndarray]]
+    gather: int = orderstats.GATHER
+
+    @classmethod
+    def of(cls, trace: Trace) -> MessageValues:
+        arrays = MessageArrays(trace.messages, trace.host_of())
+        groups: dict[str, orderstats.Groups] = {}
+
+        def runs(column: str, key: int) -> list[np.ndarray]:
+            if column not in groups:  # only the columns a statistic reads
+                groups[column] = arrays.group(column)
+            return [groups[column].run(key)]
+
+        return cls(arrays.sums(), runs)
+
+    def median(self, column: str, key: int, scale: float = 1.0) -> float:
+        return orderstats.median(self.runs(column, key), self.gather, scale)
+
+
+def sizes_of(mv: MessageValues) -> pd.DataFrame:
+    """`message_sizes` from the message values."""
+    if mv.sums.empty:
+        return pd.DataFrame(columns=SIZE_COLUMNS)
+    g = mv.sums.groupby("lo")
+    out = pd.DataFrame({"messages": g["messages"].sum(), "bytes": g["bytes"].sum()})
+    lo = out.index.to_numpy()
+    out["median_transfer_s"] = [mv.median("t", k) / 1e9 for k in lo]
+    out["p90_transfer_s"] = [orderstats.quantile(mv.runs("t", k), TRANSFER_QUANTILE,
+                                                 mv.gather) / 1e9 for k in lo]
+    out["bandwidth_MBps"] = [mv.median("rate", k) for k in lo]
+    out = out.rename_axis("bucket_lo").reset_index()
+    out.insert(1, "bucket_hi", np.maximum(out["bucket_lo"] * 2 - 1, 0))
+    return out[SIZE_COLUMNS]
+
+
 def message_sizes(trace: Trace) -> pd.DataFrame:
     """Power-of-two size buckets: messages, bytes, median and 90th percentile of the
     transfer time, and the achieved bandwidth as the median of the messages' own rates
@@ -75,20 +193,7 @@ def message_sizes(trace: Trace) -> pd.DataFrame:
     long before its Wait) would otherwise pull a whole bucket down by 10x. The bandwidth
     per bucket shows where the MPI library switches from eager to rendezvous (a dip
     around 4-64 KiB); `protocol_switches` finds it."""
-    m = trace.messages
-    if m.empty:
-        return pd.DataFrame(columns=SIZE_COLUMNS)
-    b = m["bytes"].to_numpy()
-    t = transfer_ns(trace)
-    df = pd.DataFrame({"lo": _size_bucket(b), "bytes": b, "t": t, "rate": b / t * 1e3})
-    g = df.groupby("lo")
-    out = pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum(),
-                        "median_transfer_s": g["t"].median() / 1e9,
-                        "p90_transfer_s": g["t"].quantile(0.9) / 1e9,
-                        "bandwidth_MBps": g["rate"].median()})
-    out = out.rename_axis("bucket_lo").reset_index()
-    out.insert(1, "bucket_hi", np.maximum(out["bucket_lo"] * 2 - 1, 0))
-    return out[SIZE_COLUMNS]
+    return sizes_of(MessageValues.of(trace))
 
 
 # Eager/rendezvous switch (protocol_switches). Evidence needed before we name one:
@@ -140,17 +245,18 @@ def _trend(n: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     return float(alpha), float(slope)
 
 
-def _size_points(nbytes: np.ndarray, t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(median size, median time) of each size bucket with enough messages to count."""
-    df = pd.DataFrame({"lo": _size_bucket(nbytes), "n": nbytes, "t": t_s})
-    g = df[df["n"] > 0].groupby("lo").agg(n=("n", "median"), t=("t", "median"),
-                                          count=("t", "size"))
-    g = g[g["count"] >= SWITCH_MIN_MESSAGES]
-    return g["n"].to_numpy(float), g["t"].to_numpy(float)
+def _size_points(mv: MessageValues, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(median size, median time in s) of each size bucket of non-empty messages on
+    `path` with enough messages to count."""
+    s = mv.sums[(mv.sums["path"] == PATHS.index(path)) & (mv.sums["lo"] > 0)]
+    count = s.groupby("lo")["messages"].sum()
+    lo = count.index.to_numpy()[count.to_numpy() >= SWITCH_MIN_MESSAGES]
+    return (np.array([mv.median(f"n/{path}", k) for k in lo], dtype=float),
+            np.array([mv.median(f"t/{path}", k, scale=1e9) for k in lo], dtype=float))
 
 
-def _switch(path: str, nbytes: np.ndarray, t_s: np.ndarray) -> ProtocolSwitch | None:
-    n, t = _size_points(nbytes, t_s)
+def _switch(path: str, n: np.ndarray, t: np.ndarray) -> ProtocolSwitch | None:
+    """The switch on `path` from its size points (n, t): `_size_points`."""
     best: ProtocolSwitch | None = None
     for j in range(SWITCH_MIN_BELOW, len(n) - SWITCH_MIN_ABOVE + 1):
         alpha, slope = _trend(n[:j], t[:j])
@@ -171,12 +277,14 @@ def _switch(path: str, nbytes: np.ndarray, t_s: np.ndarray) -> ProtocolSwitch | 
     return best
 
 
-def _paths(trace: Trace) -> list[tuple[str, np.ndarray]]:
-    """(path, mask over trace.messages) for intra- and inter-node messages."""
-    m = trace.messages
-    hosts = trace.host_of()
-    same = m["send_rank"].map(hosts).to_numpy() == m["recv_rank"].map(hosts).to_numpy()
-    return [("intra-node", same), ("inter-node", ~same)]
+def _paths_with_messages(mv: MessageValues) -> list[str]:
+    have = set(mv.sums["path"].tolist())
+    return [p for i, p in enumerate(PATHS) if i in have]
+
+
+def evidence_of(mv: MessageValues) -> dict[str, int]:
+    """`switch_evidence` from the message values."""
+    return {p: len(_size_points(mv, p)[0]) for p in _paths_with_messages(mv)}
 
 
 def switch_evidence(trace: Trace) -> dict[str, int]:
@@ -185,12 +293,13 @@ def switch_evidence(trace: Trace) -> dict[str, int]:
     trace shows none: its transfer times follow one latency/bandwidth trend (a real run
     may have none, e.g. when the MPI library's large-message copy is as fast per byte as
     its eager one); with fewer, it cannot tell."""
-    m = trace.messages
-    if m.empty:
-        return {}
-    b, t = m["bytes"].to_numpy(), transfer_ns(trace) / 1e9
-    return {path: len(_size_points(b[sel], t[sel])[0]) for path, sel in _paths(trace)
-            if sel.any()}
+    return evidence_of(MessageValues.of(trace))
+
+
+def switches_of(mv: MessageValues) -> list[ProtocolSwitch]:
+    """`protocol_switches` from the message values."""
+    found = (_switch(p, *_size_points(mv, p)) for p in PATHS)
+    return [s for s in found if s is not None]
 
 
 def protocol_switches(trace: Trace) -> list[ProtocolSwitch]:
@@ -207,12 +316,16 @@ def protocol_switches(trace: Trace) -> list[ProtocolSwitch]:
     is noise). Of the qualifying candidates the one with the largest jump (time /
     prediction) is the switch. Paths are apart because their limits differ (shared
     memory ~4 KiB, TCP ~64 KiB in Open MPI)."""
-    m = trace.messages
-    if m.empty:
-        return []
-    b, t = m["bytes"].to_numpy(), transfer_ns(trace) / 1e9
-    found = (_switch(path, b[sel], t[sel]) for path, sel in _paths(trace))
-    return [s for s in found if s is not None]
+    return switches_of(MessageValues.of(trace))
+
+
+def message_counts(messages: pd.DataFrame, unmatched: pd.DataFrame) -> dict[str, int]:
+    """The JSON's `messages`: matched, unmatched sends and receives (of a whole trace,
+    or one rank's sent messages and unmatched events: they add up)."""
+    ev = unmatched["event"]
+    return {"matched": int(len(messages)),
+            "unmatched_sends": int(ev.isin(["send", "isend"]).sum()),
+            "unmatched_receives": int(ev.isin(["recv", "irecv"]).sum())}
 
 
 def comm_matrix(trace: Trace) -> pd.DataFrame:
@@ -221,25 +334,27 @@ def comm_matrix(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum()}).reset_index()
 
 
+def host_split_of(mv: MessageValues) -> pd.DataFrame:
+    """`host_split` from the message values."""
+    if mv.sums.empty:
+        return pd.DataFrame(columns=["path", "messages", "bytes", "bandwidth_MBps"])
+    rows = []
+    for p in _paths_with_messages(mv):
+        s = mv.sums[mv.sums["path"] == PATHS.index(p)]
+        big = bool(s["large"].any())  # bandwidth from large messages
+        runs = mv.runs(f"rate/{p}", 1) if big else [*mv.runs(f"rate/{p}", 0),
+                                                     *mv.runs(f"rate/{p}", 1)]
+        rows.append({"path": p, "messages": int(s["messages"].sum()),
+                     "bytes": int(s["bytes"].sum()),
+                     "bandwidth_MBps": orderstats.median(runs, mv.gather)})
+    return pd.DataFrame(rows)
+
+
 def host_split(trace: Trace) -> pd.DataFrame:
     """Messages within a host vs between hosts, with achieved bandwidth for each: the
     median of the large messages' own rates (as in `message_sizes`, so one message that
     waited cannot pull the figure down), from all messages where none is large."""
-    m = trace.messages
-    hosts = trace.host_of()
-    if m.empty:
-        return pd.DataFrame(columns=["path", "messages", "bytes", "bandwidth_MBps"])
-    same = m["send_rank"].map(hosts).to_numpy() == m["recv_rank"].map(hosts).to_numpy()
-    t = transfer_ns(trace)
-    rows = []
-    for path, sel in (("intra-node", same), ("inter-node", ~same)):
-        if sel.any():
-            big = sel & (m["bytes"].to_numpy() >= 65536)  # bandwidth from large messages
-            use = big if big.any() else sel
-            bw = float(np.median(m["bytes"].to_numpy()[use] / t[use] * 1e3))
-            rows.append({"path": path, "messages": int(sel.sum()),
-                         "bytes": int(m["bytes"].to_numpy()[sel].sum()), "bandwidth_MBps": bw})
-    return pd.DataFrame(rows)
+    return host_split_of(MessageValues.of(trace))
 
 
 @dataclass

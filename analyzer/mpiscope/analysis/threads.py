@@ -25,6 +25,13 @@ def main_thread(calls: pd.DataFrame) -> pd.DataFrame:
     return calls[~other] if other.any() else calls
 
 
+def on_main_thread(calls: pd.DataFrame) -> np.ndarray:
+    """Mask of the rows `main_thread` keeps (for arrays aligned with the calls)."""
+    if "thread" not in calls.columns:
+        return np.ones(len(calls), dtype=bool)
+    return calls["thread"].to_numpy() == 0
+
+
 def per_thread(trace: Trace) -> pd.DataFrame:
     """rank, thread, name, mpi_s, calls: every thread's outermost MPI calls other than
     MPI_Init/MPI_Finalize, and the time in them (thread 0 included: the main thread)."""

@@ -63,7 +63,7 @@ def _messages(analysis: Analysis, console: Console, hosts: int) -> None:
     # where the sizes could show a switch and none stands out, say so: a real run may
     # have none (no step between eager and large-message copies); too few sizes say nothing
     named = {p.path for p in analysis.protocol_switches}
-    for path, sizes in stats.switch_evidence(analysis.trace).items():
+    for path, sizes in analysis.switch_evidence.items():
         if path not in named and sizes >= stats.SWITCH_MIN_BELOW + stats.SWITCH_MIN_ABOVE:
             where = f" ({path})" if hosts > 1 else ""
             console.print(f"No protocol switch visible{where}: the transfer times of {sizes} "
