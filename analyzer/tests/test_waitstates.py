@@ -132,8 +132,9 @@ def test_injected_imbalance_is_waiting_at_the_allreduce(imbalance4):
     truth = nxn_wait_by_rank_s(imbalance4)
     for rank in range(4):
         assert per_rank.loc[rank] == pytest.approx(truth.loc[rank], rel=1e-9, abs=1e-9)
-    # rank 3 computes EXTRA_US longer each iteration; rank 2 (not in the exchange whose
-    # sleeps delay ranks 0 and 1) reaches the Allreduce first and waits most. (Which rank
-    # waits least is up to the scheduler on a busy machine.)
-    assert per_rank.idxmax() == 2 and per_rank.loc[2] > 0
+    # rank 3 computes EXTRA_US (15 ms) longer each iteration, so rank 2 (not in the
+    # exchange that delays ranks 0 and 1) waits for it at the Allreduce. Which rank waits
+    # most is up to the scheduler on a very busy machine (load 20: rank 0 or 1 at times);
+    # rank 3 outwaiting rank 2 would need it delayed 15 ms more in most iterations.
+    assert per_rank.loc[2] > per_rank.loc[3] and per_rank.loc[2] > 0
     assert ws.skew.remaining == 0
