@@ -14,7 +14,9 @@ cold (no cache) in a fresh process, each phase measured on its own:
                   on the workers at the time), its two parts timed apart;
     wall time, events/s per worker, each worker's peak RSS (its process sampled every
     20 ms with psutil, from outside: a worker busy in a task is still sampled), bytes the
-    workers spilled to disk (their `disk-write` byte counters), the client's peak RSS.
+    workers spilled to disk (their `disk-write` byte counters), the client's peak RSS, and
+    the CPU seconds of the workers and of the client (on a busy machine the wall time
+    scales with the cores the benchmark gets; the CPU seconds say what the work costs).
     The analysis is skipped where the client's peak RSS per event, measured at a smaller
     size, says the client would not fit.
 Prints one table per size and the ratios (1 -> 2 workers per phase; pandas / dask).
@@ -109,13 +111,14 @@ def rss() -> int:
 def child_pandas(trace: str) -> dict:
     import mpiscope
 
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     tr = mpiscope.load(trace)
-    t1 = time.perf_counter()
+    c1, t1 = time.process_time(), time.perf_counter()
     read_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     mpiscope.analyze(tr).to_dict()
     t2 = time.perf_counter()
     return {"read_s": t1 - t0, "analysis_s": t2 - t1, "read_rss": read_peak,
+            "read_cpu": c1 - c0, "analysis_cpu": time.process_time() - c1,
             "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
 
@@ -164,6 +167,22 @@ class Sampler:
             self.peak, self.client_peak = {}, 0
         return out
 
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds (user + system) used so far by the workers (summed) and by this
+        process: on a busy machine the wall time scales with the cores we get, these not."""
+        import psutil
+
+        def used(pid: int) -> float:
+            try:
+                t = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                return 0.0
+            return t.user + t.system
+
+        with self.lock:
+            pids = list(self.pids.values())
+        return sum(used(p) for p in pids), used(os.getpid())
+
     def close(self) -> None:
         self.stop.set()
         self.thread.join()
@@ -177,9 +196,12 @@ def child_dask(trace: str, workers: int, memory: str, analysis: bool) -> dict:
         s = Sampler(c)
         s.phase()
         spill0 = sum(c.run(spilled_bytes).values())
+        cpu0 = s.cpu()
         t0 = time.perf_counter()
         convert.convert(trace, c)
         res["convert_s"] = time.perf_counter() - t0
+        cpu1 = s.cpu()
+        res["convert_cpu"] = [cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]]
         spill1 = sum(c.run(spilled_bytes).values())
         res["convert_worker_rss"], res["convert_client_rss"] = s.phase()
         res["convert_spilled"] = spill1 - spill0
@@ -191,6 +213,8 @@ def child_dask(trace: str, workers: int, memory: str, analysis: bool) -> dict:
             a.to_dict()
             t2 = time.perf_counter()
             res.update(analyze_s=t1 - t0, to_dict_s=t2 - t1, analysis_s=t2 - t0)
+            cpu2 = s.cpu()
+            res["analysis_cpu"] = [cpu2[0] - cpu1[0], cpu2[1] - cpu1[1]]
             res["analysis_worker_rss"], res["analysis_client_rss"] = s.phase()
             res["analysis_client_base"] = base
             res["analysis_spilled"] = sum(c.run(spilled_bytes).values()) - spill1
@@ -213,12 +237,17 @@ def gb(n: float) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
-def row(name: str, phase: str, s: float | None, n: int, workers: int, wrss: list[int] | str,
-        spill: int | None, crss: int | None) -> str:
+def row(name: str, phase: str, s: float | None, cpu: str, n: int, workers: int,
+        wrss: list[int] | str, spill: int | None, crss: int | None) -> str:
     rate = f"{n / s / workers / 1e6:.2f}" if s else "-"
     w = wrss if isinstance(wrss, str) else (", ".join(gb(x) for x in wrss) or "-")
-    return (f"| {name} | {phase} | {f'{s:.1f}' if s else '-'} | {rate} | {w} | "
+    return (f"| {name} | {phase} | {f'{s:.1f}' if s else '-'} | {cpu} | {rate} | {w} | "
             f"{gb(spill) if spill is not None else '-'} | {gb(crss) if crss else '-'} |")
+
+
+def cpu(workers_and_client: list[float]) -> str:
+    w, c = workers_and_client
+    return f"{w:.1f} + {c:.1f}"
 
 
 def load() -> str:
@@ -244,25 +273,27 @@ def main() -> int:
         avail = available_memory()
         print(f"\n== {d.name}: {n:,} events, {ranks} ranks (load avg 1/5/15 min before: "
               f"{load()})", flush=True)
-        lines = ["| run | phase | time s | M events/s per worker | peak RSS per worker | "
-                 "spilled | client peak RSS |", "|---|---|---|---|---|---|---|"]
+        lines = ["| run | phase | time s | CPU s workers + client | M events/s per worker "
+                 "| peak RSS per worker | spilled | client peak RSS |",
+                 "|---|---|---|---|---|---|---|---|"]
         res: dict[str, dict | None] = {}
         need = n * pandas_bpe
         if need > HEADROOM * avail:
             lines.append(f"| pandas | - | does not fit (needs ~{gb(need)} at {pandas_bpe:.0f} "
                          f"B/event from {pandas_bpe_from}, {gb(avail)} available) "
-                         "| | | | |")
+                         "| | | | | |")
         else:
             cold(d)
             p = res["pandas"] = run_child("pandas", str(d))
             if p:
                 pandas_bpe, pandas_bpe_from = p["rss"] / n, f"{n:.0e} events"
-                lines.append(row("pandas", "read + cache", p["read_s"], n, 1, "-", None,
-                                 p["read_rss"]))
-                lines.append(row("pandas", "analysis", p["analysis_s"], n, 1, "-", None,
+                lines.append(row("pandas", "read + cache", p["read_s"],
+                                 f"{p['read_cpu']:.1f}", n, 1, "-", None, p["read_rss"]))
+                lines.append(row("pandas", "analysis", p["analysis_s"],
+                                 f"{p['analysis_cpu']:.1f}", n, 1, "-", None, p["rss"]))
+                lines.append(row("pandas", "total", p["read_s"] + p["analysis_s"],
+                                 f"{p['read_cpu'] + p['analysis_cpu']:.1f}", n, 1, "-", None,
                                  p["rss"]))
-                lines.append(row("pandas", "total", p["read_s"] + p["analysis_s"], n, 1, "-",
-                                 None, p["rss"]))
         analysis = client_bpe is None or n * client_bpe <= HEADROOM * avail
         for w in (1, 2):
             cold(d)
@@ -271,11 +302,13 @@ def main() -> int:
             name = f"dask {w} worker{'s' if w > 1 else ''}"
             if not r:
                 continue
-            lines.append(row(name, "conversion", r["convert_s"], n, w, r["convert_worker_rss"],
-                             r["convert_spilled"], r["convert_client_rss"]))
+            lines.append(row(name, "conversion", r["convert_s"], cpu(r["convert_cpu"]), n, w,
+                             r["convert_worker_rss"], r["convert_spilled"],
+                             r["convert_client_rss"]))
             if "analysis_s" in r:
                 lines.append(row(name, f"analysis (analyze {r['analyze_s']:.1f} s + to_dict "
-                                 f"{r['to_dict_s']:.1f} s)", r["analysis_s"], n, w,
+                                 f"{r['to_dict_s']:.1f} s)", r["analysis_s"],
+                                 cpu(r["analysis_cpu"]), n, w,
                                  r["analysis_worker_rss"], r["analysis_spilled"],
                                  r["analysis_client_rss"]))
                 bpe = max(r["analysis_client_rss"] - r["analysis_client_base"], 0) / n
@@ -285,7 +318,7 @@ def main() -> int:
                 lines.append(f"| {name} | analysis | not run: the client would need "
                              f"~{gb(n * (client_bpe or 0))} ({client_bpe or 0:.0f} B/event "
                              f"over its base at {client_bpe_from}), {gb(avail)} available "
-                             "| | | | |")
+                             "| | | | | |")
         print("\n".join(lines))
         ratios = []
         d1, d2, p = res.get("dask1"), res.get("dask2"), res.get("pandas")
