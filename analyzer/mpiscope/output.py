@@ -19,6 +19,7 @@ import errno
 import os
 import re
 import shutil
+import socket
 import stat
 import sys
 import tempfile
@@ -178,10 +179,14 @@ def _alive(pid: int) -> bool:
 
 def _remove_stale_temps(target: Path) -> None:
     """Temporary directories of writers killed outright (SIGKILL, power loss): never a
-    result, only clutter (in the user's trace directory)."""
+    result, only clutter (in the user's trace directory). Only this host's: on a shared
+    file system another node's writer is alive whatever our process table says."""
+    here = socket.gethostname()
     for tmp in target.parent.glob(f"{target.name}.tmp*"):
-        pid = tmp.name.rpartition(".tmp")[2].partition("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        tail = tmp.name.rpartition(".tmp")[2]  # <pid>-<tag>@<host>, or <pid> (older)
+        pid, host = tail.partition("-")[0], tail.rpartition("@")[2] if "@" in tail else here
+        if (host == here and pid.isdigit() and int(pid) != os.getpid()
+                and not _alive(int(pid))):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -214,20 +219,22 @@ def publish_dir(target: Path | str) -> Iterator[Path]:
     An old target is swapped with the new one in one step where Linux allows it
     (renameat2 RENAME_EXCHANGE: a reader sees the old directory or the new one, never
     neither), else renamed aside just before the new one is renamed in; then removed.
-    The temporary name is `<target>.tmp<pid>-<random>`, unique per call (two threads may
-    build the same target; the last one to finish wins); those of killed writers are
-    removed here. Exceptions are not translated (a cache that cannot be written is only
-    slower for its callers, a report is an error for its caller)."""
+    The temporary name is `<target>.tmp<pid>-<random>@<host>`, unique per call (two
+    threads or nodes may build the same target; the last one to finish wins); those of
+    killed writers of this host are removed here. Exceptions are not translated (a cache
+    that cannot be written is only slower for its callers, a report is an error for its
+    caller)."""
     target = Path(target)
     _remove_stale_temps(target)
-    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tag, host = uuid.uuid4().hex[:8], socket.gethostname()
+    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}-{tag}@{host}")
     tmp.mkdir(parents=True)
     try:
         yield tmp
         if target.is_dir() and not target.is_symlink() and _exchange(tmp, target):
             pass  # tmp now holds the old content, removed below
         elif target.exists() or target.is_symlink():
-            old = tmp.with_name(tmp.name + "-old")
+            old = target.with_name(f"{target.name}.tmp{os.getpid()}-{tag}old@{host}")
             os.rename(target, old)
             try:
                 os.rename(tmp, target)

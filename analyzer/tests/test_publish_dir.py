@@ -3,6 +3,7 @@ pyramid) is built beside its target and put in place whole, or not at all."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -66,11 +67,15 @@ def test_temp_of_a_killed_writer_is_removed(tmp_path: Path) -> None:
     target = tmp_path / "cache"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
-    stale = tmp_path / f"cache.tmp{dead.stdout.strip()}-0123abcd"
+    pid = dead.stdout.strip()
+    stale = tmp_path / f"cache.tmp{pid}-0123abcd@{socket.gethostname()}"
     stale.mkdir()
     (stale / "part-0.parquet").write_text("from a SIGKILLed writer")
+    # the same pid on another node (a shared file system): maybe alive, left alone
+    elsewhere = tmp_path / f"cache.tmp{pid}-4567cdef@{socket.gethostname()}-not"
+    elsewhere.mkdir()
     _build(target, "v1")
-    assert _leftovers(target) == []
+    assert _leftovers(target) == [elsewhere.name]
 
 
 POLL = """
