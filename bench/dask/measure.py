@@ -19,7 +19,8 @@ cold (no cache) in a fresh process, each phase measured on its own:
     scales with the cores the benchmark gets; the CPU seconds say what the work costs).
     The analysis is skipped where the client's peak RSS per event, measured at a smaller
     size, says the client would not fit.
-Prints one table per size and the ratios (1 -> 2 workers per phase; pandas / dask).
+Prints one table per size, the seconds the workers spent per kind of task (Dask's task
+prefixes: which step dominates), and the ratios (1 -> 2 workers per phase; pandas / dask).
 
     BENCH_DASK_EVENTS="10000000 100000000 300000000"
     BENCH_DASK_RANKS="64 256 1024" (one per size; default: 64 to 10^7, 256 to 10^8, else 1024)
@@ -128,6 +129,19 @@ def spilled_bytes(dask_worker) -> int:
                    if isinstance(k, tuple) and k[-2:] == ("disk-write", "bytes")))
 
 
+def task_seconds(dask_scheduler) -> dict[str, float]:
+    """Seconds the workers spent computing tasks so far, per task name (Dask's prefixes:
+    mpiscope-decode, place, match, finish, ...)."""
+    return {name: float(tp.all_durations.get("compute", 0.0))
+            for name, tp in dask_scheduler.task_prefixes.items()}
+
+
+def tasks_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    d = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    return dict(sorted(((k, round(v, 1)) for k, v in d.items() if v >= 0.05),
+                       key=lambda kv: -kv[1]))
+
+
 class Sampler:
     """Peak RSS of each worker process and of this process, every 20 ms, from outside."""
 
@@ -196,12 +210,13 @@ def child_dask(trace: str, workers: int, memory: str, analysis: bool) -> dict:
         s = Sampler(c)
         s.phase()
         spill0 = sum(c.run(spilled_bytes).values())
-        cpu0 = s.cpu()
+        cpu0, ts0 = s.cpu(), c.run_on_scheduler(task_seconds)
         t0 = time.perf_counter()
         convert.convert(trace, c)
         res["convert_s"] = time.perf_counter() - t0
-        cpu1 = s.cpu()
+        cpu1, ts1 = s.cpu(), c.run_on_scheduler(task_seconds)
         res["convert_cpu"] = [cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]]
+        res["convert_tasks"] = tasks_between(ts0, ts1)
         spill1 = sum(c.run(spilled_bytes).values())
         res["convert_worker_rss"], res["convert_client_rss"] = s.phase()
         res["convert_spilled"] = spill1 - spill0
@@ -215,6 +230,7 @@ def child_dask(trace: str, workers: int, memory: str, analysis: bool) -> dict:
             res.update(analyze_s=t1 - t0, to_dict_s=t2 - t1, analysis_s=t2 - t0)
             cpu2 = s.cpu()
             res["analysis_cpu"] = [cpu2[0] - cpu1[0], cpu2[1] - cpu1[1]]
+            res["analysis_tasks"] = tasks_between(ts1, c.run_on_scheduler(task_seconds))
             res["analysis_worker_rss"], res["analysis_client_rss"] = s.phase()
             res["analysis_client_base"] = base
             res["analysis_spilled"] = sum(c.run(spilled_bytes).values()) - spill1
@@ -245,9 +261,11 @@ def row(name: str, phase: str, s: float | None, cpu: str, n: int, workers: int,
             f"{gb(spill) if spill is not None else '-'} | {gb(crss) if crss else '-'} |")
 
 
-def cpu(workers_and_client: list[float]) -> str:
+def cpu(workers_and_client: list[float], wall: float, workers: int) -> str:
+    """Workers' + client's CPU seconds, and the share of the phase the workers computed:
+    well below 100% with idle workers, or on a machine whose cores others are using."""
     w, c = workers_and_client
-    return f"{w:.1f} + {c:.1f}"
+    return f"{w:.1f} + {c:.1f} ({w / wall / workers:.0%})"
 
 
 def load() -> str:
@@ -273,7 +291,8 @@ def main() -> int:
         avail = available_memory()
         print(f"\n== {d.name}: {n:,} events, {ranks} ranks (load avg 1/5/15 min before: "
               f"{load()})", flush=True)
-        lines = ["| run | phase | time s | CPU s workers + client | M events/s per worker "
+        lines = ["| run | phase | time s | CPU s workers + client (workers busy) "
+                 "| M events/s per worker "
                  "| peak RSS per worker | spilled | client peak RSS |",
                  "|---|---|---|---|---|---|---|---|"]
         res: dict[str, dict | None] = {}
@@ -287,13 +306,13 @@ def main() -> int:
             p = res["pandas"] = run_child("pandas", str(d))
             if p:
                 pandas_bpe, pandas_bpe_from = p["rss"] / n, f"{n:.0e} events"
-                lines.append(row("pandas", "read + cache", p["read_s"],
-                                 f"{p['read_cpu']:.1f}", n, 1, "-", None, p["read_rss"]))
-                lines.append(row("pandas", "analysis", p["analysis_s"],
-                                 f"{p['analysis_cpu']:.1f}", n, 1, "-", None, p["rss"]))
-                lines.append(row("pandas", "total", p["read_s"] + p["analysis_s"],
-                                 f"{p['read_cpu'] + p['analysis_cpu']:.1f}", n, 1, "-", None,
-                                 p["rss"]))
+                for phase, sec, c, peak in (
+                        ("read + cache", p["read_s"], p["read_cpu"], p["read_rss"]),
+                        ("analysis", p["analysis_s"], p["analysis_cpu"], p["rss"]),
+                        ("total", p["read_s"] + p["analysis_s"],
+                         p["read_cpu"] + p["analysis_cpu"], p["rss"])):
+                    lines.append(row("pandas", phase, sec, f"{c:.1f} ({c / sec:.0%})", n, 1,
+                                     "-", None, peak))
         analysis = client_bpe is None or n * client_bpe <= HEADROOM * avail
         for w in (1, 2):
             cold(d)
@@ -302,13 +321,14 @@ def main() -> int:
             name = f"dask {w} worker{'s' if w > 1 else ''}"
             if not r:
                 continue
-            lines.append(row(name, "conversion", r["convert_s"], cpu(r["convert_cpu"]), n, w,
+            lines.append(row(name, "conversion", r["convert_s"],
+                             cpu(r["convert_cpu"], r["convert_s"], w), n, w,
                              r["convert_worker_rss"], r["convert_spilled"],
                              r["convert_client_rss"]))
             if "analysis_s" in r:
                 lines.append(row(name, f"analysis (analyze {r['analyze_s']:.1f} s + to_dict "
                                  f"{r['to_dict_s']:.1f} s)", r["analysis_s"],
-                                 cpu(r["analysis_cpu"]), n, w,
+                                 cpu(r["analysis_cpu"], r["analysis_s"], w), n, w,
                                  r["analysis_worker_rss"], r["analysis_spilled"],
                                  r["analysis_client_rss"]))
                 bpe = max(r["analysis_client_rss"] - r["analysis_client_base"], 0) / n
@@ -320,6 +340,12 @@ def main() -> int:
                              f"over its base at {client_bpe_from}), {gb(avail)} available "
                              "| | | | | |")
         print("\n".join(lines))
+        for w in (1, 2):
+            r = res.get(f"dask{w}")
+            for phase in ("convert", "analysis"):
+                if r and f"{phase}_tasks" in r:
+                    print(f"dask {w}, {phase}: task seconds " + ", ".join(
+                        f"{k} {v}" for k, v in r[f"{phase}_tasks"].items()))
         ratios = []
         d1, d2, p = res.get("dask1"), res.get("dask2"), res.get("pandas")
         for key, what in (("convert_s", "conversion"), ("analysis_s", "analysis")):
