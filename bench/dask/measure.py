@@ -150,6 +150,7 @@ class Sampler:
         self.pids: dict[str, int] = client.run(os.getpid)
         self.peak: dict[str, int] = {}
         self.client_peak = 0
+        self.own_cpu = 0.0
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -160,6 +161,7 @@ class Sampler:
 
         me = psutil.Process()
         while not self.stop.is_set():
+            self.own_cpu = time.thread_time()  # this thread's polling, not the client's work
             with self.lock:
                 for w, pid in list(self.pids.items()):
                     try:
@@ -183,7 +185,8 @@ class Sampler:
 
     def cpu(self) -> tuple[float, float]:
         """CPU seconds (user + system) used so far by the workers (summed) and by this
-        process: on a busy machine the wall time scales with the cores we get, these not."""
+        process less the sampling: on a busy machine the wall time scales with the cores
+        we get, these not."""
         import psutil
 
         def used(pid: int) -> float:
@@ -195,7 +198,7 @@ class Sampler:
 
         with self.lock:
             pids = list(self.pids.values())
-        return sum(used(p) for p in pids), used(os.getpid())
+        return sum(used(p) for p in pids), used(os.getpid()) - self.own_cpu
 
     def close(self) -> None:
         self.stop.set()
