@@ -206,8 +206,14 @@ class Sampler:
 
 
 def child_dask(trace: str, workers: int, memory: str, analysis: bool) -> dict:
+    import dask
+
     from mpiscope.engines import cluster, convert, dask_engine
 
+    # a worker whose task holds the GIL for long on a loaded machine answers late: the
+    # benchmark's own calls to it (RSS, spill counters) wait instead of failing
+    dask.config.set({"distributed.comm.timeouts.connect": "300s",
+                     "distributed.comm.timeouts.tcp": "300s"})
     res: dict = {}
     with cluster.connect(cluster.ClusterSpec(workers=workers, memory_limit=memory)) as c:
         s = Sampler(c)
@@ -245,7 +251,9 @@ def run_child(*args: str) -> dict | None:
     # this file run again in a fresh process (bench/dask holds no pandas.py or dask.py)
     p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
     if p.returncode != 0:
-        print(f"  failed: {(p.stderr.strip().splitlines() or ['?'])[-1]}", flush=True)
+        # the exception, with the line that raised it
+        tail = [x.strip() for x in p.stderr.strip().splitlines()[-3:]]
+        print(f"  failed: {' / '.join(tail) or '?'}", flush=True)
         return None
     return json.loads(p.stdout.strip().splitlines()[-1])
 
