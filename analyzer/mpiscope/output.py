@@ -14,11 +14,16 @@ instead of killing the process; it is reported like any other failed write.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 import re
+import shutil
+import socket
 import stat
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -160,6 +165,90 @@ def _sync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: someone else's process, alive
+        return True
+    return True
+
+
+def _remove_stale_temps(target: Path) -> None:
+    """Temporary directories of writers killed outright (SIGKILL, power loss): never a
+    result, only clutter (in the user's trace directory). Only this host's: on a shared
+    file system another node's writer is alive whatever our process table says."""
+    here = socket.gethostname()
+    for tmp in target.parent.glob(f"{target.name}.tmp*"):
+        tail = tmp.name.rpartition(".tmp")[2]  # <pid>-<tag>@<host>, or <pid> (older)
+        pid, host = tail.partition("-")[0], tail.rpartition("@")[2] if "@" in tail else here
+        if (host == here and pid.isdigit() and int(pid) != os.getpid()
+                and not _alive(int(pid))):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one step (Linux renameat2); False where the kernel, the C
+    library or the file system cannot (then nothing was done)."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+@contextlib.contextmanager
+def publish_dir(target: Path | str) -> Iterator[Path]:
+    """An empty temporary directory beside `target` to build its new content in; on normal
+    exit it takes `target`'s place (an old `target` directory is replaced), on any
+    exception it is removed and `target` is left as it was: a half-built directory is
+    never seen under `target`'s name.
+
+    An old target is swapped with the new one in one step where Linux allows it
+    (renameat2 RENAME_EXCHANGE: a reader sees the old directory or the new one, never
+    neither), else renamed aside just before the new one is renamed in; then removed.
+    The temporary name is `<target>.tmp<pid>-<random>@<host>`, unique per call (two
+    threads or nodes may build the same target; the last one to finish wins); those of
+    killed writers of this host are removed here. Exceptions are not translated (a cache
+    that cannot be written is only slower for its callers, a report is an error for its
+    caller)."""
+    target = Path(target)
+    _remove_stale_temps(target)
+    tag, host = uuid.uuid4().hex[:8], socket.gethostname()
+    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}-{tag}@{host}")
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+        if target.is_dir() and not target.is_symlink() and _exchange(tmp, target):
+            pass  # tmp now holds the old content, removed below
+        elif target.exists() or target.is_symlink():
+            old = target.with_name(f"{target.name}.tmp{os.getpid()}-{tag}old@{host}")
+            os.rename(target, old)
+            try:
+                os.rename(tmp, target)
+            except BaseException:
+                os.rename(old, target)  # put the old one back
+                raise
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
+        else:
+            os.rename(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_bytes(path: Path | str, data: bytes) -> None:

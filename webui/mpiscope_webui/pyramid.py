@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mpiscope import output
 from mpiscope.archive import cache
 from mpiscope.errors import UserError
 from mpiscope_webui import lod
@@ -190,10 +190,7 @@ def build(trace_dir: Path | str, *, scheduler: str | object | None = None,
             finest *= 2
         levels = finest.bit_length() - BASE_COLS.bit_length() + 1
     final = cache_dir / DIR
-    tmp = cache_dir / f"{DIR}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir()
+    with output.publish_dir(final) as tmp:
         made = dask.compute(*[dask.delayed(_build_rank)(str(cache_dir), str(tmp), r, functions,
                                                         origin, span, levels)
                               for r in ranks], **kw)
@@ -204,11 +201,6 @@ def build(trace_dir: Path | str, *, scheduler: str | object | None = None,
             "functions": functions, "ranks": ranks, "num_ranks": num_ranks,
             "calls": [m[0] for m in made],
             "cells_per_level": np.sum([m[1] for m in made], axis=0).tolist()}))
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
 
 

@@ -19,7 +19,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import stat
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -30,6 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mpiscope import output
 from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 
@@ -198,7 +198,6 @@ def _runs(keys: np.ndarray) -> list[tuple[int, int, int]] | None:
 
 
 def _write(trace: Trace, tmp: Path, version: str) -> None:
-    tmp.mkdir(parents=True)
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         tables = {name: _write_table(getattr(trace, name), tmp, name, pool)
                   for name in TABLES}
@@ -239,25 +238,6 @@ def _write_table(df: pd.DataFrame, tmp: Path, name: str, pool: Executor) -> dict
     return info
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: someone else's process, alive
-        return True
-    return True
-
-
-def _remove_stale_temps(d: Path) -> None:
-    """Temporary caches of writers that were killed (SIGKILL, power loss): never a cache,
-    only clutter in the user's trace directory."""
-    for tmp in d.parent.glob(f"{d.name}.tmp*"):
-        pid = tmp.name.rpartition(".tmp")[2]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
 def store(trace: Trace, version: str) -> Path | None:
     """Write the cache (beside the trace if we may, else in the user's cache dir): into a
     temporary directory, manifest last, renamed into place when complete, so a failed
@@ -265,19 +245,12 @@ def store(trace: Trace, version: str) -> Path | None:
     local, fallback = candidates(trace.path)
     targets = [local, fallback] if _writable(trace.path) else [fallback]
     for d in targets:
-        tmp = d.with_name(d.name + f".tmp{os.getpid()}")
         try:
-            _remove_stale_temps(d)
-            shutil.rmtree(tmp, ignore_errors=True)
-            _write(trace, tmp, version)
-            shutil.rmtree(d, ignore_errors=True)
-            tmp.rename(d)
+            with output.publish_dir(d) as tmp:
+                _write(trace, tmp, version)
             return d
         except (OSError, ValueError, pa.ArrowException):
-            shutil.rmtree(tmp, ignore_errors=True)  # a cache we cannot write is only slower
-        except BaseException:  # Ctrl-C while writing: no temporary cache left behind
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            pass  # a cache we cannot write is only slower
     return None
 
 

@@ -23,17 +23,16 @@ placed (at most `IN_FLIGHT` per worker are submitted ahead), a match bucket hold
 1/MATCH_BUCKETS of the trace's sends and receives, and the client only the definitions,
 the summaries and the RMA/MPI-IO/unmatched rows (written as single files, as in the
 serial cache: they are few where the p2p traffic is many). Everything is written into a
-temporary directory renamed into place when complete (manifest last): a worker killed
-mid-way makes Dask rerun its task (`retries`), and a job that still fails removes the
-temporary directory and raises one `UserError` line; a half cache is never seen.
+temporary directory put in place when complete (manifest last; `output.publish_dir`): a
+worker killed mid-way makes Dask rerun its task (`retries`), and a job that still fails
+removes the temporary directory and raises one `UserError` line; a half cache is never
+seen.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mpiscope import output
 from mpiscope.archive import cache, decode, reader
 from mpiscope.archive import native as _native
 from mpiscope.archive.schema import SCHEMA
@@ -343,17 +343,8 @@ def convert(trace_dir: Path | str, client, *, events_per_group: int = 2_000_000,
     groups = groups_of(defs, events_per_group, 2 * workers)
     local, fallback = cache.candidates(anchor.parent)
     target = local if cache._writable(anchor.parent) else fallback
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    cache._remove_stale_temps(target)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with output.publish_dir(target) as tmp:
         _run(client, anchor, defs, groups, tmp, workers, say)
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target
 
 
