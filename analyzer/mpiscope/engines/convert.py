@@ -10,19 +10,25 @@ either engine reads it. How:
    (rows per rank, the highest collective sequence number per communicator, per-location
    event counts and times).
 3. `place`: once the groups before it are summarized, a group's ids become global (call,
-   region and p2p row offsets), its rank-partitioned tables are written, and its sends
-   and receives are cut into `MATCH_BUCKETS` pieces by (sender, receiver) pair.
+   region and p2p row offsets), its rank-partitioned tables are written, its sends and
+   receives are cut into pieces by (sender, receiver) pair bucket and, with its
+   collectives, written to scratch files (`_match/`, removed before the cache is put in
+   place).
 4. `match`: per bucket, the pieces of every group are matched as reader.c's `match` does
    (FIFO per sender, receiver, comm, tag; receives in posting order), giving messages
-   (ordered as C orders them: by the send's p2p row) and unmatched operations.
+   (ordered as C orders them: by the send's p2p row), written per sender group, and
+   unmatched operations.
 5. `finish`: per group, its senders' messages and its collectives (instance ids need
    every rank's sequence numbers) are written.
 
-No process holds the whole trace: a worker holds the groups it decodes until they are
-placed (at most `IN_FLIGHT` per worker are submitted ahead), a match bucket holds
-1/MATCH_BUCKETS of the trace's sends and receives, and the client only the definitions,
-the summaries and the RMA/MPI-IO/unmatched rows (written as single files, as in the
-serial cache: they are few where the p2p traffic is many). Everything is written into a
+No process holds the whole trace, and what a worker holds does not grow with it: the
+groups it decodes until they are placed (at most `IN_FLIGHT` per worker are submitted
+ahead, each about `events_per_group` events), one match bucket (the number of buckets
+grows with the trace: about `EVENTS_PER_BUCKET` events' worth of sends and receives
+each) or one group's messages and collectives; results between the steps go through
+files, not worker memory. The client holds only the definitions, the summaries and the
+RMA/MPI-IO/unmatched rows (written as single files, as in the serial cache: they are few
+where the p2p traffic is many). Everything is written into a
 temporary directory put in place when complete (manifest last; `output.publish_dir`): a
 worker killed mid-way makes Dask rerun its task (`retries`), and a job that still fails
 removes the temporary directory and raises one `UserError` line; a half cache is never
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -46,10 +53,13 @@ from mpiscope import output
 from mpiscope.archive import cache, decode, reader
 from mpiscope.archive import native as _native
 from mpiscope.archive.schema import SCHEMA
+from mpiscope.archive.trace import empty_table
 from mpiscope.engines.daskcache import version_of
 from mpiscope.errors import UserError
 
-MATCH_BUCKETS = 16  # pieces of the send/receive rows, matched side by side
+MIN_BUCKETS = 16  # pieces of the send/receive rows, matched side by side ...
+EVENTS_PER_BUCKET = 2_000_000  # ... more for a bigger trace: this many events per piece
+SCRATCH = "_match"  # between place, match and finish; removed before publishing
 IN_FLIGHT = 2  # groups decoded ahead per worker (each held until placed)
 RETRIES = 2  # a task whose worker died is run again this many times
 RANKED = ("calls", "regions", "p2p", "flushes")  # written by `place`, rank-partitioned
@@ -148,20 +158,40 @@ def _shift(a: np.ndarray, by: int) -> np.ndarray:
 
 @dataclass
 class Placed:
-    """What `place` leaves for `finish` (held on the worker) and the client."""
+    """What `place` returns to the client (small: the rest went to files)."""
 
-    collectives: pd.DataFrame
     single: dict[str, pd.DataFrame]  # rma, rma_sync, io with global ids
     infos: dict[str, dict]  # manifest entries of the tables written
-    buckets: list[pd.DataFrame]  # send/receive rows by pair bucket
 
 
-def _bucket(send_rank: np.ndarray, recv_rank: np.ndarray) -> np.ndarray:
-    return (send_rank.astype(np.int64) * 1_000_003 + recv_rank) % MATCH_BUCKETS
+def buckets_for(expected_events: int) -> int:
+    return max(MIN_BUCKETS, -(-expected_events // EVENTS_PER_BUCKET))
 
 
-def place(group: Group, tmp: str, call_off: int, region_off: int, p2p_off: int) -> Placed:
-    """Global ids, the rank-partitioned tables written, sends/receives cut by pair."""
+def _bucket(send_rank: np.ndarray, recv_rank: np.ndarray, nbuckets: int) -> np.ndarray:
+    return (send_rank.astype(np.int64) * 1_000_003 + recv_rank) % nbuckets
+
+
+def _scratch(tmp: str, name: str) -> Path:
+    return Path(tmp) / SCRATCH / f"{name}.pkl"
+
+
+def _dump(df: pd.DataFrame, path: Path) -> None:
+    """Whole or not at all (a rerun task writes the same file again)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    df.to_pickle(part)  # exact dtypes (categories), and fast: it only lives minutes
+    part.replace(path)
+
+
+def _load(path: Path) -> pd.DataFrame | None:
+    return pd.read_pickle(path) if path.exists() else None
+
+
+def place(group: Group, tmp: str, call_off: int, region_off: int, p2p_off: int,
+          nbuckets: int) -> Placed:
+    """Global ids, the rank-partitioned tables written, sends/receives cut by pair into
+    `nbuckets` scratch files and the collectives into one, for `match` and `finish`."""
     t = group.tables
     calls, p2p = t["calls"], t["p2p"]
     calls["call"] = calls["call"].to_numpy() + call_off
@@ -176,9 +206,12 @@ def place(group: Group, tmp: str, call_off: int, region_off: int, p2p_off: int) 
     infos = {}
     for name in RANKED:
         infos[name] = cache._write_table(t[name], Path(tmp), name, _Inline())
-    buckets = _match_rows(p2p, link, calls, call_off, p2p_off)
-    del t["calls"], t["regions"], t["p2p"], t["flushes"]
-    return Placed(t["collectives"], {n: t[n] for n in SINGLE}, infos, buckets)
+    g = group.summary.index
+    for k, piece in enumerate(_match_rows(p2p, link, calls, call_off, p2p_off, nbuckets)):
+        if len(piece):
+            _dump(piece, _scratch(tmp, f"pairs-b{k}-g{g}"))
+    _dump(t["collectives"], _scratch(tmp, f"collectives-g{g}"))
+    return Placed({n: t[n] for n in SINGLE}, infos)
 
 
 class _Inline:
@@ -189,7 +222,7 @@ class _Inline:
 
 
 def _match_rows(p2p: pd.DataFrame, link: np.ndarray, calls: pd.DataFrame, call_off: int,
-                p2p_off: int) -> list[pd.DataFrame]:
+                p2p_off: int, nbuckets: int) -> list[pd.DataFrame]:
     """Per send and receive of the group: what reader.c's `match` sorts and emits."""
     ev = p2p["event"].astype(str).to_numpy()
     is_send = (ev == "send") | (ev == "isend")
@@ -222,15 +255,32 @@ def _match_rows(p2p: pd.DataFrame, link: np.ndarray, calls: pd.DataFrame, call_o
         "enter_call": at(starts, np.where(snd, call, lk)),
         "leave_call": at(ends, call),
     })
-    b = _bucket(df["send_rank"].to_numpy(), df["recv_rank"].to_numpy())
-    return [df[b == k].reset_index(drop=True) for k in range(MATCH_BUCKETS)]
-
-
-def bucket_of(placed: Placed, k: int) -> pd.DataFrame:
-    return placed.buckets[k]
+    b = _bucket(df["send_rank"].to_numpy(), df["recv_rank"].to_numpy(), nbuckets)
+    order = np.argsort(b, kind="stable")
+    cuts = np.searchsorted(b[order], np.arange(nbuckets + 1))
+    return [df.iloc[order[cuts[k]:cuts[k + 1]]].reset_index(drop=True)
+            for k in range(nbuckets)]
 
 
 KEY = ["send_rank", "recv_rank", "comm", "tag"]
+
+
+def match_bucket(tmp: str, k: int, ngroups: int, group_of_rank: np.ndarray,
+                 *_placed: Placed) -> pd.DataFrame:
+    """Bucket k's sends and receives from every group matched; its messages written per
+    sender group for `finish`; its unmatched rows returned (few). `_placed`: the `place`
+    results this waits for."""
+    pieces = [p for g in range(ngroups)
+              if (p := _load(_scratch(tmp, f"pairs-b{k}-g{g}"))) is not None]
+    if not pieces:  # no pair of this bucket talks
+        return pd.DataFrame({"rank": np.zeros(0, np.int32), "event": np.zeros(0, object),
+                             **{c: np.zeros(0, np.int32) for c in ("peer", "comm", "tag")},
+                             **{c: np.zeros(0, np.int64) for c in ("bytes", "call", "order")}})
+    messages, unmatched = match(*pieces)
+    sender = group_of_rank[messages["send_rank"].to_numpy()]
+    for g in np.unique(sender):
+        _dump(messages[sender == g], _scratch(tmp, f"messages-b{k}-g{int(g)}"))
+    return unmatched
 
 
 def match(*pieces: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -279,23 +329,19 @@ def match(*pieces: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return messages.reset_index(drop=True), unmatched
 
 
-def messages_for(matched: tuple[pd.DataFrame, pd.DataFrame], ranks: list[int]) -> pd.DataFrame:
-    m = matched[0]
-    return m[m["send_rank"].isin(ranks).to_numpy()]
-
-
-def unmatched_of(matched: tuple[pd.DataFrame, pd.DataFrame]) -> pd.DataFrame:
-    return matched[1]
-
-
-def finish(placed: Placed, tmp: str, base: np.ndarray, comm_index: np.ndarray,
-           *messages: pd.DataFrame) -> dict[str, dict]:
-    """A group's messages (by sender, in the senders' p2p order) and collectives (with
-    instance ids: comm's base + sequence number, as reader.c numbers them)."""
-    c = placed.collectives
+def finish(g: int, tmp: str, nbuckets: int, base: np.ndarray, comm_index: np.ndarray,
+           *_matched: pd.DataFrame) -> dict[str, dict]:
+    """Group g's messages (by sender, in the senders' p2p order) and collectives (with
+    instance ids: comm's base + sequence number, as reader.c numbers them). `_matched`:
+    the `match_bucket` results this waits for."""
+    c = _load(_scratch(tmp, f"collectives-g{g}"))
+    assert c is not None, "place writes every group's collectives"
+    messages = [m for k in range(nbuckets)
+                if (m := _load(_scratch(tmp, f"messages-b{k}-g{g}"))) is not None]
     if len(c):
         c["instance"] = base[comm_index[c["comm"].to_numpy()]] + c["coll_seq"].to_numpy()
-    m = pd.concat(messages, ignore_index=True) if messages else pd.DataFrame()
+    m = pd.concat(messages, ignore_index=True) if messages else empty_table(
+        "messages").assign(order=np.zeros(0, np.int64))
     m = m.sort_values("order", kind="stable").drop(columns="order").reset_index(drop=True)
     m = m.reindex(columns=SCHEMA.tables["messages"].names)
     return {"collectives": cache._write_table(c, Path(tmp), "collectives", _Inline()),
@@ -412,6 +458,7 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
     placed: dict[int, object] = {}
     offsets = [0, 0, 0]  # calls, regions, p2p rows of the groups placed so far
     ahead = IN_FLIGHT * workers
+    nbuckets = buckets_for(defs.expected_events)
     pending = as_completed()
     nxt = 0
 
@@ -433,8 +480,8 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
             while len(placed) in summaries:
                 i = len(placed)
                 si = summaries[i]
-                placed[i] = submit(place, decoded.pop(i), str(tmp), *offsets, pure=False,
-                                   retries=RETRIES)
+                placed[i] = submit(place, decoded.pop(i), str(tmp), *offsets, nbuckets,
+                                   pure=False, retries=RETRIES)
                 offsets = [offsets[0] + si.calls, offsets[1] + si.regions,
                            offsets[2] + si.p2p]
                 say(f"decoded {len(placed)} of {n} rank groups")
@@ -442,31 +489,29 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
         if all(s.unreadable for s in summaries.values()):  # as the serial reader says
             raise UserError(str(anchor.parent), summaries[0].unreadable)
         order = [placed[i] for i in range(n)]
-        buckets = [submit(bucket_of, p, k, pure=False, retries=RETRIES)
-                   for p in order for k in range(MATCH_BUCKETS)]
-        matched = [submit(match, *buckets[k::MATCH_BUCKETS], pure=False, retries=RETRIES)
-                   for k in range(MATCH_BUCKETS)]
+        group_of_rank = np.zeros(len(defs.locations), np.int64)
+        for i, g in enumerate(groups):
+            group_of_rank[g] = i
+        matched = [submit(match_bucket, str(tmp), k, n, group_of_rank, *order, pure=False,
+                          retries=RETRIES) for k in range(nbuckets)]
         ncomms = len(defs.comms)
         top = np.zeros(ncomms + 1, np.int64)
         for s in summaries.values():
             for ci, v in s.coll_max.items():
                 top[ci + 1] = max(top[ci + 1], v)
         base = np.cumsum(top)
-        finished = []
-        for i, p in enumerate(order):
-            parts = [submit(messages_for, mf, groups[i], pure=False, retries=RETRIES)
-                     for mf in matched]
-            finished.append(submit(finish, p, str(tmp), base, defs.comm_index, *parts,
-                                   pure=False, retries=RETRIES))
+        finished = [submit(finish, i, str(tmp), nbuckets, base, defs.comm_index, *matched,
+                           pure=False, retries=RETRIES) for i in range(n)]
         infos_ranked = _gather(client, [submit(lambda p: p.infos, p, pure=False)
                                         for p in order])
         infos_last = _gather(client, finished)
         singles = _gather(client, [submit(lambda p: p.single, p, pure=False) for p in order])
-        unmatched = _gather(client, [submit(unmatched_of, mf, pure=False) for mf in matched])
+        unmatched = _gather(client, matched)
     except UserError:
         raise
     except Exception as err:  # noqa: BLE001 - one line for the user, no half cache
         raise _failed(err, anchor) from None
+    shutil.rmtree(tmp / SCRATCH, ignore_errors=True)
     say("writing cache")
     _write_rest(anchor, defs, groups, tmp, summaries, infos_ranked, infos_last, singles,
                 unmatched)
