@@ -64,6 +64,7 @@ HOT_PARTNERS = 0.5  # of the other ranks (2 at least) sending to it or waiting f
 REPLAYED = ("replayed: the trace's ranks with their messages and collectives on the "
             "machine fitted from its own timings")
 MODEL = "simulate (fitted machine)"
+WHY_NONE = "the replay cannot run without them, so no saving is stated"
 
 
 class Replays:
@@ -73,6 +74,7 @@ class Replays:
 
     replayed = REPLAYED
     model = MODEL
+    why_none = WHY_NONE  # what the message says where `saving` gives None
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
@@ -98,7 +100,7 @@ class Replays:
 
 def _saved(saving: float | None, replays: Replays) -> str:
     if saving is None:
-        return "the replay cannot run without them, so no saving is stated"
+        return replays.why_none
     return f"saves ~{max(saving, 0.0):.3g} s ({replays.replayed})"
 
 
