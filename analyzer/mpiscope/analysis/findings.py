@@ -172,6 +172,7 @@ def _with_callsite(s: Any, coll: pd.DataFrame) -> pd.DataFrame:
 
 ROWS = ["rank", "instance", "call", "function", "callsite", "start", "end"]
 NO_INSTANCES = np.zeros(0, dtype=np.int64)
+ENTRIES_PER_PASS = 4_000_000  # collective entries (~25 B each) the client takes per pass
 
 
 def _same_as_previous(coll: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
@@ -658,13 +659,27 @@ def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,
              else NO_INSTANCES)
     need = np.unique(np.concatenate([p["need"] for p in p1]))
     bad, counts, last = NO_INSTANCES, None, LastIn.of(None)
-    if len(candidates) or len(binst) or len(need):
-        p2 = run(partial(_part2, candidates=candidates, barrier_instances=binst, need=need,
+    # the entries into the instances someone waited in come a chunk of instances per
+    # pass, so the client holds at most ENTRIES_PER_PASS of them at once (one per rank)
+    chunk = max(ENTRIES_PER_PASS // max(num_ranks, 1), 1)
+    chunks = [need[i:i + chunk] for i in range(0, len(need), chunk)] or [NO_INSTANCES]
+    lasts = []
+    for i, needed in enumerate(chunks):
+        first = i == 0
+        if not (len(needed) or (first and (len(candidates) or len(binst)))):
+            continue
+        p2 = run(partial(_part2, candidates=candidates if first else NO_INSTANCES,
+                         barrier_instances=binst if first else NO_INSTANCES, need=needed,
                          offsets=offsets))
-        bad = np.unique(np.concatenate([p["bad"] for p in p2]))
-        cs = [p["counts"] for p in p2 if p["counts"] is not None]
-        counts = pd.concat(cs).groupby(level=0).sum() if cs else None
-        last = LastIn.of(_concat([p["entries"] for p in p2]))
+        if first:
+            bad = np.unique(np.concatenate([p["bad"] for p in p2]))
+            cs = [p["counts"] for p in p2 if p["counts"] is not None]
+            counts = pd.concat(cs).groupby(level=0).sum() if cs else None
+        lasts.append(LastIn.of(_concat([p["entries"] for p in p2])))
+        del p2
+    if lasts:
+        last = LastIn(*(np.concatenate([getattr(x, f) for x in lasts])
+                        for f in ("instance", "last", "last_nonroot")))
     hot = _hot_rank(num_ranks, path)
     p3 = run(partial(_part3, offsets=offsets, last=last,
                      hot=hot[0] if hot is not None else None))

@@ -174,17 +174,15 @@ def _window_trace(run: Run, w: Window) -> Trace:
 
 
 def _middle(per: np.ndarray, budget: int) -> tuple[int, int]:
-    """[a, b) of the longest run of intervals in the middle holding at most `budget`
-    events (one interval at least)."""
+    """[a, b): the widest window of intervals centred in the run that holds at most
+    `budget` events (one interval at least)."""
     n = len(per)
-    width = n
-    while width > 1:
+    cs = np.r_[0, np.cumsum(per)]
+    for width in range(n, 0, -1):
         a = (n - width) // 2
-        if per[a:a + width].sum() <= budget:
-            break
-        width = max(min(width - 1, int(width * budget / max(per[a:a + width].sum(), 1))), 1)
-    a = (n - width) // 2
-    return a, a + width
+        if cs[a + width] - cs[a] <= budget:
+            return a, a + width
+    return n // 2, n // 2 + 1
 
 
 class BoundedReplays(findings.Replays):
@@ -291,7 +289,7 @@ class BoundedReplays(findings.Replays):
         if saved is None:
             self.why_none = findings.WHY_NONE
             return None
-        return saved * scale
+        return float(saved * scale)
 
     def _every_scale(self, scenario: Scenario) -> float:
         """Calls a collective-every-K scenario removes in the run over those in the
