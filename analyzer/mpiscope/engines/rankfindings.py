@@ -98,11 +98,11 @@ def _cut(s: Any, lo: dict[int, int] | None, hi: dict[int, int] | None,
     m, coll = t.messages, t.collectives
     out = {"calls": calls, "messages": m[np.isin(m["send_call"].to_numpy(), ids)],
            "collectives": coll[np.isin(coll["call"].to_numpy(), ids)]}
-    if template:
-        out["template"] = dataclasses.replace(
-            t, **{n: getattr(t, n).iloc[:0] for n in (*GATHERED, "regions", "p2p",
-                                                      "flushes", "unmatched", "rma",
-                                                      "rma_sync", "io", "threads")})
+    if template:  # the small tables; the per-rank ones empty (the replay reads none)
+        per_rank = (*GATHERED, "regions", "p2p", "flushes", "unmatched", "rma", "rma_sync",
+                    "io", "threads")
+        out["template"] = dataclasses.replace(t, **{
+            n: getattr(t, n).iloc[:0] for n in per_rank if getattr(t, n) is not None})
     return out
 
 
