@@ -229,9 +229,8 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
     dur = calls["end"].to_numpy() - calls["start"].to_numpy()
     b = pd.DataFrame({"send_rank": m["send_rank"].to_numpy(),
                       "recv_rank": m["recv_rank"].to_numpy(),
-                      "bytes": m["bytes"].to_numpy(), "o": ordinal[sc],
-                      "callsite": calls["callsite"].take(sc).to_numpy(),
-                      "function": calls["function"].take(sc).to_numpy(), "ns": dur[sc]})
+                      "bytes": m["bytes"].to_numpy(), "o": ordinal[sc], "sc": sc,
+                      "ns": dur[sc]})
     b = b[(b["bytes"] <= SMALL_MESSAGE_BYTES) & (b["o"] >= 0)]
     b = b.sort_values(["send_rank", "recv_rank", "o"])
     pair = b["send_rank"].astype(np.int64) * 1_000_003 + b["recv_rank"]
@@ -241,6 +240,9 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
     b = b[size >= MIN_BURST]
     if b.empty:
         return None
+    # strings only for the messages in bursts
+    b = b.assign(callsite=calls["callsite"].take(b["sc"].to_numpy()).astype(str).to_numpy(),
+                 function=calls["function"].take(b["sc"].to_numpy()).astype(str).to_numpy())
     return (b.groupby(["function", "callsite", "send_rank", "recv_rank"])
             .agg(msgs=("bytes", "size"), bursts=("burst", "nunique"),
                  bytes=("bytes", "sum"), ns=("ns", "sum")).reset_index())
@@ -369,26 +371,44 @@ def _part3(s: Any, offsets: np.ndarray, last: LastIn, hot: int | None) -> dict[s
     sends to it and waits for it."""
     calls = s.trace.calls
     wait = s.waits["wait_ns"].to_numpy()
-    kind = s.waits["wait_kind"].astype(str).to_numpy()
     culprit = _culprits(s, offsets, last)
-    df = pd.DataFrame({"function": calls["function"].astype(str).to_numpy(),
-                       "callsite": calls["callsite"].astype(str).to_numpy(),
-                       "rank": calls["rank"].to_numpy(), "culprit": culprit, "kind": kind,
-                       "wait": wait, "ns": (calls["end"] - calls["start"]).to_numpy()})
-    keys = ["function", "callsite", "rank", "culprit", "kind"]
-    w = df[(wait > 0) & np.isin(kind, WAITING_KINDS)]
-    out: dict[str, Any] = {"imbalance": w.groupby(keys).agg(
-        n=("ns", "size"), wait=("wait", "sum"), ns=("ns", "sum")).reset_index()}
+    waited = np.flatnonzero(wait > 0)
+    kind_c = s.waits["wait_kind"].take(waited).reset_index(drop=True)
+    kind = kind_c.astype(str).to_numpy()
+    dur = calls["end"].to_numpy() - calls["start"].to_numpy()
+
+    def per(sel: np.ndarray, keys: list[str], **agg: tuple[str, str]) -> pd.DataFrame:
+        """Sums over the waiting calls `sel` by `keys`; grouped on the categories (no
+        per-row strings), named by strings."""
+        idx = waited[sel]
+        df = pd.DataFrame({"function": calls["function"].take(idx).reset_index(drop=True),
+                           "callsite": calls["callsite"].take(idx).reset_index(drop=True),
+                           "rank": calls["rank"].to_numpy()[idx], "culprit": culprit[idx],
+                           "kind": kind_c[sel].reset_index(drop=True), "wait": wait[idx],
+                           "ns": dur[idx]})
+        out = df.groupby(keys, observed=True).agg(**agg).reset_index()
+        for k in ("function", "callsite", "kind"):
+            if k in keys:
+                out[k] = out[k].astype(str)
+        return out
+
+    out: dict[str, Any] = {"imbalance": per(
+        np.isin(kind, WAITING_KINDS), ["function", "callsite", "rank", "culprit", "kind"],
+        n=("ns", "size"), wait=("wait", "sum"), ns=("ns", "sum"))}
     if hot is not None:
         m = s.trace.messages
         out["senders"] = set(m.loc[m["recv_rank"] == hot, "send_rank"].astype(int))
-        h = df[(culprit == hot) & (wait > 0) & (df["rank"] != hot).to_numpy()
-               & np.isin(kind, P2P_KINDS)]
-        out["waiting"] = h.groupby(["function", "callsite", "rank"]).agg(
-            n=("ns", "size"), wait=("wait", "sum")).reset_index()
-        own = df[(df["rank"] == hot).to_numpy() & (calls["depth"] == 0).to_numpy()]
-        out["own"] = own.groupby(["function", "callsite"]).agg(
+        rank = calls["rank"].to_numpy()
+        out["waiting"] = per(
+            (culprit[waited] == hot) & (rank[waited] != hot) & np.isin(kind, P2P_KINDS),
+            ["function", "callsite", "rank"], n=("ns", "size"), wait=("wait", "sum"))
+        own = np.flatnonzero((rank == hot) & (calls["depth"].to_numpy() == 0))
+        o = pd.DataFrame({"function": calls["function"].take(own).to_numpy(),
+                          "callsite": calls["callsite"].take(own).to_numpy(), "ns": dur[own]})
+        o = o.groupby(["function", "callsite"], observed=True).agg(
             n=("ns", "size"), ns=("ns", "sum")).reset_index()
+        out["own"] = o.assign(function=o["function"].astype(str),
+                              callsite=o["callsite"].astype(str))
     return out
 
 
