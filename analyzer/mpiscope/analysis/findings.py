@@ -24,11 +24,21 @@ difference. The message says so.
 - hot_spot: one rank holding most of the critical path that many ranks send to or wait
   for (a master serving workers, a root reading for all); saving: its computation
   shared out equally among all ranks.
+
+How it runs: the detection is written per rank (`_part1`, `_part2`, `_part3` take one
+rank's slice, engines.slices.RankSlice, or the whole trace as one part, `whole`) plus a
+combine on the client (`detect`), so the pandas engine (one part) and the Dask engine (a
+part per rank, on the workers) apply the same rules. What crosses ranks is small:
+per collective instance, only the instances that matter (candidates for redundancy, those
+someone waited in), and per call site aggregates. The replays are the `replays` object's
+(`Replays` here: the whole trace; engines.rankfindings: bounded by an event budget).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -54,15 +64,25 @@ HOT_PARTNERS = 0.5  # of the other ranks (2 at least) sending to it or waiting f
 REPLAYED = ("replayed: the trace's ranks with their messages and collectives on the "
             "machine fitted from its own timings")
 MODEL = "simulate (fitted machine)"
+WHY_NONE = "the replay cannot run without them, so no saving is stated"
 
 
 class Replays:
     """The trace's replay on its own fitted machine, made once, and the savings of
-    scenarios against it (None where the scenario cannot be replayed)."""
+    scenarios against it (None where the scenario cannot be replayed). `replayed` and
+    `model` say how, in the findings' messages and evidence."""
+
+    replayed = REPLAYED
+    model = MODEL
+    why_none = WHY_NONE  # what the message says where `saving` gives None
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
         self._base: simulate.Replay | None = None
+
+    @property
+    def replayed_s(self) -> float:
+        return self.base.replayed_s
 
     @property
     def base(self) -> simulate.Replay:
@@ -78,10 +98,10 @@ class Replays:
             return None
 
 
-def _saved(saving: float | None) -> str:
+def _saved(saving: float | None, replays: Replays) -> str:
     if saving is None:
-        return "the replay cannot run without them, so no saving is stated"
-    return f"saves ~{max(saving, 0.0):.3g} s ({REPLAYED})"
+        return replays.why_none
+    return f"saves ~{max(saving, 0.0):.3g} s ({replays.replayed})"
 
 
 @dataclass
@@ -115,20 +135,50 @@ def where(function: str, callsite: str) -> str:
     return f"{function} at {callsite}" if callsite else f"{function} (no call site recorded)"
 
 
-def _with_callsite(trace: Trace, coll: pd.DataFrame) -> pd.DataFrame:
+# -------------------------------------------------------------- parts: one rank, or all
+Run = Callable[[Callable[[Any], Any]], list[Any]]
+
+
+@dataclass
+class Whole:
+    """A whole trace as one part, with the fields of an engines.slices.RankSlice (the
+    per-rank functions below take either)."""
+
+    trace: Trace
+    received: pd.DataFrame
+    call_offset: int
+    waits: pd.DataFrame | None
+    rank: int = -1
+
+    def local(self, call: np.ndarray) -> np.ndarray:
+        return np.asarray(call, dtype=np.int64) - self.call_offset
+
+
+def whole(trace: Trace, ws: WaitStates) -> Whole:
+    pc = ws.per_call
+    return Whole(trace, trace.messages, 0,
+                 pd.DataFrame({"wait_ns": pc["wait_ns"].to_numpy(),
+                               "wait_kind": pc["wait_kind"].reset_index(drop=True)}))
+
+
+def _take(s: Any, column: str, call: np.ndarray) -> np.ndarray:
     # categorical take: no per-row string conversion on large traces
-    cs = trace.calls["callsite"].take(coll["call"].to_numpy()).to_numpy()
-    return coll.assign(callsite=cs)
+    return s.trace.calls[column].take(s.local(call)).to_numpy()
 
 
-def redundant_collectives(trace: Trace, ws: WaitStates, replays: Replays) -> list[Finding]:
-    coll = _with_callsite(trace, trace.collectives)
-    if coll.empty:
-        return []
-    out: list[Finding] = []
-    # 1) same input and result as the previous call from this call site and communicator
+def _with_callsite(s: Any, coll: pd.DataFrame) -> pd.DataFrame:
+    return coll.assign(callsite=_take(s, "callsite", coll["call"].to_numpy()))
+
+
+ROWS = ["rank", "instance", "call", "function", "callsite", "start", "end"]
+NO_INSTANCES = np.zeros(0, dtype=np.int64)
+ENTRIES_PER_PASS = 4_000_000  # collective entries (~25 B each) the client takes per pass
+
+
+def _same_as_previous(coll: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """(the collectives with recorded hashes, whether each has the input and result of
+    the previous call of its rank, call site, communicator and function)."""
     c = coll[(coll["in_hash"] != 0) & (coll["out_hash"] != 0)]
-    # previous call of the same (rank, call site, comm, function): sort by key, then time
     key = c.groupby(["rank", "callsite", "comm", "function"], observed=True,
                     sort=False).ngroup().to_numpy()
     order = np.lexsort((c["start"].to_numpy(), key))
@@ -136,154 +186,119 @@ def redundant_collectives(trace: Trace, ws: WaitStates, replays: Replays) -> lis
     same_sorted = np.r_[False, (k[1:] == k[:-1]) & (ih[1:] == ih[:-1]) & (oh[1:] == oh[:-1])]
     same = np.empty(len(c), dtype=bool)
     same[order] = same_sorted
-    # proved only if so on every rank of the instance
-    proved = pd.Series(same).groupby(c["instance"].to_numpy()).transform("all").to_numpy()
-    out += _group_redundant(c[proved], replays,
-                            "input and result equal those of the previous call from this "
-                            "call site on the same communicator (recorded hashes)",
-                            "hash")
-    # 2) a barrier right after a synchronizing collective on the same comm, nothing between;
-    # unprovable when the tracer filtered calls out: one may have run in between
-    if trace.meta.filtered:
-        return out
-    calls = trace.calls[trace.calls["depth"] == 0].sort_values(["rank", "start"])
+    return c, same
+
+
+def _barriers_after(s: Any, coll: pd.DataFrame) -> pd.DataFrame:
+    """Collective rows of barriers right after a synchronizing collective on the same
+    communicator with no MPI call between (`prev`: that collective)."""
+    calls = s.trace.calls
+    calls = calls[calls["depth"] == 0].sort_values(["rank", "start"])
     fn = calls["function"]
     prev_fn = fn.groupby(calls["rank"].to_numpy(), observed=True).shift(1)
     prev_comm = calls["comm"].groupby(calls["rank"].to_numpy()).shift(1)
     hit = (fn == "MPI_Barrier") & prev_fn.isin(SYNCHRONIZING) & (prev_comm == calls["comm"])
-    after = calls.loc[hit, ["call", "function"]].assign(prev=prev_fn[hit])
-    b = coll.merge(after[["call", "prev"]], on="call")
-    if not b.empty:
-        n_in = coll.groupby("instance").size()
-        ok = b.groupby("instance")["call"].transform("size") == n_in.reindex(
-            b["instance"]).to_numpy()
-        b = b[ok.to_numpy()]
-        for prev, g in b.groupby("prev"):
-            out += _group_redundant(g, replays, f"barrier directly follows {prev} on the same "
-                                    "communicator with no MPI call in between", "barrier_after")
-    return out
+    after = calls.loc[hit, ["call"]].assign(prev=prev_fn[hit])
+    return coll[ROWS].merge(after, on="call")
 
 
-def _group_redundant(rows: pd.DataFrame, replays: Replays, why: str,
-                     proof: str) -> list[Finding]:
-    found = []
-    for (function, callsite), g in rows.groupby(["function", "callsite"]):
-        saving = replays.saving(Scenario(remove_calls=tuple(
-            sorted(int(c) for c in g["call"]))))
-        found.append(Finding(
-            "redundant_collective", str(function), str(callsite), len(g),
-            float((g["end"] - g["start"]).sum() / 1e9), max(saving or 0.0, 0.0),
-            f"{where(str(function), str(callsite))} is provably redundant in "
-            f"{_plural(int(g['instance'].nunique()), 'instance')}: {why}; removing those "
-            f"{_saved(saving)}.",
-            {"proof": proof, "instances": int(g["instance"].nunique()),
-             "ranks": sorted(int(r) for r in g["rank"].unique()), "model": MODEL}))
-    return found
+def _frequent_part(coll: pd.DataFrame) -> pd.DataFrame:
+    """Per call site, function and rank: calls, bytes and time of non-barrier collectives."""
+    c = coll[coll["function"] != "MPI_Barrier"]
+    df = pd.DataFrame({"callsite": c["callsite"].to_numpy(),
+                       "function": c["function"].astype(str).to_numpy(),
+                       "rank": c["rank"].to_numpy(),
+                       "bytes": (c["bytes_sent"] + c["bytes_recv"]).to_numpy(),
+                       "ns": (c["end"] - c["start"]).to_numpy()})
+    return (df.groupby(["callsite", "function", "rank"])
+            .agg(n=("ns", "size"), bytes=("bytes", "sum"), ns=("ns", "sum")).reset_index())
 
 
-def _every_kth(replays: Replays, function: str, callsite: str, per_iteration: int,
-               iterations: int) -> tuple[int, simulate.Replay, dict[int, float]] | None:
-    """(k, the replay without change, saving per k tried) of running a collective every
-    k-th iteration (keeping one of k * per_iteration calls), k as the module doc says."""
-    ks = [k for k in FREQUENT_KS if 2 * k <= iterations]
-    if not ks:
-        return None
-    base = replays.base
-    site = CallSite(function, callsite)
-    saving = {k: replays.saving(Scenario(collective_every=(
-        CollectiveEvery(site, k * per_iteration),))) or 0.0 for k in ks}
-    best = max(saving.values())
-    k = next(k for k in ks if saving[k] >= FREQUENT_ENOUGH * best)
-    return k, base, saving
-
-
-def frequent_collectives(trace: Trace, loop: iterations.Loop | None,
-                         total_rank_ns: float, replays: Replays) -> list[Finding]:
-    if loop is None or loop.iterations < FREQUENT_MIN_ITERATIONS:
-        return []
-    coll = _with_callsite(trace, trace.collectives)
-    coll = coll[coll["function"] != "MPI_Barrier"]
-    found = []
-    for (callsite, function), g in coll.groupby(["callsite", "function"], observed=True):
-        site = loop.sites[(loop.sites["function"] == function)
-                          & (loop.sites["callsite"] == callsite)]
-        # only a collective in every iteration on every rank calling it: one that already
-        # runs only every k-th iteration is not frequent
-        if (site.empty or int(site["every"].iloc[0]) != 1
-                or int(site["ranks"].iloc[0]) < g["rank"].nunique()):
-            continue
-        per_iteration = max(int(round(float(site["per_iteration"].iloc[0]))), 1)
-        size = (g["bytes_sent"] + g["bytes_recv"]).mean()
-        time_ns = float((g["end"] - g["start"]).sum())
-        share = time_ns / max(total_rank_ns, 1)
-        if size > SMALL_COLLECTIVE_BYTES or share < NOTABLE_SHARE:
-            continue
-        tried = _every_kth(replays, str(function), str(callsite), per_iteration,
-                           loop.iterations)
-        if tried is None:
-            continue
-        k, base, saving = tried
-        times = "" if per_iteration == 1 else f"{per_iteration} times "
-        found.append(Finding(
-            "frequent_collective", str(function), str(callsite), len(g), time_ns / 1e9,
-            max(saving[k], 0.0),
-            f"{where(str(function), str(callsite))} runs {times}in every iteration of the "
-            f"main loop ({loop.iterations} iterations; {g.groupby('rank').size().min()} calls "
-            f"per rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
-            f"iteration {_saved(saving[k])}; tried k: "
-            f"{', '.join(f'{j}: {v:.3g} s' for j, v in saving.items())}.",
-            {"k": k, "share": share, "bytes_per_call": float(size),
-             "iterations": loop.iterations, "per_iteration": per_iteration,
-             "model": MODEL, "replayed_with_all_s": base.replayed_s,
-             "replayed_every_k_s": base.replayed_s - saving[k],
-             "saving_by_k_s": {int(j): float(v) for j, v in saving.items()}}))
-    return found
-
-
-def message_aggregation(trace: Trace, replays: Replays) -> list[Finding]:
-    m = trace.messages
+def _aggregation_part(s: Any) -> pd.DataFrame | None:
+    """Bursts of small back-to-back messages this part's ranks sent: per function, call
+    site and (sender, receiver) pair, the messages, bursts, bytes and send time."""
+    m = s.trace.messages
     if m.empty:
-        return []
-    calls = trace.calls
+        return None
+    calls = s.trace.calls
     # ordinal of each call among its rank's outermost calls: back-to-back = consecutive
     outer = calls[calls["depth"] == 0].sort_values(["rank", "start"])
     ordinal = np.full(len(calls), -1, dtype=np.int64)
-    ordinal[outer["call"].to_numpy()] = outer.groupby("rank").cumcount().to_numpy()
-    s = m.assign(o=ordinal[m["send_call"].to_numpy()],
-                 callsite=calls["callsite"].take(m["send_call"].to_numpy()).to_numpy(),
-                 function=calls["function"].take(m["send_call"].to_numpy()).to_numpy())
-    s = s[(s["bytes"] <= SMALL_MESSAGE_BYTES) & (s["o"] >= 0)]
-    s = s.sort_values(["send_rank", "recv_rank", "o"])
-    pair = s["send_rank"].astype(np.int64) * 1_000_003 + s["recv_rank"]
-    new = (pair.diff() != 0) | (s["o"].diff() != 1)
-    s = s.assign(burst=new.cumsum())
-    size = s.groupby("burst")["burst"].transform("size")
-    s = s[size >= MIN_BURST]
-    if s.empty:
-        return []
-    found = []
-    for (function, callsite), g in s.groupby(["function", "callsite"]):
-        bursts = g.groupby("burst").agg(m=("bytes", "size"), b=("bytes", "sum"))
-        saving = replays.saving(Scenario(aggregate=(CallSite(str(function), str(callsite)),)))
-        sc = g["send_call"].to_numpy()
-        time_s = float((calls["end"].to_numpy()[sc] - calls["start"].to_numpy()[sc]).sum()
-                       / 1e9)
-        pairs = g.groupby(["send_rank", "recv_rank"]).size().sort_values(ascending=False)
-        found.append(Finding(
-            "message_aggregation", str(function), str(callsite), len(g), time_s,
-            max(saving or 0.0, 0.0),
-            f"{_plural(len(bursts), 'burst')} of {bursts['m'].mean():.1f} small messages "
-            f"(mean {g['bytes'].mean():.0f} B) between one pair from "
-            f"{where(str(function), str(callsite))}; sending each burst as one message "
-            f"{_saved(saving)}.",
-            {"bursts": int(len(bursts)), "mean_burst": float(bursts["m"].mean()),
-             "model": MODEL,
-             "top_pairs": [[int(a), int(b), int(n)] for (a, b), n in pairs.head(5).items()]}))
-    return found
+    ordinal[s.local(outer["call"].to_numpy())] = outer.groupby("rank").cumcount().to_numpy()
+    sc = s.local(m["send_call"].to_numpy())
+    dur = calls["end"].to_numpy() - calls["start"].to_numpy()
+    b = pd.DataFrame({"send_rank": m["send_rank"].to_numpy(),
+                      "recv_rank": m["recv_rank"].to_numpy(),
+                      "bytes": m["bytes"].to_numpy(), "o": ordinal[sc], "sc": sc,
+                      "ns": dur[sc]})
+    b = b[(b["bytes"] <= SMALL_MESSAGE_BYTES) & (b["o"] >= 0)]
+    b = b.sort_values(["send_rank", "recv_rank", "o"])
+    pair = b["send_rank"].astype(np.int64) * 1_000_003 + b["recv_rank"]
+    new = (pair.diff() != 0) | (b["o"].diff() != 1)
+    b = b.assign(burst=new.cumsum())
+    size = b.groupby("burst")["burst"].transform("size")
+    b = b[size >= MIN_BURST]
+    if b.empty:
+        return None
+    # strings only for the messages in bursts
+    b = b.assign(callsite=calls["callsite"].take(b["sc"].to_numpy()).astype(str).to_numpy(),
+                 function=calls["function"].take(b["sc"].to_numpy()).astype(str).to_numpy())
+    return (b.groupby(["function", "callsite", "send_rank", "recv_rank"])
+            .agg(msgs=("bytes", "size"), bursts=("burst", "nunique"),
+                 bytes=("bytes", "sum"), ns=("ns", "sum")).reset_index())
 
 
-WAITING_KINDS = ["wait_at_barrier", "wait_at_nxn", "late_sender", "late_broadcast",
-                 "early_reduce"]
+def _waiting(s: Any) -> np.ndarray:
+    if s.waits is None:
+        raise ValueError("findings need the wait states of each part")
+    return s.waits["wait_ns"].to_numpy() > 0
+
+
+def _part1(s: Any) -> dict[str, Any]:
+    """First pass over a part: what needs no other rank's data."""
+    t = s.trace
+    coll = _with_callsite(s, t.collectives)
+    out: dict[str, Any] = {"num_ranks": int(t.num_ranks), "same": coll[ROWS].iloc[:0],
+                           "barriers": None, "frequent": None, "need": NO_INSTANCES,
+                           "aggregation": _aggregation_part(s)}
+    if coll.empty:
+        return out
+    c, same = _same_as_previous(coll)
+    out["same"] = c.loc[same, ROWS]
+    # unprovable when the tracer filtered calls out: one may have run in between
+    if not t.meta.filtered:
+        out["barriers"] = _barriers_after(s, coll)
+    out["frequent"] = _frequent_part(coll)
+    waiting = _waiting(s)[s.local(coll["call"].to_numpy())]
+    out["need"] = np.unique(coll["instance"].to_numpy()[waiting])
+    return out
+
+
+def _part2(s: Any, candidates: np.ndarray, barrier_instances: np.ndarray,
+           need: np.ndarray, offsets: np.ndarray) -> dict[str, Any]:
+    """Second pass: of the candidate instances, those where this part has a call not
+    equal to its previous one; rows per barrier instance; entries into the instances
+    someone waited in (on the skew-corrected clock)."""
+    coll = _with_callsite(s, s.trace.collectives)
+    out: dict[str, Any] = {"bad": NO_INSTANCES, "counts": None, "entries": None}
+    if coll.empty:
+        return out
+    inst = coll["instance"].to_numpy()
+    if len(candidates):
+        c, same = _same_as_previous(coll)
+        ci = c["instance"].to_numpy()
+        out["bad"] = np.unique(ci[~same & np.isin(ci, candidates)])
+    if len(barrier_instances):
+        hit = inst[np.isin(inst, barrier_instances)]
+        u, n = np.unique(hit, return_counts=True)
+        out["counts"] = pd.Series(n, index=u)
+    if len(need):
+        sel = np.isin(inst, need)
+        rank = coll["rank"].to_numpy()[sel]
+        out["entries"] = pd.DataFrame({
+            "instance": inst[sel], "start": coll["start"].to_numpy()[sel] + offsets[rank],
+            "rank": rank, "nonroot": rank != coll["root"].to_numpy()[sel]})
+    return out
 
 
 def _last_per_group(group: np.ndarray, time: np.ndarray, value: np.ndarray,
@@ -297,39 +312,234 @@ def _last_per_group(group: np.ndarray, time: np.ndarray, value: np.ndarray,
     return out
 
 
-def _culprits(trace: Trace, ws: WaitStates) -> np.ndarray:
-    """Per call: the rank it waited for (-1: none). The latest sender of the messages a
-    receive completes, the last rank to enter a barrier or N×N collective, the root of a
-    broadcast, the last contributor to a reduce; on the clock-skew corrected times the
-    wait states were computed from."""
-    calls = trace.calls
-    off = np.zeros(max(int(trace.num_ranks), 1), dtype=np.int64)
-    for r, o in ws.skew.offsets_ns.items():
-        off[r] = o
+@dataclass
+class LastIn:
+    """Per collective instance someone waited in (sorted): the last rank to enter it,
+    and the last non-root rank."""
+
+    instance: np.ndarray
+    last: np.ndarray
+    last_nonroot: np.ndarray
+
+    @classmethod
+    def of(cls, entries: pd.DataFrame | None) -> LastIn:
+        if entries is None or entries.empty:
+            return cls(NO_INSTANCES, NO_INSTANCES, NO_INSTANCES)
+        u, g = np.unique(entries["instance"].to_numpy(), return_inverse=True)
+        t, r = entries["start"].to_numpy(), entries["rank"].to_numpy().astype(np.int64)
+        nr = entries["nonroot"].to_numpy()
+        return cls(u, _last_per_group(g, t, r, len(u)),
+                   _last_per_group(g[nr], t[nr], r[nr], len(u)))
+
+
+def _culprits(s: Any, offsets: np.ndarray, last: LastIn) -> np.ndarray:
+    """Per call of the part: the rank it waited for (-1: none). The latest sender of the
+    messages a receive completes, the last rank to enter a barrier or N×N collective, the
+    root of a broadcast, the last contributor to a reduce; on the clock-skew corrected
+    times the wait states were computed from."""
+    calls = s.trace.calls
     culprit = np.full(len(calls), -1, dtype=np.int64)
-    m = trace.messages
+    m = s.received
     m = m[m["recv_complete_call"] >= 0]
     if len(m):
-        rc = m["recv_complete_call"].to_numpy()
-        begin = calls["start"].to_numpy()[rc] + off[m["recv_rank"].to_numpy()]
-        late = m["send_enter"].to_numpy() + off[m["send_rank"].to_numpy()] - begin
+        rc = s.local(m["recv_complete_call"].to_numpy())
+        begin = calls["start"].to_numpy()[rc] + offsets[m["recv_rank"].to_numpy()]
+        late = m["send_enter"].to_numpy() + offsets[m["send_rank"].to_numpy()] - begin
         latest = _last_per_group(rc, late, m["send_rank"].to_numpy(), len(calls))
         culprit[latest >= 0] = latest[latest >= 0]
-    coll = trace.collectives
-    if len(coll):
-        rank, root = coll["rank"].to_numpy(), coll["root"].to_numpy()
-        start = coll["start"].to_numpy() + off[rank]
+    coll = s.trace.collectives
+    if len(coll) and len(last.instance):
         inst = coll["instance"].to_numpy()
-        size = int(inst.max()) + 1
-        last = _last_per_group(inst, start, rank, size)[inst]
-        nonroot = rank != root
-        last_nonroot = _last_per_group(inst[nonroot], start[nonroot], rank[nonroot],
-                                       size)[inst]
+        pos = np.minimum(np.searchsorted(last.instance, inst), len(last.instance) - 1)
+        known = last.instance[pos] == inst
+        coll, pos = coll[known], pos[known]
         fn = coll["function"].astype(str).to_numpy()
-        who = np.where(np.isin(fn, list(ONE2ALL)), root,
-                       np.where(np.isin(fn, list(ALL2ONE)), last_nonroot, last))
-        culprit[coll["call"].to_numpy()] = who
+        who = np.where(np.isin(fn, list(ONE2ALL)), coll["root"].to_numpy(),
+                       np.where(np.isin(fn, list(ALL2ONE)), last.last_nonroot[pos],
+                                last.last[pos]))
+        culprit[s.local(coll["call"].to_numpy())] = who
     return culprit
+
+
+WAITING_KINDS = ["wait_at_barrier", "wait_at_nxn", "late_sender", "late_broadcast",
+                 "early_reduce"]
+P2P_KINDS = ["late_sender", "late_receiver"]
+
+
+def _part3(s: Any, offsets: np.ndarray, last: LastIn, hot: int | None) -> dict[str, Any]:
+    """Third pass: the waiting per call site, rank, culprit and kind; for a hot rank, who
+    sends to it and waits for it."""
+    calls = s.trace.calls
+    wait = s.waits["wait_ns"].to_numpy()
+    culprit = _culprits(s, offsets, last)
+    waited = np.flatnonzero(wait > 0)
+    kind_c = s.waits["wait_kind"].take(waited).reset_index(drop=True)
+    kind = kind_c.astype(str).to_numpy()
+    dur = calls["end"].to_numpy() - calls["start"].to_numpy()
+
+    def per(sel: np.ndarray, keys: list[str], **agg: tuple[str, str]) -> pd.DataFrame:
+        """Sums over the waiting calls `sel` by `keys`; grouped on the categories (no
+        per-row strings), named by strings."""
+        idx = waited[sel]
+        df = pd.DataFrame({"function": calls["function"].take(idx).reset_index(drop=True),
+                           "callsite": calls["callsite"].take(idx).reset_index(drop=True),
+                           "rank": calls["rank"].to_numpy()[idx], "culprit": culprit[idx],
+                           "kind": kind_c[sel].reset_index(drop=True), "wait": wait[idx],
+                           "ns": dur[idx]})
+        out = df.groupby(keys, observed=True).agg(**agg).reset_index()
+        for k in ("function", "callsite", "kind"):
+            if k in keys:
+                out[k] = out[k].astype(str)
+        return out
+
+    out: dict[str, Any] = {"imbalance": per(
+        np.isin(kind, WAITING_KINDS), ["function", "callsite", "rank", "culprit", "kind"],
+        n=("ns", "size"), wait=("wait", "sum"), ns=("ns", "sum"))}
+    if hot is not None:
+        m = s.trace.messages
+        out["senders"] = set(m.loc[m["recv_rank"] == hot, "send_rank"].astype(int))
+        rank = calls["rank"].to_numpy()
+        out["waiting"] = per(
+            (culprit[waited] == hot) & (rank[waited] != hot) & np.isin(kind, P2P_KINDS),
+            ["function", "callsite", "rank"], n=("ns", "size"), wait=("wait", "sum"))
+        own = np.flatnonzero((rank == hot) & (calls["depth"].to_numpy() == 0))
+        o = pd.DataFrame({"function": calls["function"].take(own).to_numpy(),
+                          "callsite": calls["callsite"].take(own).to_numpy(), "ns": dur[own]})
+        o = o.groupby(["function", "callsite"], observed=True).agg(
+            n=("ns", "size"), ns=("ns", "sum")).reset_index()
+        out["own"] = o.assign(function=o["function"].astype(str),
+                              callsite=o["callsite"].astype(str))
+    return out
+
+
+def _concat(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
+    frames = [f for f in frames if f is not None]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+# -------------------------------------------------------------------- the combines
+def redundant_collectives(same: pd.DataFrame | None, bad: np.ndarray,
+                          barriers: pd.DataFrame | None, counts: pd.Series | None,
+                          replays: Replays) -> list[Finding]:
+    """From the parts' calls equal to their previous one and the candidate instances
+    where some call is not (proved: every call of the instance is), and the barriers
+    after a synchronizing collective with the rows per instance."""
+    out: list[Finding] = []
+    if same is not None and len(same):
+        proved = same[~np.isin(same["instance"].to_numpy(), bad)]
+        out += _group_redundant(proved, replays,
+                                "input and result equal those of the previous call from "
+                                "this call site on the same communicator (recorded hashes)",
+                                "hash")
+    if barriers is not None and len(barriers) and counts is not None:
+        b = barriers
+        ok = (b.groupby("instance")["call"].transform("size").to_numpy()
+              == counts.reindex(b["instance"].to_numpy()).to_numpy())
+        b = b[ok]
+        for prev, g in b.groupby("prev"):
+            out += _group_redundant(g, replays, f"barrier directly follows {prev} on the same "
+                                    "communicator with no MPI call in between", "barrier_after")
+    return out
+
+
+def _group_redundant(rows: pd.DataFrame, replays: Replays, why: str,
+                     proof: str) -> list[Finding]:
+    found = []
+    rows = rows.assign(function=rows["function"].astype(str),
+                       callsite=rows["callsite"].astype(str))
+    for (function, callsite), g in rows.groupby(["function", "callsite"]):
+        saving = replays.saving(Scenario(remove_calls=tuple(
+            sorted(int(c) for c in g["call"]))))
+        found.append(Finding(
+            "redundant_collective", str(function), str(callsite), len(g),
+            float((g["end"] - g["start"]).sum() / 1e9), max(saving or 0.0, 0.0),
+            f"{where(str(function), str(callsite))} is provably redundant in "
+            f"{_plural(int(g['instance'].nunique()), 'instance')}: {why}; removing those "
+            f"{_saved(saving, replays)}.",
+            {"proof": proof, "instances": int(g["instance"].nunique()),
+             "ranks": sorted(int(r) for r in g["rank"].unique()), "model": replays.model}))
+    return found
+
+
+def _every_kth(replays: Replays, function: str, callsite: str, per_iteration: int,
+               iterations: int) -> tuple[int, dict[int, float]] | None:
+    """(k, saving per k tried) of running a collective every k-th iteration (keeping
+    one of k * per_iteration calls), k as the module doc says."""
+    ks = [k for k in FREQUENT_KS if 2 * k <= iterations]
+    if not ks:
+        return None
+    site = CallSite(function, callsite)
+    saving = {k: replays.saving(Scenario(collective_every=(
+        CollectiveEvery(site, k * per_iteration),))) or 0.0 for k in ks}
+    best = max(saving.values())
+    k = next(k for k in ks if saving[k] >= FREQUENT_ENOUGH * best)
+    return k, saving
+
+
+def frequent_collectives(parts: pd.DataFrame | None, loop: iterations.Loop | None,
+                         total_rank_ns: float, replays: Replays) -> list[Finding]:
+    """From per call site, function and rank aggregates of the non-barrier collectives."""
+    if loop is None or loop.iterations < FREQUENT_MIN_ITERATIONS or parts is None:
+        return []
+    found = []
+    for (callsite, function), g in parts.groupby(["callsite", "function"]):
+        site = loop.sites[(loop.sites["function"] == function)
+                          & (loop.sites["callsite"] == callsite)]
+        # only a collective in every iteration on every rank calling it: one that already
+        # runs only every k-th iteration is not frequent
+        if (site.empty or int(site["every"].iloc[0]) != 1
+                or int(site["ranks"].iloc[0]) < g["rank"].nunique()):
+            continue
+        per_iteration = max(int(round(float(site["per_iteration"].iloc[0]))), 1)
+        n = int(g["n"].sum())
+        size = float(g["bytes"].sum()) / n
+        time_ns = float(g["ns"].sum())
+        share = time_ns / max(total_rank_ns, 1)
+        if size > SMALL_COLLECTIVE_BYTES or share < NOTABLE_SHARE:
+            continue
+        tried = _every_kth(replays, str(function), str(callsite), per_iteration,
+                           loop.iterations)
+        if tried is None:
+            continue
+        k, saving = tried
+        base_s = replays.replayed_s
+        times = "" if per_iteration == 1 else f"{per_iteration} times "
+        found.append(Finding(
+            "frequent_collective", str(function), str(callsite), n, time_ns / 1e9,
+            max(saving[k], 0.0),
+            f"{where(str(function), str(callsite))} runs {times}in every iteration of the "
+            f"main loop ({loop.iterations} iterations; {int(g['n'].min())} calls "
+            f"per rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
+            f"iteration {_saved(saving[k], replays)}; tried k: "
+            f"{', '.join(f'{j}: {v:.3g} s' for j, v in saving.items())}.",
+            {"k": k, "share": share, "bytes_per_call": size,
+             "iterations": loop.iterations, "per_iteration": per_iteration,
+             "model": replays.model, "replayed_with_all_s": base_s,
+             "replayed_every_k_s": base_s - saving[k],
+             "saving_by_k_s": {int(j): float(v) for j, v in saving.items()}}))
+    return found
+
+
+def message_aggregation(parts: pd.DataFrame | None, replays: Replays) -> list[Finding]:
+    """From per function, call site and pair aggregates of the bursts."""
+    if parts is None or parts.empty:
+        return []
+    found = []
+    for (function, callsite), g in parts.groupby(["function", "callsite"]):
+        saving = replays.saving(Scenario(aggregate=(CallSite(str(function), str(callsite)),)))
+        msgs, bursts = int(g["msgs"].sum()), int(g["bursts"].sum())
+        pairs = (g.groupby(["send_rank", "recv_rank"])["msgs"].sum()
+                 .sort_values(ascending=False))
+        found.append(Finding(
+            "message_aggregation", str(function), str(callsite), msgs,
+            float(g["ns"].sum() / 1e9), max(saving or 0.0, 0.0),
+            f"{_plural(bursts, 'burst')} of {msgs / bursts:.1f} small messages "
+            f"(mean {g['bytes'].sum() / msgs:.0f} B) between one pair from "
+            f"{where(str(function), str(callsite))}; sending each burst as one message "
+            f"{_saved(saving, replays)}.",
+            {"bursts": bursts, "mean_burst": msgs / bursts, "model": replays.model,
+             "top_pairs": [[int(a), int(b), int(n)] for (a, b), n in pairs.head(5).items()]}))
+    return found
 
 
 def _ranks(seconds: pd.Series) -> str:
@@ -338,12 +548,12 @@ def _ranks(seconds: pd.Series) -> str:
 
 def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
                     by_rank: pd.Series, caused: pd.Series, compute: pd.Series,
-                    saving: float | None) -> str:
+                    saving: float | None, replays: Replays) -> str:
     """Who is late, who waits and how much; "computes longer" only where it does."""
     text = (f"ranks wait {wait_s:.3g} s in {where(function, callsite)} "
             f"({kind.replace('_', ' ')})")
     balanced = (f"Balancing the computation of the phases that end here (each rank's "
-                f"the ranks' mean) {_saved(saving)}.")
+                f"the ranks' mean) {_saved(saving, replays)}.")
     if caused.empty:
         return text + f"; waiting: {_ranks(by_rank.head(3))}. " + balanced
     late = int(caused.index[0])
@@ -360,83 +570,82 @@ def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
                    f"communication or waiting before this call. {balanced}")
 
 
-def load_imbalance(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
+
+
+def load_imbalance(parts: pd.DataFrame | None, breakdown: pd.DataFrame,
                    total_rank_ns: float, replays: Replays) -> list[Finding]:
-    pc = ws.per_call
-    waits = pc[(pc["wait_ns"] > 0) & pc["wait_kind"].isin(WAITING_KINDS)]
-    if waits.empty:
+    """From the waiting per call site, rank, culprit and kind (calls, wait, time)."""
+    if parts is None or parts.empty:
         return []
-    calls = trace.calls
     compute = breakdown.set_index("rank")["compute_s"]
-    waits = waits.assign(culprit=_culprits(trace, ws)[waits["call"].to_numpy()])
     found = []
-    for (function, callsite), g in waits.groupby(["function", "callsite"], observed=True):
-        total_wait = float(g["wait_ns"].sum())
+    for (function, callsite), g in parts.groupby(["function", "callsite"]):
+        total_wait = float(g["wait"].sum())
         if total_wait < NOTABLE_SHARE * total_rank_ns:
             continue
-        by_rank = g.groupby("rank")["wait_ns"].sum().sort_values(ascending=False) / 1e9
-        caused_ns = (g[g["culprit"] >= 0].groupby("culprit")["wait_ns"].sum()
+        by_rank = g.groupby("rank")["wait"].sum().sort_values(ascending=False) / 1e9
+        caused_ns = (g[g["culprit"] >= 0].groupby("culprit")["wait"].sum()
                      .sort_values(ascending=False, kind="stable"))
         caused = caused_ns / 1e9
         saving = replays.saving(Scenario(balance_at=(CallSite(str(function),
                                                               str(callsite)),)))
-        sel = calls.loc[g["call"].to_numpy()]
-        kinds = g["wait_kind"].astype(str).value_counts()
+        kinds = g.groupby("kind")["n"].sum().sort_values(ascending=False, kind="stable")
         late_rank = int(caused.index[0]) if len(caused) else None
         late_share = float(caused_ns.iloc[0] / total_wait) if len(caused) else None
         found_text = _imbalance_text(str(function), str(callsite), total_wait / 1e9,
-                                     kinds.index[0], by_rank, caused, compute, saving)
+                                     str(kinds.index[0]), by_rank, caused, compute, saving,
+                                     replays)
         found.append(Finding(
-            "load_imbalance", str(function), str(callsite), len(g),
-            float((sel["end"] - sel["start"]).sum() / 1e9), max(saving or 0.0, 0.0),
+            "load_imbalance", str(function), str(callsite), int(g["n"].sum()),
+            float(g["ns"].sum() / 1e9), max(saving or 0.0, 0.0),
             found_text,
             {"late_rank": late_rank, "late_share": late_share,
              "caused_by_rank_s": {int(r): float(s) for r, s in caused.items()},
              "wait_by_rank_s": {int(r): float(s) for r, s in by_rank.items()},
              "wait_kinds": {str(k): int(v) for k, v in kinds.items()},
              "compute_by_rank_s": {int(r): float(s) for r, s in compute.items()},
-             "model": MODEL}))
+             "model": replays.model}))
     return found
 
 
-def hot_spot(trace: Trace, ws: WaitStates, path: CriticalPath,
-             replays: Replays) -> list[Finding]:
-    """The rank with most of the critical path, when many ranks send to it or wait for
-    it: a central server the others queue at."""
-    n = int(trace.num_ranks)
-    if n < 3 or path.length_ns <= 0:
-        return []
+def _hot_rank(num_ranks: int, path: CriticalPath | None) -> tuple[int, float] | None:
+    """The rank holding most of the critical path, if it holds HOT_SHARE of it."""
+    if path is None or num_ranks < 3 or path.length_ns <= 0:
+        return None
     per = path.per_rank()
     hot = int(per["share"].idxmax())
     share = float(per["share"].iloc[hot])
-    if share < HOT_SHARE:
-        return []
-    m = trace.messages
-    senders = set(m.loc[m["recv_rank"] == hot, "send_rank"].astype(int)) - {hot}
-    pc = ws.per_call
-    culprit = _culprits(trace, ws)[pc["call"].to_numpy()]
+    return (hot, share) if share >= HOT_SHARE else None
+
+
+def hot_spot(parts: list[dict[str, Any]], num_ranks: int, hot: int, share: float,
+             path: CriticalPath, replays: Replays) -> list[Finding]:
+    """The rank with most of the critical path, when many ranks send to it or wait for
+    it: a central server the others queue at."""
+    n = num_ranks
+    senders = set().union(*(p["senders"] for p in parts)) - {hot}
     # waiting for its messages (a worker for its next task), not at a collective: a
     # rank late at a collective is load imbalance
-    waiting = pc[(culprit == hot) & (pc["wait_ns"] > 0) & (pc["rank"] != hot)
-                 & pc["wait_kind"].isin(["late_sender", "late_receiver"]).to_numpy()]
-    waiters = set(waiting["rank"].astype(int))
+    waiting = _concat([p["waiting"] for p in parts])
+    waiters = set(waiting["rank"].astype(int)) if waiting is not None else set()
     partners = senders | waiters
     if len(partners) < max(2, HOT_PARTNERS * (n - 1)):
         return []
     # where the others wait for it most; else the call the hot rank spends most time in
-    if len(waiting):
-        top = waiting.groupby(["function", "callsite"], observed=True)["wait_ns"].sum()
+    waited_ns = 0
+    if waiting is not None and len(waiting):
+        top = waiting.groupby(["function", "callsite"])["wait"].sum()
         function, callsite = (str(x) for x in top.idxmax())
         here = waiting[(waiting["function"] == function) & (waiting["callsite"] == callsite)]
-        calls_n, time_s = len(here), float(here["wait_ns"].sum() / 1e9)
+        calls_n, time_s = int(here["n"].sum()), float(here["wait"].sum() / 1e9)
+        waited_ns = waiting["wait"].sum()
     else:
-        c = trace.calls[(trace.calls["rank"] == hot) & (trace.calls["depth"] == 0)]
-        top = (c["end"] - c["start"]).groupby([c["function"], c["callsite"]],
-                                              observed=True).sum()
+        own = _concat([p["own"] for p in parts])
+        top = own.groupby(["function", "callsite"])["ns"].sum()
         function, callsite = (str(x) for x in top.idxmax())
-        calls_n, time_s = int(len(c)), float(top.max() / 1e9)
+        calls_n, time_s = int(own["n"].sum()), float(top.max() / 1e9)
     saving = replays.saving(Scenario(spread_rank=hot))
-    on_path = per.iloc[hot]
+    on_path = path.per_rank().iloc[hot]
     return [Finding(
         "hot_spot", function, callsite, calls_n, time_s, max(saving or 0.0, 0.0),
         f"rank {hot} is a hot spot: it holds {share:.0%} of the critical path "
@@ -444,22 +653,73 @@ def hot_spot(trace: Trace, ws: WaitStates, path: CriticalPath,
         f"{len(partners)} of the {n - 1} other ranks send to it or wait for it (most in "
         f"{where(function, callsite)}): a central rank serving the others is their "
         f"bottleneck. Sharing its computation out equally among all ranks "
-        f"{_saved(saving)}.",
+        f"{_saved(saving, replays)}.",
         {"rank": hot, "critical_path_share": share, "senders": sorted(senders),
          "waiting_ranks": sorted(waiters),
-         "waited_for_s": float(waiting["wait_ns"].sum() / 1e9), "model": MODEL})]
+         "waited_for_s": float(waited_ns / 1e9), "model": replays.model})]
+
+
+def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,
+           loop: iterations.Loop | None, path: CriticalPath | None,
+           replays: Replays) -> list[Finding]:
+    """All findings, ranked by estimated savings (largest first): three passes of `run`
+    (maps a function over the parts, in rank order) and the combines; savings from
+    `replays`."""
+    total_rank_ns = float(breakdown["total_s"].sum() * 1e9)
+    p1 = run(_part1)
+    num_ranks = max(p["num_ranks"] for p in p1)
+    offsets = np.zeros(max(num_ranks, 1), dtype=np.int64)
+    for r, o in offsets_ns.items():
+        offsets[int(r)] = o
+    same = _concat([p["same"] for p in p1])
+    candidates = (np.unique(same["instance"].to_numpy()) if same is not None
+                  else NO_INSTANCES)
+    barriers = _concat([p["barriers"] for p in p1])
+    binst = (np.unique(barriers["instance"].to_numpy()) if barriers is not None
+             else NO_INSTANCES)
+    need = np.unique(np.concatenate([p["need"] for p in p1]))
+    bad, counts, last = NO_INSTANCES, None, LastIn.of(None)
+    # the entries into the instances someone waited in come a chunk of instances per
+    # pass, so the client holds at most ENTRIES_PER_PASS of them at once (one per rank)
+    chunk = max(ENTRIES_PER_PASS // max(num_ranks, 1), 1)
+    chunks = [need[i:i + chunk] for i in range(0, len(need), chunk)] or [NO_INSTANCES]
+    lasts = []
+    for i, needed in enumerate(chunks):
+        first = i == 0
+        if not (len(needed) or (first and (len(candidates) or len(binst)))):
+            continue
+        p2 = run(partial(_part2, candidates=candidates if first else NO_INSTANCES,
+                         barrier_instances=binst if first else NO_INSTANCES, need=needed,
+                         offsets=offsets))
+        if first:
+            bad = np.unique(np.concatenate([p["bad"] for p in p2]))
+            cs = [p["counts"] for p in p2 if p["counts"] is not None]
+            counts = pd.concat(cs).groupby(level=0).sum() if cs else None
+        lasts.append(LastIn.of(_concat([p["entries"] for p in p2])))
+        del p2
+    if lasts:
+        last = LastIn(*(np.concatenate([getattr(x, f) for x in lasts])
+                        for f in ("instance", "last", "last_nonroot")))
+    hot = _hot_rank(num_ranks, path)
+    p3 = run(partial(_part3, offsets=offsets, last=last,
+                     hot=hot[0] if hot is not None else None))
+    found = (redundant_collectives(same, bad, barriers, counts, replays)
+             + frequent_collectives(_concat([p["frequent"] for p in p1]), loop,
+                                    total_rank_ns, replays)
+             + message_aggregation(_concat([p["aggregation"] for p in p1]), replays)
+             + load_imbalance(_concat([p["imbalance"] for p in p3]), breakdown,
+                              total_rank_ns, replays)
+             + (hot_spot(p3, num_ranks, hot[0], hot[1], path, replays)
+                if hot is not None and path is not None else []))
+    return sorted(found, key=lambda f: f.estimated_savings_s, reverse=True)
 
 
 def find(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
          loop: iterations.Loop | None, path: CriticalPath | None = None) -> list[Finding]:
     """All findings, ranked by estimated savings (largest first), from the trace's wait
     states, per-rank breakdown, main loop and critical path (an analysis session
-    computes each once; without the path, no hot spot)."""
-    total_rank_ns = float(breakdown["total_s"].sum() * 1e9)
-    replays = Replays(trace)
-    found = (redundant_collectives(trace, ws, replays)
-             + frequent_collectives(trace, loop, total_rank_ns, replays)
-             + message_aggregation(trace, replays)
-             + load_imbalance(trace, ws, breakdown, total_rank_ns, replays)
-             + (hot_spot(trace, ws, path, replays) if path is not None else []))
-    return sorted(found, key=lambda f: f.estimated_savings_s, reverse=True)
+    computes each once; without the path, no hot spot): `detect` on the whole trace as
+    one part, replayed whole."""
+    part = whole(trace, ws)
+    return detect(lambda fn: [fn(part)], ws.skew.offsets_ns, breakdown, loop, path,
+                  Replays(trace))

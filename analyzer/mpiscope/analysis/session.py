@@ -139,13 +139,18 @@ class Analysis:
     @result
     def findings(self) -> list[findings.Finding]:
         """Improvement opportunities, largest estimated savings first."""
-        found = findings.find(self.trace, self.wait_states, self.ranks, self.loop,
-                              self.critical_path)
+        found = self._find()
         out = []
         for f in found:
             site, path = self.callpath(f.function, f.callsite)
             out.append(dataclasses.replace(f, callsite=site, callpath=path, group=f.callsite))
         return out
+
+    def _find(self) -> list[findings.Finding]:
+        """The findings before their call paths are named (the Dask engine's runs per
+        rank: engines.rankfindings)."""
+        return findings.find(self.trace, self.wait_states, self.ranks, self.loop,
+                             self.critical_path)
 
     @result
     def critical_path(self) -> critical_path.CriticalPath:

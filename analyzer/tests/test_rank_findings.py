@@ -1,0 +1,176 @@
+"""Findings computed per rank (engines/rankfindings.py) are the pandas engine's findings.
+
+The detection runs as per-rank passes over the rank slices plus combines on the client;
+the savings are replayed on the gathered trace below an event budget. On every test trace
+of the Dask engine's tests (Himeno XS 4 ranks 20 iterations, RMA fence, non-blocking
+all-to-all, MPI-IO, two threads, Score-P, synthetic) and on programs made to have each
+kind of finding (bursts, imbalance, master/worker), the findings equal the pandas ones
+(floats to 1e-9), in-process and with the passes run on a 2-worker LocalCluster.
+
+Above the budget, the replay runs on a window of whole iterations of the main loop and
+scales the saving to the run: with a budget of half of Himeno's events, the window holds
+at most that many, the messages name it, and the frequent collective's saving is within
+a factor 2 of the full replay's (the window samples half the iterations of a run whose
+MPI_Allreduce time varies a hundredfold between iterations on a shared machine). A
+redundant barrier after the loop is outside the window: no saving is claimed for it. On
+the synthetic trace (regular iterations), a window of 5% of the events (9 of 198
+iterations, or without the loop a window of 5% of the run's time) gives each saving
+within 15% of the full replay's. The collective entries resolved a chunk per pass give
+the same findings as in one pass.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_dask_engine import SYNTH, differences, threads_trace
+
+import mpiscope
+from mpiscope.analysis import findings
+from mpiscope.analysis.session import Analysis
+from mpiscope.archive import cache
+from mpiscope.engines import cluster, rankfindings, slices
+from mpiscope_testing import scenarios
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory, scorep_trace: Path) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("rank-findings")
+    for sub in ("fence", "ialltoall", "io", "bursts", "imbalance", "masterworker"):
+        (d / sub).mkdir()
+    synth = d / "synth"
+    subprocess.run([str(SYNTH), "--ranks", "8", "--events", "40000", "--out", str(synth)],
+                   check=True, capture_output=True)
+    out = {
+        "himeno": scenarios.traced_himeno(4, ["--size", "XS", "--iterations", "20"], d),
+        "fence": scenarios.traced_run("untrue", 3, ["fence"], d / "fence"),
+        "ialltoall": scenarios.traced_run("untrue", 3, ["ialltoall"], d / "ialltoall"),
+        "io": scenarios.traced_run("untrue", 2, ["io", str(d / "io.dat")], d / "io"),
+        "threads": threads_trace(d / "threads"),
+        "scorep": scorep_trace,
+        "synth": synth,
+        "bursts": scenarios.traced_run("bursts", 2, ["20"], d / "bursts"),
+        "imbalance": scenarios.traced_run("imbalance", 4, ["8"], d / "imbalance"),
+        "masterworker": scenarios.traced_run("masterworker", 4, ["30"], d / "masterworker"),
+    }
+    for p in out.values():
+        shutil.rmtree(p / cache.CACHE_NAME, ignore_errors=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def analyses(traces: dict[str, Path]) -> dict[str, Analysis]:
+    return {name: Analysis(mpiscope.load(p)) for name, p in traces.items()}
+
+
+NAMES = ["himeno", "fence", "ialltoall", "io", "threads", "scorep", "synth", "bursts",
+         "imbalance", "masterworker"]
+
+
+def in_process(a: Analysis):
+    """The runner of the tests: fn over every rank's slice, in rank order."""
+    parts = slices.all_of_trace(a.trace, a.wait_states)
+    return lambda fn: [fn(s) for s in parts]
+
+
+def pandas_findings(a: Analysis) -> list[dict]:
+    return [f.to_dict() for f in findings.find(a.trace, a.wait_states, a.ranks, a.loop,
+                                               a.critical_path)]
+
+
+def per_rank_findings(a: Analysis, run, **kw) -> list[rankfindings.Finding]:
+    return rankfindings.find(run, a.wait_states, a.ranks, a.loop, a.critical_path, **kw)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_per_rank_findings_equal_the_pandas_findings(name: str,
+                                                     analyses: dict[str, Analysis]) -> None:
+    a = analyses[name]
+    want = pandas_findings(a)
+    got = [f.to_dict() for f in per_rank_findings(a, in_process(a))]
+    assert differences(want, got) == []
+
+
+def test_the_programs_give_every_kind_of_finding(analyses: dict[str, Analysis]) -> None:
+    # so the equality above covers each rule, not only empty lists
+    kinds = {f["kind"] for a in analyses.values() for f in pandas_findings(a)}
+    assert kinds >= {"redundant_collective", "frequent_collective", "message_aggregation",
+                     "load_imbalance", "hot_spot"}
+
+
+def test_per_rank_passes_run_on_dask_workers(analyses: dict[str, Analysis]) -> None:
+    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as client:
+        for name in ("himeno", "bursts", "masterworker"):
+            a = analyses[name]
+            parts = client.scatter(slices.all_of_trace(a.trace, a.wait_states))
+
+            def run(fn, parts=parts):
+                return client.gather(client.map(fn, parts, pure=False))
+
+            got = [f.to_dict() for f in per_rank_findings(a, run)]
+            assert differences(pandas_findings(a), got) == [], name
+
+
+def test_above_the_budget_a_window_of_iterations_is_replayed_and_scaled(
+        analyses: dict[str, Analysis]) -> None:
+    a = analyses["himeno"]
+    run = in_process(a)
+    events = sum(c["events"] for c in run(lambda s: rankfindings._count(s, None)))
+    budget = events // 2
+    full = {(f.kind, f.function): f for f in findings.find(
+        a.trace, a.wait_states, a.ranks, a.loop, a.critical_path)}
+    found = per_rank_findings(a, run, budget_events=budget)
+    assert {(f.kind, f.function) for f in found} == set(full)
+
+    [freq] = [f for f in found if f.kind == "frequent_collective"]
+    assert "replayed on iterations " in freq.message and " of 20 of the main loop (" in freq.message
+    assert "the saving scaled to the run per removed call" in freq.message
+    assert "window: iterations" in freq.evidence["model"]
+    truth = full[("frequent_collective", "MPI_Allreduce")].estimated_savings_s
+    assert truth > 0
+    assert 0.5 * truth <= freq.estimated_savings_s <= 2 * truth
+
+    # the replayed window holds at most the budget
+    r = rankfindings.BoundedReplays(run, a.loop, budget)
+    assert r.base.events <= budget
+    assert r.window is not None and 1 <= r.window.iterations <= 10
+
+    # the redundant barrier after the loop is not in the window: no saving claimed
+    [red] = [f for f in found if f.kind == "redundant_collective"]
+    assert red.function == "MPI_Barrier"
+    assert red.estimated_savings_s == 0.0
+    assert "none of them lies in the replayed window (iterations" in red.message
+
+
+def savings(found: list) -> dict[tuple[str, str], float]:
+    return {(f.kind, f.function): f.estimated_savings_s for f in found}
+
+
+@pytest.mark.parametrize("window", ["iterations", "time"])
+def test_a_small_window_of_a_regular_run_scales_to_its_savings(
+        window: str, analyses: dict[str, Analysis]) -> None:
+    a = analyses["synth"]
+    run = in_process(a)
+    loop = a.loop if window == "iterations" else None  # no loop: a window of time
+    events = sum(c["events"] for c in run(lambda s: rankfindings._count(s, None)))
+    full = savings(findings.find(a.trace, a.wait_states, a.ranks, loop, a.critical_path))
+    found = rankfindings.find(run, a.wait_states, a.ranks, loop, a.critical_path,
+                              budget_events=events // 20)
+    assert set(savings(found)) == set(full)
+    assert any(v > 0 for v in full.values())
+    for key, saved in savings(found).items():
+        assert saved == pytest.approx(full[key], rel=0.15), key
+    named = "iterations 95..103 of 198 of the main loop" if loop else "s of the run's"
+    assert all(named in f.message and named in f.evidence["model"] for f in found)
+
+
+def test_instances_resolved_in_chunks_give_the_same_findings(
+        analyses: dict[str, Analysis], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(findings, "ENTRIES_PER_PASS", 1)  # one instance per pass
+    for name in ("himeno", "imbalance", "masterworker"):
+        a = analyses[name]
+        got = [f.to_dict() for f in per_rank_findings(a, in_process(a))]
+        assert differences(pandas_findings(a), got) == [], name
