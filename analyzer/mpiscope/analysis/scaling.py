@@ -44,8 +44,8 @@ class ScalingRow:
 def row(analysis: Analysis, figures: dict | None = None) -> ScalingRow:
     """One run's row from its analysis session (and the figures of merit its program
     printed, for the problem size)."""
-    r = row_from_breakdown(str(analysis.trace.path), analysis.ranks)
-    r.program = analysis.trace.meta.program or None
+    r = row_from_breakdown(str(analysis.overview.path), analysis.ranks)
+    r.program = analysis.overview.meta.program or None
     size = (figures or {}).get("size")
     r.size = None if size is None else str(size)
     return r

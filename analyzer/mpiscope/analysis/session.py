@@ -11,6 +11,7 @@ import dataclasses
 import json
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -25,7 +26,7 @@ from mpiscope.analysis import (
     waitstates,
 )
 from mpiscope.analysis.threads import per_thread
-from mpiscope.archive.trace import Trace
+from mpiscope.archive.trace import Trace, TraceMeta
 
 T = TypeVar("T")
 
@@ -53,6 +54,16 @@ def result(compute: Callable[[Analysis], T]) -> property:
         return value
 
     return property(get, doc=compute.__doc__)
+
+
+@dataclasses.dataclass
+class Overview:
+    """What a report says about the trace itself (small, whatever the engine)."""
+
+    path: Path
+    meta: TraceMeta
+    ranks: pd.DataFrame  # the trace's ranks table (rank, host, ...)
+    calls: int  # MPI calls recorded
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -202,9 +213,14 @@ class Analysis:
         """The tracer's buffer flushes per rank."""
         return stats.flushes(self.trace)
 
+    @property
+    def overview(self) -> Overview:
+        t = self.raw_trace
+        return Overview(t.path, t.meta, t.ranks, len(t.calls))
+
     def to_dict(self) -> dict[str, Any]:
         """The contract's JSON (`mpiscope analyze --json`), as Python objects."""
-        t = self.trace
+        t = self.overview
         ws = self.wait_states
         loop = self.loop
         per_iteration = self.per_iteration

@@ -139,10 +139,10 @@ def _threads(analysis: Analysis, console: Console) -> None:
 
 
 def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
-    t = analysis.trace
+    t = analysis.overview
     console.print(f"[bold]{t.meta.program or t.path}[/bold]  {t.meta.num_ranks} ranks on "
                   f"{t.ranks['host'].nunique()} host(s), {t.meta.duration_ns / 1e9:.3f} s, "
-                  f"{len(t.calls)} MPI calls  [dim]{t.meta.creator} {t.meta.mpi_library}[/dim]")
+                  f"{t.calls} MPI calls  [dim]{t.meta.creator} {t.meta.mpi_library}[/dim]")
     tab = Table(title="Time per rank (s)", show_lines=False)
     for col in ("rank", "host", "total", *(PART_LABELS[p] for p in PARTS)):
         tab.add_column(col, justify="right" if col not in ("host",) else "left")
