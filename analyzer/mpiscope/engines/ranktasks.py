@@ -66,14 +66,26 @@ class Source:
         return CacheTables(Path(self.dir), Path(self.trace_dir), self.manifest)
 
 
+def _declared(df: pd.DataFrame, info: dict) -> pd.DataFrame:
+    """Columns the reader makes `object` as object: Parquet strings come back as pandas'
+    str dtype, which the pandas engine's tables do not have."""
+    fix = {c: object for c, t in info["dtypes"].items()
+           if t == "object" and c in df.columns and df[c].dtype != object}
+    return df.astype(fix) if fix else df
+
+
+def _small(t: CacheTables, name: str) -> pd.DataFrame:
+    return _declared(t.small(name), t.manifest["tables"][name])
+
+
 def _cut(t: CacheTables, name: str, column: str, rank: int) -> pd.DataFrame:
     """Rank `rank`'s rows of table `name` (`column` == rank), as slices.of_trace cuts."""
     info = t.manifest["tables"][name]
     if t.partitioned(name) and cache.PARTITION_BY[name] == column:
         if rank in t.ranks_of(name):
-            return t.partition(name, rank)
-        return cache._empty(info)
-    return slices._rows(t.small(name), column, rank)
+            return _declared(t.partition(name, rank), info)
+        return _declared(cache._empty(info), info)
+    return slices._rows(_small(t, name), column, rank)
 
 
 def received_of(src: Source, rank: int) -> pd.DataFrame:
@@ -88,13 +100,13 @@ def received_of(src: Source, rank: int) -> pd.DataFrame:
     if not files:
         return cache._empty(info)
     parts = [cache._read_file(f).to_pandas() for f in files]
-    return cache._restore(pd.concat(parts, ignore_index=True), info)
+    return _declared(cache._restore(pd.concat(parts, ignore_index=True), info), info)
 
 
 def build_slice(src: Source, rank: int, with_waits: bool = True) -> RankSlice:
     """Rank `rank`'s slice, read from the cache (on a worker)."""
     t = src.tables
-    tables: dict[str, Any] = {name: t.small(name) for name in WHOLE}
+    tables: dict[str, Any] = {name: _small(t, name) for name in WHOLE}
     for name in slices.PER_RANK:
         tables[name] = _cut(t, name, "rank", rank)
     tables["threads"] = _cut(t, "threads", "rank", rank)
@@ -188,7 +200,7 @@ class RankTasks:
                 used = sorted({p for ids in self._map(functools.partial(_used_paths, bare))
                                for p in ids})
                 paths = callpaths.CallPaths.of(
-                    SimpleNamespace(callpaths=t.small("callpaths")),  # type: ignore[arg-type]
+                    SimpleNamespace(callpaths=_small(t, "callpaths")),  # type: ignore[arg-type]
                     self.skip, used=used)
                 self._src = replace(bare, received=self._received(), paths=paths,
                                     group_by=self.group_by)
