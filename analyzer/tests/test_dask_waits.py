@@ -142,7 +142,7 @@ def test_rank_by_rank_wait_states_equal_the_pandas_engine(
     assert_same_wait_states(dist, ws, [s.rank for s in parts])
     pd.testing.assert_frame_equal(dist.per_call, ws.per_call)
     if name in ("pscw", "passive", "skewed", "himeno"):  # the rules these traces exercise
-        kind = {"pscw": "late_post", "passive": "lock_contention", "skewed": "late_sender",
+        kind = {"pscw": "early_wait", "passive": "lock_contention", "skewed": "late_sender",
                 "himeno": "wait_at_nxn"}[name]
         assert ws.totals()[kind] > 0
     if name == "skewed":
