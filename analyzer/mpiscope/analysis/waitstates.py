@@ -11,6 +11,11 @@ post (an origin's Start, or the RMA operation or Complete of its epoch where Sta
 returned at once, waiting for the target's Post) and early wait (the target's Wait
 entered before the last origin's Complete); lock contention is the time a lock request
 waited while another rank held a conflicting lock on the same target.
+
+The rules are written per rank plus a combine (`instance_starts`/`combine_instances`
+per collective instance, `p2p_rule` on a rank's calls and messages, ...): `compute` runs
+them on the whole trace, `engines.waits` rank by rank on Dask workers; general active
+target and lock contention run on the RMA synchronization rows (gathered there).
 """
 
 from __future__ import annotations
