@@ -72,8 +72,10 @@ class CallPaths:
     wrappers: set[str] = field(default_factory=set)  # detected wrapper functions
 
     @classmethod
-    def of(cls, trace: Trace, skip_frames: Sequence[str] = (), detect: bool = True
-           ) -> CallPaths:
+    def of(cls, trace: Trace, skip_frames: Sequence[str] = (), detect: bool = True,
+           used: Iterable[int] | None = None) -> CallPaths:
+        """`used`: the path ids the calls use (`used_paths` of every rank's calls),
+        when `trace.calls` is not the whole trace's."""
         cp = trace.callpaths
         frames: dict[int, list[str]] = {}
         functions: dict[int, list[str]] = {}
@@ -82,7 +84,7 @@ class CallPaths:
             for pid, g in cp.groupby("callpath", sort=True):
                 frames[int(pid)] = [str(f) for f in g["frame"]]
                 functions[int(pid)] = [str(f) for f in g["function"]]
-        used = _used_paths(trace)
+        used = sorted(set(used)) if used is not None else used_paths(trace.calls)
         globs = tuple(skip_frames)
         wrappers = (_detect_wrappers({p: list(zip(frames[p], functions[p], strict=True))
                                       for p in used if p in frames}, globs)
@@ -106,10 +108,11 @@ class CallPaths:
         return self.frame(pid)
 
 
-def _used_paths(trace: Trace) -> list[int]:
-    if "callpath" not in trace.calls.columns:
+def used_paths(calls: pd.DataFrame) -> list[int]:
+    """The path ids `calls` use (a rank's share: its calls)."""
+    if "callpath" not in calls.columns:
         return []
-    ids = np.unique(trace.calls["callpath"].to_numpy())
+    ids = np.unique(calls["callpath"].to_numpy())
     return [int(i) for i in ids if i >= 0]
 
 

@@ -32,36 +32,66 @@ def _violations(m: pd.DataFrame, off: np.ndarray) -> np.ndarray:
     return s - r  # > 0: the receive completed before the send happened
 
 
-def detect_and_correct(trace: Trace, max_rounds: int = 8) -> Corrected:
-    m = trace.messages
-    n = max(trace.num_ranks, 1)
+def count_violations(m: pd.DataFrame, off: np.ndarray) -> int:
+    """Messages of `m` received before they were sent with clocks shifted by `off`."""
+    return int((_violations(m, off) > 0).sum()) if len(m) else 0
+
+
+def pair_lead(m: pd.DataFrame) -> pd.DataFrame:
+    """Per (send_rank, recv_rank): the largest send_time - recv_time of their messages;
+    all the relaxation needs of them (a rank's share: the messages it sent)."""
+    d = m["send_time"].to_numpy() - m["recv_time"].to_numpy()
+    g = pd.Series(d).groupby([m["send_rank"].to_numpy(), m["recv_rank"].to_numpy()]).max()
+    return pd.DataFrame({"send_rank": g.index.get_level_values(0).to_numpy(np.int64),
+                         "recv_rank": g.index.get_level_values(1).to_numpy(np.int64),
+                         "lead": g.to_numpy(np.int64)})
+
+
+def relax(pairs: pd.DataFrame, n: int, max_rounds: int = 8) -> np.ndarray:
+    """Per-rank clock offsets: delay receivers until every message goes forward (`pairs`
+    from `pair_lead`, concatenated over ranks; a pair's largest lead decides for all its
+    messages, as the shift is the same for each)."""
     off = np.zeros(n, dtype=np.int64)
-    before = int((_violations(m, off) > 0).sum()) if len(m) else 0
-    if before == 0:
-        return Corrected(trace.calls, m, trace.collectives, SkewCorrection(0))
-    recv = m["recv_rank"].to_numpy()
-    for _ in range(max_rounds):  # relax: delay receivers until every message goes forward
-        need = _violations(m, off)
+    s, r = pairs["send_rank"].to_numpy(), pairs["recv_rank"].to_numpy()
+    lead = pairs["lead"].to_numpy()
+    for _ in range(max_rounds):
+        need = lead + off[s] - off[r]
         if (need <= 0).all():
             break
-        per_rank = pd.Series(need).groupby(recv).max()
+        per_rank = pd.Series(need).groupby(r).max()
         per_rank = per_rank[per_rank > 0]
         off[per_rank.index.to_numpy()] += per_rank.to_numpy()
-    remaining = int((_violations(m, off) > 0).sum())
+    return off
 
-    calls = trace.calls.copy()
-    shift = off[calls["rank"].to_numpy()]
-    calls["start"] += shift
-    calls["end"] += shift
+
+def shift_calls(df: pd.DataFrame, off: np.ndarray) -> pd.DataFrame:
+    """calls or collectives with start/end on the corrected clock of their rank."""
+    df = df.copy()
+    shift = off[df["rank"].to_numpy()]
+    df["start"] += shift
+    df["end"] += shift
+    return df
+
+
+def shift_messages(m: pd.DataFrame, off: np.ndarray) -> pd.DataFrame:
     m = m.copy()
     so, ro = off[m["send_rank"].to_numpy()], off[m["recv_rank"].to_numpy()]
     for col in ("send_time", "send_enter"):
         m[col] += so
     for col in ("recv_time", "recv_enter", "recv_leave"):
         m[col] += ro
-    coll = trace.collectives.copy()
-    cs = off[coll["rank"].to_numpy()]
-    coll["start"] += cs
-    coll["end"] += cs
+    return m
+
+
+def detect_and_correct(trace: Trace, max_rounds: int = 8) -> Corrected:
+    m = trace.messages
+    n = max(trace.num_ranks, 1)
+    before = count_violations(m, np.zeros(n, dtype=np.int64))
+    if before == 0:
+        return Corrected(trace.calls, m, trace.collectives, SkewCorrection(0))
+    off = relax(pair_lead(m), n, max_rounds)
+    remaining = count_violations(m, off)
     offsets = {int(r): int(o) for r, o in enumerate(off) if o}
-    return Corrected(calls, m, coll, SkewCorrection(before, offsets, remaining))
+    return Corrected(shift_calls(trace.calls, off), shift_messages(m, off),
+                     shift_calls(trace.collectives, off),
+                     SkewCorrection(before, offsets, remaining))

@@ -11,6 +11,11 @@ post (an origin's Start, or the RMA operation or Complete of its epoch where Sta
 returned at once, waiting for the target's Post) and early wait (the target's Wait
 entered before the last origin's Complete); lock contention is the time a lock request
 waited while another rank held a conflicting lock on the same target.
+
+The rules are written per rank plus a combine (`instance_starts`/`combine_instances`
+per collective instance, `p2p_rule` on a rank's calls and messages, ...): `compute` runs
+them on the whole trace, `engines.waits` rank by rank on Dask workers; general active
+target and lock contention run on the RMA synchronization rows (gathered there).
 """
 
 from __future__ import annotations
@@ -41,6 +46,51 @@ NBC_NXN = {"MPI_Iallreduce", "MPI_Iallgather", "MPI_Iallgatherv", "MPI_Ialltoall
 KIND = {k: i for i, k in enumerate(KINDS)}  # codes of the wait_kind categorical
 
 
+def kind_sums(per_call: pd.DataFrame) -> pd.DataFrame:
+    """wait_ns summed per rank and kind: index rank, a column per kind (int64). Ranks
+    with calls but no waiting have a row of zeros. A rank's calls give its row."""
+    codes = per_call["wait_kind"].cat.codes.to_numpy()
+    rank = per_call["rank"].to_numpy()
+    ok = codes >= 0
+    g = pd.Series(per_call["wait_ns"].to_numpy()[ok]).groupby(
+        [rank[ok], codes[ok]]).sum()
+    ranks = pd.Index(np.unique(rank), name="rank")
+    out = pd.DataFrame(0, index=ranks, columns=list(KINDS), dtype=np.int64)
+    for (r, k), v in g.items():
+        out.iat[ranks.get_loc(r), int(k)] = int(v)
+    return out
+
+
+def totals_of(sums: pd.DataFrame) -> dict[str, float]:
+    """Seconds per wait-state kind, summed over ranks (`sums`: kind_sums of all ranks)."""
+    out = {k: float(sums[k].sum()) / 1e9 for k in KINDS}
+    for part, whole in ALSO_COUNTED_IN.items():
+        out[whole] += out[part]
+    return out
+
+
+def per_rank_of(sums: pd.DataFrame) -> pd.DataFrame:
+    t = sums.copy()
+    for part, whole in ALSO_COUNTED_IN.items():
+        t[whole] = t[whole] + t[part]
+    return t / 1e9
+
+
+def callsite_sums(per_call: pd.DataFrame) -> pd.DataFrame:
+    """Calls that waited, per (function, callsite, wait_kind): calls, wait_ns."""
+    w = per_call[per_call["wait_ns"] > 0]
+    g = w.groupby(["function", "callsite", "wait_kind"], observed=True)["wait_ns"]
+    return g.agg(["count", "sum"]).rename(columns={"count": "calls", "sum": "wait_ns"})
+
+
+def per_callsite_of(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The waiting per call site, largest first, from `callsite_sums` of every rank."""
+    p = pd.concat([x.reset_index() for x in parts], ignore_index=True)
+    g = p.groupby(["function", "callsite", "wait_kind"], observed=True)
+    return (pd.DataFrame({"calls": g["calls"].sum(), "wait_ns": g["wait_ns"].sum()})
+            .reset_index().sort_values("wait_ns", ascending=False))
+
+
 @dataclass
 class WaitStates:
     per_call: pd.DataFrame  # call, rank, function, callsite, wait_ns, wait_kind
@@ -48,36 +98,63 @@ class WaitStates:
 
     def totals(self) -> dict[str, float]:
         """Seconds per wait-state kind, summed over ranks."""
-        s = self.per_call.groupby("wait_kind", observed=True)["wait_ns"].sum()
-        out = {k: float(s.get(k, 0)) / 1e9 for k in KINDS}
-        for part, whole in ALSO_COUNTED_IN.items():
-            out[whole] += out[part]
-        return out
+        return totals_of(kind_sums(self.per_call))
 
     def per_rank(self) -> pd.DataFrame:
-        t = self.per_call.pivot_table(index="rank", columns="wait_kind", values="wait_ns",
-                                      aggfunc="sum", fill_value=0, observed=False)
-        t = t.reindex(columns=list(KINDS), fill_value=0)
-        for part, whole in ALSO_COUNTED_IN.items():
-            t[whole] = t[whole] + t[part]
-        return (t / 1e9).rename_axis(None, axis=1)
+        return per_rank_of(kind_sums(self.per_call))
 
     def per_callsite(self) -> pd.DataFrame:
-        w = self.per_call[self.per_call["wait_ns"] > 0]
-        g = w.groupby(["function", "callsite", "wait_kind"], observed=True)["wait_ns"]
-        return (g.agg(["count", "sum"]).rename(columns={"count": "calls", "sum": "wait_ns"})
-                .reset_index().sort_values("wait_ns", ascending=False))
+        return per_callsite_of([callsite_sums(self.per_call)])
 
 
-def _collective_waits(coll: pd.DataFrame, wait: np.ndarray, kind: np.ndarray) -> None:
+BIG = np.iinfo(np.int64).max
+SMALL = np.iinfo(np.int64).min
+
+
+def instance_starts(keys: pd.DataFrame, start: np.ndarray, is_root: np.ndarray
+                    ) -> pd.DataFrame:
+    """Per collective instance (the rows of `keys`): last (max start), root_start (min
+    start of a root, BIG if none), nonroot_last (max start of a non-root, SMALL if none).
+    A rank's rows give its part; `combine_instances` of the parts gives the whole."""
+    cols = list(keys.columns)
+    df = keys.assign(last=start, root_start=np.where(is_root, start, BIG),
+                     nonroot_last=np.where(is_root, SMALL, start))
+    return df.groupby(cols, sort=False).agg(
+        {"last": "max", "root_start": "min", "nonroot_last": "max"})
+
+
+def combine_instances(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=["last", "root_start", "nonroot_last"], dtype=np.int64)
+    return pd.concat(parts).groupby(level=list(range(parts[0].index.nlevels)),
+                                    sort=False).agg(
+        {"last": "max", "root_start": "min", "nonroot_last": "max"})
+
+
+def _lookup(agg: pd.DataFrame, keys: pd.DataFrame) -> pd.DataFrame:
+    """agg's row of each row of keys (aligned with keys)."""
+    idx = (pd.MultiIndex.from_frame(keys) if keys.shape[1] > 1
+           else pd.Index(keys.iloc[:, 0]))
+    return agg.reindex(idx)
+
+
+def collective_keys(coll: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    return coll[["instance"]], (coll["rank"] == coll["root"]).to_numpy()
+
+
+def collective_rule(coll: pd.DataFrame, agg: pd.DataFrame, idx: np.ndarray,
+                    wait: np.ndarray, kind: np.ndarray) -> None:
+    """Waits of blocking collectives (`idx`: the rows of `wait` of coll's calls; `agg`:
+    `instance_starts` of every rank's collectives)."""
     if coll.empty:
         return
     starts = coll["start"].to_numpy()
     dur = (coll["end"] - coll["start"]).to_numpy()
     fn_cat = coll["function"]
-    inst = coll["instance"].to_numpy()
-    last_in = coll.groupby("instance")["start"].transform("max").to_numpy()
-    idx = coll["call"].to_numpy()
+    keys, is_root = collective_keys(coll)
+    a = _lookup(agg, keys)
+    last_in = a["last"].to_numpy(np.int64)
     # barrier and N×N: everyone waits for the last one to arrive
     barrier = (fn_cat == "MPI_Barrier").to_numpy()
     sync = barrier | fn_cat.isin(NXN).to_numpy()
@@ -85,42 +162,42 @@ def _collective_waits(coll: pd.DataFrame, wait: np.ndarray, kind: np.ndarray) ->
     wait[idx[sync]] = w[sync]
     kind[idx[sync]] = np.where(barrier[sync], KIND["wait_at_barrier"], KIND["wait_at_nxn"])
     # one-to-all: non-roots that enter before the root wait for it (late broadcast)
-    rank = coll["rank"].to_numpy()
-    root = coll["root"].to_numpy()
-    is_root = rank == root
-    root_start = pd.Series(np.where(is_root, starts, np.iinfo(np.int64).max)).groupby(
-        inst).transform("min").to_numpy()
-    one = fn_cat.isin(ONE2ALL).to_numpy() & ~is_root & (root_start < np.iinfo(np.int64).max)
+    root_start = a["root_start"].to_numpy(np.int64)
+    one = fn_cat.isin(ONE2ALL).to_numpy() & ~is_root & (root_start < BIG)
     wait[idx[one]] = np.clip(root_start[one] - starts[one], 0, dur[one])
     kind[idx[one]] = KIND["late_broadcast"]
     # all-to-one: the root waits for the last contributor (early reduce)
-    nonroot_last = pd.Series(np.where(is_root, np.iinfo(np.int64).min, starts)).groupby(
-        inst).transform("max").to_numpy()
+    nonroot_last = a["nonroot_last"].to_numpy(np.int64)
     red = fn_cat.isin(ALL2ONE).to_numpy() & is_root
     wait[idx[red]] = np.clip(nonroot_last[red] - starts[red], 0, dur[red])
     kind[idx[red]] = KIND["early_reduce"]
 
 
-def _p2p_waits(calls: pd.DataFrame, msgs: pd.DataFrame, wait: np.ndarray,
-               kind: np.ndarray) -> None:
-    if msgs.empty:
+def _collective_waits(coll: pd.DataFrame, wait: np.ndarray, kind: np.ndarray) -> None:
+    if coll.empty:
         return
-    start = calls["start"].to_numpy()
-    end = calls["end"].to_numpy()
+    keys, is_root = collective_keys(coll)
+    agg = instance_starts(keys, coll["start"].to_numpy(), is_root)
+    collective_rule(coll, agg, coll["call"].to_numpy(), wait, kind)
+
+
+def p2p_rule(start: np.ndarray, end: np.ndarray, rc: np.ndarray, send_enter: np.ndarray,
+             sc: np.ndarray, recv_enter: np.ndarray, wait: np.ndarray,
+             kind: np.ndarray) -> None:
+    """Late sender / late receiver. `rc`: the row (in start/end) of the call completing
+    each receive, with its message's send_enter; `sc`: the call completing each send,
+    with its message's recv_enter (only messages whose call is known). A rank's own
+    calls with the messages it received (rc) and sent (sc) give its calls' waits."""
+    if len(rc) == 0 and len(sc) == 0:
+        return
     # late sender: the call completing the receive started before the send was posted
-    rc = msgs["recv_complete_call"].to_numpy()
-    ok = rc >= 0
-    ls = np.clip(msgs["send_enter"].to_numpy()[ok] - start[rc[ok]], 0,
-                 end[rc[ok]] - start[rc[ok]])
-    ls_call = pd.Series(ls).groupby(rc[ok]).max()  # a Waitall waits for its latest sender
-    # late receiver: the call completing the send waited for the receive to be posted
-    sc = msgs["send_complete_call"].to_numpy()
-    ok2 = sc >= 0
+    ls = np.clip(send_enter - start[rc], 0, end[rc] - start[rc])
+    ls_call = pd.Series(ls).groupby(rc).max()  # a Waitall waits for its latest sender
+    # late receiver: the call completing the send waited for the receive to be posted,
     # only if the send really blocked until then (rendezvous); an eager send leaves early
-    lr = np.clip(msgs["recv_enter"].to_numpy()[ok2] - start[sc[ok2]], 0,
-                 end[sc[ok2]] - start[sc[ok2]])
-    lr = np.where(end[sc[ok2]] >= msgs["recv_enter"].to_numpy()[ok2], lr, 0)
-    lr_call = pd.Series(lr).groupby(sc[ok2]).max()
+    lr = np.clip(recv_enter - start[sc], 0, end[sc] - start[sc])
+    lr = np.where(end[sc] >= recv_enter, lr, 0)
+    lr_call = pd.Series(lr).groupby(sc).max()
     both = pd.concat([ls_call.rename("ls"), lr_call.rename("lr")], axis=1).fillna(0)
     ids = both.index.to_numpy()
     # a call completing a late receive waited for that sender: an eager send completed in
@@ -130,6 +207,23 @@ def _p2p_waits(calls: pd.DataFrame, msgs: pd.DataFrame, wait: np.ndarray,
     pos = w > 0
     wait[ids[pos]] = w[pos]
     kind[ids[pos]] = np.where(take_ls[pos], KIND["late_sender"], KIND["late_receiver"])
+
+
+def completing(msgs: pd.DataFrame, call_col: str, time_col: str, offset: int = 0
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(row of the completing call, partner's time) of the messages whose call is known."""
+    c = msgs[call_col].to_numpy()
+    ok = c >= 0
+    return c[ok] - offset, msgs[time_col].to_numpy()[ok]
+
+
+def _p2p_waits(calls: pd.DataFrame, msgs: pd.DataFrame, wait: np.ndarray,
+               kind: np.ndarray) -> None:
+    if msgs.empty:
+        return
+    rc, se = completing(msgs, "recv_complete_call", "send_enter")
+    sc, re_ = completing(msgs, "send_complete_call", "recv_enter")
+    p2p_rule(calls["start"].to_numpy(), calls["end"].to_numpy(), rc, se, sc, re_, wait, kind)
 
 
 def _set(wait: np.ndarray, kind: np.ndarray, calls: np.ndarray, w: np.ndarray,
@@ -146,20 +240,18 @@ def _set(wait: np.ndarray, kind: np.ndarray, calls: np.ndarray, w: np.ndarray,
     kind[c[more]] = k_[more]
 
 
-def _nbc_waits(calls: pd.DataFrame, p2p: pd.DataFrame, wait: np.ndarray,
-               kind: np.ndarray) -> None:
-    """Non-blocking collectives completed in Wait/Test: the completing call cannot finish
-    before the partners it depends on posted the collective; the time from its Enter to
-    that post is waiting, the rest transfer (as for point-to-point)."""
+def nbc_posts(start: np.ndarray, fn: np.ndarray, p2p: pd.DataFrame, offset: int = 0
+              ) -> pd.DataFrame | None:
+    """Completions of non-blocking collectives with their posting call (rows of
+    start/fn: global call id - offset): done, enter, function, rank, comm, seq, peer.
+    Per rank (a rank's p2p rows give its rows)."""
     if p2p.empty:
-        return
+        return None
     ev = p2p["event"]
     req = p2p[(ev == "nbc_request").to_numpy()]
     done = p2p[(ev == "nbc_complete").to_numpy()]
     if req.empty or done.empty:
-        return
-    start = calls["start"].to_numpy()
-    end = calls["end"].to_numpy()
+        return None
     # each completion's posting call: the latest request of that id on the rank before it
     r = req[["rank", "request", "time", "call"]].rename(columns={"call": "post", "time": "t"})
     d = done[["rank", "request", "time", "call", "comm", "peer"]].rename(
@@ -169,31 +261,45 @@ def _nbc_waits(calls: pd.DataFrame, p2p: pd.DataFrame, wait: np.ndarray,
     m = pd.merge_asof(d, r, on="t", by=["rank", "request"], direction="backward")
     m = m[(m["post"].fillna(-1) >= 0) & (m["done"] >= 0)].copy()
     if m.empty:
-        return
-    m["post"] = m["post"].astype(np.int64)
+        return None
+    m["post"] = m["post"].astype(np.int64) - offset
+    m["done"] = m["done"].to_numpy() - offset
     m["enter"] = start[m["post"].to_numpy()]
-    m["function"] = calls["function"].to_numpy()[m["post"].to_numpy()]
+    m["function"] = fn[m["post"].to_numpy()]
     # instance: the n-th non-blocking collective on a communicator, per rank in post order
     m = m.sort_values(["rank", "enter"], kind="stable")
     m["seq"] = m.groupby(["rank", "comm"]).cumcount()
-    inst = m.groupby(["comm", "seq"]).ngroup().to_numpy()
-    enter = m["enter"].to_numpy()
+    return m
+
+
+def nbc_instances(m: pd.DataFrame | None) -> pd.DataFrame | None:
+    if m is None:
+        return None
+    return instance_starts(m[["comm", "seq"]], m["enter"].to_numpy(),
+                           (m["rank"] == m["peer"]).to_numpy())
+
+
+def nbc_rule(m: pd.DataFrame | None, agg: pd.DataFrame, start: np.ndarray, end: np.ndarray,
+             wait: np.ndarray, kind: np.ndarray) -> None:
+    """Non-blocking collectives completed in Wait/Test: the completing call cannot finish
+    before the partners it depends on posted the collective; the time from its Enter to
+    that post is waiting, the rest transfer (as for point-to-point)."""
+    if m is None:
+        return
+    a = _lookup(agg, m[["comm", "seq"]])
     rank = m["rank"].to_numpy()
     root = m["peer"].to_numpy()
     fn = m["function"].astype(str).to_numpy()
-    last = pd.Series(enter).groupby(inst).transform("max").to_numpy()
-    big = np.iinfo(np.int64).max
-    root_post = pd.Series(np.where(rank == root, enter, big)).groupby(inst).transform(
-        "min").to_numpy()
-    nonroot_last = pd.Series(np.where(rank == root, np.iinfo(np.int64).min, enter)).groupby(
-        inst).transform("max").to_numpy()
+    last = a["last"].to_numpy(np.int64)
+    root_post = a["root_start"].to_numpy(np.int64)
+    nonroot_last = a["nonroot_last"].to_numpy(np.int64)
     target = np.full(len(m), -1, dtype=np.int64)  # time the completion waited for
     code = np.full(len(m), -1, dtype=np.int8)
     nxn = np.isin(fn, list(NBC_NXN | NBC_BARRIER))
     target[nxn] = last[nxn]
     code[nxn] = np.where(np.isin(fn[nxn], list(NBC_BARRIER)), KIND["wait_at_barrier"],
                          KIND["wait_at_nxn"])
-    one = np.isin(fn, list(NBC_ONE2ALL)) & (rank != root) & (root_post < big)
+    one = np.isin(fn, list(NBC_ONE2ALL)) & (rank != root) & (root_post < BIG)
     target[one] = root_post[one]
     code[one] = KIND["late_broadcast"]
     red = np.isin(fn, list(NBC_ALL2ONE)) & (rank == root)
@@ -205,22 +311,56 @@ def _nbc_waits(calls: pd.DataFrame, p2p: pd.DataFrame, wait: np.ndarray,
     _set(wait, kind, dc, w, code[ok])
 
 
-def _fence_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
-                 kind: np.ndarray) -> None:
-    """MPI_Win_fence as N×N over the window's communicator: the k-th fence on a window
-    waits, on every rank, for the last rank to enter its k-th fence."""
+def _nbc_waits(calls: pd.DataFrame, p2p: pd.DataFrame, wait: np.ndarray,
+               kind: np.ndarray) -> None:
+    start = calls["start"].to_numpy()
+    m = nbc_posts(start, calls["function"].to_numpy(), p2p)
+    if m is not None:
+        nbc_rule(m, nbc_instances(m), start, calls["end"].to_numpy(), wait, kind)
+
+
+def fence_rows(start: np.ndarray, end: np.ndarray, sync: pd.DataFrame, offset: int = 0
+               ) -> pd.DataFrame | None:
+    """The fences of `sync` (per rank): c (row of its call), win, seq (the k-th fence of
+    the rank on the window), start, end."""
     f = sync[(sync["event"] == "fence").to_numpy() & (sync["call"] >= 0).to_numpy()]
     if f.empty:
-        return
+        return None
     f = f.drop_duplicates("call")
-    c = f["call"].to_numpy()
-    start, end = calls["start"].to_numpy()[c], calls["end"].to_numpy()[c]
+    c = f["call"].to_numpy() - offset
     df = pd.DataFrame({"rank": f["rank"].to_numpy(), "win": f["win"].to_numpy(),
-                       "start": start})
+                       "start": start[c], "end": end[c], "c": c})
     df["seq"] = df.sort_values(["rank", "start"], kind="stable").groupby(
         ["rank", "win"]).cumcount()  # aligned back by index
-    last = df.groupby(["win", "seq"])["start"].transform("max").to_numpy()
-    _set(wait, kind, c, np.clip(last - start, 0, end - start), KIND["wait_at_fence"])
+    return df
+
+
+def fence_instances(f: pd.DataFrame | None) -> pd.DataFrame | None:
+    return None if f is None else f.groupby(["win", "seq"], sort=False)[["start"]].max()
+
+
+def combine_fences(parts: list) -> pd.DataFrame | None:
+    parts = [p for p in parts if p is not None]
+    return pd.concat(parts).groupby(level=[0, 1], sort=False)[["start"]].max() if parts \
+        else None
+
+
+def fence_rule(f: pd.DataFrame | None, agg: pd.DataFrame | None, wait: np.ndarray,
+               kind: np.ndarray) -> None:
+    """MPI_Win_fence as N×N over the window's communicator: the k-th fence on a window
+    waits, on every rank, for the last rank to enter its k-th fence."""
+    if f is None or agg is None:
+        return
+    last = _lookup(agg, f[["win", "seq"]])["start"].to_numpy(np.int64)
+    start, end = f["start"].to_numpy(), f["end"].to_numpy()
+    _set(wait, kind, f["c"].to_numpy(), np.clip(last - start, 0, end - start),
+         KIND["wait_at_fence"])
+
+
+def _fence_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
+                 kind: np.ndarray) -> None:
+    f = fence_rows(calls["start"].to_numpy(), calls["end"].to_numpy(), sync)
+    fence_rule(f, fence_instances(f), wait, kind)
 
 
 def _gats_waits(calls: pd.DataFrame, sync: pd.DataFrame, rma: pd.DataFrame,

@@ -11,12 +11,15 @@ What runs where:
   `mpiscope.analysis` on the partition, partial results combined on the client: function
   statistics, uninterpreted functions, per-thread MPI time, buffer flushes, the
   communication matrix (messages partitioned by sender);
-- on the client, from the cache: the results that need every rank at once — wait states
-  (clock-skew correction fits one offset per rank from all messages; late sender/receiver
-  per matched message, wait at N x N per collective instance), the breakdown built on
-  them, call-site waiting time, time bins, loop detection and iterations, findings,
-  message-size statistics and the critical path. These still read the whole tables into
-  the client: their memory is not bounded by the worker yet (see the issue's notes).
+- rank by rank on the workers (`ranktasks.RankTasks`, each task a `RankSlice` built
+  from the cache): the call paths (every rank's used path ids) and the wait states
+  (`engines.waits`: clock skew, point-to-point, collectives, RMA; per-rank files);
+  `self.map_ranks(fn)` runs further per-rank partials the same way;
+- on the client, from the cache: the results that need every rank at once — the
+  breakdown built on the wait states, call-site waiting time, time bins, loop detection
+  and iterations, findings, message-size statistics and the critical path. These still
+  read the whole tables (and the wait states' `per_call`) into the client: their memory
+  is not bounded by the worker yet (see the issue's notes).
 
 All Dask results are computed inside `analyze` (the cluster may be gone afterwards); the
 others are computed on first use, as in `Analysis`.
@@ -36,7 +39,7 @@ from mpiscope.analysis.session import Analysis
 from mpiscope.analysis.threads import COLUMNS as THREAD_COLUMNS
 from mpiscope.archive import cache
 from mpiscope.archive.trace import Trace
-from mpiscope.engines import cluster, convert
+from mpiscope.engines import cluster, convert, ranktasks
 from mpiscope.engines.daskcache import CacheTables, open_cache, read_partition
 from mpiscope.errors import UserError
 
@@ -55,13 +58,16 @@ class DaskAnalysis(Analysis):
         self._paths: callpaths.CallPaths | None = None
         self._results: dict[str, object] = {}
         self._lock = threading.RLock()
+        # on_cluster sets it: fn(RankSlice) over every rank on the workers, rank order
+        self.map_ranks: Callable | None = None
 
     def _read(self) -> None:
         with self._lock:
             if self._trace is None:
                 t = self.tables
                 raw = cache._read(t.dir, Path(t.trace_dir), t.manifest)
-                self._paths = callpaths.CallPaths.of(raw, self._skip)
+                if self._paths is None:  # on_cluster found them from every rank's calls
+                    self._paths = callpaths.CallPaths.of(raw, self._skip)
                 self._trace = callpaths.relabel(raw, self._paths, self.group_by)
 
     @property  # type: ignore[override]
@@ -79,6 +85,15 @@ class DaskAnalysis(Analysis):
     def on_cluster(self, client) -> None:
         """Compute the per-rank results with `client`'s workers."""
         t = self.tables
+        tasks = ranktasks.RankTasks(client, t, skip_frames=self._skip, group_by=self.group_by)
+        # the runner later distributed analyses take (valid while the client is)
+        self.map_ranks = tasks.run
+        with self._lock:
+            self._paths = tasks.paths
+        ws = tasks.wait_states
+        # only client-side analyses not yet distributed read per_call (whole trace)
+        ws.calls_of = lambda: self.trace.calls
+        self._results["wait_states"] = ws
         calls = _map(client, t, "calls", _calls_partials)
         self._results["functions"] = _functions(calls, t)
         self._results["uninterpreted"] = _uninterpreted(calls)

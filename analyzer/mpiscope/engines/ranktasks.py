@@ -1,0 +1,252 @@
+"""Run a function on every rank's `RankSlice` on the Dask workers, the slice built on the
+worker from the partitioned Parquet cache.
+
+    rt = RankTasks(client, open_cache(DIR))
+    rt.run(fn)                 # [fn(slice of rank r) for r in ranks], one task per rank
+    rt.wait_states             # engines.waits.DistWaitStates, computed on first use
+    map_ranks(client, tables, fn)   # the same, with a RankTasks kept per cache
+
+A slice equals `slices.of_trace(Analysis(mpiscope.load(DIR)).trace, r, ws)`: the rank's
+partition of every per-rank table (tables the cache keeps whole are small and cut by
+rank), the small whole-trace tables, the messages it received, its calls relabelled by
+call paths with the `CallPaths` of the whole trace (found from every rank's used path
+ids, a pass of its own), and its wait states (`waits=True`).
+
+The cache keeps messages by sender. The messages by receiver are written once per cache
+(one task per sender, a file per (receiver, sender)) into `<cache>/derived/received`,
+built in a temporary directory and renamed into place when whole, so a killed build is
+never read and the next run reuses it. The wait states' per-rank files go the same way
+to `<cache>/derived/waits` (they depend on the cache only, not on call-path options).
+A worker holds one rank's rows at a time: its memory is bounded by the largest rank.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, TypeVar
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mpiscope.analysis import callpaths
+from mpiscope.archive import cache
+from mpiscope.archive.trace import Trace, TraceMeta
+from mpiscope.engines import convert, slices, waits
+from mpiscope.engines.daskcache import CacheTables, read_partition
+from mpiscope.engines.slices import RankSlice
+
+T = TypeVar("T")
+WHOLE = ("ranks", "comms", "windows", "files", "callpaths")  # small, whole in every slice
+DERIVED = "derived"
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a worker needs to build a rank's slice (small, pickled into each task)."""
+
+    dir: str
+    trace_dir: str
+    manifest: dict
+    received: str | None  # messages by receiver; None: messages kept whole in the cache
+    paths: callpaths.CallPaths | None  # None: calls as recorded (no relabelling)
+    group_by: str = "frame"
+    waits: str | None = None  # per-rank wait files (engines.waits)
+
+    @property
+    def tables(self) -> CacheTables:
+        return CacheTables(Path(self.dir), Path(self.trace_dir), self.manifest)
+
+
+def _declared(df: pd.DataFrame, info: dict) -> pd.DataFrame:
+    """Columns the reader makes `object` as object: Parquet strings come back as pandas'
+    str dtype, which the pandas engine's tables do not have."""
+    fix = {c: object for c, t in info["dtypes"].items()
+           if t == "object" and c in df.columns and df[c].dtype != object}
+    return df.astype(fix) if fix else df
+
+
+def _small(t: CacheTables, name: str) -> pd.DataFrame:
+    return _declared(t.small(name), t.manifest["tables"][name])
+
+
+def _cut(t: CacheTables, name: str, column: str, rank: int) -> pd.DataFrame:
+    """Rank `rank`'s rows of table `name` (`column` == rank), as slices.of_trace cuts."""
+    info = t.manifest["tables"][name]
+    if t.partitioned(name) and cache.PARTITION_BY[name] == column:
+        if rank in t.ranks_of(name):
+            return _declared(t.partition(name, rank), info)
+        return _declared(cache._empty(info), info)
+    return slices._rows(_small(t, name), column, rank)
+
+
+def received_of(src: Source, rank: int) -> pd.DataFrame:
+    """The messages `rank` received, in the order of the whole table (by sender)."""
+    t = src.tables
+    if src.received is None:
+        return _cut(t, "messages", "recv_rank", rank)
+    info = t.manifest["tables"]["messages"]
+    d = Path(src.received) / f"recv_rank={rank}"
+    files = sorted(d.glob("from=*.parquet"), key=lambda p: int(p.stem.split("=")[1])) \
+        if d.is_dir() else []
+    if not files:
+        return cache._empty(info)
+    parts = [cache._read_file(f).to_pandas() for f in files]
+    return _declared(cache._restore(pd.concat(parts, ignore_index=True), info), info)
+
+
+def build_slice(src: Source, rank: int, with_waits: bool = True) -> RankSlice:
+    """Rank `rank`'s slice, read from the cache (on a worker)."""
+    t = src.tables
+    tables: dict[str, Any] = {name: _small(t, name) for name in WHOLE}
+    for name in slices.PER_RANK:
+        tables[name] = _cut(t, name, "rank", rank)
+    tables["threads"] = _cut(t, "threads", "rank", rank)
+    tables["messages"] = _cut(t, "messages", "send_rank", rank)
+    trace = Trace(path=Path(src.trace_dir), meta=TraceMeta(**t.manifest["meta"]), **tables)
+    if src.paths is not None:
+        trace = callpaths.relabel(trace, src.paths, src.group_by)
+    calls = trace.calls
+    offset = int(calls["call"].to_numpy()[0]) if len(calls) else 0
+    w = waits.read_rank(src.waits, rank) if with_waits and src.waits else None
+    return RankSlice(rank, trace, received_of(src, rank), offset, w)
+
+
+def _task(fn: Callable[[RankSlice], T], src: Source, with_waits: bool, rank: int) -> T:
+    return fn(build_slice(src, rank, with_waits))
+
+
+def _used_paths(src: Source, rank: int) -> list[int]:
+    return callpaths.used_paths(_cut(src.tables, "calls", "rank", rank))
+
+
+def _split_sender(d: str, info: dict, out: str, sender: int) -> int:
+    """Write the messages of `sender` as one file per receiver under `out`."""
+    df = read_partition(Path(d), "messages", sender, info)
+    for r, g in df.groupby("recv_rank", sort=True):
+        sub = Path(out) / f"recv_rank={int(r)}"
+        sub.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pandas(g, preserve_index=False),
+                       sub / f"from={sender}.parquet")
+    return len(df)
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Rename a whole directory into place; if another run published it first, theirs
+    (the same content: both derive from the same cache) is kept."""
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if not final.is_dir():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class RankTasks:
+    """The per-rank view of a cache on a cluster: the runner the distributed analyses
+    take (`run`), with the call paths and wait states found once."""
+
+    def __init__(self, client, tables: CacheTables, *,
+                 skip_frames: str | Sequence[str] = (), group_by: str = "frame") -> None:
+        self.client = client
+        self.tables = tables
+        self.skip = callpaths.parse_skip_frames(skip_frames)
+        self.group_by = group_by
+        self.ranks = sorted(int(r) for r in tables.small("ranks")["rank"].unique())
+        self._lock = threading.RLock()
+        self._src: Source | None = None
+        self._waits: waits.DistWaitStates | None = None
+
+    def _map(self, fn: Callable[[int], T]) -> list[T]:
+        futures = self.client.map(fn, self.ranks, pure=False, retries=convert.RETRIES)
+        return self.client.gather(futures)
+
+    def _derived(self) -> Path:
+        d = self.tables.dir / DERIVED
+        d.mkdir(exist_ok=True)
+        return d
+
+    def _received(self) -> str | None:
+        t = self.tables
+        if not t.partitioned("messages"):
+            return None
+        final = self._derived() / "received"
+        if not final.is_dir():
+            tmp = self._derived() / f"received.tmp-{uuid.uuid4().hex}"
+            tmp.mkdir()
+            fn = functools.partial(_split_sender, str(t.dir), t.manifest["tables"]["messages"],
+                                   str(tmp))
+            futures = self.client.map(fn, t.ranks_of("messages"), pure=False,
+                                      retries=convert.RETRIES)
+            self.client.gather(futures)
+            _publish(tmp, final)
+        return str(final)
+
+    @property
+    def source(self) -> Source:
+        """The slice recipe; the first use finds the call paths and the received messages."""
+        with self._lock:
+            if self._src is None:
+                t = self.tables
+                bare = Source(str(t.dir), str(t.trace_dir), t.manifest, None, None)
+                used = sorted({p for ids in self._map(functools.partial(_used_paths, bare))
+                               for p in ids})
+                paths = callpaths.CallPaths.of(
+                    SimpleNamespace(callpaths=_small(t, "callpaths")),  # type: ignore[arg-type]
+                    self.skip, used=used)
+                self._src = replace(bare, received=self._received(), paths=paths,
+                                    group_by=self.group_by)
+            return self._src
+
+    @property
+    def paths(self) -> callpaths.CallPaths:
+        paths = self.source.paths
+        assert paths is not None
+        return paths
+
+    def run(self, fn: Callable[[RankSlice], T], *, waits: bool = True) -> list[T]:
+        """`fn` on every rank's slice on the workers (rank order); `waits`: the slices
+        carry their wait states (computed first if not yet)."""
+        src = self.source
+        if waits:
+            src = replace(src, waits=str(self.wait_states.scratch))
+        return self._map(functools.partial(_task, fn, src, waits))
+
+    def _no_waits(self, fn: Callable[[RankSlice], T]) -> list[T]:
+        return self.run(fn, waits=False)
+
+    @property
+    def wait_states(self) -> waits.DistWaitStates:
+        with self._lock:
+            if self._waits is None:
+                final = self._derived() / "waits"
+                tmp = self._derived() / f"waits.tmp-{uuid.uuid4().hex}"
+                tmp.mkdir()
+                ws = waits.compute(self._no_waits, tmp)
+                _publish(tmp, final)
+                self._waits = replace(ws, scratch=final)
+            return self._waits
+
+
+_SESSIONS: dict[tuple, RankTasks] = {}
+
+
+def map_ranks(client, tables: CacheTables, fn: Callable[[RankSlice], T], *,
+              waits: bool = True, skip_frames: str | Sequence[str] = (),
+              group_by: str = "frame") -> list[T]:
+    """`fn(RankSlice)` for every rank on `client`'s workers, in rank order (see module)."""
+    key = (id(client), str(tables.dir), callpaths.parse_skip_frames(skip_frames), group_by)
+    rt = _SESSIONS.get(key)
+    if rt is None:
+        rt = _SESSIONS[key] = RankTasks(client, tables, skip_frames=skip_frames,
+                                        group_by=group_by)
+    return rt.run(fn, waits=waits)
+

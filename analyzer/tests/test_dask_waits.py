@@ -1,0 +1,214 @@
+"""Rank slices built on Dask workers from the cache, and the wait states computed rank by
+rank (engines/ranktasks.py, engines/waits.py), give what the pandas engine gives.
+
+Traces: the Dask engine's test traces (Himeno 4 ranks, RMA fence, non-blocking
+all-to-all, MPI-IO, two threads, Score-P, synthetic), plus real runs of RMA general
+active target (post/start/complete/wait) and passive target with a contended exclusive
+lock, and a hand-made trace whose receiver's clock runs behind (skew corrected).
+- in-process (the runner maps over `slices.all_of_trace` of the pandas trace): every
+  rank's waits equal the pandas `WaitStates.per_call` rows of that rank, and totals,
+  per rank, per call site and the skew correction are equal;
+- on a 2-worker LocalCluster: each slice built on a worker from the cache equals the one
+  cut from `Analysis(mpiscope.load(DIR)).trace`, table for table (dtypes included), with
+  its received messages, call offset and wait states; and the Dask engine's session
+  keeps these wait states.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import mpiscope
+from mpiscope.analysis.session import Analysis
+from mpiscope.archive import cache
+from mpiscope.engines import cluster, convert, dask_engine, ranktasks, slices, waits
+from mpiscope.engines.daskcache import open_cache
+from mpiscope_testing import REPO, mpijobs, scenarios
+from mpiscope_testing.tracegen import TraceBuilder
+
+SYNTH = REPO / "build" / "native" / "mpiscope-synth"
+
+
+# the Dask engine's test traces, as test_dask_engine.py makes them
+def synth(out: Path, ranks: int, events: int) -> Path:
+    subprocess.run([str(SYNTH), "--ranks", str(ranks), "--events", str(events),
+                    "--out", str(out)], check=True, capture_output=True)
+    return out
+
+
+def threads_trace(out: Path) -> Path:
+    """Two ranks of two threads; a request started on one thread, completed on the other."""
+    tb = TraceBuilder(2, creator="Score-P", threads=2)
+    for r in range(2):
+        tb.call(r, 0, 10, "MPI_Init")
+        tb.collective(r, 400, 420, "MPI_Allreduce", sent=8, received=8)
+        tb.call(r, 500, 510, "MPI_Finalize")
+    tb.send_call((0, 1), 100, 110, dest=1, tag=1, nbytes=4)
+    tb.send_call((0, 0), 105, 120, dest=1, tag=2, nbytes=8)
+    tb.recv_call((1, 1), 100, 130, src=0, tag=1, nbytes=4)
+    tb.recv_call((1, 0), 102, 125, src=0, tag=2, nbytes=8)
+    tb.isend_call((0, 1), 300, 305, dest=1, tag=9, nbytes=64, request=7)
+    tb.enter((0, 0), 310, "MPI_Wait")
+    tb.isend_complete((0, 0), 320, request=7)
+    tb.leave((0, 0), 320, "MPI_Wait")
+    tb.irecv_call((1, 1), 290, 295, request=9)
+    tb.enter((1, 0), 300, "MPI_Wait")
+    tb.irecv((1, 0), 330, src=0, tag=9, nbytes=64, request=9)
+    tb.leave((1, 0), 330, "MPI_Wait")
+    tb.send_call((1, 0), 340, 350, dest=0, tag=3, nbytes=4)  # never received: unmatched
+    return tb.write(out)
+
+
+NAMES = ["himeno", "fence", "pscw", "passive", "ialltoall", "io", "threads", "scorep",
+         "synth", "skewed"]
+
+
+def skewed(out: Path) -> Path:
+    """Rank 1's clock runs behind rank 0's: its receive seems to end before the send."""
+    tb = TraceBuilder(ranks=3)
+    for r in range(3):
+        tb.call(r, 0, 10, "MPI_Init", callsite="s.c:1")
+        tb.collective(r, 1500 + 40 * r, 1700, "MPI_Allreduce", sent=8, received=8,
+                      callsite="s.c:7")
+        tb.call(r, 2000, 2010, "MPI_Finalize", callsite="s.c:9")
+    tb.send_call(0, 1000, 1010, dest=1, tag=0, nbytes=8, send_time=1005, callsite="s.c:5")
+    tb.recv_call(1, 900, 990, src=0, tag=0, nbytes=8, recv_time=985, callsite="s.c:6")
+    tb.send_call(1, 1100, 1110, dest=2, tag=0, nbytes=8, send_time=1105, callsite="s.c:5")
+    tb.recv_call(2, 1050, 1120, src=1, tag=0, nbytes=8, recv_time=1115, callsite="s.c:6")
+    return tb.write(out)
+
+
+def rma_run(mode: str, d: Path) -> Path:
+    exe = mpijobs.build("rma.c", d)
+    job = mpijobs.run([str(exe), mode], np=3, out=d / mode)
+    assert job.returncode == 0, job.stdout + job.stderr
+    return d / mode
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory, scorep_trace: Path) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("dask-waits")
+    for sub in ("fence", "ialltoall", "io", "rma"):
+        (d / sub).mkdir()
+    out = {
+        "himeno": scenarios.traced_himeno(4, ["--size", "XS", "--iterations", "20"], d),
+        "fence": scenarios.traced_run("untrue", 3, ["fence"], d / "fence"),
+        "pscw": rma_run("pscw", d / "rma"),
+        "passive": rma_run("passive", d / "rma"),
+        "ialltoall": scenarios.traced_run("untrue", 3, ["ialltoall"], d / "ialltoall"),
+        "io": scenarios.traced_run("untrue", 2, ["io", str(d / "io.dat")], d / "io"),
+        "threads": threads_trace(d / "threads"),
+        "scorep": scorep_trace,
+        "synth": synth(d / "synth", 8, 40000),
+        "skewed": skewed(d / "skewed"),
+    }
+    for p in out.values():
+        shutil.rmtree(p / cache.CACHE_NAME, ignore_errors=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def client():
+    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as c:
+        yield c
+
+
+def assert_same_wait_states(dist: waits.DistWaitStates, ws, ranks: list[int]) -> None:
+    assert dist.skew == ws.skew
+    assert dist.totals() == ws.totals()
+    pd.testing.assert_frame_equal(dist.per_rank(), ws.per_rank())
+    pd.testing.assert_frame_equal(dist.per_callsite().reset_index(drop=True),
+                                  ws.per_callsite().reset_index(drop=True))
+    for r in ranks:
+        mine = (ws.per_call["rank"] == r).to_numpy()
+        want = pd.DataFrame({"wait_ns": ws.per_call["wait_ns"].to_numpy()[mine],
+                             "wait_kind": ws.per_call["wait_kind"][mine].reset_index(drop=True)})
+        pd.testing.assert_frame_equal(dist.of_rank(r), want, obj=f"rank {r}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_rank_by_rank_wait_states_equal_the_pandas_engine(
+        name: str, traces: dict[str, Path], tmp_path: Path) -> None:
+    a = Analysis(mpiscope.load(traces[name], use_cache=False))
+    ws = a.wait_states
+    parts = slices.all_of_trace(a.trace)
+    dist = waits.compute(lambda fn: [fn(s) for s in parts], tmp_path,
+                         calls_of=lambda: a.trace.calls)
+    assert_same_wait_states(dist, ws, [s.rank for s in parts])
+    pd.testing.assert_frame_equal(dist.per_call, ws.per_call)
+    if name in ("pscw", "passive", "skewed", "himeno"):  # the rules these traces exercise
+        kind = {"pscw": "early_wait", "passive": "lock_contention", "skewed": "late_sender",
+                "himeno": "wait_at_nxn"}[name]
+        assert ws.totals()[kind] > 0
+    if name == "skewed":
+        assert ws.skew.violations == 1 and ws.skew.offsets_ns
+
+
+def assert_same_table(got: pd.DataFrame, want: pd.DataFrame, obj: str) -> None:
+    """Equal values and dtypes; a categorical's categories equal (the width of its codes,
+    a storage detail that differs between the reader and the cache, is not compared)."""
+    assert list(got.columns) == list(want.columns), obj
+    assert len(got) == len(want), obj
+    for c in want.columns:
+        g, w = got[c], want[c]
+        if isinstance(w.dtype, pd.CategoricalDtype):
+            assert isinstance(g.dtype, pd.CategoricalDtype), f"{obj}.{c}"
+            assert list(g.cat.categories) == list(w.cat.categories), f"{obj}.{c}"
+            assert g.astype(object).tolist() == w.astype(object).tolist(), f"{obj}.{c}"
+        else:
+            pd.testing.assert_series_equal(g, w, obj=f"{obj}.{c}")
+
+
+def assert_same_slice(got: slices.RankSlice, want: slices.RankSlice) -> None:
+    assert got.rank == want.rank and got.call_offset == want.call_offset
+    for name in (*slices.PER_RANK, "threads", "messages", "ranks", "comms", "windows",
+                 "files", "callpaths"):
+        assert_same_table(getattr(got.trace, name), getattr(want.trace, name),
+                          f"rank {want.rank} {name}")
+    assert got.trace.meta == want.trace.meta
+    assert_same_table(got.received, want.received, "received")
+    pd.testing.assert_frame_equal(got.waits, want.waits, obj="waits")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_slices_built_on_workers_from_the_cache_equal_the_pandas_cut(
+        name: str, traces: dict[str, Path], client, tmp_path: Path) -> None:
+    a = Analysis(mpiscope.load(traces[name], use_cache=False))
+    ws = a.wait_states
+    d = shutil.copytree(traces[name], tmp_path / "t")
+    convert.convert(d, client, events_per_group=1)  # a group per rank
+    tables = open_cache(d)
+    assert tables is not None
+    rt = ranktasks.RankTasks(client, tables)
+    # the wait states were computed on the workers, one task per rank and pass
+    assert_same_wait_states(rt.wait_states, ws, rt.ranks)
+    got = rt.run(lambda s: s)  # each slice built on a worker, shipped back whole
+    want = slices.all_of_trace(a.trace, ws)
+    assert [s.rank for s in got] == [s.rank for s in want]
+    for g, w in zip(got, want, strict=True):
+        assert_same_slice(g, w)
+    # the derived directories were published whole and are reused
+    derived = tables.dir / ranktasks.DERIVED
+    assert (derived / "waits").is_dir() and not list(derived.glob("*.tmp-*"))
+    again = ranktasks.RankTasks(client, tables)
+    assert again.run(len_of_calls, waits=False) == [len(s.trace.calls) for s in want]
+
+
+def len_of_calls(s: slices.RankSlice) -> int:
+    return len(s.trace.calls)
+
+
+def test_dask_session_keeps_the_wait_states_from_the_workers(
+        traces: dict[str, Path], client, tmp_path: Path) -> None:
+    d = shutil.copytree(traces["pscw"], tmp_path / "t")
+    session = dask_engine.analyze(d, client=client)
+    assert isinstance(session._results["wait_states"], waits.DistWaitStates)
+    pandas = Analysis(mpiscope.load(traces["pscw"], use_cache=False))
+    assert session.wait_states.totals() == pandas.wait_states.totals()
+    assert session.map_ranks(len_of_calls, waits=False) == [
+        len(s.trace.calls) for s in slices.all_of_trace(pandas.trace)]
