@@ -29,7 +29,7 @@ import pytest
 
 import mpiscope
 from mpiscope.archive import cache
-from mpiscope.engines import cluster, convert
+from mpiscope.engines import cluster, convert, dask_engine
 from mpiscope.engines.daskcache import open_cache
 from mpiscope.errors import UserError
 from mpiscope_testing import REPO, scenarios
@@ -143,6 +143,23 @@ def test_dask_engine_json_equals_pandas_engine(name: str, traces: dict[str, Path
     dask_json = mpiscope.analyze(d, engine="dask", client=client).to_dict()
     assert differences(pandas_json, dask_json) == []
     assert dask_json["ranks"] and dask_json["functions"]
+
+
+def test_dask_engine_json_is_made_without_the_whole_trace_in_the_client(
+        traces: dict[str, Path], client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client never reads a whole table: every result is combined from per-rank
+    partials (the workers are other processes; only this one refuses)."""
+    want = mpiscope.analyze(mpiscope.load(traces["himeno"], use_cache=False)).to_dict()
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("the whole trace was read into the client")
+
+    monkeypatch.setattr(cache, "_read", refuse)
+    monkeypatch.setattr(mpiscope, "load", refuse)
+    a = dask_engine.analyze(traces["himeno"], client=client)
+    got = a.to_dict()
+    assert differences(want, got) == []
+    assert got["findings"] and got["critical_path"]["segments"]
 
 
 def test_analyze_cli_engine_dask_prints_and_writes_what_pandas_does(

@@ -4,30 +4,29 @@
     a = dask_engine.analyze("trace-dir", ClusterSpec(workers=2, memory_limit="2GB"))
     a.to_dict()     # the JSON of `mpiscope analyze --engine dask`, equal to --engine pandas
 
-What runs where:
+What runs where (docs/dask.md has the bound of each):
 - conversion: OTF2 -> the partitioned Parquet cache, one task per group of ranks
   (`convert`), skipped when a complete cache exists;
-- on the workers, one task per rank partition of the cache, reusing the pandas code of
-  `mpiscope.analysis` on the partition, partial results combined on the client: function
-  statistics, uninterpreted functions, per-thread MPI time, buffer flushes, the
-  communication matrix (messages partitioned by sender);
-- rank by rank on the workers (`ranktasks.RankTasks`, each task a `RankSlice` built
-  from the cache): the call paths (every rank's used path ids) and the wait states
-  (`engines.waits`: clock skew, point-to-point, collectives, RMA; per-rank files);
-  `self.map_ranks(fn)` runs further per-rank partials the same way;
-- on the client, from the cache: the results that need every rank at once — the
-  breakdown built on the wait states, call-site waiting time, time bins, loop detection
-  and iterations, findings, message-size statistics and the critical path. These still
-  read the whole tables (and the wait states' `per_call`) into the client: their memory
-  is not bounded by the worker yet (see the issue's notes).
+- one task per rank partition of the cache: function statistics, uninterpreted
+  functions, per-thread MPI time, buffer flushes, the communication matrix;
+- rank by rank on the workers, each task a `RankSlice` built from the cache
+  (`ranktasks`), in passes whose small partial results the client combines: the call
+  paths, the wait states (`waits`), the breakdown, time bins, call sites and message
+  statistics (`rankstats`), loop detection and iterations (`rankloops`), the critical
+  path (`rankcritical`: the client walks it through a few memory-mapped rank files) and
+  the findings (`rankfindings`: savings replayed within an event budget).
 
+The client never reads the whole trace for the JSON; `trace` (all tables, relabelled by
+call paths) is still there for callers that ask for it, read from the cache on first use.
 All Dask results are computed inside `analyze` (the cluster may be gone afterwards); the
 others are computed on first use, as in `Analysis`.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -35,11 +34,19 @@ import numpy as np
 import pandas as pd
 
 from mpiscope.analysis import callpaths, stats
-from mpiscope.analysis.session import Analysis
+from mpiscope.analysis.session import Analysis, Overview
 from mpiscope.analysis.threads import COLUMNS as THREAD_COLUMNS
 from mpiscope.archive import cache
 from mpiscope.archive.trace import Trace
-from mpiscope.engines import cluster, convert, ranktasks
+from mpiscope.engines import (
+    cluster,
+    convert,
+    rankcritical,
+    rankfindings,
+    rankloops,
+    rankstats,
+    ranktasks,
+)
 from mpiscope.engines.daskcache import CacheTables, open_cache, read_partition
 from mpiscope.errors import UserError
 
@@ -78,9 +85,23 @@ class DaskAnalysis(Analysis):
 
     @property  # type: ignore[override]
     def paths(self) -> callpaths.CallPaths:
-        self._read()
+        if self._paths is None:  # on_cluster sets them from every rank's calls
+            self._read()
         assert self._paths is not None
         return self._paths
+
+    @property
+    def overview(self) -> Overview:
+        t = self.tables
+        return Overview(Path(t.trace_dir), t.meta, t.small("ranks"), t.rows("calls"))
+
+    def _keep(self, name: str, compute: Callable[[], object]) -> None:
+        """A result computed now (the cluster may be gone later); a failure kept to be
+        raised where it is asked for, as `Analysis` keeps it."""
+        try:
+            self._results[name] = compute()
+        except Exception as err:  # noqa: BLE001 - kept, raised on use
+            self._results[name] = err
 
     def on_cluster(self, client) -> None:
         """Compute the per-rank results with `client`'s workers."""
@@ -91,9 +112,10 @@ class DaskAnalysis(Analysis):
         with self._lock:
             self._paths = tasks.paths
         ws = tasks.wait_states
-        # only client-side analyses not yet distributed read per_call (whole trace)
+        # for callers outside the JSON that still ask for every call's wait (whole trace)
         ws.calls_of = lambda: self.trace.calls
         self._results["wait_states"] = ws
+        self._distributed(tasks.run, ws)
         calls = _map(client, t, "calls", _calls_partials)
         self._results["functions"] = _functions(calls, t)
         self._results["uninterpreted"] = _uninterpreted(calls)
@@ -105,6 +127,33 @@ class DaskAnalysis(Analysis):
         self._results["comm_matrix"] = (
             pd.concat(cm, ignore_index=True) if cm
             else stats.comm_matrix(_Tables(messages=t.small("messages"))))
+
+
+    def _distributed(self, run: Callable, ws) -> None:
+        """Every cross-rank result, rank by rank on the workers (engines/rank*.py); the
+        client holds their combined partials only (docs/dask.md says how much)."""
+        r = self._results
+        scratch = self.tables.dir / ranktasks.DERIVED / f"scratch-{uuid.uuid4().hex}"
+        scratch.mkdir(parents=True)
+        try:
+            iv = rankstats.compute_intervals(run)
+            self._keep("ranks", lambda: rankstats.compute_ranks(run))
+            self._keep("time_bins", lambda: rankstats.compute_time_bins(run, intervals=iv))
+            sites = rankstats.compute_callsites(run, self.paths)
+            r["callsites"], r["_best_paths"] = sites
+            ms = rankstats.compute_messages(run, scratch)
+            r.update(message_sizes=ms.sizes, protocol_switches=ms.switches,
+                     host_split=ms.host_split, message_counts=ms.counts,
+                     switch_evidence=ms.evidence)
+            self._keep("loop", lambda: rankloops.detect(run))
+            self._keep("per_iteration", lambda: rankloops.per_iteration(run, self.loop))
+            self._keep("critical_path",
+                       lambda: rankcritical.compute(run, scratch, ws.skew))
+            self._find = lambda: rankfindings.find(run, ws, self.ranks, self.loop,
+                                                   self.critical_path)
+            self._keep("findings", lambda: Analysis.findings.fget(self))  # named paths
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 class _Tables:
