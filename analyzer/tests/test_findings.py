@@ -2,6 +2,7 @@
 program with injected problems, at the right source lines."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from mpiscope.analysis import findings
@@ -137,7 +138,12 @@ def test_injected_problems_of_a_real_program(tmp_path):
     assert red[site["bcast"]].evidence["proof"] == "hash"
     assert red[site["bcast"]].calls == 4 * 7  # every call after the first
     imb = {f.callsite: f for f in by_kind(found, "load_imbalance")}
-    assert imb[site["allreduce"]].evidence["late_rank"] == 3
+    # rank 3 sleeps 15 ms longer than rank 2, but only 5 ms longer than ranks 0 and 1
+    # (their exchange): on a busy machine one of those is at times the one waited for most,
+    # so the late rank is checked against who the trace shows the others waited for
+    caused = waited_for_s(t, "MPI_Allreduce")
+    assert imb[site["allreduce"]].evidence["late_rank"] == caused.idxmax()
+    assert caused.get(3, 0) > 0
     # every saving is replayed (how much balancing saves here depends on the order of
     # the work within each phase, which the busy machine's timings decide: not asserted)
     assert all("replayed" in f.message for f in found)
@@ -154,6 +160,16 @@ def test_injected_problems_of_a_real_program(tmp_path):
             assert imb[site[name]].evidence["late_rank"] == 1, (name, shown, threshold)
         elif shown < threshold / 2:
             assert site[name] not in imb, (name, shown, threshold)
+
+
+def waited_for_s(t, function: str) -> pd.Series:
+    """Ground truth from the collectives table: per rank, the time the others waited in
+    `function` for it to arrive last (one host: no clock skew)."""
+    c = t.collectives[t.collectives["function"] == function]
+    g = c.groupby("instance")["start"]
+    last_rank = c.loc[g.idxmax(), ["instance", "rank"]].set_index("instance")["rank"]
+    wait = np.clip(g.transform("max") - c["start"], 0, c["end"] - c["start"])
+    return wait.groupby(c["instance"].map(last_rank).to_numpy()).sum() / 1e9
 
 
 def late_sender_wait_s(t, waiting: str, sending: str, waiter: int, sender: int) -> float:
