@@ -968,14 +968,18 @@ static int cmp_post(const void *a, const void *b, void *ctx)
     return i < j ? -1 : i > j;
 }
 
-/* sort a key's rows into matching order unless they are in it (the common case) */
+/* sort a key's rows into matching order unless they are in it (the common case; each
+ * row's place in the order is looked up once: for a receive, a read far away) */
 static void post_order(int64_t *rows, int64_t n, postctx_t *x)
 {
-    for (int64_t j = 1; j < n; j++)
-        if (cmp_post(&rows[j - 1], &rows[j], x) > 0) {
+    int64_t pw = 0, pp = 0, w, q;
+    for (int64_t j = 0; j < n; j++, pw = w, pp = q) {
+        posted(x, rows[j], &w, &q);
+        if (j && (pw > w || (pw == w && (pp > q || (pp == q && rows[j - 1] > rows[j]))))) {
             qsort_r(rows, (size_t)n, sizeof *rows, cmp_post, x);
             return;
         }
+    }
 }
 
 /* Sends matched to receives as MPI matches them: per (sender, receiver, comm, tag), with
@@ -1070,7 +1074,24 @@ static int match(mpsr_result *res, const int64_t *link)
     int64_t *m_renter = COLUMN(m, M_RECV_ENTER), *m_rleave = COLUMN(m, M_RECV_LEAVE);
 #define AT(arr, idx) ((idx) >= 0 ? (arr)[idx] : -1)
     uint64_t j = 0;
+    /* A message reads its receive's rows elsewhere in the tables (another rank's): cache
+     * misses one after the other unless fetched ahead, the p2p row PF rows ahead, the
+     * calls it names PF/2 ahead (once that row is at hand). */
+    enum { PF = 32 };
     for (uint64_t i = 0; i < n; i++) {
+        if (i + PF < n && recv_of_send[i + PF] >= 0) {
+            int64_t r = recv_of_send[i + PF];
+            __builtin_prefetch(&time[r]);
+            __builtin_prefetch(&link[r]);
+            __builtin_prefetch(&call[r]);
+            __builtin_prefetch(&rank[r]);
+        }
+        if (i + PF / 2 < n && recv_of_send[i + PF / 2] >= 0) {
+            int64_t r = recv_of_send[i + PF / 2];
+            if (link[r] >= 0) __builtin_prefetch(&cstart[link[r]]);
+            if (call[r] >= 0) __builtin_prefetch(&cend[call[r]]);
+            if (call[i + PF / 2] >= 0) __builtin_prefetch(&cstart[call[i + PF / 2]]);
+        }
         int is_send = kind[i] == P2P_SEND || kind[i] == P2P_ISEND;
         int is_recv = kind[i] == P2P_RECV || kind[i] == P2P_IRECV;
         if (is_send && recv_of_send[i] >= 0) {
