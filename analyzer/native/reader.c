@@ -15,6 +15,7 @@
  * analyzer/mpiscope/archive/tables.spec; schema.h is generated from it at build time
  * (analyzer/native/schemagen.py), and mpsr_layout() tells Python which layout we have.
  */
+#define _GNU_SOURCE /* qsort_r */
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdarg.h>
@@ -939,16 +940,46 @@ static int64_t keymap_id(keymap_t *m, msgkey_t k, int create)
     return (int64_t)m->n++;
 }
 
+/* The order MPI matches a key's sends (the sender's time order) or receives (the order
+ * they were posted: the Enter of the posting call), ties by row. Computed when compared
+ * rather than stored per row: matching's scratch memory is fresh pages, which cost. */
 typedef struct {
-    int64_t when, post, row;
-} postrow_t;
+    const int64_t *ptime, *kstart, *link;
+    int recv;
+} postctx_t;
 
-static int cmp_post(const void *a, const void *b)
+static inline void posted(const postctx_t *x, int64_t i, int64_t *when, int64_t *post)
 {
-    const postrow_t *x = a, *y = b;
-    if (x->when != y->when) return x->when < y->when ? -1 : 1;
-    if (x->post != y->post) return x->post < y->post ? -1 : 1;
-    return x->row < y->row ? -1 : x->row > y->row;
+    *when = x->ptime[i];
+    *post = i;
+    if (x->recv) {
+        *post = x->link[i];
+        if (*post >= 0) *when = x->kstart[*post];
+    }
+}
+
+static int cmp_post(const void *a, const void *b, void *ctx)
+{
+    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b, wi, pi, wj, pj;
+    posted(ctx, i, &wi, &pi);
+    posted(ctx, j, &wj, &pj);
+    if (wi != wj) return wi < wj ? -1 : 1;
+    if (pi != pj) return pi < pj ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* sort a key's rows into matching order unless they are in it (the common case; each
+ * row's place in the order is looked up once: for a receive, a read far away) */
+static void post_order(int64_t *rows, int64_t n, postctx_t *x)
+{
+    int64_t pw = 0, pp = 0, w, q;
+    for (int64_t j = 0; j < n; j++, pw = w, pp = q) {
+        posted(x, rows[j], &w, &q);
+        if (j && (pw > w || (pw == w && (pp > q || (pp == q && rows[j - 1] > rows[j]))))) {
+            qsort_r(rows, (size_t)n, sizeof *rows, cmp_post, x);
+            return;
+        }
+    }
 }
 
 /* Sends matched to receives as MPI matches them: per (sender, receiver, comm, tag), with
@@ -987,48 +1018,36 @@ static int match(mpsr_result *res, const int64_t *link)
     free(km.key); free(km.id);
     /* bucket sends and receives by key (counting sort keeps the p2p order) */
     int64_t *start = calloc(2 * nkeys + 1, sizeof *start);
-    postrow_t *slot = malloc((nsend + nrecv + 1) * sizeof *slot);
-    int64_t *recv_of_send = malloc((n ? n : 1) * sizeof *recv_of_send);
-    uint8_t *recv_matched = calloc(n ? n : 1, 1);
-    if (!start || !slot || !recv_of_send || !recv_matched) return -1;
+    int64_t *slot = malloc((nsend + nrecv + 1) * sizeof *slot);
+    if (!start || !slot) return -1;
     for (uint64_t i = 0; i < n; i++)
         if (key_of[i] >= 0) start[key_of[i] + 1]++;
     for (uint64_t b = 0; b < 2 * nkeys; b++) start[b + 1] += start[b];
     int64_t *fill = malloc((2 * nkeys + 1) * sizeof *fill);
     if (!fill) return -1;
     memcpy(fill, start, (2 * nkeys + 1) * sizeof *fill);
-    const int64_t *ptime = COLUMN(p, P_TIME), *kstart = COLUMN(k, C_START);
+    /* key_of becomes recv_of_send in place: per send the receive it matched (-1: none);
+     * per receive -2 once matched, else -1 */
+    int64_t *recv_of_send = key_of;
     for (uint64_t i = 0; i < n; i++) {
         if (key_of[i] < 0) continue;
-        int64_t when = ptime[i], post = (int64_t)i;
-        if (key_of[i] & 1) { /* a receive: when its call posted it */
-            post = link[i];
-            if (post >= 0) when = kstart[post];
-        }
-        slot[fill[key_of[i]]++] = (postrow_t){when, post, (int64_t)i};
+        slot[fill[key_of[i]]++] = (int64_t)i;
         recv_of_send[i] = -1;
     }
     free(fill);
-    free(key_of);
+    postctx_t by_send = {COLUMN(p, P_TIME), COLUMN(k, C_START), link, 0};
+    postctx_t by_post = {COLUMN(p, P_TIME), COLUMN(k, C_START), link, 1};
     for (uint64_t key = 0; key < nkeys; key++) {
-        postrow_t *sends = slot + start[2 * key], *recvs = slot + start[2 * key + 1];
+        int64_t *sends = slot + start[2 * key], *recvs = slot + start[2 * key + 1];
         int64_t ns_ = start[2 * key + 1] - start[2 * key];
         int64_t nr = start[2 * key + 2] - start[2 * key + 1];
         /* receives are listed when they complete; MPI matches them as they were posted */
-        for (int64_t j = 1; j < nr; j++)
-            if (cmp_post(&recvs[j - 1], &recvs[j]) > 0) {
-                qsort(recvs, (size_t)nr, sizeof *recvs, cmp_post);
-                break;
-            }
+        post_order(recvs, nr, &by_post);
         /* a rank's sends in time order (one thread's are already) */
-        for (int64_t j = 1; j < ns_; j++)
-            if (cmp_post(&sends[j - 1], &sends[j]) > 0) {
-                qsort(sends, (size_t)ns_, sizeof *sends, cmp_post);
-                break;
-            }
+        post_order(sends, ns_, &by_send);
         for (int64_t j = 0; j < ns_ && j < nr; j++) {
-            recv_of_send[sends[j].row] = recvs[j].row;
-            recv_matched[recvs[j].row] = 1;
+            recv_of_send[sends[j]] = recvs[j];
+            recv_of_send[recvs[j]] = -2;
         }
     }
     free(start);
@@ -1055,7 +1074,24 @@ static int match(mpsr_result *res, const int64_t *link)
     int64_t *m_renter = COLUMN(m, M_RECV_ENTER), *m_rleave = COLUMN(m, M_RECV_LEAVE);
 #define AT(arr, idx) ((idx) >= 0 ? (arr)[idx] : -1)
     uint64_t j = 0;
+    /* A message reads its receive's rows elsewhere in the tables (another rank's): cache
+     * misses one after the other unless fetched ahead, the p2p row PF rows ahead, the
+     * calls it names PF/2 ahead (once that row is at hand). */
+    enum { PF = 32 };
     for (uint64_t i = 0; i < n; i++) {
+        if (i + PF < n && recv_of_send[i + PF] >= 0) {
+            int64_t r = recv_of_send[i + PF];
+            __builtin_prefetch(&time[r]);
+            __builtin_prefetch(&link[r]);
+            __builtin_prefetch(&call[r]);
+            __builtin_prefetch(&rank[r]);
+        }
+        if (i + PF / 2 < n && recv_of_send[i + PF / 2] >= 0) {
+            int64_t r = recv_of_send[i + PF / 2];
+            if (link[r] >= 0) __builtin_prefetch(&cstart[link[r]]);
+            if (call[r] >= 0) __builtin_prefetch(&cend[call[r]]);
+            if (call[i + PF / 2] >= 0) __builtin_prefetch(&cstart[call[i + PF / 2]]);
+        }
         int is_send = kind[i] == P2P_SEND || kind[i] == P2P_ISEND;
         int is_recv = kind[i] == P2P_RECV || kind[i] == P2P_IRECV;
         if (is_send && recv_of_send[i] >= 0) {
@@ -1076,7 +1112,7 @@ static int match(mpsr_result *res, const int64_t *link)
             m_renter[j] = AT(cstart, rcall);
             m_rleave[j] = AT(cend, rdone);
             j++;
-        } else if ((is_send && recv_of_send[i] < 0) || (is_recv && !recv_matched[i])) {
+        } else if ((is_send && recv_of_send[i] < 0) || (is_recv && recv_of_send[i] != -2)) {
             int64_t u = (int64_t)um->n++;
             COLUMN(um, U_RANK)[u] = rank[i];
             COLUMN(um, U_EVENT)[u] = kind[i];
@@ -1090,7 +1126,6 @@ static int match(mpsr_result *res, const int64_t *link)
     m->n = j;
 #undef AT
     free(recv_of_send);
-    free(recv_matched);
     return 0;
 }
 
