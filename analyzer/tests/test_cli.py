@@ -38,7 +38,11 @@ def test_analyze_prints_the_summary_and_writes_json(trace, tmp_path):
     assert "late sender" in waits and recv in waits
     doc = json.loads(out.read_text())
     assert len(doc["ranks"]) == 4
-    assert doc["findings"][0]["callsite"] == allreduce
+    # largest saving first; which one tops the list (the Allreduce's imbalance or the
+    # barrier after it) depends on how a busy machine stretched each
+    savings = [f["estimated_savings_s"] for f in doc["findings"]]
+    assert savings == sorted(savings, reverse=True)
+    assert allreduce in {f["callsite"] for f in doc["findings"]}
 
 
 def test_scorep_trace(tmp_path, scorep_trace):
