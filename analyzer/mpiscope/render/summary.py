@@ -206,8 +206,10 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
         console.print(f"[yellow]Tracing: {int(fl['flushes'].sum())} buffer flushes took "
                       f"{_s(fl['seconds'].sum())} ({100 * share:.1f}% of the ranks' time), "
                       "counted in the run; a larger MPISCOPE_BUFFER_SIZE avoids them[/yellow]")
-    if t.unmatched is not None and len(t.unmatched):
-        console.print(f"[yellow]{len(t.unmatched)} unmatched send/receive events[/yellow]")
+    mc = analysis.message_counts
+    unmatched = mc["unmatched_sends"] + mc["unmatched_receives"]
+    if unmatched:
+        console.print(f"[yellow]{unmatched} unmatched send/receive events[/yellow]")
 
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
