@@ -23,10 +23,7 @@ A worker holds one rank's rows at a time: its memory is bounded by the largest r
 from __future__ import annotations
 
 import functools
-import os
-import shutil
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mpiscope import output
 from mpiscope.analysis import callpaths
 from mpiscope.archive import cache
 from mpiscope.archive.trace import Trace, TraceMeta
@@ -139,17 +137,6 @@ def _split_sender(d: str, info: dict, out: str, sender: int) -> int:
     return len(df)
 
 
-def _publish(tmp: Path, final: Path) -> None:
-    """Rename a whole directory into place; if another run published it first, theirs
-    (the same content: both derive from the same cache) is kept."""
-    try:
-        os.rename(tmp, final)
-    except OSError:
-        if not final.is_dir():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 class RankTasks:
     """The per-rank view of a cache on a cluster: the runner the distributed analyses
     take (`run`), with the call paths and wait states found once."""
@@ -180,14 +167,12 @@ class RankTasks:
             return None
         final = self._derived() / "received"
         if not final.is_dir():
-            tmp = self._derived() / f"received.tmp-{uuid.uuid4().hex}"
-            tmp.mkdir()
-            fn = functools.partial(_split_sender, str(t.dir), t.manifest["tables"]["messages"],
-                                   str(tmp))
-            futures = self.client.map(fn, t.ranks_of("messages"), pure=False,
-                                      retries=convert.RETRIES)
-            self.client.gather(futures)
-            _publish(tmp, final)
+            with output.publish_dir(final) as tmp:
+                fn = functools.partial(_split_sender, str(t.dir),
+                                       t.manifest["tables"]["messages"], str(tmp))
+                futures = self.client.map(fn, t.ranks_of("messages"), pure=False,
+                                          retries=convert.RETRIES)
+                self.client.gather(futures)
         return str(final)
 
     @property
@@ -228,10 +213,8 @@ class RankTasks:
         with self._lock:
             if self._waits is None:
                 final = self._derived() / "waits"
-                tmp = self._derived() / f"waits.tmp-{uuid.uuid4().hex}"
-                tmp.mkdir()
-                ws = waits.compute(self._no_waits, tmp)
-                _publish(tmp, final)
+                with output.publish_dir(final) as tmp:
+                    ws = waits.compute(self._no_waits, tmp)
                 self._waits = replace(ws, scratch=final)
             return self._waits
 
