@@ -17,7 +17,6 @@ lock, and a hand-made trace whose receiver's clock runs behind (skew corrected).
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -28,40 +27,13 @@ from mpiscope.analysis.session import Analysis
 from mpiscope.archive import cache
 from mpiscope.engines import cluster, convert, dask_engine, ranktasks, slices, waits
 from mpiscope.engines.daskcache import open_cache
-from mpiscope_testing import REPO, mpijobs, scenarios
+from mpiscope_testing import mpijobs
+from mpiscope_testing.enginetraces import engine_traces
 from mpiscope_testing.tracegen import TraceBuilder
 
-SYNTH = REPO / "build" / "native" / "mpiscope-synth"
-
-
 # the Dask engine's test traces, as test_dask_engine.py makes them
-def synth(out: Path, ranks: int, events: int) -> Path:
-    subprocess.run([str(SYNTH), "--ranks", str(ranks), "--events", str(events),
-                    "--out", str(out)], check=True, capture_output=True)
-    return out
 
 
-def threads_trace(out: Path) -> Path:
-    """Two ranks of two threads; a request started on one thread, completed on the other."""
-    tb = TraceBuilder(2, creator="Score-P", threads=2)
-    for r in range(2):
-        tb.call(r, 0, 10, "MPI_Init")
-        tb.collective(r, 400, 420, "MPI_Allreduce", sent=8, received=8)
-        tb.call(r, 500, 510, "MPI_Finalize")
-    tb.send_call((0, 1), 100, 110, dest=1, tag=1, nbytes=4)
-    tb.send_call((0, 0), 105, 120, dest=1, tag=2, nbytes=8)
-    tb.recv_call((1, 1), 100, 130, src=0, tag=1, nbytes=4)
-    tb.recv_call((1, 0), 102, 125, src=0, tag=2, nbytes=8)
-    tb.isend_call((0, 1), 300, 305, dest=1, tag=9, nbytes=64, request=7)
-    tb.enter((0, 0), 310, "MPI_Wait")
-    tb.isend_complete((0, 0), 320, request=7)
-    tb.leave((0, 0), 320, "MPI_Wait")
-    tb.irecv_call((1, 1), 290, 295, request=9)
-    tb.enter((1, 0), 300, "MPI_Wait")
-    tb.irecv((1, 0), 330, src=0, tag=9, nbytes=64, request=9)
-    tb.leave((1, 0), 330, "MPI_Wait")
-    tb.send_call((1, 0), 340, 350, dest=0, tag=3, nbytes=4)  # never received: unmatched
-    return tb.write(out)
 
 
 NAMES = ["himeno", "fence", "pscw", "passive", "ialltoall", "io", "threads", "scorep",
@@ -96,15 +68,9 @@ def traces(tmp_path_factory: pytest.TempPathFactory, scorep_trace: Path) -> dict
     for sub in ("fence", "ialltoall", "io", "rma"):
         (d / sub).mkdir()
     out = {
-        "himeno": scenarios.traced_himeno(4, ["--size", "XS", "--iterations", "20"], d),
-        "fence": scenarios.traced_run("untrue", 3, ["fence"], d / "fence"),
+        **engine_traces(d, scorep_trace),
         "pscw": rma_run("pscw", d / "rma"),
         "passive": rma_run("passive", d / "rma"),
-        "ialltoall": scenarios.traced_run("untrue", 3, ["ialltoall"], d / "ialltoall"),
-        "io": scenarios.traced_run("untrue", 2, ["io", str(d / "io.dat")], d / "io"),
-        "threads": threads_trace(d / "threads"),
-        "scorep": scorep_trace,
-        "synth": synth(d / "synth", 8, 40000),
         "skewed": skewed(d / "skewed"),
     }
     for p in out.values():

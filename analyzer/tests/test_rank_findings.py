@@ -22,11 +22,10 @@ the same findings as in one pass.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_dask_engine import SYNTH, differences, threads_trace
+from test_dask_engine import differences
 
 import mpiscope
 from mpiscope.analysis import findings
@@ -34,6 +33,7 @@ from mpiscope.analysis.session import Analysis
 from mpiscope.archive import cache
 from mpiscope.engines import cluster, rankfindings, slices
 from mpiscope_testing import scenarios
+from mpiscope_testing.enginetraces import engine_traces
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +41,8 @@ def traces(tmp_path_factory: pytest.TempPathFactory, scorep_trace: Path) -> dict
     d = tmp_path_factory.mktemp("rank-findings")
     for sub in ("fence", "ialltoall", "io", "bursts", "imbalance", "masterworker"):
         (d / sub).mkdir()
-    synth = d / "synth"
-    subprocess.run([str(SYNTH), "--ranks", "8", "--events", "40000", "--out", str(synth)],
-                   check=True, capture_output=True)
     out = {
-        "himeno": scenarios.traced_himeno(4, ["--size", "XS", "--iterations", "20"], d),
-        "fence": scenarios.traced_run("untrue", 3, ["fence"], d / "fence"),
-        "ialltoall": scenarios.traced_run("untrue", 3, ["ialltoall"], d / "ialltoall"),
-        "io": scenarios.traced_run("untrue", 2, ["io", str(d / "io.dat")], d / "io"),
-        "threads": threads_trace(d / "threads"),
-        "scorep": scorep_trace,
-        "synth": synth,
+        **engine_traces(d, scorep_trace),
         "bursts": scenarios.traced_run("bursts", 2, ["20"], d / "bursts"),
         "imbalance": scenarios.traced_run("imbalance", 4, ["8"], d / "imbalance"),
         "masterworker": scenarios.traced_run("masterworker", 4, ["30"], d / "masterworker"),

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_dask_engine import synth, threads_trace
 from test_protocol_switch import SIZES, took_ns
 
 import mpiscope
@@ -26,7 +25,7 @@ from mpiscope.analysis import orderstats
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import cache
 from mpiscope.engines import cluster, rankstats, slices
-from mpiscope_testing import scenarios
+from mpiscope_testing.enginetraces import engine_traces, synth
 from mpiscope_testing.tracegen import TraceBuilder
 
 
@@ -59,13 +58,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory, scorep_trace: Path) -> dict
     for sub in ("fence", "ialltoall", "io"):
         (d / sub).mkdir()
     out = {
-        "himeno": scenarios.traced_himeno(4, ["--size", "XS", "--iterations", "20"], d),
-        "fence": scenarios.traced_run("untrue", 3, ["fence"], d / "fence"),
-        "ialltoall": scenarios.traced_run("untrue", 3, ["ialltoall"], d / "ialltoall"),
-        "io": scenarios.traced_run("untrue", 2, ["io", str(d / "io.dat")], d / "io"),
-        "threads": threads_trace(d / "threads"),
-        "scorep": scorep_trace,
-        "synth": synth(d / "synth", 8, 40000),
+        **engine_traces(d, scorep_trace),
         "switch": switch_trace(d / "switch"),
     }
     for p in out.values():
