@@ -25,6 +25,7 @@ prefixes: which step dominates), and the ratios (1 -> 2 workers per phase; panda
     BENCH_DASK_EVENTS="10000000 100000000 300000000"
     BENCH_DASK_RANKS="64 256 1024" (one per size; default: 64 to 10^7, 256 to 10^8, else 1024)
     BENCH_DASK_MEMORY=4GB (per worker)   BENCH_DASK_HEADROOM=0.7
+    BENCH_DASK_WORKERS="1 2" (the Dask runs; the 1 -> 2 ratio needs both)
     BENCH_DASK_TRACES=/work/bigtraces (synth-<ranks>r-<events>, shared, reused)
     BENCH_DASK_DIR=build/bench/dask (per-trace directories of links: the caches go there)
 """
@@ -51,6 +52,7 @@ SIZES = [int(float(x)) for x in os.environ.get(
 RANKS = [int(x) for x in os.environ.get("BENCH_DASK_RANKS", "").split()]
 MEMORY = os.environ.get("BENCH_DASK_MEMORY", "4GB")
 HEADROOM = float(os.environ.get("BENCH_DASK_HEADROOM", "0.7"))
+WORKERS = [int(x) for x in os.environ.get("BENCH_DASK_WORKERS", "1 2").split()]
 SYNTH_BYTES_PER_EVENT = 17  # the OTF2 files mpiscope-synth writes (measured: 162 MB/10^7)
 
 
@@ -325,7 +327,7 @@ def main() -> int:
                     lines.append(row("pandas", phase, sec, f"{c:.1f} ({c / sec:.0%})", n, 1,
                                      "-", None, peak))
         analysis = client_bpe is None or n * client_bpe <= HEADROOM * avail
-        for w in (1, 2):
+        for w in WORKERS:
             cold(d)
             r = res[f"dask{w}"] = run_child("dask", str(d), str(w), MEMORY,
                                             "1" if analysis else "0")
@@ -351,7 +353,7 @@ def main() -> int:
                              f"over its base at {client_bpe_from}), {gb(avail)} available "
                              "| | | | | |")
         print("\n".join(lines))
-        for w in (1, 2):
+        for w in WORKERS:
             r = res.get(f"dask{w}")
             for phase in ("convert", "analysis"):
                 if r and f"{phase}_tasks" in r:
