@@ -3,6 +3,11 @@
 A local cluster runs processes with one thread each (the native reader and pandas hold
 the GIL for long stretches: threads would not run side by side), `workers` of them with
 `memory_limit` each (Dask's own meaning: spill near 60%, pause at 80%, restart at 95%).
+
+Every worker of either kind gets `SystemAllocator`: pyarrow's default pool (jemalloc)
+keeps the memory Parquet reads free, so a worker reading rank after rank grew to its
+limit and paused for good (10^8 events: 3.0 GB RSS holding 0.09 GB of data; with the
+system allocator the same analysis ran in 0.3-0.4 GB).
 """
 
 from __future__ import annotations
@@ -22,6 +27,20 @@ class ClusterSpec:
     memory_limit: str = "2GB"  # per worker, Dask's notation ("256MB", "2GB", "auto")
 
 
+def _plugin():
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class SystemAllocator(WorkerPlugin):
+        name = "mpiscope-system-allocator"
+
+        def setup(self, worker) -> None:  # noqa: ANN001 - a distributed.Worker
+            import pyarrow as pa
+
+            pa.set_memory_pool(pa.system_memory_pool())
+
+    return SystemAllocator()
+
+
 @contextlib.contextmanager
 def connect(spec: ClusterSpec | None = None) -> Iterator[object]:
     """A `distributed.Client` for the spec's scheduler, or on a LocalCluster started for
@@ -35,6 +54,7 @@ def connect(spec: ClusterSpec | None = None) -> Iterator[object]:
         except (OSError, TimeoutError) as err:
             raise UserError(spec.scheduler, f"cannot reach the Dask scheduler ({err})") from None
         with client:
+            client.register_plugin(_plugin())
             yield client
         return
     if spec.workers < 1:
@@ -44,4 +64,5 @@ def connect(spec: ClusterSpec | None = None) -> Iterator[object]:
     with LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
                       memory_limit=spec.memory_limit, dashboard_address=None) as lc, \
             Client(lc) as client:
+        client.register_plugin(_plugin())
         yield client
