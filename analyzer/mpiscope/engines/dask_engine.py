@@ -95,13 +95,16 @@ class DaskAnalysis(Analysis):
         t = self.tables
         return Overview(Path(t.trace_dir), t.meta, t.small("ranks"), t.rows("calls"))
 
-    def _keep(self, name: str, compute: Callable[[], object]) -> None:
-        """A result computed now (the cluster may be gone later); a failure kept to be
-        raised where it is asked for, as `Analysis` keeps it."""
+    def _keep(self, compute: Callable[[], object], *names: str) -> None:
+        """Results computed now (the cluster may be gone later), `compute` giving one
+        value per name; a failure kept under every name, to be raised where one is asked
+        for, as `Analysis` keeps it."""
         try:
-            self._results[name] = compute()
+            value = compute()
+            values = (value,) if len(names) == 1 else value
+            self._results.update(zip(names, values, strict=True))  # type: ignore[arg-type]
         except Exception as err:  # noqa: BLE001 - kept, raised on use
-            self._results[name] = err
+            self._results.update(dict.fromkeys(names, err))
 
     def on_cluster(self, client) -> None:
         """Compute the per-rank results with `client`'s workers."""
@@ -132,26 +135,26 @@ class DaskAnalysis(Analysis):
     def _distributed(self, run: Callable, ws) -> None:
         """Every cross-rank result, rank by rank on the workers (engines/rank*.py); the
         client holds their combined partials only (docs/dask.md says how much)."""
-        r = self._results
         scratch = self.tables.dir / ranktasks.DERIVED / f"scratch-{uuid.uuid4().hex}"
         scratch.mkdir(parents=True)
-        try:
-            iv = rankstats.compute_intervals(run)
-            self._keep("ranks", lambda: rankstats.compute_ranks(run))
-            self._keep("time_bins", lambda: rankstats.compute_time_bins(run, intervals=iv))
-            sites = rankstats.compute_callsites(run, self.paths)
-            r["callsites"], r["_best_paths"] = sites
+
+        def messages() -> tuple:
             ms = rankstats.compute_messages(run, scratch)
-            r.update(message_sizes=ms.sizes, protocol_switches=ms.switches,
-                     host_split=ms.host_split, message_counts=ms.counts,
-                     switch_evidence=ms.evidence)
-            self._keep("loop", lambda: rankloops.detect(run))
-            self._keep("per_iteration", lambda: rankloops.per_iteration(run, self.loop))
-            self._keep("critical_path",
-                       lambda: rankcritical.compute(run, scratch, ws.skew))
+            return ms.sizes, ms.switches, ms.host_split, ms.counts, ms.evidence
+
+        try:
+            self._keep(lambda: rankstats.compute_ranks(run), "ranks")
+            self._keep(lambda: rankstats.compute_time_bins(run), "time_bins")
+            self._keep(lambda: rankstats.compute_callsites(run, self.paths),
+                       "callsites", "_best_paths")
+            self._keep(messages, "message_sizes", "protocol_switches", "host_split",
+                       "message_counts", "switch_evidence")
+            self._keep(lambda: rankloops.detect(run), "loop")
+            self._keep(lambda: rankloops.per_iteration(run, self.loop), "per_iteration")
+            self._keep(lambda: rankcritical.compute(run, scratch, ws.skew), "critical_path")
             self._find = lambda: rankfindings.find(run, ws, self.ranks, self.loop,
                                                    self.critical_path)
-            self._keep("findings", lambda: Analysis.findings.fget(self))  # named paths
+            self._keep(lambda: Analysis.findings.fget(self), "findings")  # named paths
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
