@@ -47,7 +47,8 @@ from mpiscope.engines import (
     rankstats,
     ranktasks,
 )
-from mpiscope.engines.daskcache import CacheTables, open_cache, read_partition
+from mpiscope.engines.daskcache import CacheTables, open_cache
+from mpiscope.engines.slices import RankSlice
 from mpiscope.errors import UserError
 
 
@@ -114,23 +115,16 @@ class DaskAnalysis(Analysis):
         self.map_ranks = tasks.run
         with self._lock:
             self._paths = tasks.paths
-        ws = tasks.wait_states
-        # for callers outside the JSON that still ask for every call's wait (whole trace)
-        ws.calls_of = lambda: self.trace.calls
-        self._results["wait_states"] = ws
-        self._distributed(tasks.run, ws)
-        calls = _map(client, t, "calls", _calls_partials)
-        self._results["functions"] = _functions(calls, t)
-        self._results["uninterpreted"] = _uninterpreted(calls)
-        self._results["threads"] = _threads(calls, t.small("threads"))
-        fl = _map(client, t, "flushes", lambda df: stats.flushes(_Tables(flushes=df)))
-        self._results["flushes"] = (pd.concat(fl, ignore_index=True) if fl
-                                    else stats.flushes(_Tables(flushes=None)))
-        cm = _map(client, t, "messages", lambda df: stats.comm_matrix(_Tables(messages=df)))
-        self._results["comm_matrix"] = (
-            pd.concat(cm, ignore_index=True) if cm
-            else stats.comm_matrix(_Tables(messages=t.small("messages"))))
-
+        try:
+            ws = tasks.wait_states
+            # for callers outside the JSON that still ask for every call's wait (whole trace)
+            ws.calls_of = lambda: self.trace.calls
+            self._results["wait_states"] = ws
+            self._distributed(tasks.run, ws)
+            self._keep(lambda: _per_rank_sums(tasks, t), "functions", "uninterpreted",
+                       "threads", "flushes", "comm_matrix")
+        finally:
+            tasks.close()
 
     def _distributed(self, run: Callable, ws) -> None:
         """Every cross-rank result, rank by rank on the workers (engines/rank*.py); the
@@ -166,18 +160,25 @@ class _Tables:
         self.__dict__.update(tables)
 
 
-def _map(client, t: CacheTables, name: str, fn: Callable[[pd.DataFrame], object]) -> list:
-    """`fn` on every rank partition of table `name`, on the workers; results in rank order."""
-    if not t.partitioned(name):
-        return [fn(t.small(name))]
-    ranks = t.ranks_of(name)
-    info = t.manifest["tables"][name]
+def _sums_part(s: RankSlice) -> dict:
+    """A rank's share of the per-function, per-thread, flush and matrix results."""
+    tr = s.trace
+    out = _calls_partials(tr.calls)
+    out["flushes"] = stats.flushes(tr)
+    out["comm_matrix"] = stats.comm_matrix(tr)
+    return out
 
-    def task(rank: int) -> object:
-        return fn(read_partition(t.dir, name, rank, info))
 
-    futures = client.map(task, ranks, pure=False, retries=convert.RETRIES)
-    return client.gather(futures)
+def _per_rank_sums(tasks: ranktasks.RankTasks, t: CacheTables) -> tuple:
+    """functions, uninterpreted, threads, flushes, comm_matrix: sums over the ranks."""
+    parts = tasks.run(_sums_part, waits=False)
+    flushes = [p["flushes"] for p in parts]
+    matrix = [p["comm_matrix"] for p in parts]
+    return (_functions(parts, t), _uninterpreted(parts), _threads(parts, t.small("threads")),
+            pd.concat(flushes, ignore_index=True) if flushes
+            else stats.flushes(_Tables(flushes=None)),
+            pd.concat(matrix, ignore_index=True) if matrix
+            else stats.comm_matrix(_Tables(messages=t.small("messages"))))
 
 
 def _calls_partials(c: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -18,8 +18,8 @@ The rules are those of `analysis/iterations.py`, which runs the same per-rank pa
   each, at most a few dozen); the client chooses the number of iterations every rank
   shows; a second pass returns each rank's iteration start times and per call site
   counts. If no period is common with peers told apart, both passes run again without.
-- `per_iteration`: each task gets the loop's iteration bounds (iterations x ranks rows,
-  what the Loop on the client holds anyway) and returns its rank's ns per iteration.
+- `per_iteration`: each rank's task gets its own iteration bounds (a `PerRank` pass;
+  the client's Loop holds iterations x ranks anyway) and returns its ns per iteration.
 - `iteration_window`: from the loop's bounds; without a loop each rank returns its
   first start and last end.
 """
@@ -36,7 +36,7 @@ import pandas as pd
 
 from mpiscope.analysis import iterations
 from mpiscope.analysis.breakdown import io_completing
-from mpiscope.engines.slices import RankSlice
+from mpiscope.engines.slices import PerRank, RankSlice
 
 T = TypeVar("T")
 Runner = Callable[[Callable[[RankSlice], T]], list[T]]
@@ -84,9 +84,9 @@ def detect(run: Runner, min_iterations: int = 3) -> iterations.Loop | None:
     return iterations.search(found_of, loops_of)
 
 
-def sums_part(s: RankSlice, bounds: dict[int, np.ndarray]) -> pd.DataFrame | None:
-    """The rank's ns per iteration (None if the loop has no iterations on it)."""
-    b = bounds.get(s.rank)
+def sums_part(s: RankSlice, b: np.ndarray | None) -> pd.DataFrame | None:
+    """The rank's ns per iteration, `b` its iteration bounds (None if the loop has no
+    iterations on it)."""
     if b is None:
         return None
     if s.waits is None:
@@ -101,10 +101,10 @@ def sums_part(s: RankSlice, bounds: dict[int, np.ndarray]) -> pd.DataFrame | Non
 def per_iteration(run: Runner, loop: iterations.Loop | None) -> pd.DataFrame | None:
     """Seconds of compute / communication / synchronization / I/O per iteration, equal to
     `iterations.per_iteration` (None without a loop, as `Analysis.per_iteration`). Each
-    task gets the loop's bounds (iterations x ranks)."""
+    rank's task gets its own iteration bounds (iterations x 2)."""
     if loop is None:
         return None
-    parts = run(partial(sums_part, bounds=iterations.bounds_by_rank(loop)))
+    parts = run(PerRank(sums_part, iterations.bounds_by_rank(loop)))
     return iterations.combine_sums([p for p in parts if p is not None])
 
 

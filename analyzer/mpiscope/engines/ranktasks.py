@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,7 +39,7 @@ from mpiscope import output
 from mpiscope.analysis import callpaths
 from mpiscope.archive import cache
 from mpiscope.archive.trace import Trace, TraceMeta
-from mpiscope.engines import convert, slices, waits
+from mpiscope.engines import convert, slices, slicestore, waits
 from mpiscope.engines.daskcache import CacheTables, read_partition
 from mpiscope.engines.slices import RankSlice
 
@@ -58,6 +59,9 @@ class Source:
     paths: callpaths.CallPaths | None  # None: calls as recorded (no relabelling)
     group_by: str = "frame"
     waits: str | None = None  # per-rank wait files (engines.waits)
+    # the session whose slices a worker keeps between passes (engines.slicestore);
+    # "": build every time
+    session: str = ""
 
     @property
     def tables(self) -> CacheTables:
@@ -118,8 +122,21 @@ def build_slice(src: Source, rank: int, with_waits: bool = True) -> RankSlice:
     return RankSlice(rank, trace, received_of(src, rank), offset, w)
 
 
+def kept_slice(src: Source, rank: int, with_waits: bool = True) -> RankSlice:
+    """`build_slice`, kept on the worker for the next passes of the session."""
+    if not src.session:
+        return build_slice(src, rank, with_waits)
+    base = slicestore.get(src.session, (rank, "base"),
+                          lambda: build_slice(src, rank, with_waits=False))
+    if not (with_waits and src.waits):
+        return base
+    w = slicestore.get(src.session, (rank, "waits", src.waits),
+                       lambda: waits.read_rank(src.waits, rank))  # type: ignore[arg-type]
+    return replace(base, waits=w)
+
+
 def _task(fn: Callable[[RankSlice], T], src: Source, with_waits: bool, rank: int) -> T:
-    return fn(build_slice(src, rank, with_waits))
+    return fn(kept_slice(src, rank, with_waits))
 
 
 def _used_paths(src: Source, rank: int) -> list[int]:
@@ -152,9 +169,21 @@ class RankTasks:
         self._src: Source | None = None
         self._waits: waits.DistWaitStates | None = None
 
-    def _map(self, fn: Callable[[int], T]) -> list[T]:
-        futures = self.client.map(fn, self.ranks, pure=False, retries=convert.RETRIES)
+    def _map(self, task_of: Callable[[int], Callable[[int], T]]) -> list[T]:
+        """`task_of(rank)(rank)` for every rank, each rank on the same worker in every
+        pass (so the slices a worker keeps are the ones it is asked for again; another
+        worker takes the task when that one is gone or busy)."""
+        workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        n = len(self.ranks)
+        futures = [self.client.submit(task_of(r), r, pure=False, retries=convert.RETRIES,
+                                      workers=[workers[i * len(workers) // n]] if workers
+                                      else None, allow_other_workers=True)
+                   for i, r in enumerate(self.ranks)]
         return self.client.gather(futures)
+
+    def close(self) -> None:
+        """Drop the slices the workers keep for this session."""
+        self.client.run(slicestore.clear)
 
     def _derived(self) -> Path:
         d = self.tables.dir / DERIVED
@@ -182,13 +211,14 @@ class RankTasks:
             if self._src is None:
                 t = self.tables
                 bare = Source(str(t.dir), str(t.trace_dir), t.manifest, None, None)
-                used = sorted({p for ids in self._map(functools.partial(_used_paths, bare))
+                used_of = functools.partial(_used_paths, bare)
+                used = sorted({p for ids in self._map(lambda r: used_of)
                                for p in ids})
                 paths = callpaths.CallPaths.of(
                     SimpleNamespace(callpaths=_small(t, "callpaths")),  # type: ignore[arg-type]
                     self.skip, used=used)
                 self._src = replace(bare, received=self._received(), paths=paths,
-                                    group_by=self.group_by)
+                                    group_by=self.group_by, session=uuid.uuid4().hex)
             return self._src
 
     @property
@@ -199,11 +229,15 @@ class RankTasks:
 
     def run(self, fn: Callable[[RankSlice], T], *, waits: bool = True) -> list[T]:
         """`fn` on every rank's slice on the workers (rank order); `waits`: the slices
-        carry their wait states (computed first if not yet)."""
+        carry their wait states (computed first if not yet). A `slices.PerRank` pass
+        sends each rank's task its own argument only."""
         src = self.source
         if waits:
             src = replace(src, waits=str(self.wait_states.scratch))
-        return self._map(functools.partial(_task, fn, src, waits))
+        if isinstance(fn, slices.PerRank):
+            return self._map(lambda r: functools.partial(_task, fn.for_rank(r), src, waits))
+        task = functools.partial(_task, fn, src, waits)
+        return self._map(lambda r: task)
 
     def _no_waits(self, fn: Callable[[RankSlice], T]) -> list[T]:
         return self.run(fn, waits=False)

@@ -19,7 +19,9 @@ rank and `calls.call` is the row number, so a rank's calls are the contiguous gl
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +48,24 @@ class RankSlice:
     def local(self, call: np.ndarray) -> np.ndarray:
         """Row numbers in this slice's calls of global call ids of this rank."""
         return np.asarray(call, dtype=np.int64) - self.call_offset
+
+
+@dataclass(frozen=True)
+class PerRank:
+    """`fn(slice, args[slice.rank])` (None for a rank without one): a pass whose ranks
+    each need their own share of a large value. A runner may call it as any function of
+    a slice; the Dask runner sends each rank's task its own argument only (`for_rank`),
+    not the whole mapping."""
+
+    fn: Callable[[RankSlice, Any], Any]
+    args: Mapping[int, Any]
+
+    def __call__(self, s: RankSlice) -> Any:
+        return self.fn(s, self.args.get(s.rank))
+
+    def for_rank(self, rank: int) -> Callable[[RankSlice], Any]:
+        """The pass of rank `rank` alone, carrying only its argument."""
+        return PerRank(self.fn, {rank: self.args[rank]} if rank in self.args else {})
 
 
 def _rows(df: pd.DataFrame, column: str, rank: int) -> pd.DataFrame:
