@@ -44,6 +44,20 @@ def test_values_are_kept_until_the_budget_is_full_and_never_evicted(monkeypatch)
     assert slicestore.clear() == 8000 and slicestore.held() == (None, 0, 0)
 
 
+def test_kept_values_are_dropped_when_the_worker_nears_its_memory_limit(monkeypatch) -> None:
+    monkeypatch.setattr(slicestore, "budget", lambda: 10**9)
+    slicestore.clear()
+    crowded = False
+    monkeypatch.setattr(slicestore, "_crowded", lambda: crowded)
+    for r in range(3):
+        slicestore.get("s", r, lambda: pd.DataFrame({"x": np.zeros(1000)}))
+    assert slicestore.held()[1] == 3
+    crowded = True  # a pass needs the room: the next build drops them, keeps nothing new
+    slicestore.get("s", 3, lambda: pd.DataFrame({"x": np.zeros(1000)}))
+    assert slicestore.held() == ("s", 0, 0)
+    slicestore.clear()
+
+
 def _pair(s, arg):
     return (s.rank, arg)
 

@@ -42,6 +42,7 @@ from mpiscope.analysis.critical_path import CriticalPath
 from mpiscope.analysis.findings import Finding, Run
 from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.archive.trace import Trace
+from mpiscope.engines.slices import PerRank
 from mpiscope.errors import UserError
 
 REPLAY_BYTES_PER_EVENT = 200 + 84  # simulator program and engine + the tables it reads
@@ -65,22 +66,19 @@ def find(run: Run, ws: Any, ranks: pd.DataFrame, loop: iterations.Loop | None,
 
 
 # ------------------------------------------------------------------ per-rank passes
-def _count(s: Any, edges: dict[int, np.ndarray] | None) -> dict[str, Any]:
+def _count(s: Any, e: np.ndarray | None) -> dict[str, Any]:
     """Replayed events of the rank (a depth-0 call one, a message it sent two), and per
-    interval between its `edges` (if given)."""
+    interval between the edges `e` (None: no intervals)."""
     calls = s.trace.calls
     top = np.sort(calls["start"].to_numpy()[calls["depth"].to_numpy() == 0])
     sent = np.sort(calls["start"].to_numpy()[s.local(s.trace.messages["send_call"].to_numpy())])
     r = s.trace.ranks
     out: dict[str, Any] = {"rank": s.rank, "events": len(top) + 2 * len(sent),
                            "span": (int(r["first_ns"].min()), int(r["last_ns"].max()))}
-    if edges is not None:
-        e = edges.get(s.rank, edges.get(-1))
-        if e is None or not len(e):
-            out["per_interval"] = None
-        else:
-            out["per_interval"] = (np.diff(np.searchsorted(top, e))
-                                   + 2 * np.diff(np.searchsorted(sent, e)))
+    out["per_interval"] = None
+    if e is not None and len(e):
+        out["per_interval"] = (np.diff(np.searchsorted(top, e))
+                               + 2 * np.diff(np.searchsorted(sent, e)))
     return out
 
 
@@ -205,7 +203,9 @@ class BoundedReplays(findings.Replays):
             b = loop.bounds.sort_values(["rank", "iteration"])
             edges = {int(r): np.r_[g["start"].to_numpy(), g["end"].to_numpy()[-1:]]
                      for r, g in b.groupby("rank")}
-        counts = self.run(partial(_count, edges=edges))
+        # each rank's task gets its own iteration edges only
+        counts = self.run(PerRank(_count, edges) if edges is not None
+                          else partial(_count, e=None))
         total = sum(c["events"] for c in counts)
         if total <= self.budget:
             self.trace = gather(self.run)
@@ -226,7 +226,7 @@ class BoundedReplays(findings.Replays):
             last = max(c["span"][1] for c in counts)
             grid = np.linspace(first, last + 1, TIME_BINS + 1).astype(np.int64)
             per_bin = np.sum([c["per_interval"] for c in self.run(
-                partial(_count, edges={-1: grid}))], axis=0)
+                partial(_count, e=grid))], axis=0)
             a, z = _middle(per_bin, self.budget)
             self.window = Window({-1: int(grid[a])}, {-1: int(grid[z])},
                                  int(per_bin[a:z].sum()),

@@ -139,6 +139,10 @@ def _task(fn: Callable[[RankSlice], T], src: Source, with_waits: bool, rank: int
     return fn(kept_slice(src, rank, with_waits))
 
 
+def _call(task: Callable[[int], T], rank: int) -> T:
+    return task(rank)
+
+
 def _used_paths(src: Source, rank: int) -> list[int]:
     return callpaths.used_paths(_cut(src.tables, "calls", "rank", rank))
 
@@ -169,17 +173,28 @@ class RankTasks:
         self._src: Source | None = None
         self._waits: waits.DistWaitStates | None = None
 
-    def _map(self, task_of: Callable[[int], Callable[[int], T]]) -> list[T]:
-        """`task_of(rank)(rank)` for every rank, each rank on the same worker in every
+    def _map(self, task_of: Callable[[int], Callable[..., T]], *lead: Any) -> list[T]:
+        """`task_of(rank)(*lead, rank)` for every rank (`lead` may hold futures: the
+        worker gets their values), each rank on the same worker in every
         pass (so the slices a worker keeps are the ones it is asked for again; another
         worker takes the task when that one is gone or busy)."""
         workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
         n = len(self.ranks)
-        futures = [self.client.submit(task_of(r), r, pure=False, retries=convert.RETRIES,
+        futures = [self.client.submit(task_of(r), *lead, r, pure=False, retries=convert.RETRIES,
                                       workers=[workers[i * len(workers) // n]] if workers
                                       else None, allow_other_workers=True)
                    for i, r in enumerate(self.ranks)]
         return self.client.gather(futures)
+
+    def _map_shared(self, task: Callable[[int], T]) -> list[T]:
+        """`task(rank)` for every rank, `task` sent to each worker once (a pass's
+        arguments, e.g. the wait-state plan of every collective instance, would otherwise
+        travel in every rank's task)."""
+        [shared] = self.client.scatter([task], broadcast=True, hash=False)
+        try:
+            return self._map(lambda r: _call, shared)
+        finally:
+            shared.release()
 
     def close(self) -> None:
         """Drop the slices the workers keep for this session."""
@@ -236,8 +251,7 @@ class RankTasks:
             src = replace(src, waits=str(self.wait_states.scratch))
         if isinstance(fn, slices.PerRank):
             return self._map(lambda r: functools.partial(_task, fn.for_rank(r), src, waits))
-        task = functools.partial(_task, fn, src, waits)
-        return self._map(lambda r: task)
+        return self._map_shared(functools.partial(_task, fn, src, waits))
 
     def _no_waits(self, fn: Callable[[RankSlice], T]) -> list[T]:
         return self.run(fn, waits=False)

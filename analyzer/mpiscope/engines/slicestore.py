@@ -13,7 +13,9 @@ keeps is what it is asked for again. Slices are admitted until the budget is ful
 kept, never evicted for another: every pass visits the ranks in the same order, so an
 evicting cache would miss on every rank once the slices outgrow it, while this one keeps
 serving the ranks it holds. A slice larger than the budget is built for each pass, as
-before: memory stays bounded by the worker's limit, the store only saves time.
+before; when the worker's memory nears its limit (a pass needing more room than the
+budget left) the kept slices are dropped: memory stays bounded by the worker's limit, the
+store only saves time.
 Another session's slices are dropped when a new session asks.
 """
 
@@ -32,6 +34,10 @@ T = TypeVar("T")
 SHARE = 0.25
 # without a limit (a plain process, a worker started without one)
 DEFAULT_BUDGET = 512 * 2**20
+# above this share of the limit (process memory, as Dask measures it) the kept slices are
+# dropped before the next one is built: a pass that needs more room than the budget left
+# gets it, and Dask never pauses the worker (at 80%) for memory only this store holds
+SHED = 0.6
 
 _lock = threading.Lock()
 _session: str | None = None
@@ -59,15 +65,30 @@ def nbytes(value: object) -> int:
     return size(value)
 
 
-def budget() -> int:
-    """Bytes this process may keep: `SHARE` of its Dask worker's memory limit."""
+def _limit() -> int | None:
+    """The memory limit of the Dask worker this runs on (None: not on one, or no limit)."""
     try:
         from distributed import get_worker
 
-        limit = get_worker().memory_manager.memory_limit
+        return get_worker().memory_manager.memory_limit or None
     except (ImportError, ValueError, AttributeError):
-        limit = None
+        return None
+
+
+def budget() -> int:
+    """Bytes this process may keep: `SHARE` of its Dask worker's memory limit."""
+    limit = _limit()
     return int(limit * SHARE) if limit else DEFAULT_BUDGET
+
+
+def _crowded() -> bool:
+    """Whether this worker's process memory is above `SHED` of its limit."""
+    limit = _limit()
+    if not limit:
+        return False
+    import psutil
+
+    return psutil.Process().memory_info().rss > SHED * limit
 
 
 def get(session: str, key: Hashable, build: Callable[[], T]) -> T:
@@ -79,10 +100,14 @@ def get(session: str, key: Hashable, build: Callable[[], T]) -> T:
             _session, _bytes = session, 0
         if key in _items:
             return _items[key]  # type: ignore[return-value]
+        if _items and _crowded():
+            _items.clear()
+            _bytes = 0
     value = build()
     size = nbytes(value)
     with _lock:
-        if session == _session and key not in _items and _bytes + size <= budget():
+        if (session == _session and key not in _items and _bytes + size <= budget()
+                and not _crowded()):
             _items[key] = value
             _bytes += size
     return value
