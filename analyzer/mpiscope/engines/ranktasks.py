@@ -76,8 +76,23 @@ def _declared(df: pd.DataFrame, info: dict) -> pd.DataFrame:
     return df.astype(fix) if fix else df
 
 
+# tables kept whole in the cache are read once per worker process, not once per slice
+# (with a thousand ranks, the five small tables cost a third of building a slice); up to
+# this size each: a table this large is read again rather than held
+SMALL_KEEP = 16 * 2**20
+_smalls: dict[tuple, pd.DataFrame] = {}
+
+
 def _small(t: CacheTables, name: str) -> pd.DataFrame:
-    return _declared(t.small(name), t.manifest["tables"][name])
+    key = (str(t.dir), t.manifest.get("fingerprint"), t.manifest.get("version"), name)
+    df = _smalls.get(key)
+    if df is None:
+        df = _declared(t.small(name), t.manifest["tables"][name])
+        if df.memory_usage(index=False, deep=False).sum() <= SMALL_KEEP:
+            if len(_smalls) >= 64:
+                _smalls.clear()
+            _smalls[key] = df
+    return df
 
 
 def _cut(t: CacheTables, name: str, column: str, rank: int) -> pd.DataFrame:
