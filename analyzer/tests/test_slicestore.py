@@ -104,3 +104,25 @@ def test_each_worker_builds_its_ranks_once_and_passes_agree_with_the_trace(
         assert all(n == 0 for _, n, _ in client.run(_kept).values())
     assert first == again == [(r, int(rows[r])) for r in range(6)]
     assert with_waits == [int(rows[r]) for r in range(6)]
+
+
+def _instances(s: slices.RankSlice) -> int:
+    return len(s.trace.collectives)
+
+
+def _total(parts: list[int]) -> int:
+    return sum(parts)
+
+
+def test_reduced_pass_is_combined_on_the_workers(trace: Path, monkeypatch) -> None:
+    whole = mpiscope.load(trace, use_cache=False)
+    monkeypatch.setattr(ranktasks, "FAN_IN", 2)  # six ranks: 6 -> 3 -> 2 parts
+    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as client:
+        convert.convert(trace, client)
+        tasks = ranktasks.RankTasks(client, open_cache(trace))
+        parts = tasks.run(slices.Reduced(_instances, _total), waits=False)
+        tasks.close()
+    assert len(parts) == 2 and sum(parts) == len(whole.collectives)
+    # the same pass in one process: one part per rank, the same total
+    local = [slices.Reduced(_instances, _total)(s) for s in slices.all_of_trace(whole)]
+    assert len(local) == 6 and _total(local) == sum(parts)

@@ -36,7 +36,7 @@ import pandas as pd
 
 from mpiscope.analysis import iterations
 from mpiscope.analysis.breakdown import io_completing
-from mpiscope.engines.slices import PerRank, RankSlice
+from mpiscope.engines.slices import PerRank, RankSlice, Reduced
 
 T = TypeVar("T")
 Runner = Callable[[Callable[[RankSlice], T]], list[T]]
@@ -104,8 +104,18 @@ def per_iteration(run: Runner, loop: iterations.Loop | None) -> pd.DataFrame | N
     rank's task gets its own iteration bounds (iterations x 2)."""
     if loop is None:
         return None
-    parts = run(PerRank(sums_part, iterations.bounds_by_rank(loop)))
+    parts = run(Reduced(PerRank(sums_part, iterations.bounds_by_rank(loop)), merge_sums))
     return iterations.combine_sums([p for p in parts if p is not None])
+
+
+def merge_sums(parts: list[pd.DataFrame | None]) -> pd.DataFrame | None:
+    """Ranks' ns per iteration summed into one part (iterations x ranks rows before,
+    iterations after): what `iterations.combine_sums` adds up, merged where made."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    return pd.concat(parts).groupby("iteration", as_index=False)[
+        ["total", "mpi", "sync", "io"]].sum()
 
 
 def extent_part(s: RankSlice) -> tuple[int, int] | None:

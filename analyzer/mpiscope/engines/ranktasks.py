@@ -46,6 +46,7 @@ from mpiscope.engines.slices import RankSlice
 T = TypeVar("T")
 WHOLE = ("ranks", "comms", "windows", "files", "callpaths")  # small, whole in every slice
 DERIVED = "derived"
+FAN_IN = 16  # results a combining task (or the client) takes at once, `slices.Reduced`
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,10 @@ def _call(task: Callable[[int], T], rank: int) -> T:
     return task(rank)
 
 
+def _combine(combine: Callable[[list], T], *parts: T) -> T:
+    return combine(list(parts))
+
+
 def _used_paths(src: Source, rank: int) -> list[int]:
     return callpaths.used_paths(_cut(src.tables, "calls", "rank", rank))
 
@@ -188,28 +193,29 @@ class RankTasks:
         self._src: Source | None = None
         self._waits: waits.DistWaitStates | None = None
 
-    def _map(self, task_of: Callable[[int], Callable[..., T]], *lead: Any) -> list[T]:
-        """`task_of(rank)(*lead, rank)` for every rank (`lead` may hold futures: the
-        worker gets their values), each rank on the same worker in every
+    def _submit(self, task_of: Callable[[int], Callable[..., T]], *lead: Any) -> list:
+        """Futures of `task_of(rank)(*lead, rank)` for every rank (`lead` may hold
+        futures: the worker gets their values), each rank on the same worker in every
         pass (so the slices a worker keeps are the ones it is asked for again; another
         worker takes the task when that one is gone or busy)."""
         workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
         n = len(self.ranks)
-        futures = [self.client.submit(task_of(r), *lead, r, pure=False, retries=convert.RETRIES,
-                                      workers=[workers[i * len(workers) // n]] if workers
-                                      else None, allow_other_workers=True)
-                   for i, r in enumerate(self.ranks)]
-        return self.client.gather(futures)
+        return [self.client.submit(task_of(r), *lead, r, pure=False, retries=convert.RETRIES,
+                                   workers=[workers[i * len(workers) // n]] if workers
+                                   else None, allow_other_workers=True)
+                for i, r in enumerate(self.ranks)]
 
-    def _map_shared(self, task: Callable[[int], T]) -> list[T]:
-        """`task(rank)` for every rank, `task` sent to each worker once (a pass's
-        arguments, e.g. the wait-state plan of every collective instance, would otherwise
-        travel in every rank's task)."""
-        [shared] = self.client.scatter([task], broadcast=True, hash=False)
-        try:
-            return self._map(lambda r: _call, shared)
-        finally:
-            shared.release()
+    def _map(self, task_of: Callable[[int], Callable[..., T]], *lead: Any) -> list[T]:
+        return self.client.gather(self._submit(task_of, *lead))
+
+    def _collect(self, futures: list, combine: Callable[[list], Any] | None) -> list:
+        """The futures' results; with `combine`, combined FAN_IN at a time on the workers
+        until at most FAN_IN are left for the client."""
+        while combine is not None and len(futures) > FAN_IN:
+            futures = [self.client.submit(_combine, combine, *futures[i:i + FAN_IN],
+                                          pure=False, retries=convert.RETRIES)
+                       for i in range(0, len(futures), FAN_IN)]
+        return self.client.gather(futures)
 
     def close(self) -> None:
         """Drop the slices the workers keep for this session."""
@@ -260,13 +266,24 @@ class RankTasks:
     def run(self, fn: Callable[[RankSlice], T], *, waits: bool = True) -> list[T]:
         """`fn` on every rank's slice on the workers (rank order); `waits`: the slices
         carry their wait states (computed first if not yet). A `slices.PerRank` pass
-        sends each rank's task its own argument only."""
+        sends each rank's task its own argument only; any other pass's function (and
+        its arguments) goes to each worker once. A `slices.Reduced` pass is combined on
+        the workers, in a tree: the client gets a few combined results."""
         src = self.source
         if waits:
             src = replace(src, waits=str(self.wait_states.scratch))
-        if isinstance(fn, slices.PerRank):
-            return self._map(lambda r: functools.partial(_task, fn.for_rank(r), src, waits))
-        return self._map_shared(functools.partial(_task, fn, src, waits))
+        combine = fn.combine if isinstance(fn, slices.Reduced) else None
+        one = fn.fn if isinstance(fn, slices.Reduced) else fn
+        if isinstance(one, slices.PerRank):
+            per_rank = one
+            return self._collect(self._submit(
+                lambda r: functools.partial(_task, per_rank.for_rank(r), src, waits)), combine)
+        [shared] = self.client.scatter([functools.partial(_task, one, src, waits)],
+                                       broadcast=True, hash=False)
+        try:
+            return self._collect(self._submit(lambda r: _call, shared), combine)
+        finally:
+            shared.release()
 
     def _no_waits(self, fn: Callable[[RankSlice], T]) -> list[T]:
         return self.run(fn, waits=False)

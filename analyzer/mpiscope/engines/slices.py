@@ -68,6 +68,21 @@ class PerRank:
         return PerRank(self.fn, {rank: self.args[rank]} if rank in self.args else {})
 
 
+@dataclass(frozen=True)
+class Reduced:
+    """A pass whose per-rank results `combine` merges, associatively (merging merged
+    results gives the same), so a runner may merge them where they are made: the list
+    `run(Reduced(fn, combine))` returns is the per-rank results or fewer, already merged,
+    and `combine` of it is the pass's result either way. The Dask runner merges on the
+    workers in a tree, so the client never holds every rank's result at once."""
+
+    fn: Callable[[RankSlice], Any]
+    combine: Callable[[list], Any]
+
+    def __call__(self, s: RankSlice) -> Any:
+        return self.fn(s)
+
+
 def _rows(df: pd.DataFrame, column: str, rank: int) -> pd.DataFrame:
     if df is None or df.empty or column not in df.columns:
         return df

@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from mpiscope import output
 from mpiscope.analysis import skew, waitstates
 from mpiscope.analysis.waitstates import KINDS
-from mpiscope.engines.slices import RankSlice
+from mpiscope.engines.slices import RankSlice, Reduced
 
 T = TypeVar("T")
 Runner = Callable[[Callable[[RankSlice], T]], list[T]]
@@ -114,6 +114,14 @@ def instances_part(s: RankSlice, off: np.ndarray | None) -> tuple:
     keys, is_root = waitstates.collective_keys(coll)
     return (waitstates.instance_starts(keys, coll["start"].to_numpy(), is_root),
             waitstates.nbc_instances(_nbc(s, c)), waitstates.fence_instances(_fences(s, c)))
+
+
+def combine_instances(parts: list[tuple]) -> tuple:
+    """Per collective, non-blocking collective and fence instance: the latest, root and
+    non-root starts of the ranks' parts (merged parts merge again the same way)."""
+    return (waitstates.combine_instances([p[0] for p in parts]),
+            waitstates.combine_instances([p[1] for p in parts if p[1] is not None]),
+            waitstates.combine_fences([p[2] for p in parts]))
 
 
 @dataclass
@@ -319,10 +327,10 @@ def compute(run: Runner, scratch: Path | str,
         remaining = sum(run(functools.partial(remaining_part, off=off)))
         correction = skew.SkewCorrection(
             before, {int(r): int(o) for r, o in enumerate(off) if o}, remaining)
-    inst = run(functools.partial(instances_part, off=off))
-    plan = Plan(off, waitstates.combine_instances([i[0] for i in inst]),
-                waitstates.combine_instances([i[1] for i in inst if i[1] is not None]),
-                waitstates.combine_fences([i[2] for i in inst]), scratch)
+    # per collective instance: O(instances) once combined, O(ranks x instances) before,
+    # so the parts are combined where they are made (a tree on the workers)
+    inst = run(Reduced(functools.partial(instances_part, off=off), combine_instances))
+    plan = Plan(off, *combine_instances(inst), scratch)
     parts = run(functools.partial(waits_part, plan=plan))
     summaries = [p["summary"] for p in parts]
     updates = rma_updates([p["rma"] for p in parts])
