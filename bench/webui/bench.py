@@ -255,10 +255,13 @@ def ooc_view(url: str, app, a: float, b: float) -> tuple[float, int, int]:
     key = next(k for k in app.callback_map if "ooc-timeline.figure" in k)
     body = json.dumps({
         "output": key, "outputs": [{"id": "ooc-timeline", "property": "figure"},
-                                   {"id": "ooc-status", "property": "children"}],
-        "inputs": [{"id": "ooc-view", "property": "data", "value": [a, b]},
+                                   {"id": "ooc-status", "property": "children"},
+                                   {"id": "ooc-view", "property": "data"}],
+        "inputs": [{"id": "ooc-timeline", "property": "relayoutData",
+                    "value": {"xaxis.range[0]": a, "xaxis.range[1]": b}},
                    {"id": "viewport", "property": "data", "value": WIDTH}],
-        "changedPropIds": ["ooc-view.data"], "state": []}).encode()
+        "changedPropIds": ["ooc-timeline.relayoutData"],
+        "state": [{"id": "ooc-view", "property": "data", "value": None}]}).encode()
     return _post(f"{url}/_dash-update-component", body)
 
 
