@@ -92,8 +92,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     guard = guard or security.Guard.loopback()
     server = flask.Flask("mpiscope_webui", static_folder=None)
     security.install(server, guard)
-    app = Dash("mpiscope_webui", server=server, assets_folder=str(Path(__file__).parent
-                                                                  / "assets"),
+    app = firstview.Page("mpiscope_webui", server=server,
+                         assets_folder=str(Path(__file__).parent / "assets"),
                title="mpiscope", update_title=None, serve_locally=True,
                suppress_callback_exceptions=True, on_error=safety_net.callback_failed)
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
@@ -103,10 +103,25 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     info = (f"{p.num_ranks} ranks · {(p.span - 2) / 1e9:.4g} s · {sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
 
+    firsts: dict[int, tuple[dict, str]] = {}
+
+    def first(width: int) -> tuple[dict, str]:
+        """The whole run for `width`: once for the page's still picture and its layout."""
+        if width not in firsts:
+            if len(firsts) >= 16:
+                firsts.clear()
+            firsts[width] = figure(p, full[0], full[1], width)
+        return firsts[width]
+
+    def still(width: int) -> firstview.StaticView:
+        fig, status = first(width)
+        return firstview.StaticView([Path(trace_dir).name], [firstview.StaticPanel(
+            Path(trace_dir).name, info, status, [("timeline", fig)])])
+
     def layout() -> html.Div:
         # the whole run, drawn for the page's width, is in the layout (firstview.py)
         width = firstview.page_width(DEFAULT_WIDTH)
-        fig, status = figure(p, full[0], full[1], width)
+        fig, status = first(width)
         return html.Div([
             html.Div([html.H1("mpiscope"), html.Span(Path(trace_dir).name,
                                                      className="muted")], className="header"),
@@ -123,6 +138,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
         ], className="page")
 
     app.layout = layout
+    app.first_view = still
     app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
                             Input("boot", "data"), State("viewport", "data"))
 

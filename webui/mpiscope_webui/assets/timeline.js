@@ -59,6 +59,24 @@
     });
     gd.__mpiscopeRelayout = true;
   }
+  // The still first view (mpiscope_webui/firstview.py) goes once every live timeline is
+  // drawn, in the frame after (Plotly has drawn, the browser has not painted yet).
+  const still = document.getElementById("first-view");
+  if (still) {
+    const expected = still.querySelectorAll(".timeline canvas").length;
+    const swap = setInterval(() => {
+      const live = [...document.querySelectorAll(".timeline .js-plotly-plot")]
+        .filter((g) => g._fullLayout && g._fullData && g._fullData.length);
+      if (live.length < expected) return;
+      clearInterval(swap);
+      requestAnimationFrame(() => {
+        still.remove();
+        const data = document.getElementById("first-view-data");
+        if (data) data.remove();
+      });
+    }, 30);
+  }
+
   // dcc.Graph binds its listeners after its first draw, and a new graph div can appear
   // (compare mode, re-mounts): a cheap periodic look is simpler than hooking React.
   setInterval(() => {
