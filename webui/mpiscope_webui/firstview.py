@@ -135,8 +135,9 @@ def static_html(view: StaticView) -> str:
             figures.append(fig)
         panels.append(f'<div class="panel">{"".join(parts)}</div>')
     head = "".join(f'<span class="muted">{esc(t)}</span>' for t in view.header)
-    # JSON in a script element: "</" would end it early
-    data = to_json_plotly(figures).replace("</", "<\\/")
+    # JSON in a script element: no "<" at all (a name with "</script>" or "<!--" would
+    # end it or change how it is parsed); "<" occurs in JSON only inside strings
+    data = to_json_plotly(figures).replace("<", "\\u003c")
     return (f'<div id="{STATIC_ID}" class="page" aria-hidden="true">'
             f'<div class="header"><h1>mpiscope</h1>{head}</div>'
             f'<div class="static-timelines">{"".join(panels)}</div></div>'

@@ -253,3 +253,14 @@ def test_a_zoom_survives_relayouts_that_do_not_navigate(browser, synth):
                           f".textContent; return s.startsWith('{a:.6f}') && s",
                           what="the zoomed window drawn")
     assert f"{a:.6f} – {b:.6f} s" in text
+
+
+def test_still_first_view_keeps_names_as_text():
+    """Trace labels and function names reach the page as text, whatever they hold."""
+    evil = "</script><script>alert(1)</script><!--"
+    fig = {"data": [{"type": "scatter", "name": evil}], "layout": {"height": 100}}
+    page = firstview.static_html(firstview.StaticView(
+        [evil], [firstview.StaticPanel(evil, evil, evil, [("timeline", fig)])]))
+    assert "<script>alert" not in page and "<!--" not in page
+    data = page.split('id="first-view-data">')[1].split("</script>")[0]
+    assert json.loads(data) == [fig]
