@@ -283,9 +283,10 @@ def out_of_core(trace_dir: str, rebuild: bool = True, browser: bool = True) -> N
     served_out_of_core(trace_dir, t0, t1, browser)
 
 
-def ooc_view(url: str, app, a: float, b: float) -> tuple[float, int, int]:
-    """POST the out-of-core page's render callback as the browser does; (seconds,
-    response bytes, bytes on the wire)."""
+def ooc_view(url: str, app, a: float, b: float,
+             shown: list[float] | None) -> tuple[float, int, int]:
+    """POST the out-of-core page's render callback as the browser does after a zoom to
+    [a, b] from the window `shown`; (seconds, response bytes, bytes on the wire)."""
     key = next(k for k in app.callback_map if "ooc-timeline.figure" in k)
     body = json.dumps({
         "output": key, "outputs": [{"id": "ooc-timeline", "property": "figure"},
@@ -295,7 +296,7 @@ def ooc_view(url: str, app, a: float, b: float) -> tuple[float, int, int]:
                     "value": {"xaxis.range[0]": a, "xaxis.range[1]": b}},
                    {"id": "viewport", "property": "data", "value": WIDTH}],
         "changedPropIds": ["ooc-timeline.relayoutData"],
-        "state": [{"id": "ooc-view", "property": "data", "value": None}]}).encode()
+        "state": [{"id": "ooc-view", "property": "data", "value": shown}]}).encode()
     return _post(f"{url}/_dash-update-component", body)
 
 
@@ -339,8 +340,10 @@ def served_out_of_core(trace_dir: str, t0: float, t1: float, browser: bool) -> N
               f"≤ {TARGET_BYTES / 1e6:.0f} MB: {verdict(n <= TARGET_BYTES)}")
         print("  zoom/pan over HTTP (POST /_dash-update-component):")
         times, most = [], 0
+        shown = [t0, t1]
         for name, a, b in windows(t0, t1):
-            s, n, wire = ooc_view(url, app, a, b)
+            s, n, wire = ooc_view(url, app, a, b, shown)
+            shown = [a, b]
             times.append(s)
             most = max(most, n)
             print(f"    {name:12} {fmt(s)} {n / 1e6:7.2f} MB, {wire / 1e6:5.2f} MB gzipped")
