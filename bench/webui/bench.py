@@ -8,15 +8,19 @@ Measures, against the targets of issue 7:
 - browser draw time in headless Chromium: relayout (what a zoom or pan does) → the server's
   figure drawn and painted, with when Plotly had redrawn the old view at the new range and
   when the server's answer was in; and a redraw of the full view (Plotly.react) alone.
-- page load → first drawn timeline, before (Dash's full plotly.js, no compression) and
-  after (the cartesian partial bundle, gzip; mpiscope_webui.bundle), each in a fresh
-  headless Chromium, with the bytes the page transferred;
+- page load → first timeline, before (Dash's full plotly.js, no compression, no still
+  first view) and after (the cartesian partial bundle, gzip, mpiscope_webui.bundle; the
+  still first view, mpiscope_webui.firstview): when the still picture was painted and
+  when the live timeline was drawn, each in a fresh headless Chromium, best and median
+  of 5 with the load average at each run, and the bytes the page transferred;
 - the out-of-core timeline (mpiscope_webui.pyramid, issue 17): pyramid build with Dask,
   open, and each zoom/pan of the same session answered from the pyramid or the window's
   detail, with the bytes of the timeline's data per view; then the page served out of
   core (mpiscope_webui.ooc, as `serve` runs it on a trace too big to hold): page load →
-  first drawn timeline, the first view's layout request, each zoom/pan callback over HTTP
-  and relayout → painted in headless Chromium, bytes per view, each against its target.
+  first timeline, the first view's layout request, each zoom/pan callback over HTTP (the
+  session 3 times: the first, and the best of each step) and relayout → painted in
+  headless Chromium (3 sessions, best of each step), bytes per view, each against its
+  target, with the load average (other work shares this machine).
   `--ooc-only` does only this (a 10^8-event trace: converted with Dask if it has no cache).
 Reference, measured side by side: the naive figure, one Plotly bar per state, for the
 first 100 k states (the issue's "17 s to draw 100 k states").
@@ -338,31 +342,54 @@ def served_out_of_core(trace_dir: str, t0: float, t1: float, browser: bool) -> N
         print(f"  first view: GET /_dash-layout (the whole run's figure is in it) "
               f"{fmt(s)}, {n / 1e6:.2f} MB, {wire / 1e6:.2f} MB gzipped  target "
               f"≤ {TARGET_BYTES / 1e6:.0f} MB: {verdict(n <= TARGET_BYTES)}")
-        print("  zoom/pan over HTTP (POST /_dash-update-component):")
-        times, most = [], 0
-        shown = [t0, t1]
-        for name, a, b in windows(t0, t1):
-            s, n, wire = ooc_view(url, app, a, b, shown)
-            shown = [a, b]
-            times.append(s)
-            most = max(most, n)
-            print(f"    {name:12} {fmt(s)} {n / 1e6:7.2f} MB, {wire / 1e6:5.2f} MB gzipped")
-        print(f"  callback: median {fmt(statistics.median(times))}, worst {fmt(max(times))}  "
-              f"target < {TARGET_ZOOM_S * 1e3:.0f} ms: {verdict(max(times) < TARGET_ZOOM_S)}")
+        import os
+
+        runs = 3
+        print(f"  zoom/pan over HTTP (POST /_dash-update-component), the session {runs} "
+              "times: the first (each window new to the server) and the best of all:")
+        sessions, loads = [], []
+        for _ in range(runs):
+            loads.append(os.getloadavg()[0])
+            shown, res = [t0, t1], []
+            for _name, a, b in windows(t0, t1):
+                res.append(ooc_view(url, app, a, b, shown))
+                shown = [a, b]
+            sessions.append(res)
+        most = max(n for res in sessions for _s, n, _w in res)
+        first = [s for s, _n, _w in sessions[0]]
+        best = [min(res[i][0] for res in sessions) for i in range(len(first))]
+        for i, (name, _a, _b) in enumerate(windows(t0, t1)):
+            _s, n, wire = sessions[0][i]
+            print(f"    {name:12} first {fmt(first[i])}, best {fmt(best[i])}  "
+                  f"{n / 1e6:5.2f} MB, {wire / 1e6:5.2f} MB gzipped")
+        for label, xs in (("first", first), (f"best of {runs}", best)):
+            print(f"  callback, {label}: median {fmt(statistics.median(xs))}, worst "
+                  f"{fmt(max(xs))}  target < {TARGET_ZOOM_S * 1e3:.0f} ms: "
+                  f"{verdict(max(xs) < TARGET_ZOOM_S)}")
+        print(f"    load average at each session {', '.join(f'{x:.1f}' for x in loads)}")
         print(f"  bytes per view: most {most / 1e6:.2f} MB  target ≤ "
               f"{TARGET_BYTES / 1e6:.0f} MB: {verdict(most <= TARGET_BYTES)}")
         if not browser:
             return
         print(page_load(url).line("page load → first timeline (headless Chromium, fresh "
                                   f"browser each of 5 runs, target ≤ {TARGET_PAGE_S:.0f} s):"))
-        drawn = browser_draw(url, windows(t0, t1))
-        zooms = [s for name, s in drawn if "relayout →" in name]
-        for name, s in drawn:
-            if "relayout →" in name:
-                print(f"    {name:45} {fmt(s)}")
-        print(f"  relayout → painted: median {fmt(statistics.median(zooms))}, worst "
-              f"{fmt(max(zooms))}  target < {TARGET_ZOOM_S * 1e3:.0f} ms: "
-              f"{verdict(max(zooms) < TARGET_ZOOM_S)}")
+        # the same session in the browser (the server has seen these windows above)
+        drawn, loads = [], []
+        for _ in range(runs):
+            loads.append(os.getloadavg()[0])
+            drawn.append([s for name, s in browser_draw(url, windows(t0, t1))
+                          if "relayout →" in name])
+        best = [min(d[i] for d in drawn) for i in range(len(drawn[0]))]
+        print(f"  relayout → painted in Chromium (the session {runs} times; load average "
+              f"{', '.join(f'{x:.1f}' for x in loads)}):")
+        for i, (name, _a, _b) in enumerate(windows(t0, t1)):
+            print(f"    {name:12} best {fmt(best[i])}, runs "
+                  f"{' '.join(fmt(d[i]).strip() for d in drawn)}")
+        for label, xs in (("best of each step", best),
+                          ("all runs", [x for d in drawn for x in d])):
+            print(f"  relayout → painted, {label}: median {fmt(statistics.median(xs))}, "
+                  f"worst {fmt(max(xs))}  target < {TARGET_ZOOM_S * 1e3:.0f} ms: "
+                  f"{verdict(max(xs) < TARGET_ZOOM_S)}")
     finally:
         srv.shutdown()
 
