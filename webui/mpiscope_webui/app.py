@@ -61,9 +61,10 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
     server = flask.Flask("mpiscope_webui", static_folder=None)
     security.install(server, guard)
     app = firstview.Page("mpiscope_webui", server=server, assets_folder=str(ASSETS),
-               title="mpiscope", update_title=None, serve_locally=True,
-               suppress_callback_exceptions=True, on_error=safety_net.callback_failed,
-               assets_ignore=bundle.IGNORE_SMALL if full_plotly else "")
+                         title="mpiscope", update_title=None, serve_locally=True,
+                         suppress_callback_exceptions=True,
+                         on_error=safety_net.callback_failed,
+                         assets_ignore=bundle.IGNORE_SMALL if full_plotly else "")
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     if compress:

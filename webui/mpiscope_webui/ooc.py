@@ -94,8 +94,9 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     security.install(server, guard)
     app = firstview.Page("mpiscope_webui", server=server,
                          assets_folder=str(Path(__file__).parent / "assets"),
-               title="mpiscope", update_title=None, serve_locally=True,
-               suppress_callback_exceptions=True, on_error=safety_net.callback_failed)
+                         title="mpiscope", update_title=None, serve_locally=True,
+                         suppress_callback_exceptions=True,
+                         on_error=safety_net.callback_failed)
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     bundle.install_compression(server)
@@ -143,12 +144,13 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
                             Input("boot", "data"), State("viewport", "data"))
 
     # one callback from the zoom to its figure: a separate one for the window (relayout →
-    # view store → figure) cost the page a second round trip per zoom
+    # view store → figure) cost the page a second round trip per zoom. Not at page load:
+    # the first view is in the layout.
     @app.callback(Output("ooc-timeline", "figure"), Output("ooc-status", "children"),
                   Output("ooc-view", "data"),
                   Input("ooc-timeline", "relayoutData"), Input("viewport", "data"),
-                  State("ooc-view", "data"), prevent_initial_call=True)  # the first view is
-    def render(rd, width, view):                                          # in the layout
+                  State("ooc-view", "data"), prevent_initial_call=True)
+    def render(rd, width, view):
         width = inputs.width_px(width, DEFAULT_WIDTH)
         fired = {t["prop_id"] for t in ctx.triggered}
         window = navigate(rd, view) if "ooc-timeline.relayoutData" in fired else None
