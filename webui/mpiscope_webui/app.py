@@ -43,10 +43,11 @@ def load_models(trace_dirs: Sequence[Path | str], *, skip_frames: str = "",
 def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
                models: list[TraceModel] | None = None, analyze_now: bool = False,
                guard: security.Guard | None = None, full_plotly: bool = False,
-               compress: bool = True) -> Dash:
+               compress: bool = True, still: bool = True) -> Dash:
     """The app for one or two traces (raises mpiscope.errors.UserError on bad input).
     `guard`: which Host headers and token requests need (default: loopback, no token).
-    `full_plotly`, `compress`: the page as before bundle.py (for benchmarks)."""
+    `full_plotly`, `compress`, `still`: the page as before bundle.py and before the
+    still first view (firstview.py), for benchmarks."""
     models = models if models is not None else load_models(trace_dirs or [])
     if not 1 <= len(models) <= 2:
         raise ValueError("serve one trace, or two to compare")
@@ -59,10 +60,11 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
     guard = guard or security.Guard.loopback()
     server = flask.Flask("mpiscope_webui", static_folder=None)
     security.install(server, guard)
-    app = Dash("mpiscope_webui", server=server, assets_folder=str(ASSETS),
-               title="mpiscope", update_title=None, serve_locally=True,
-               suppress_callback_exceptions=True, on_error=safety_net.callback_failed,
-               assets_ignore=bundle.IGNORE_SMALL if full_plotly else "")
+    app = firstview.Page("mpiscope_webui", server=server, assets_folder=str(ASSETS),
+                         title="mpiscope", update_title=None, serve_locally=True,
+                         suppress_callback_exceptions=True,
+                         on_error=safety_net.callback_failed,
+                         assets_ignore=bundle.IGNORE_SMALL if full_plotly else "")
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     if compress:
@@ -71,6 +73,8 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
     # a function: each page load gets the current state (e.g. wait states ready or not)
     # and the first view drawn for its width
     app.layout = lambda: _layout(ctl, firstview.page_width(DEFAULT_WIDTH))
+    if still:
+        app.first_view = lambda width: _static_view(ctl, width)
     _callbacks(app, ctl)
     if compress:
         threading.Thread(target=bundle.warm, args=(server, guard.token), daemon=True).start()
@@ -78,15 +82,28 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
     return app
 
 
+def _info(m: TraceModel) -> str:
+    return (f"{m.trace.num_ranks} ranks on {len(set(m.lanes.hosts))} host(s) · "
+            f"{m.duration / 1e9:.4g} s · {len(m.trace.calls):,} MPI calls · "
+            f"{len(m.trace.messages):,} messages · {m.trace.meta.creator or '?'}")
+
+
+def _static_view(ctl: Controller, width: int) -> firstview.StaticView:
+    n = len(ctl.models)
+    panels = []
+    for p, m in enumerate(ctl.models):
+        fig, status, over = ctl.first_view(p, width)
+        panels.append(firstview.StaticPanel(m.label, _info(m), status,
+                                            [("overview", over), ("timeline", fig)]))
+    return firstview.StaticView(["compare: A above, B below"] if n == 2 else [], panels)
+
+
 def _panel(ctl: Controller, p: int, width: int) -> html.Div:
     m = ctl.models[p]
     view = ctl.initial_view(p)
     # the first view is in the layout: drawn as soon as the page has it (firstview.py)
-    fig, status = ctl.render(p, view, width)
-    meta = m.trace.meta
-    info = (f"{m.trace.num_ranks} ranks on {len(set(m.lanes.hosts))} host(s) · "
-            f"{m.duration / 1e9:.4g} s · {len(m.trace.calls):,} MPI calls · "
-            f"{len(m.trace.messages):,} messages · {meta.creator or '?'}")
+    fig, status, over = ctl.first_view(p, width)
+    info = _info(m)
     return html.Div([
         html.Div([html.H3(m.label, className="trace-label"), html.Span(info, className="muted"),
                   critical.toggle(p)], className="panel-head"),
@@ -96,7 +113,7 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
         dcc.Store(id={"type": "waits", "panel": p}, data=m.waits_ready),
         dcc.Interval(id={"type": "wait-poll", "panel": p}, interval=400,
                      disabled=m.waits_ready),
-        dcc.Graph(id={"type": "overview", "panel": p}, figure=timeline.overview(m, view, width),
+        dcc.Graph(id={"type": "overview", "panel": p}, figure=over,
                   config={"displayModeBar": False, "scrollZoom": False, "responsive": False},
                   className="overview"),
         strip.graph(p),

@@ -31,6 +31,23 @@ def parse_relayout(rd: object) -> tuple[list[float] | None, list[float] | None, 
 class Controller:
     def __init__(self, models: list[TraceModel]) -> None:
         self.models = models
+        self._first: dict[tuple[int, int, bool], tuple[dict, str, dict]] = {}
+
+    def first_view(self, panel: int, width: int) -> tuple[dict, str, dict]:
+        """Panel's first view (timeline figure, status, overview figure) for `width`:
+        computed once for both the page (its still picture, firstview.py) and the layout
+        the page asks for next."""
+        m = self.models[panel]
+        key = (panel, width, m.waits_ready)  # drawn again, shaded, once waits are there
+        got = self._first.get(key)
+        if got is None:
+            view = self.initial_view(panel)
+            fig, status = self.render(panel, view, width)
+            got = (fig, status, timeline.overview(m, view, width))
+            if len(self._first) >= 16:  # a few widths; not one per resize forever
+                self._first.clear()
+            self._first[key] = got
+        return got
 
     # -- windows ---------------------------------------------------------------------------
     def full_window(self, panel: int) -> tuple[float, float]:

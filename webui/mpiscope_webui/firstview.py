@@ -15,11 +15,26 @@ window resized since), which is the one case that still costs a round trip.
 
 `index_string` preloads the graph's chunk with the page's scripts instead of after the
 layout arrives.
+
+The still picture: even so, the page's scripts take about a second to evaluate and start
+(Plotly alone most of it) before the live timeline can be drawn. So the page itself
+(`Page`, Dash's index) carries a static copy of the top of the page, with the first
+view's figures (the same ones the layout holds, `StaticPanel`) painted on canvases by a
+small inline script (firstview_paint.js) as soon as the HTML is parsed. It covers the
+page until every live timeline is drawn, then assets/timeline.js removes it: the user
+sees the timeline early, and the live graph, which is interactive, in its place.
 """
 
 from __future__ import annotations
 
+import html
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
 import flask
+from dash import Dash
+from plotly.io.json import to_json_plotly
 
 from mpiscope_webui import inputs
 
@@ -66,3 +81,65 @@ def index_string(prefix: str = "/") -> str:
         </footer>
     </body>
 </html>"""
+
+
+PAINT_JS = (Path(__file__).parent / "firstview_paint.js").read_text()
+STATIC_ID = "first-view"  # removed by assets/timeline.js once the live timelines are drawn
+
+
+@dataclass
+class StaticPanel:
+    """One panel of the still first view: its head, status line, and figures (class of
+    the live graph it stands for, e.g. "overview" or "timeline"; the figure), in order."""
+
+    label: str
+    info: str
+    status: str
+    figures: list[tuple[str, dict]] = field(default_factory=list)
+
+
+@dataclass
+class StaticView:
+    header: list[str]  # the header's texts after the title
+    panels: list[StaticPanel]
+
+
+class Page(Dash):
+    """Dash whose index page carries the still first view (`first_view(width)`, for the
+    width the page measured last: its cookie, as the layout's)."""
+
+    first_view: Callable[[int], StaticView] | None = None
+    default_width: int = 1400
+
+    def interpolate_index(self, **kwargs) -> str:
+        if self.first_view is not None:
+            view = self.first_view(page_width(self.default_width))
+            kwargs["app_entry"] = static_html(view) + kwargs["app_entry"]
+        return super().interpolate_index(**kwargs)
+
+
+def static_html(view: StaticView) -> str:
+    """The still first view: the page's top as plain HTML (the live page's classes, so the
+    same look), a canvas per figure, the figures' JSON and the script that paints them."""
+    esc = html.escape
+    figures: list[dict] = []
+    panels = []
+    for p in view.panels:
+        parts = [f'<div class="panel-head"><h3 class="trace-label">{esc(p.label)}</h3>'
+                 f'<span class="muted">{esc(p.info)}</span></div>']
+        for kind, fig in p.figures:
+            if kind == "timeline":
+                parts.append(f'<div class="status">{esc(p.status)}</div>')
+            parts.append(f'<div class="{esc(kind)}"><canvas data-figure="{len(figures)}">'
+                         "</canvas></div>")
+            figures.append(fig)
+        panels.append(f'<div class="panel">{"".join(parts)}</div>')
+    head = "".join(f'<span class="muted">{esc(t)}</span>' for t in view.header)
+    # JSON in a script element: no "<" at all (a name with "</script>" or "<!--" would
+    # end it or change how it is parsed); "<" occurs in JSON only inside strings
+    data = to_json_plotly(figures).replace("<", "\\u003c")
+    return (f'<div id="{STATIC_ID}" class="page" aria-hidden="true">'
+            f'<div class="header"><h1>mpiscope</h1>{head}</div>'
+            f'<div class="static-timelines">{"".join(panels)}</div></div>'
+            f'<script type="application/json" id="first-view-data">{data}</script>'
+            f"<script>{PAINT_JS}</script>")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import flask
 import numpy as np
-from dash import Dash, Input, Output, State, dcc, html, no_update
+from dash import Dash, Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 
 from mpiscope.errors import UserError
@@ -92,10 +92,11 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     guard = guard or security.Guard.loopback()
     server = flask.Flask("mpiscope_webui", static_folder=None)
     security.install(server, guard)
-    app = Dash("mpiscope_webui", server=server, assets_folder=str(Path(__file__).parent
-                                                                  / "assets"),
-               title="mpiscope", update_title=None, serve_locally=True,
-               suppress_callback_exceptions=True, on_error=safety_net.callback_failed)
+    app = firstview.Page("mpiscope_webui", server=server,
+                         assets_folder=str(Path(__file__).parent / "assets"),
+                         title="mpiscope", update_title=None, serve_locally=True,
+                         suppress_callback_exceptions=True,
+                         on_error=safety_net.callback_failed)
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     bundle.install_compression(server)
@@ -103,10 +104,25 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     info = (f"{p.num_ranks} ranks · {(p.span - 2) / 1e9:.4g} s · {sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
 
+    firsts: dict[int, tuple[dict, str]] = {}
+
+    def first(width: int) -> tuple[dict, str]:
+        """The whole run for `width`: once for the page's still picture and its layout."""
+        if width not in firsts:
+            if len(firsts) >= 16:
+                firsts.clear()
+            firsts[width] = figure(p, full[0], full[1], width)
+        return firsts[width]
+
+    def still(width: int) -> firstview.StaticView:
+        fig, status = first(width)
+        return firstview.StaticView([Path(trace_dir).name], [firstview.StaticPanel(
+            Path(trace_dir).name, info, status, [("timeline", fig)])])
+
     def layout() -> html.Div:
         # the whole run, drawn for the page's width, is in the layout (firstview.py)
         width = firstview.page_width(DEFAULT_WIDTH)
-        fig, status = figure(p, full[0], full[1], width)
+        fig, status = first(width)
         return html.Div([
             html.Div([html.H1("mpiscope"), html.Span(Path(trace_dir).name,
                                                      className="muted")], className="header"),
@@ -123,37 +139,52 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
         ], className="page")
 
     app.layout = layout
+    app.first_view = still
     app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
                             Input("boot", "data"), State("viewport", "data"))
 
-    @app.callback(Output("ooc-view", "data"), Input("ooc-timeline", "relayoutData"),
+    # one callback from the zoom to its figure: a separate one for the window (relayout →
+    # view store → figure) cost the page a second round trip per zoom. Not at page load:
+    # the first view is in the layout.
+    @app.callback(Output("ooc-timeline", "figure"), Output("ooc-status", "children"),
+                  Output("ooc-view", "data"),
+                  Input("ooc-timeline", "relayoutData"), Input("viewport", "data"),
                   State("ooc-view", "data"), prevent_initial_call=True)
-    def navigate(rd, view):
+    def render(rd, width, view):
+        width = inputs.width_px(width, DEFAULT_WIDTH)
+        fired = {t["prop_id"] for t in ctx.triggered}
+        window = navigate(rd, view) if "ooc-timeline.relayoutData" in fired else None
+        if window is None:
+            if "viewport.data" not in fired:
+                raise PreventUpdate
+            window = current(view)  # a new width: the same window, new pixel bins
+        a, b = window
+        fig, status = figure(p, a, b, width)
+        return fig, status, [a, b]
+
+    def navigate(rd, view) -> list[float] | None:
+        """The window a relayout asks for (None: it asks for none, or the same one)."""
         r = inputs.relayout(rd)
         if r.reset:
-            return full
+            return None if current(view) == full else full
         if r.x is None:
-            raise PreventUpdate
-        a, b = sorted(r.x)
-        if b - a < MIN_WINDOW_NS / 1e9:
-            b = a + MIN_WINDOW_NS / 1e9
-        return [a, b] if [a, b] != view else no_update
+            return None
+        a, b = clamp(*r.x)
+        return None if [a, b] == current(view) else [a, b]
 
-    @app.callback(Output("ooc-timeline", "figure"), Output("ooc-status", "children"),
-                  Input("ooc-view", "data"), Input("viewport", "data"),
-                  prevent_initial_call=True)  # the first view is in the layout
-    def render(view, width):
+    def current(view) -> list[float]:
+        """The window the page shows (its store), checked: whatever the page sends."""
         if not isinstance(view, list) or len(view) != 2:
-            raise PreventUpdate
+            return full
         a, b = (inputs.number(x) for x in view)
-        if a is None or b is None:
-            raise PreventUpdate
-        # whatever the page sends: a window within a run's length of the run, not empty
+        return full if a is None or b is None else clamp(a, b)
+
+    def clamp(a: float, b: float) -> list[float]:
+        """A window within a run's length of the run, not empty."""
         run = full[1] - full[0]
         a, b = sorted((min(max(a, full[0] - run), full[1] + run),
                        min(max(b, full[0] - run), full[1] + run)))
-        b = max(b, a + MIN_WINDOW_NS / 1e9)
-        return figure(p, a, b, inputs.width_px(width, DEFAULT_WIDTH))
+        return [a, max(b, a + MIN_WINDOW_NS / 1e9)]
 
     threading.Thread(target=bundle.warm, args=(server, guard.token), daemon=True).start()
     app.pyramid = p  # for tests and benchmarks
@@ -203,11 +234,12 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int) -> tuple[dict,
         "margin": {"l": timeline.MARGIN_L, "r": timeline.MARGIN_R, "t": 50, "b": 40},
         "dragmode": "zoom", "font": {"size": 11},
         "legend": {"orientation": "h", "x": 0, "y": 1.01, "yanchor": "bottom"},
+        # tick labels as timeline.render draws them: not measured on every draw
         "xaxis": {"range": [a, b], "title": {"text": "time (s)"}, "exponentformat": "none",
-                  "ticklabeloverflow": "allow"},
+                  **timeline.FIXED_TICKS},
         "yaxis": {"range": [n - 0.5, -0.5], "tickmode": "array", "tickvals": list(range(n)),
                   "ticktext": [f"rank {r}" for r in range(n)], "showgrid": False,
-                  "zeroline": False, "fixedrange": True,
+                  "zeroline": False, "fixedrange": True, **timeline.FIXED_TICKS,
                   "tickfont": {"size": max(6, min(11, lane_px - 1))}}}
     status = (f"{a:.6f} – {b:.6f} s · from the {out.source} · {len(v.states)} states drawn, "
               f"{v.summary_cells()} summary cells · {out.calls_read:,} calls read")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ MAX_COLS = 1 << 17  # columns of the finest level at most (per rank: functions x
 CALLS_PER_COL = 1  # finest level: about this many calls per column and rank
 CACHED_ROWS = 8_000_000  # levels of at most this many cells (all ranks) kept in memory
 ROW_GROUP = 16_384  # rows per row group (detail, pyramid): the unit of a range read
+# detail row groups kept once read (~30 B a row: ~60 MB): zooms nest and pans move to
+# the neighbours, so a session's next detail view mostly reads what the last one did
+DETAIL_CACHE_ROWS = 2_000_000
 KEY_SHIFT = 40  # pyramid key = level << KEY_SHIFT | column
 ENV = "MPISCOPE_TIMELINE_OOC"  # 1: serve from the pyramid whatever the trace's size
 
@@ -233,12 +237,17 @@ class Pyramid:
     cells_per_level: list[int] = field(default_factory=list)
     _levels: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
     _loading: set[int] = field(default_factory=set, repr=False)
+    _queue: list[int] = field(default_factory=list, repr=False)  # levels to keep, next last
+    _loader: bool = field(default=False, repr=False)  # a background loader is running
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _footers: dict[int, pq.FileMetaData] = field(default_factory=dict, repr=False)
     _groups: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict,
                                                               repr=False)
     _pyr_footers: dict[int, tuple[pq.FileMetaData, np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False)
+    _detail: OrderedDict[tuple[int, int], pa.Table] = field(default_factory=OrderedDict,
+                                                            repr=False)
+    _detail_rows: int = field(default=0, repr=False)
 
     @classmethod
     def open(cls, trace_dir: Path | str, *, build_if_missing: bool = True,
@@ -283,9 +292,11 @@ class Pyramid:
     def pyramid_file(self, rank: int) -> Path:
         return self.path / "pyramid" / f"rank={rank}" / cache.PART_FILE
 
-    def _read_cells(self, level: int, c0: int, c1: int) -> tuple[np.ndarray, ...]:
+    def _read_cells(self, level: int, c0: int, c1: int,
+                    threads: int | None = None) -> tuple[np.ndarray, ...]:
         """(rank, col, fcode, ns) of columns [c0, c1) of a level: per rank, only the row
-        groups whose key range meets it (footers parsed at open)."""
+        groups whose key range meets it (footers parsed at open); `threads` readers
+        (default: one per CPU)."""
         k0, k1 = (level << KEY_SHIFT) | c0, (level << KEY_SHIFT) | c1
 
         def one(r: int):
@@ -300,7 +311,8 @@ class Pyramid:
             return (np.full(b - a, r, np.int64), key[a:b] & ((1 << KEY_SHIFT) - 1),
                     t["fcode"].to_numpy()[a:b], t["ns"].to_numpy()[a:b])
 
-        with ThreadPoolExecutor(min(len(self.ranks), os.cpu_count() or 1) or 1) as pool:
+        threads = threads or min(len(self.ranks), os.cpu_count() or 1) or 1
+        with ThreadPoolExecutor(threads) as pool:
             parts = [x for x in pool.map(one, self.ranks) if x is not None]
         if not parts:
             return tuple(np.empty(0, np.int64) for _ in range(4))
@@ -325,23 +337,45 @@ class Pyramid:
                 return k
         return None
 
-    def _keep_level(self, level: int) -> None:
-        cols = self._read_cells(level, 0, self.cols(level))
+    def _keep_level(self, level: int, threads: int | None = None) -> None:
+        cols = self._read_cells(level, 0, self.cols(level), threads)
         order = np.argsort(cols[1], kind="stable")
         self._levels[level] = tuple(c[order] for c in cols)
+
+    def _load_queued(self) -> None:
+        """The background loader: the queued levels one at a time, the latest asked for
+        first (where the user is zooming), on one thread, so that the views asked for
+        meanwhile keep the other CPUs (several levels read at once, each on every CPU,
+        made a zoom's own read wait for them)."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._loader = False
+                    return
+                level = self._queue.pop()
+            if level not in self._levels:
+                self._keep_level(level, threads=1)
 
     def cells(self, level: int, c0: int, c1: int) -> tuple[np.ndarray, ...]:
         """The stored (rank, col, fcode, ns) of columns [c0, c1) of a level: from memory
         for the coarse levels (read once), else a filtered read of the level's range."""
         cached = self._levels.get(level)
         if cached is None and self.cells_per_level[level] <= CACHED_ROWS:
-            # the whole level in the background: this view reads its range (a whole level
-            # is seconds at 10^8 events), the next ones find it in memory
+            whole = c0 <= 0 and c1 >= self.cols(level)
             with self._lock:
-                start = level not in self._loading
+                new = level not in self._loading
                 self._loading.add(level)
-            if start:
-                threading.Thread(target=self._keep_level, args=(level,), daemon=True).start()
+                if new and not whole:
+                    self._queue.append(level)
+                start = new and not whole and not self._loader
+                self._loader = self._loader or start
+            if whole and new:  # the view reads the whole level anyway: read it once, keep it
+                self._keep_level(level)
+                cached = self._levels[level]
+            elif start:
+                # the whole level in the background: this view reads its range (a whole
+                # level is seconds at 10^8 events), the next ones find it in memory
+                threading.Thread(target=self._load_queued, daemon=True).start()
         if cached is not None:
             a, b = np.searchsorted(cached[1], [c0, c1], side="left")
             return tuple(c[a:b] for c in cached)
@@ -382,6 +416,30 @@ class Pyramid:
         lo, hi = self._groups[rank]
         return np.flatnonzero((lo < t1) & (hi > t0)).tolist()
 
+    def _detail_groups(self, rank: int, groups: list[int]) -> list[pa.Table]:
+        """Row groups of a rank's detail: those read lately from memory (least recently
+        used ones dropped past DETAIL_CACHE_ROWS), the others from the file."""
+        with self._lock:
+            got = {g: self._detail.get((rank, g)) for g in groups}
+            for g in groups:
+                if got[g] is not None:
+                    self._detail.move_to_end((rank, g))
+        missing = [g for g in groups if got[g] is None]
+        if missing:
+            # the footer parsed at open: a window costs its row groups' reads alone
+            f = pq.ParquetFile(self.detail_file(rank), metadata=self._footers[rank])
+            for g in missing:  # each on its own: a kept group holds its own buffers only
+                got[g] = f.read_row_groups([g], use_threads=False)
+            with self._lock:
+                for g in missing:
+                    if (rank, g) not in self._detail:
+                        self._detail[(rank, g)] = got[g]
+                        self._detail_rows += got[g].num_rows
+                while self._detail_rows > DETAIL_CACHE_ROWS and self._detail:
+                    _k, old = self._detail.popitem(last=False)
+                    self._detail_rows -= old.num_rows
+        return [got[g] for g in groups]
+
     def window(self, t0: int, t1: int) -> DetailWindow:
         """The calls overlapping [t0, t1) (absolute ns), reading only the row groups that
         can hold them."""
@@ -389,9 +447,7 @@ class Pyramid:
             groups = self.row_groups_of(r, t0, t1)
             if not groups:
                 return r, groups, None
-            # the footer parsed at open: a window costs its row groups' reads alone
-            t = pq.ParquetFile(self.detail_file(r), metadata=self._footers[r]) \
-                .read_row_groups(groups, use_threads=False)
+            t = pa.concat_tables(self._detail_groups(r, groups))
             s, e = t["start"].to_numpy(), t["end"].to_numpy()
             return r, groups, t.filter(pa.array((s < t1) & (e > t0)))
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from plotly.io.json import to_json_plotly
 from werkzeug.http import parse_cookie
 from werkzeug.serving import make_server
 
@@ -156,3 +157,110 @@ def test_assets_are_kept_by_the_browser_and_the_graph_chunk_preloaded(himeno_app
     assert r.headers["Content-Encoding"] == "gzip"
     assert r.headers["Cache-Control"] == bundle.IMMUTABLE
     assert firstview.PRELOAD[0] in page  # the graph's chunk comes with the scripts
+
+
+STILL_PIXELS = """
+const c = document.querySelector('#first-view .timeline canvas');
+if (!c || !c.width) return null;
+const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+const seen = new Set();
+for (let i = 0; i < d.length; i += 4) seen.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+return [...seen].map(v => '#' + v.toString(16).padStart(6, '0'));"""
+
+
+def test_still_first_view_is_painted_before_the_scripts_run(browser, himeno_app):
+    """With Dash's renderer and Plotly never loaded, the page still shows the whole run:
+    the still first view (firstview.py) painted from the page alone, in the timeline's
+    colours, with the status line the live page has."""
+    with served(himeno_app) as (url, asked):
+        browser.delete_all_cookies()
+        browser.execute_cdp_cmd("Network.enable", {})
+        browser.execute_cdp_cmd("Network.setBlockedURLs", {
+            "urls": ["*dash_renderer*", "*plotly*", "*async-graph*"]})
+        try:
+            browser.get(url)
+            colours = wait_until(browser, STILL_PIXELS, what="still timeline painted")
+            text = browser.execute_script(
+                "return document.getElementById('first-view').innerText")
+            live = browser.execute_script("return document.querySelectorAll("
+                                          "'.js-plotly-plot').length")
+        finally:
+            browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+            browser.execute_cdp_cmd("Network.disable", {})
+    assert not asked  # no layout, no callback: the page alone
+    assert live == 0
+    fig, status, _over = himeno_app.controller.first_view(0, 1400)
+    # the states' colours of the figure the layout holds (MPI_Allreduce, MPI_Waitall...)
+    fills = {t["fillcolor"] for t in fig["data"] if t.get("fill") == "toself"
+             and t["name"] in ("MPI_Allreduce", "MPI_Waitall")}
+    assert fills and fills <= set(colours)
+    assert "states drawn" in text and "mpiscope" in text
+
+
+def test_still_first_view_gives_way_to_the_live_graph(browser, himeno_app):
+    """Once the live timeline is drawn the still picture is gone: what the user sees and
+    clicks is the interactive graph; and the page logs no error."""
+    with served(himeno_app) as (url, _asked):
+        browser.delete_all_cookies()
+        browser.get_log("browser")  # drop earlier tests' messages
+        browser.get(url)
+        wait_until(browser, DRAWN, what="live timeline drawn")
+        wait_until(browser, "return !document.getElementById('first-view')",
+                   what="still first view removed")
+        on_top = browser.execute_script(
+            f"const r = {GD.format(p=0)}.getBoundingClientRect(); "
+            "const e = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);"
+            " return !!e.closest('.js-plotly-plot');")
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert on_top
+    assert not errors
+
+
+def test_page_and_layout_share_the_first_view(himeno_app, synth):
+    """The still picture is the layout's first figure (computed once for both), in
+    memory and out of core."""
+    c = himeno_app.server.test_client()
+    c.set_cookie(firstview.WIDTH_COOKIE, "1300")
+    page = c.get("/").get_data(as_text=True)
+    layout = c.get("/_dash-layout").get_data(as_text=True)
+    fig, _status, over = himeno_app.controller.first_view(0, 1300)
+    still = json.loads(page.split('id="first-view-data">')[1].split("</script>")[0])
+    assert still == json.loads(to_json_plotly([over, fig]))
+    assert to_json_plotly(fig) in layout  # the very same figure
+    reader.load(synth)
+    c = ooc.create_app(synth).server.test_client()
+    page = c.get("/").get_data(as_text=True)
+    assert 'id="first-view"' in page and "from the pyramid" in page
+
+
+def test_a_zoom_survives_relayouts_that_do_not_navigate(browser, synth):
+    """Plotly reports other relayouts too (e.g. {autosize: true} after a redraw); one
+    right after a zoom used to make Dash keep its answer instead of the zoom's."""
+    reader.load(synth)
+    app = ooc.create_app(synth)
+    with served(app) as (url, _asked):
+        browser.delete_all_cookies()
+        browser.get(url)
+        wait_until(browser, DRAWN, what="out-of-core timeline drawn")
+        wait_until(browser, f"return {GD.format(p=0)}.__mpiscopeRelayout === true",
+                   what="timeline listening")
+        t0, t1 = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
+        a, b = t0 + (t1 - t0) / 3, t0 + (t1 - t0) / 2
+        browser.execute_script(
+            f"const g = {GD.format(p=0)}; Plotly.relayout(g, {{'xaxis.range[0]': {a!r}, "
+            f"'xaxis.range[1]': {b!r}}}); Plotly.relayout(g, {{autosize: true}});")
+        text = wait_until(browser, "const s = document.querySelector('#panel-0 .status')"
+                          f".textContent; return s.startsWith('{a:.6f}') && s",
+                          what="the zoomed window drawn")
+    assert f"{a:.6f} – {b:.6f} s" in text
+
+
+def test_still_first_view_keeps_names_as_text():
+    """Trace labels and function names reach the page as text, whatever they hold."""
+    evil = "</script><script>alert(1)</script><!--"
+    fig = {"data": [{"type": "scatter", "name": evil}], "layout": {"height": 100}}
+    page = firstview.static_html(firstview.StaticView(
+        [evil], [firstview.StaticPanel(evil, evil, evil, [("timeline", fig)])]))
+    assert "<script>alert" not in page and "<!--" not in page
+    data = page.split('id="first-view-data">')[1].split("</script>")[0]
+    assert json.loads(data) == [fig]

@@ -158,3 +158,28 @@ def test_coarse_levels_are_kept_in_memory_after_first_use(opened):
     assert 0 in fresh._levels
     again = fresh.summary(0, 3, n - 3, n - 6)  # from memory
     assert np.array_equal(first.summary, again.summary)
+
+
+def test_a_zoom_inside_the_last_detail_window_reads_no_file(opened, monkeypatch):
+    """Detail row groups read lately are kept (up to DETAIL_CACHE_ROWS): zooming further
+    in reads nothing again, and gives the calls a fresh read gives."""
+    trace, p, idx = opened
+    fresh = pyramid.Pyramid.open(trace.path, build_if_missing=False)
+    t0 = fresh.origin + int(fresh.span * 0.45)
+    t1 = t0 + fresh.span // 10
+    fresh.window(t0, t1)
+    reads = []
+    real = pq.ParquetFile.read_row_groups
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups",
+                        lambda self, *a, **kw: reads.append(a) or real(self, *a, **kw))
+    inner = fresh.window(t0 + (t1 - t0) // 3, t0 + (t1 - t0) // 2)
+    assert not reads
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", real)
+    again = pyramid.Pyramid.open(trace.path, build_if_missing=False).window(
+        t0 + (t1 - t0) // 3, t0 + (t1 - t0) // 2)
+    assert inner.calls.sort_values("call").reset_index(drop=True).equals(
+        again.calls.sort_values("call").reset_index(drop=True))
+    # bounded: past the limit the least recently used row groups go
+    monkeypatch.setattr(pyramid, "DETAIL_CACHE_ROWS", pyramid.ROW_GROUP)
+    fresh.window(fresh.origin, fresh.origin + fresh.span)
+    assert fresh._detail_rows <= pyramid.ROW_GROUP

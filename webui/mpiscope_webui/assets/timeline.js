@@ -38,7 +38,11 @@
   // whole timeline once more with the old data (a full Plotly.react, 0.3 s on a 64-rank
   // view) before the zoom callback is even sent. The timeline's figure always comes from
   // the server, so on the timeline graphs that listener is replaced by one that only
-  // reports relayoutData, as dcc.Graph does besides.
+  // reports relayoutData, as dcc.Graph does besides. Only a zoom, pan or reset (an axis
+  // range) is reported: Plotly also reports e.g. {autosize: true} after a redraw, which
+  // the server ignores, but Dash keeps only the latest answer of a callback, so that
+  // event arriving just after a zoom used to throw the zoom's figure away.
+  const NAVIGATES = /^[xy]axis\.(range|autorange)/;
   function takeOver(gd) {
     if (gd.__mpiscopeRelayout || !gd._ev || !gd.removeAllListeners) return;
     if (!gd._ev.listeners("plotly_relayout").length) return;  // dcc has not bound yet
@@ -48,12 +52,31 @@
     try { id = JSON.parse(id); } catch (e) { /* a plain string id */ }
     gd.removeAllListeners("plotly_relayout");
     gd.on("plotly_relayout", (ev) => {
-      if (ev && window.dash_clientside && window.dash_clientside.set_props) {
+      if (ev && Object.keys(ev).some((k) => NAVIGATES.test(k)) &&
+          window.dash_clientside && window.dash_clientside.set_props) {
         window.dash_clientside.set_props(id, {relayoutData: ev});
       }
     });
     gd.__mpiscopeRelayout = true;
   }
+  // The still first view (mpiscope_webui/firstview.py) goes once every live timeline is
+  // drawn, in the frame after (Plotly has drawn, the browser has not painted yet).
+  const still = document.getElementById("first-view");
+  if (still) {
+    const expected = still.querySelectorAll(".timeline canvas").length;
+    const swap = setInterval(() => {
+      const live = [...document.querySelectorAll(".timeline .js-plotly-plot")]
+        .filter((g) => g._fullLayout && g._fullData && g._fullData.length);
+      if (live.length < expected) return;
+      clearInterval(swap);
+      requestAnimationFrame(() => {
+        still.remove();
+        const data = document.getElementById("first-view-data");
+        if (data) data.remove();
+      });
+    }, 30);
+  }
+
   // dcc.Graph binds its listeners after its first draw, and a new graph div can appear
   // (compare mode, re-mounts): a cheap periodic look is simpler than hooking React.
   setInterval(() => {
