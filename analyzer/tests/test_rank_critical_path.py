@@ -183,6 +183,24 @@ def test_rank_by_rank_path_equals_pandas_engine(name: str, traces: dict[str, Pat
         f"rank={r}.npy" for r in a.trace.ranks["rank"])
 
 
+@pytest.mark.parametrize("name", ["himeno", "synth", "rooted_collectives"])
+def test_fewer_buckets_than_ranks_give_the_same_path(name: str, traces: dict[str, Path],
+                                                    tmp_path: Path, monkeypatch) -> None:
+    """Collective instances cut into fewer buckets than ranks (as at a thousand ranks):
+    the ranks past the last bucket match none, the path is the same."""
+    monkeypatch.setattr(rankcritical, "MIN_BUCKETS", 2)
+    a = Analysis(mpiscope.load(traces[name], use_cache=False))
+    assert a.trace.num_ranks > 2
+    matched = []
+    real = rankcritical.last_arrivers
+    monkeypatch.setattr(rankcritical, "last_arrivers",
+                        lambda s, scratch: matched.append(real(s, scratch)) or matched[-1])
+    got = rankcritical.compute(in_process(a), tmp_path, a.wait_states.skew)
+    assert_same_path(a, got)
+    assert len(matched) == a.trace.num_ranks and all(n == 0 for n in matched[2:])
+    assert sum(matched[:2]) > 0
+
+
 def test_rooted_collectives_jump_to_root_and_last_contributor(traces: dict[str, Path],
                                                               tmp_path: Path) -> None:
     """The path of the rooted case, by construction: rank 1's Barrier waited for the

@@ -65,6 +65,22 @@ def _ranks(s: RankSlice) -> list[int]:
     return sorted(int(r) for r in s.trace.ranks["rank"].unique())
 
 
+# collective instances are cut into buckets (instance mod buckets), each matched by the
+# task of one rank: as many as ranks up to MIN_BUCKETS, more for a bigger trace (one per
+# EVENTS_PER_BUCKET events), never more than ranks. Not one per rank: each bucket task
+# opens every rank's arrivals file and each rank every bucket file its instances fall in,
+# n^2 file maps for n ranks (a million at 1024 ranks).
+MIN_BUCKETS = 64
+EVENTS_PER_BUCKET = 2_000_000
+
+
+def _buckets(s: RankSlice) -> int:
+    r = s.trace.ranks
+    nranks = len(_ranks(s))
+    events = int(r["events"].sum()) if "events" in r.columns else 0
+    return max(1, min(nranks, max(MIN_BUCKETS, -(-events // EVENTS_PER_BUCKET))))
+
+
 def _save(path: Path, arr: np.ndarray) -> None:
     """Atomically (a reader never sees half a file), without output.atomic_path's fsync:
     scratch files live for one analysis, and a retried task rewrites its own."""
@@ -97,7 +113,7 @@ def arrivals(s: RankSlice, scratch: Path, skew_offsets: dict[int, int]) -> int:
     """Pass 1: the rank's latest entry per collective instance (and as a non-root),
     on corrected times, by bucket; returns its row count."""
     coll = s.trace.collectives
-    nb = len(_ranks(s))
+    nb = _buckets(s)
     rank = coll["rank"].to_numpy().astype(np.int64)
     inst = coll["instance"].to_numpy().astype(np.int64)
     start = coll["start"].to_numpy() + skew_offsets.get(s.rank, 0)
@@ -115,11 +131,13 @@ def arrivals(s: RankSlice, scratch: Path, skew_offsets: dict[int, int]) -> int:
 
 
 def last_arrivers(s: RankSlice, scratch: Path) -> int:
-    """Pass 2: for bucket b (this rank's position among the ranks), the last rank and
-    last non-root rank to enter each instance, from every rank's arrivals; returns the
-    bucket's instance count."""
+    """Pass 2: for bucket b (this rank's position among the ranks; ranks past the
+    number of buckets have none), the last rank and last non-root rank to enter each
+    instance, from every rank's arrivals; returns the bucket's instance count."""
     ranks = _ranks(s)
     b = ranks.index(s.rank)
+    if b >= _buckets(s):
+        return 0
     got, of = [], []
     for q in ranks:  # in rank order: ties go to the higher rank as in the pandas engine
         a = _map(scratch / f"arrivals-rank={q}.npy", ARRIVAL)
@@ -141,13 +159,14 @@ def last_arrivers(s: RankSlice, scratch: Path) -> int:
 def _collective_lasts(s: RankSlice, scratch: Path) -> tuple[np.ndarray, np.ndarray]:
     """Per collective row of the rank: last and last non-root rank of its instance."""
     inst = s.trace.collectives["instance"].to_numpy().astype(np.int64)
-    nb = len(_ranks(s))
-    bucket = inst % nb if nb else inst
+    bucket = inst % _buckets(s)
     last = np.full(len(inst), -1, dtype=np.int64)
     last_nr = np.full(len(inst), -1, dtype=np.int64)
-    for b in np.unique(bucket).tolist():
-        sel = bucket == b
-        f = _map(scratch / f"last-bucket={b}.npy", LAST)
+    order = np.argsort(bucket, kind="stable")
+    for sel in np.split(order, np.flatnonzero(np.diff(bucket[order])) + 1):
+        if not len(sel):
+            continue
+        f = _map(scratch / f"last-bucket={int(bucket[sel[0]])}.npy", LAST)
         last[sel] = cp.lookup(f["inst"], f["last"], inst[sel])
         last_nr[sel] = cp.lookup(f["inst"], f["last_nonroot"], inst[sel])
     return last, last_nr
