@@ -26,6 +26,7 @@ prefixes: which step dominates), and the ratios (1 -> 2 workers per phase; panda
     BENCH_DASK_RANKS="64 256 1024" (one per size; default: 64 to 10^7, 256 to 10^8, else 1024)
     BENCH_DASK_MEMORY=4GB (per worker)   BENCH_DASK_HEADROOM=0.7
     BENCH_DASK_WORKERS="1 2" (the Dask runs; the 1 -> 2 ratio needs both)
+    BENCH_DASK_ANALYSIS=0 (the conversion only: its 1 -> 2 worker scaling on a big trace)
     BENCH_DASK_TRACES=/work/bigtraces (synth-<ranks>r-<events>, shared, reused)
     BENCH_DASK_DIR=build/bench/dask (per-trace directories of links: the caches go there)
 """
@@ -53,6 +54,7 @@ RANKS = [int(x) for x in os.environ.get("BENCH_DASK_RANKS", "").split()]
 MEMORY = os.environ.get("BENCH_DASK_MEMORY", "4GB")
 HEADROOM = float(os.environ.get("BENCH_DASK_HEADROOM", "0.7"))
 WORKERS = [int(x) for x in os.environ.get("BENCH_DASK_WORKERS", "1 2").split()]
+ANALYSIS = os.environ.get("BENCH_DASK_ANALYSIS", "1") != "0"  # 0: the conversion only
 SYNTH_BYTES_PER_EVENT = 17  # the OTF2 files mpiscope-synth writes (measured: 162 MB/10^7)
 
 
@@ -326,7 +328,7 @@ def main() -> int:
                          p["read_cpu"] + p["analysis_cpu"], p["rss"])):
                     lines.append(row("pandas", phase, sec, f"{c:.1f} ({c / sec:.0%})", n, 1,
                                      "-", None, peak))
-        analysis = client_bpe is None or n * client_bpe <= HEADROOM * avail
+        analysis = ANALYSIS and (client_bpe is None or n * client_bpe <= HEADROOM * avail)
         for w in WORKERS:
             cold(d)
             r = res[f"dask{w}"] = run_child("dask", str(d), str(w), MEMORY,
