@@ -349,6 +349,9 @@ def main() -> int:
                 bpe = max(r["analysis_client_rss"] - r["analysis_client_base"], 0) / n
                 if client_bpe is None or bpe > client_bpe:
                     client_bpe, client_bpe_from = bpe, f"{n:.0e} events"
+            elif not ANALYSIS:
+                lines.append(f"| {name} | analysis | not run (BENCH_DASK_ANALYSIS=0) "
+                             "| | | | | |")
             else:
                 lines.append(f"| {name} | analysis | not run: the client would need "
                              f"~{gb(n * (client_bpe or 0))} ({client_bpe or 0:.0f} B/event "
