@@ -386,11 +386,18 @@ def iteration_sums(f: pd.DataFrame, rank: int, b: np.ndarray) -> pd.DataFrame:
                          "sync": g["sync"].to_numpy(), "io": g["io"].to_numpy()})
 
 
+def merge_sums(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The ranks' `iteration_sums` (or merged ones) added up per iteration: iteration,
+    total, mpi, sync, io (ns), by iteration; merging merged parts gives the same."""
+    return pd.concat(parts).groupby("iteration", as_index=False)[
+        ["total", "mpi", "sync", "io"]].sum()
+
+
 def combine_sums(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """The per-iteration table from the ranks' `iteration_sums`."""
-    df = pd.concat(parts).groupby("iteration")[["total", "mpi", "sync", "io"]].sum()
+    """The per-iteration table from the ranks' `iteration_sums` (or `merge_sums` of them)."""
+    df = merge_sums(parts)
     return pd.DataFrame({
-        "iteration": df.index, "compute_s": (df["total"] - df["mpi"]) / 1e9,
+        "iteration": df["iteration"], "compute_s": (df["total"] - df["mpi"]) / 1e9,
         "communication_s": (df["mpi"] - df["sync"] - df["io"]) / 1e9,
         "synchronization_s": df["sync"] / 1e9, "io_s": df["io"] / 1e9,
     }).reset_index(drop=True)

@@ -110,12 +110,9 @@ def per_iteration(run: Runner, loop: iterations.Loop | None) -> pd.DataFrame | N
 
 def merge_sums(parts: list[pd.DataFrame | None]) -> pd.DataFrame | None:
     """Ranks' ns per iteration summed into one part (iterations x ranks rows before,
-    iterations after): what `iterations.combine_sums` adds up, merged where made."""
+    iterations after), on the workers; None where no rank had iterations."""
     parts = [p for p in parts if p is not None]
-    if not parts:
-        return None
-    return pd.concat(parts).groupby("iteration", as_index=False)[
-        ["total", "mpi", "sync", "io"]].sum()
+    return iterations.merge_sums(parts) if parts else None
 
 
 def extent_part(s: RankSlice) -> tuple[int, int] | None:
