@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 from dash import html
@@ -31,23 +33,21 @@ def parse_relayout(rd: object) -> tuple[list[float] | None, list[float] | None, 
 class Controller:
     def __init__(self, models: list[TraceModel]) -> None:
         self.models = models
-        self._first: dict[tuple[int, int, bool], tuple[dict, str, dict]] = {}
+        # a few widths, not one per resize forever
+        self._first = functools.lru_cache(maxsize=16)(self._draw_first)
 
     def first_view(self, panel: int, width: int) -> tuple[dict, str, dict]:
         """Panel's first view (timeline figure, status, overview figure) for `width`:
         computed once for both the page (its still picture, firstview.py) and the layout
         the page asks for next."""
-        m = self.models[panel]
-        key = (panel, width, m.waits_ready)  # drawn again, shaded, once waits are there
-        got = self._first.get(key)
-        if got is None:
-            view = self.initial_view(panel)
-            fig, status = self.render(panel, view, width)
-            got = (fig, status, timeline.overview(m, view, width))
-            if len(self._first) >= 16:  # a few widths; not one per resize forever
-                self._first.clear()
-            self._first[key] = got
-        return got
+        # drawn again, shaded, once the wait states are there
+        return self._first(panel, width, self.models[panel].waits_ready)
+
+    def _draw_first(self, panel: int, width: int, _waits_ready: bool
+                    ) -> tuple[dict, str, dict]:
+        view = self.initial_view(panel)
+        fig, status = self.render(panel, view, width)
+        return fig, status, timeline.overview(self.models[panel], view, width)
 
     # -- windows ---------------------------------------------------------------------------
     def full_window(self, panel: int) -> tuple[float, float]:

@@ -12,6 +12,7 @@ available (/proc/meminfo) times MEMORY_SHARE.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -104,15 +105,10 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     info = (f"{p.num_ranks} ranks · {(p.span - 2) / 1e9:.4g} s · {sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
 
-    firsts: dict[int, tuple[dict, str]] = {}
-
+    @functools.lru_cache(maxsize=16)  # a few widths, not one per resize forever
     def first(width: int) -> tuple[dict, str]:
         """The whole run for `width`: once for the page's still picture and its layout."""
-        if width not in firsts:
-            if len(firsts) >= 16:
-                firsts.clear()
-            firsts[width] = figure(p, full[0], full[1], width)
-        return firsts[width]
+        return figure(p, full[0], full[1], width)
 
     def still(width: int) -> firstview.StaticView:
         fig, status = first(width)
