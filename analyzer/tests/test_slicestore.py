@@ -126,3 +126,18 @@ def test_reduced_pass_is_combined_on_the_workers(trace: Path, monkeypatch) -> No
     # the same pass in one process: one part per rank, the same total
     local = [slices.Reduced(_instances, _total)(s) for s in slices.all_of_trace(whole)]
     assert len(local) == 6 and _total(local) == sum(parts)
+
+
+def test_a_pass_asks_the_scheduler_for_its_workers_not_the_clients_cache(
+        trace: Path, monkeypatch) -> None:
+    # the client's periodic refresh replaces its cached scheduler info with one listing
+    # no worker; a pass that read that cache submitted allow_other_workers without
+    # workers, which Dask refuses (seen on a loaded machine in the loop pass)
+    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as client:
+        convert.convert(trace, client)
+        monkeypatch.setattr(type(client), "scheduler_info",
+                            lambda self, *a, **k: {"workers": {}})
+        tasks = ranktasks.RankTasks(client, open_cache(trace))
+        ranks = tasks.run(_rank_and_rows, waits=False)
+        tasks.close()
+    assert [r for r, _ in ranks] == list(range(6))

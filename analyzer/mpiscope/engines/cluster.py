@@ -41,6 +41,13 @@ def _plugin():
     return SystemAllocator()
 
 
+def workers(client) -> dict[str, dict]:
+    """The scheduler's workers now (address -> info with "status", "memory_limit"...),
+    asked for directly: `client.scheduler_info()` returns a cache that the client's
+    periodic refresh may overwrite in between with one that lists no worker."""
+    return client.sync(client.scheduler.identity, n_workers=-1).get("workers", {})
+
+
 @contextlib.contextmanager
 def connect(spec: ClusterSpec | None = None) -> Iterator[object]:
     """A `distributed.Client` for the spec's scheduler, or on a LocalCluster started for

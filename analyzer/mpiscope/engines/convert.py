@@ -54,6 +54,7 @@ from mpiscope.archive import cache, decode, reader
 from mpiscope.archive import native as _native
 from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import empty_table
+from mpiscope.engines import cluster
 from mpiscope.engines.daskcache import version_of
 from mpiscope.errors import UserError
 
@@ -385,7 +386,7 @@ def convert(trace_dir: Path | str, client, *, events_per_group: int = 2_000_000,
     defs = decode.Definitions(anchor)
     if not defs.locations:
         raise UserError(str(anchor.parent), "OTF2 archive without locations")
-    workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    workers = max(1, len(cluster.workers(client)))
     groups = groups_of(defs, events_per_group, 2 * workers)
     local, fallback = cache.candidates(anchor.parent)
     target = local if cache._writable(anchor.parent) else fallback
@@ -413,7 +414,7 @@ def _gather(client, futures: list) -> list:
             wait(futures, timeout=5, return_when="ALL_COMPLETED")
             return client.gather(futures)
         except TimeoutError:
-            workers = client.scheduler_info().get("workers", {}).values()
+            workers = cluster.workers(client).values()
             paused = bool(workers) and all(w.get("status") == "paused" for w in workers)
             if not paused:
                 paused_since = None

@@ -39,7 +39,7 @@ from mpiscope import output
 from mpiscope.analysis import callpaths
 from mpiscope.archive import cache
 from mpiscope.archive.trace import Trace, TraceMeta
-from mpiscope.engines import convert, slices, slicestore, waits
+from mpiscope.engines import cluster, convert, slices, slicestore, waits
 from mpiscope.engines.daskcache import CacheTables, read_partition
 from mpiscope.engines.slices import RankSlice
 
@@ -198,7 +198,7 @@ class RankTasks:
         futures: the worker gets their values), each rank on the same worker in every
         pass (so the slices a worker keeps are the ones it is asked for again; another
         worker takes the task when that one is gone or busy)."""
-        workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+        workers = sorted(cluster.workers(self.client))
         n = len(self.ranks)
         return [self.client.submit(task_of(r), *lead, r, pure=False, retries=convert.RETRIES,
                                    workers=[workers[i * len(workers) // n]] if workers
