@@ -40,6 +40,9 @@ def test_loop_marker_is_the_call_site_every_rank_repeats():
     r0 = loop.bounds[loop.bounds["rank"] == 0]
     assert list(r0["start"]) == [110, 210, 310, 410]
     assert list(r0["end"]) == [210, 310, 410, 510]
+    # held as one start per rank and iteration; the table above is built from it
+    assert loop.starts.shape == (2, 5) and list(loop.ranks) == [0, 1]
+    assert list(loop.starts_by_rank()[0]) == [110, 210, 310, 410, 510]
 
 
 def test_per_iteration_shows_the_slow_iteration():

@@ -55,18 +55,16 @@ def _iterations(model: TraceModel) -> Strip | None:
     per = s.per_iteration if loop is not None else None
     if loop is None or per is None or not len(per):
         return None
-    b = loop.bounds.groupby("iteration").agg(lo=("start", "min"), hi=("end", "max"),
-                                             mlo=("start", "mean"), mhi=("end", "mean"),
-                                             ranks=("rank", "nunique"))
-    b = b.reindex(per["iteration"].to_numpy())
-    ranks = b["ranks"].to_numpy(np.float64)
-    parts = pd.DataFrame({f"{p}_s": per[f"{p}_s"].to_numpy() / np.maximum(ranks, 1)
+    it = per["iteration"].to_numpy()
+    start, end = loop.starts[:, :-1][:, it], loop.starts[:, 1:][:, it]
+    ranks = max(len(loop.ranks), 1)
+    parts = pd.DataFrame({f"{p}_s": per[f"{p}_s"].to_numpy() / ranks
                           for p in PARTS if f"{p}_s" in per})
     # drawn between the ranks' mean boundaries: one rank's iteration ends where its next
     # begins, so the means tile too; zooming goes to all ranks' span
-    return Strip("iteration", [f"iteration {int(i) + 1}" for i in per["iteration"]],
-                 b["lo"].to_numpy(np.int64), b["hi"].to_numpy(np.int64),
-                 b["mlo"].to_numpy(np.float64), b["mhi"].to_numpy(np.float64), parts)
+    return Strip("iteration", [f"iteration {int(i) + 1}" for i in it],
+                 start.min(axis=0), end.max(axis=0),
+                 start.mean(axis=0), end.mean(axis=0), parts)
 
 
 def _time_bins(model: TraceModel) -> Strip:

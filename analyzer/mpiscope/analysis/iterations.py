@@ -49,12 +49,30 @@ HOLLOW = 0.1  # iterations computing less than this share of the mean are empty
 class Loop:
     callsite: str  # call site of the first call of each iteration ("" if none recorded)
     function: str  # its function
-    iterations: int  # repetitions of the loop body; `bounds` holds the iterations - 1 between
-    bounds: pd.DataFrame  # rank, iteration, start, end (ns)
+    iterations: int  # repetitions of the loop body; iterations - 1 spans lie between them
+    ranks: np.ndarray  # every rank, in order: the rows of `starts`
+    # ranks x iterations: start (ns) of each iteration's first call on each rank; span i
+    # of a rank is starts[i]..starts[i + 1]. 8 bytes per rank and iteration: the Dask
+    # client holds it at 10^7 rank-iterations and more, so no per-span table is kept
+    starts: np.ndarray
     # function, callsite, ranks, calls (in the loop, all ranks), per_iteration (calls per
     # iteration, the least over the ranks), in_iterations (iterations it runs in, least
     # over the ranks), every (1: every iteration on every rank; k: only every k-th)
     sites: pd.DataFrame
+
+    @property
+    def bounds(self) -> pd.DataFrame:
+        """rank, iteration, start, end (ns) of every span: a table built on each call
+        (32 bytes per rank and iteration), for callers that want one."""
+        n = max(self.iterations - 1, 0)
+        return pd.DataFrame({"rank": np.repeat(self.ranks.astype(np.int64), n),
+                             "iteration": np.tile(np.arange(n, dtype=np.int64), len(self.ranks)),
+                             "start": self.starts[:, :-1].ravel(),
+                             "end": self.starts[:, 1:].ravel()})
+
+    def starts_by_rank(self) -> dict[int, np.ndarray]:
+        """rank -> its row of `starts` (a view: nothing copied)."""
+        return {int(r): row for r, row in zip(self.ranks, self.starts, strict=True)}
 
     def every(self, function: str, callsite: str) -> int | None:
         """1 if this call site runs in every iteration, k if only every k-th, else None."""
@@ -301,8 +319,6 @@ def _combine(parts: Sequence[RankLoop], n: int) -> Loop:
     functions, callsites = parts[0].functions, parts[0].callsites
     if not all(same(p.functions, functions) and same(p.callsites, callsites) for p in parts):
         raise ValueError("the ranks' calls tables differ in their categories")
-    bounds = [pd.DataFrame({"rank": p.rank, "iteration": np.arange(n - 1),
-                            "start": p.starts[:-1], "end": p.starts[1:]}) for p in parts]
     per = pd.concat([p.sites for p in parts])
     sites = per.groupby("pair").agg(
         ranks=("calls", "size"), calls=("calls", "sum"), per_iteration=("calls", "min"),
@@ -313,8 +329,9 @@ def _combine(parts: Sequence[RankLoop], n: int) -> Loop:
     sites["per_iteration"] = sites["per_iteration"] / n
     sites = sites.sort_values(["every", "per_iteration"], ascending=[True, False],
                               kind="stable").reset_index(drop=True)
-    return Loop(parts[0].callsite, parts[0].function, n, pd.concat(bounds, ignore_index=True),
-                sites)
+    return Loop(parts[0].callsite, parts[0].function, n,
+                np.array([p.rank for p in parts], dtype=np.int64),
+                np.stack([p.starts for p in parts]).astype(np.int64, copy=False), sites)
 
 
 def search(found_of: Callable[[bool], tuple[list[list[Candidate] | None], int]],
@@ -363,16 +380,11 @@ def call_frame(c: pd.DataFrame, wait: np.ndarray, io_calls: np.ndarray) -> pd.Da
                          "mpi": dur, **call_parts(c, dur, wait, io_calls)})
 
 
-def bounds_by_rank(loop: Loop) -> dict[int, np.ndarray]:
-    """Each rank's iterations as rows (iteration, start, end)."""
-    return {int(rank): b[["iteration", "start", "end"]].to_numpy(np.int64)
-            for rank, b in loop.bounds.groupby("rank")}
-
-
-def iteration_sums(f: pd.DataFrame, rank: int, b: np.ndarray) -> pd.DataFrame:
+def iteration_sums(f: pd.DataFrame, rank: int, starts: np.ndarray) -> pd.DataFrame:
     """One rank's ns per iteration: iteration, rank, total, mpi, sync, io (`f`: its
-    `call_frame`; `b`: its `bounds_by_rank`)."""
-    iteration, start, end = b[:, 0], b[:, 1], b[:, 2]
+    `call_frame`; `starts`: its row of `Loop.starts`)."""
+    start, end = starts[:-1], starts[1:]
+    iteration = np.arange(len(start), dtype=np.int64)
     k = np.searchsorted(start, f["start"].to_numpy(), side="right") - 1
     ok = (k >= 0) & (f["start"].to_numpy() < end[np.clip(k, 0, None)])
     agg = pd.DataFrame({"iteration": iteration[k[ok]],
@@ -409,8 +421,8 @@ def per_iteration(trace: Trace, loop: Loop, ws) -> pd.DataFrame:
     c = c[(c["depth"] == 0)]
     wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
     frame = call_frame(c, wait, io_completing(trace))
-    return combine_sums([iteration_sums(frame[frame["rank"] == rank], rank, b)
-                         for rank, b in bounds_by_rank(loop).items()])
+    return combine_sums([iteration_sums(frame[frame["rank"] == rank], rank, row)
+                         for rank, row in loop.starts_by_rank().items()])
 
 
 # --- the window the timelines open on ---------------------------------------------------
@@ -425,9 +437,9 @@ def window(loop: Loop | None, extents: Callable[[], list[tuple[int, int] | None]
     """A few iterations of the main loop `loop` (ns), or the start of the run without one
     (`extents()`: the `extent` of each part of the calls, asked for only then)."""
     if loop is not None and loop.iterations > count:
-        b = loop.bounds[loop.bounds["rank"] == 0].sort_values("iteration")
-        first = min(1, len(b) - count)
-        return int(b["start"].iloc[first]), int(b["end"].iloc[first + count - 1])
+        row = loop.starts_by_rank()[0]  # spans: len(row) - 1
+        first = min(1, len(row) - 1 - count)
+        return int(row[first]), int(row[first + count])
     known = [e for e in extents() if e is not None]
     lo = min(e[0] for e in known) if known else 0
     hi = max(e[1] for e in known) if known else 1

@@ -197,12 +197,9 @@ class BoundedReplays(findings.Replays):
         if self._prepared:
             return
         self._prepared = True
-        edges = None
         loop = self.loop
-        if loop is not None and len(loop.bounds):
-            b = loop.bounds.sort_values(["rank", "iteration"])
-            edges = {int(r): np.r_[g["start"].to_numpy(), g["end"].to_numpy()[-1:]]
-                     for r, g in b.groupby("rank")}
+        # each rank's iteration edges: its row of the loop's starts
+        edges = loop.starts_by_rank() if loop is not None and loop.iterations > 1 else None
         # each rank's task gets its own iteration edges only
         counts = self.run(PerRank(_count, edges) if edges is not None
                           else partial(_count, e=None))

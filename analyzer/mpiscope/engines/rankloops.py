@@ -18,8 +18,9 @@ The rules are those of `analysis/iterations.py`, which runs the same per-rank pa
   each, at most a few dozen); the client chooses the number of iterations every rank
   shows; a second pass returns each rank's iteration start times and per call site
   counts. If no period is common with peers told apart, both passes run again without.
-- `per_iteration`: each rank's task gets its own iteration bounds (a `PerRank` pass;
-  the client's Loop holds iterations x ranks anyway) and returns its ns per iteration.
+- `per_iteration`: each rank's task gets its own iterations' starts (a `PerRank` pass;
+  the client's Loop holds them, 8 bytes per iteration and rank) and returns its ns per
+  iteration, merged on the workers.
 - `iteration_window`: from the loop's bounds; without a loop each rank returns its
   first start and last end.
 """
@@ -84,10 +85,10 @@ def detect(run: Runner, min_iterations: int = 3) -> iterations.Loop | None:
     return iterations.search(found_of, loops_of)
 
 
-def sums_part(s: RankSlice, b: np.ndarray | None) -> pd.DataFrame | None:
-    """The rank's ns per iteration, `b` its iteration bounds (None if the loop has no
-    iterations on it)."""
-    if b is None:
+def sums_part(s: RankSlice, starts: np.ndarray | None) -> pd.DataFrame | None:
+    """The rank's ns per iteration, `starts` its row of `Loop.starts` (None if the loop
+    has no iterations on it)."""
+    if starts is None:
         return None
     if s.waits is None:
         raise ValueError("per_iteration needs the slices' wait states (RankSlice.waits)")
@@ -95,16 +96,16 @@ def sums_part(s: RankSlice, b: np.ndarray | None) -> pd.DataFrame | None:
     top = (c["depth"] == 0).to_numpy()
     frame = iterations.call_frame(c[top], s.waits["wait_ns"].to_numpy()[top],
                                   io_completing(s.trace))
-    return iterations.iteration_sums(frame, s.rank, b)
+    return iterations.iteration_sums(frame, s.rank, starts)
 
 
 def per_iteration(run: Runner, loop: iterations.Loop | None) -> pd.DataFrame | None:
     """Seconds of compute / communication / synchronization / I/O per iteration, equal to
     `iterations.per_iteration` (None without a loop, as `Analysis.per_iteration`). Each
-    rank's task gets its own iteration bounds (iterations x 2)."""
+    rank's task gets its own row of the loop's starts."""
     if loop is None:
         return None
-    parts = run(Reduced(PerRank(sums_part, iterations.bounds_by_rank(loop)), merge_sums))
+    parts = run(Reduced(PerRank(sums_part, loop.starts_by_rank()), merge_sums))
     return iterations.combine_sums([p for p in parts if p is not None])
 
 
