@@ -109,7 +109,7 @@ def test_above_the_budget_a_window_of_iterations_is_replayed_and_scaled(
         analyses: dict[str, Analysis]) -> None:
     a = analyses["himeno"]
     run = in_process(a)
-    events = sum(c["events"] for c in run(lambda s: rankfindings._count(s, None)))
+    events = sum(c.events for c in run(lambda s: rankfindings._count(s, None)))
     budget = events // 2
     full = {(f.kind, f.function): f for f in findings.find(
         a.trace, a.wait_states, a.ranks, a.loop, a.critical_path)}
@@ -146,7 +146,7 @@ def test_a_small_window_of_a_regular_run_scales_to_its_savings(
     a = analyses["synth"]
     run = in_process(a)
     loop = a.loop if window == "iterations" else None  # no loop: a window of time
-    events = sum(c["events"] for c in run(lambda s: rankfindings._count(s, None)))
+    events = sum(c.events for c in run(lambda s: rankfindings._count(s, None)))
     full = savings(findings.find(a.trace, a.wait_states, a.ranks, loop, a.critical_path))
     found = rankfindings.find(run, a.wait_states, a.ranks, loop, a.critical_path,
                               budget_events=events // 20)

@@ -42,7 +42,7 @@ from mpiscope.analysis.critical_path import CriticalPath
 from mpiscope.analysis.findings import Finding, Run
 from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.archive.trace import Trace
-from mpiscope.engines.slices import PerRank
+from mpiscope.engines.slices import PerRank, Reduced
 from mpiscope.errors import UserError
 
 REPLAY_BYTES_PER_EVENT = 200 + 84  # simulator program and engine + the tables it reads
@@ -66,20 +66,41 @@ def find(run: Run, ws: Any, ranks: pd.DataFrame, loop: iterations.Loop | None,
 
 
 # ------------------------------------------------------------------ per-rank passes
-def _count(s: Any, e: np.ndarray | None) -> dict[str, Any]:
-    """Replayed events of the rank (a depth-0 call one, a message it sent two), and per
-    interval between the edges `e` (None: no intervals)."""
+@dataclasses.dataclass
+class Count:
+    """Replayed events (a depth-0 call one, a message sent two) of one rank or several
+    merged: in all, per interval between edges (None: no intervals, or ranks whose
+    intervals differ in number), and the ranks' time span."""
+
+    events: int
+    per_interval: np.ndarray | None
+    span: tuple[int, int]
+
+
+def _count(s: Any, e: np.ndarray | None) -> Count:
+    """The rank's Count, per interval between the edges `e` (None: no intervals)."""
     calls = s.trace.calls
     top = np.sort(calls["start"].to_numpy()[calls["depth"].to_numpy() == 0])
     sent = np.sort(calls["start"].to_numpy()[s.local(s.trace.messages["send_call"].to_numpy())])
     r = s.trace.ranks
-    out: dict[str, Any] = {"rank": s.rank, "events": len(top) + 2 * len(sent),
-                           "span": (int(r["first_ns"].min()), int(r["last_ns"].max()))}
-    out["per_interval"] = None
+    per = None
     if e is not None and len(e):
-        out["per_interval"] = (np.diff(np.searchsorted(top, e))
-                               + 2 * np.diff(np.searchsorted(sent, e)))
-    return out
+        per = np.diff(np.searchsorted(top, e)) + 2 * np.diff(np.searchsorted(sent, e))
+    return Count(len(top) + 2 * len(sent), per,
+                 (int(r["first_ns"].min()), int(r["last_ns"].max())))
+
+
+def merge_counts(parts: list[Count]) -> Count:
+    """The ranks' Counts added up (on the workers: the client gets one per interval, not
+    one per rank and interval)."""
+    per = [p.per_interval for p in parts]
+    same = all(p is not None for p in per) and len({len(p) for p in per}) == 1  # type: ignore[arg-type]
+    return Count(sum(p.events for p in parts), np.sum(per, axis=0) if same else None,
+                 (min(p.span[0] for p in parts), max(p.span[1] for p in parts)))
+
+
+def _counted(run: Run, fn: Any) -> Count:
+    return merge_counts(run(Reduced(fn, merge_counts)))
 
 
 def _cut(s: Any, lo: dict[int, int] | None, hi: dict[int, int] | None,
@@ -201,16 +222,13 @@ class BoundedReplays(findings.Replays):
         # each rank's iteration edges: its row of the loop's starts
         edges = loop.starts_by_rank() if loop is not None and loop.iterations > 1 else None
         # each rank's task gets its own iteration edges only
-        counts = self.run(PerRank(_count, edges) if edges is not None
-                          else partial(_count, e=None))
-        total = sum(c["events"] for c in counts)
-        if total <= self.budget:
+        counted = _counted(self.run, PerRank(_count, edges) if edges is not None
+                           else partial(_count, e=None))
+        if counted.events <= self.budget:
             self.trace = gather(self.run)
             return
-        per = [c.get("per_interval") for c in counts]
-        if edges is not None and all(p is not None for p in per) and len(
-                {len(p) for p in per}) == 1:
-            per_it = np.sum(per, axis=0)
+        if edges is not None and counted.per_interval is not None:
+            per_it = counted.per_interval
             a, z = _middle(per_it, self.budget)
             lo = {r: int(e[a]) for r, e in edges.items()}
             hi = {r: int(e[z]) for r, e in edges.items()}
@@ -219,11 +237,10 @@ class BoundedReplays(findings.Replays):
                                  f"iterations {a + 1}..{z} of {n} of the main loop",
                                  n / (z - a), z - a)
         else:
-            first = min(c["span"][0] for c in counts)
-            last = max(c["span"][1] for c in counts)
+            first, last = counted.span
             grid = np.linspace(first, last + 1, TIME_BINS + 1).astype(np.int64)
-            per_bin = np.sum([c["per_interval"] for c in self.run(
-                partial(_count, e=grid))], axis=0)
+            per_bin = _counted(self.run, partial(_count, e=grid)).per_interval
+            assert per_bin is not None
             a, z = _middle(per_bin, self.budget)
             self.window = Window({-1: int(grid[a])}, {-1: int(grid[z])},
                                  int(per_bin[a:z].sum()),
