@@ -171,6 +171,15 @@ def _call(task: Callable[[int], T], rank: int) -> T:
     return task(rank)
 
 
+def _task_arg(fn: Callable[[RankSlice, Any], T], src: Source, with_waits: bool, arg: Any,
+              rank: int) -> T:
+    return fn(kept_slice(src, rank, with_waits), arg)
+
+
+def _call_arg(task: Callable[[Any, int], T], arg: Any, rank: int) -> T:
+    return task(arg, rank)
+
+
 def _combine(combine: Callable[[list], T], *parts: T) -> T:
     return combine(list(parts))
 
@@ -221,20 +230,27 @@ class RankTasks:
         self._src: Source | None = None
         self._waits: waits.DistWaitStates | None = None
 
-    def _submit(self, task_of: Callable[[int], Callable[..., T]], *lead: Any) -> list:
-        """Futures of `task_of(rank)(*lead, rank)` for every rank (`lead` may hold
-        futures: the worker gets their values), each rank on the same worker in every
-        pass (so the slices a worker keeps are the ones it is asked for again; another
-        worker takes the task when that one is gone or busy)."""
+    def _submit(self, task: Callable[..., T], args: Callable[[int], Any] | None = None
+                ) -> list:
+        """Futures of `task(rank)` for every rank, or of `task(args(rank), rank)`: the
+        task is scattered to every worker once, so a rank's task carries the rank and its
+        own argument only (the task holds the cache's manifest, which grows with the
+        ranks: sent with each task it made the client's memory grow as ranks squared,
+        0.9 GB at 1024 ranks). Each rank goes to the same worker in every pass (so the
+        slices a worker keeps are the ones it is asked for again; another worker takes
+        the task when that one is gone or busy)."""
+        [shared] = self.client.scatter([task], broadcast=True, hash=False)
         workers = sorted(cluster.workers(self.client))
         n = len(self.ranks)
-        return [self.client.submit(task_of(r), *lead, r, pure=False, retries=convert.RETRIES,
-                                   workers=[workers[i * len(workers) // n]] if workers
-                                   else None, allow_other_workers=True)
+        try:
+            return [self.client.submit(
+                _call if args is None else _call_arg, shared,
+                *(() if args is None else (args(r),)), r, pure=False,
+                retries=convert.RETRIES, allow_other_workers=True,
+                workers=[workers[i * len(workers) // n]] if workers else None)
                 for i, r in enumerate(self.ranks)]
-
-    def _map(self, task_of: Callable[[int], Callable[..., T]], *lead: Any) -> list[T]:
-        return self.client.gather(self._submit(task_of, *lead))
+        finally:
+            shared.release()  # the submitted tasks hold it until they are done
 
     def _collect(self, futures: list, combine: Callable[[list], Any] | None) -> list:
         """The futures' results; with `combine`, combined FAN_IN at a time on the workers
@@ -277,9 +293,8 @@ class RankTasks:
             if self._src is None:
                 t = self.tables
                 bare = Source(str(t.dir), str(t.trace_dir), t.manifest, None, None)
-                used_of = functools.partial(_used_paths, bare)
-                used = sorted({p for ids in self._map(lambda r: used_of)
-                               for p in ids})
+                used = sorted({p for ids in self.client.gather(self._submit(
+                    functools.partial(_used_paths, bare))) for p in ids})
                 paths = callpaths.CallPaths.of(
                     SimpleNamespace(callpaths=_small(t, "callpaths")),  # type: ignore[arg-type]
                     self.skip, used=used)
@@ -305,15 +320,9 @@ class RankTasks:
         combine = fn.combine if isinstance(fn, slices.Reduced) else None
         one = fn.fn if isinstance(fn, slices.Reduced) else fn
         if isinstance(one, slices.PerRank):
-            per_rank = one
             return self._collect(self._submit(
-                lambda r: functools.partial(_task, per_rank.for_rank(r), src, waits)), combine)
-        [shared] = self.client.scatter([functools.partial(_task, one, src, waits)],
-                                       broadcast=True, hash=False)
-        try:
-            return self._collect(self._submit(lambda r: _call, shared), combine)
-        finally:
-            shared.release()
+                functools.partial(_task_arg, one.fn, src, waits), one.args.get), combine)
+        return self._collect(self._submit(functools.partial(_task, one, src, waits)), combine)
 
     def _no_waits(self, fn: Callable[[RankSlice], T]) -> list[T]:
         return self.run(fn, waits=False)
