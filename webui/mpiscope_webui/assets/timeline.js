@@ -58,16 +58,33 @@
       }
     });
     gd.__mpiscopeRelayout = true;
+    // a zoom the user made on the still view's early graph (firstview_paint.js), now
+    // for the server
+    const p = id !== null && typeof id === "object" ? Number(id.panel) || 0 : 0;
+    const zoom = window.mpiscopeEarlyZoom && window.mpiscopeEarlyZoom(p);
+    if (zoom) window.Plotly.relayout(gd, zoom);
   }
   // The still first view (mpiscope_webui/firstview.py) goes once every live timeline is
-  // drawn, in the frame after (Plotly has drawn, the browser has not painted yet).
+  // drawn and takes zooms (so that one made on its early graphs is replayed first), in
+  // the frame after (Plotly has drawn, the browser has not painted yet).
   const still = document.getElementById("first-view");
   if (still) {
-    const expected = still.querySelectorAll(".timeline canvas").length;
+    // one per panel: the holder of its canvas, or of its early graph (which may have
+    // replaced the canvas already)
+    const expected = still.querySelectorAll(".timeline").length;
+    let drawnAt = null;
     const swap = setInterval(() => {
       const live = [...document.querySelectorAll(".timeline .js-plotly-plot")]
-        .filter((g) => g._fullLayout && g._fullData && g._fullData.length);
+        .filter((g) => !still.contains(g) && g._fullLayout && g._fullData &&
+                g._fullData.length);
       if (live.length < expected) return;
+      live.forEach(takeOver);
+      drawnAt = drawnAt || performance.now();
+      // dcc.Graph binds its listeners just after its first draw; should it not (a
+      // graph Dash redraws at once), the page is not kept covered for it
+      if (!live.every((g) => g.__mpiscopeRelayout) && performance.now() - drawnAt < 2000) {
+        return;
+      }
       clearInterval(swap);
       requestAnimationFrame(() => {
         still.remove();
