@@ -8,11 +8,12 @@ Measures, against the targets of issue 7:
 - browser draw time in headless Chromium: relayout (what a zoom or pan does) → the server's
   figure drawn and painted, with when Plotly had redrawn the old view at the new range and
   when the server's answer was in; and a redraw of the full view (Plotly.react) alone.
-- page load → first timeline, before (Dash's full plotly.js, no compression, no still
-  first view) and after (the cartesian partial bundle, gzip, mpiscope_webui.bundle; the
-  still first view, mpiscope_webui.firstview): when the still picture was painted and
-  when the live timeline was drawn, each in a fresh headless Chromium, best and median
-  of 5 with the load average at each run, and the bytes the page transferred;
+- page load → first timeline for each page of PAGES (before issue 17's first view, then
+  each step of mpiscope_webui.firstview and bundle), alternated run by run: when the
+  still picture was painted, a timeline a user can zoom was there, and Dash's timeline
+  was drawn and interactive, each in a fresh headless Chromium timed in the page, best
+  and median with the load average at each run, and the bytes the page transferred
+  (`--page-load-only` does only this, on any trace);
 - the out-of-core timeline (mpiscope_webui.pyramid, issue 17): pyramid build with Dask,
   open, and each zoom/pan of the same session answered from the pyramid or the window's
   detail, with the bytes of the timeline's data per view; then the page served out of

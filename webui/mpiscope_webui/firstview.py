@@ -24,10 +24,13 @@ small inline script (firstview_paint.js) as soon as the HTML is parsed. It cover
 page until every live timeline is drawn, then assets/timeline.js removes it: the user
 sees the timeline early, and the live graph, which is interactive, in its place.
 
-Sooner live: the page also leaves out the Babel polyfill Dash loads (bundle.py says why;
-`regeneratorRuntime` comes from assets/vendor instead), and an inline script first in
-its body (firstview_early.js) asks for the layout and the dependencies while the scripts
-load and evaluate, instead of after; Dash's renderer gets those answers when it asks.
+Sooner live: Plotly's script goes first among the page's scripts, and right after it
+the still timelines become Plotly graphs a user can zoom (`mpiscopeEarlyLive` in
+firstview_paint.js), before React and Dash are evaluated; a zoom made there is replayed
+on Dash's graph (assets/timeline.js). An inline script first in the body
+(firstview_early.js) asks for the layout and the dependencies while the scripts load
+and evaluate, instead of after; Dash's renderer gets those answers when it asks. The
+Babel polyfill Dash loads is left out (bundle.py says why).
 """
 
 from __future__ import annotations
@@ -116,8 +119,10 @@ class StaticView:
 
 class Page(Dash):
     """Dash whose index page carries the still first view (`first_view(width)`, for the
-    width the page measured last: its cookie, as the layout's), asks for the layout
-    early (`early_fetch`) and leaves out the Babel polyfill (`polyfill` False)."""
+    width the page measured last: its cookie, as the layout's) and makes its timelines
+    live right after Plotly's script (`early_live`), asks for the layout early
+    (`early_fetch`) and leaves out the Babel polyfill (`polyfill` False). The switches
+    are for benchmarks (bench/webui: the page with and without each)."""
 
     first_view: Callable[[int], StaticView] | None = None
     default_width: int = 1400
