@@ -95,7 +95,8 @@ def _static_view(ctl: Controller, width: int) -> firstview.StaticView:
         fig, status, over = ctl.first_view(p, width)
         panels.append(firstview.StaticPanel(m.label, _info(m), status,
                                             [("overview", over), ("timeline", fig)]))
-    return firstview.StaticView(["compare: A above, B below"] if n == 2 else [], panels)
+    return firstview.StaticView(["compare: A above, B below"] if n == 2 else [], panels,
+                                GRAPH_CONFIG)
 
 
 def _panel(ctl: Controller, p: int, width: int) -> html.Div:

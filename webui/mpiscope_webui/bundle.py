@@ -13,6 +13,17 @@ The file is vendored (works offline, reviewed like code), from the npm package
 NPM_PACKAGE@PLOTLY_VERSION, checked against SHA256. To update it:
     python -m mpiscope_webui.bundle --vendor VERSION   (needs npm; prints the new sha256)
 
+The Babel polyfill: Dash puts @babel/polyfill 7 (core-js 2 and regenerator-runtime,
+90 KB) first in every page. Modern browsers need none of core-js, which replaces some
+built-ins (String.prototype.trim, which Plotly calls often) with slower versions: in a
+CPU profile of a page load here (load ~3) it took 0.33–0.39 s, 0.11–0.16 s of that in
+its trim (docs/webui.md). Dash's renderer and its component bundles need
+only the global `regeneratorRuntime` (their lazy-loading helper is compiled to it). So
+the page (firstview.Page) leaves the polyfill out and assets/vendor holds
+regenerator-runtime's own runtime.js (RUNTIME_PACKAGE@RUNTIME_VERSION, the version
+@babel/polyfill 7.12 pins, 25 KB), which Dash loads with the other assets before its
+renderer.
+
 Compression: scripts, styles and callback answers go out gzipped to a browser that asks
 for it. Static files are compressed once (level 9) and kept; callback answers at level 1
 (a few ms per MB, and they shrink several times: base64 arrays of small integers).
@@ -47,6 +58,11 @@ TRACE_TYPES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histo
                          "histogram2dcontour", "image", "pie", "scatter", "scatterternary",
                          "violin"})
 
+RUNTIME_PACKAGE = "regenerator-runtime"
+RUNTIME_VERSION = "0.13.11"
+RUNTIME_SHA256 = "e4fa2bcc7507e23fb226bad104bd3c526149ebc9891afbc4bb3a4a0c88afded3"
+POLYFILL = r'<script src="[^"]*/deps/polyfill@[^"]*"></script>\s*'  # Dash's, left out
+
 COMPRESSIBLE = ("application/javascript", "text/javascript", "text/css", "application/json",
                 "text/html")
 MIN_BYTES = 1024  # below this gzip's header costs more than it saves
@@ -63,13 +79,19 @@ def bundle_url(version: str = PLOTLY_VERSION) -> str:
     return f"/assets/vendor/{bundle_path(version).name}"
 
 
+def runtime_path() -> Path:
+    return VENDOR / f"regenerator-runtime-{RUNTIME_VERSION}.js"
+
+
 def verify() -> str | None:
-    """Why the vendored bundle is not the one pinned here, or None if it is."""
-    p = bundle_path()
-    if not p.is_file():
-        return f"{p} is missing"
-    got = hashlib.sha256(p.read_bytes()).hexdigest()
-    return None if got == SHA256 else f"{p.name}: sha256 {got}, expected {SHA256}"
+    """Why a vendored file is not the one pinned here, or None if both are."""
+    for p, want in ((bundle_path(), SHA256), (runtime_path(), RUNTIME_SHA256)):
+        if not p.is_file():
+            return f"{p} is missing"
+        got = hashlib.sha256(p.read_bytes()).hexdigest()
+        if got != want:
+            return f"{p.name}: sha256 {got}, expected {want}"
+    return None
 
 
 class _Cache:

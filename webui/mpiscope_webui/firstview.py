@@ -23,11 +23,21 @@ view's figures (the same ones the layout holds, `StaticPanel`) painted on canvas
 small inline script (firstview_paint.js) as soon as the HTML is parsed. It covers the
 page until every live timeline is drawn, then assets/timeline.js removes it: the user
 sees the timeline early, and the live graph, which is interactive, in its place.
+
+Sooner live: Plotly's script goes first among the page's scripts, and right after it
+the still timelines become Plotly graphs a user can zoom (`mpiscopeEarlyLive` in
+firstview_paint.js), before React and Dash are evaluated; a zoom made there is replayed
+on Dash's graph (assets/timeline.js). An inline script first in the body
+(firstview_early.js) asks for the layout and the dependencies while the scripts load
+and evaluate, instead of after; Dash's renderer gets those answers when it asks. The
+Babel polyfill Dash loads is left out (bundle.py says why).
 """
 
 from __future__ import annotations
 
 import html
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +46,7 @@ import flask
 from dash import Dash
 from plotly.io.json import to_json_plotly
 
-from mpiscope_webui import inputs
+from mpiscope_webui import bundle, inputs
 
 WIDTH_COOKIE = "mpiscope-width"  # set by assets/timeline.js
 
@@ -84,6 +94,8 @@ def index_string(prefix: str = "/") -> str:
 
 
 PAINT_JS = (Path(__file__).parent / "firstview_paint.js").read_text()
+EARLY_JS = (Path(__file__).parent / "firstview_early.js").read_text()
+PLOTLY_TAG = r'(<script src="[^"]*/assets/vendor/plotly-[^"]*"></script>)'
 STATIC_ID = "first-view"  # removed by assets/timeline.js once the live timelines are drawn
 
 
@@ -102,20 +114,45 @@ class StaticPanel:
 class StaticView:
     header: list[str]  # the header's texts after the title
     panels: list[StaticPanel]
+    config: dict = field(default_factory=dict)  # the live timeline's Plotly config
 
 
 class Page(Dash):
     """Dash whose index page carries the still first view (`first_view(width)`, for the
-    width the page measured last: its cookie, as the layout's)."""
+    width the page measured last: its cookie, as the layout's) and makes its timelines
+    live right after Plotly's script (`early_live`), asks for the layout early
+    (`early_fetch`) and leaves out the Babel polyfill (`polyfill` False). The switches
+    are for benchmarks (bench/webui: the page with and without each)."""
 
     first_view: Callable[[int], StaticView] | None = None
     default_width: int = 1400
+    early_fetch: bool = True
+    polyfill: bool = False
+    early_live: bool = True
 
     def interpolate_index(self, **kwargs) -> str:
+        entry = kwargs["app_entry"]
+        tag = re.search(PLOTLY_TAG, kwargs["scripts"])
+        if self.first_view is not None and self.early_live and tag:
+            # Plotly first (it needs none of the others), then the still view's timelines
+            # made live (firstview_paint.js), before React and Dash are even evaluated
+            rest = kwargs["scripts"].replace(tag.group(0), "", 1)
+            kwargs["scripts"] = (tag.group(0) + "\n<script>window.mpiscopeEarlyLive && "
+                                 "mpiscopeEarlyLive()</script>\n" + rest)
         if self.first_view is not None:
-            view = self.first_view(page_width(self.default_width))
-            kwargs["app_entry"] = static_html(view) + kwargs["app_entry"]
+            entry = static_html(self.first_view(page_width(self.default_width))) + entry
+        if self.early_fetch:
+            entry = early_script(self.config.requests_pathname_prefix) + entry
+        kwargs["app_entry"] = entry
+        if not self.polyfill:
+            kwargs["scripts"] = re.sub(bundle.POLYFILL, "", kwargs["scripts"])
         return super().interpolate_index(**kwargs)
+
+
+def early_script(prefix: str) -> str:
+    """firstview_early.js for the app's URL prefix (JSON without "<": see static_html)."""
+    value = json.dumps(prefix).replace("<", "\\u003c")
+    return "<script>" + EARLY_JS.replace("= PREFIX;", f"= {value};", 1) + "</script>"
 
 
 def static_html(view: StaticView) -> str:
@@ -138,7 +175,8 @@ def static_html(view: StaticView) -> str:
     # JSON in a script element: no "<" at all (a name with "</script>" or "<!--" would
     # end it or change how it is parsed); "<" occurs in JSON only inside strings
     data = to_json_plotly(figures).replace("<", "\\u003c")
-    return (f'<div id="{STATIC_ID}" class="page" aria-hidden="true">'
+    config = html.escape(json.dumps(view.config), quote=True)
+    return (f'<div id="{STATIC_ID}" class="page" aria-hidden="true" data-config="{config}">'
             f'<div class="header"><h1>mpiscope</h1>{head}</div>'
             f'<div class="static-timelines">{"".join(panels)}</div></div>'
             f'<script type="application/json" id="first-view-data">{data}</script>'

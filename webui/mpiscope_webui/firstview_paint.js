@@ -205,6 +205,49 @@
     }
   }
 
+  // The still timelines made live (issue 17): called by the page right after Plotly's
+  // script ran (firstview.py), about a second before Dash's own graph is drawn. Each
+  // becomes a Plotly graph of the same figure, with the live graph's config: a user can
+  // zoom and pan it (what it shows is the first view's data, stretched). What the user
+  // did is kept: once Dash's timeline is there, assets/timeline.js replays the window on
+  // it (mpiscopeEarlyZoom), and that zoom goes to the server as any other.
+  const early = [];
+  window.mpiscopeEarlyLive = function () {
+    if (!window.Plotly || !holder.isConnected) return;
+    const config = JSON.parse(holder.dataset.config || "{}");
+    holder.querySelectorAll(".timeline canvas[data-figure]").forEach((c, p) => {
+      const fig = figures[Number(c.dataset.figure)];
+      // copies: Plotly changes the layout's range arrays in place on a zoom
+      const x = fig.layout.xaxis.range.slice(), y = fig.layout.yaxis.range.slice();
+      const div = document.createElement("div");
+      c.after(div);
+      try {
+        Plotly.newPlot(div, fig.data, fig.layout, config);
+        c.remove();  // in the same task as the draw: the user never sees both
+        early[p] = {div: div, x: x, y: y};
+      } catch (e) {
+        div.remove();  // the still picture stays until the live graph is drawn
+      }
+    });
+    performance.mark("mpiscope:first-view-live");
+  };
+  // The axes the user moved on panel p's early graph, as a Plotly relayout; null if
+  // none (or already handed over).
+  window.mpiscopeEarlyZoom = function (p) {
+    const e = early[p];
+    if (!e || e.done || !e.div._fullLayout) return null;
+    e.done = true;
+    const out = {};
+    for (const [ax, was] of [["xaxis", e.x], ["yaxis", e.y]]) {
+      const now = e.div._fullLayout[ax].range;
+      if (was && (now[0] !== was[0] || now[1] !== was[1])) {
+        out[ax + ".range[0]"] = now[0];
+        out[ax + ".range[1]"] = now[1];
+      }
+    }
+    return Object.keys(out).length ? out : null;
+  };
+
   holder.querySelectorAll("canvas[data-figure]").forEach((c) => {
     try { draw(c, figures[Number(c.dataset.figure)]); } catch (e) { /* the live graph follows */ }
   });

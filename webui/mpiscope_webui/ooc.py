@@ -32,6 +32,7 @@ BYTES_PER_ROW = 72  # measured in memory at 10 M events (issue 17)
 MEMORY_SHARE = 0.5  # the rest is for the analyses, the views and everyone else
 DEFAULT_WIDTH = 1400
 MIN_WINDOW_NS = 100
+GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False}
 
 
 def memory_available() -> int | None:
@@ -113,7 +114,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     def still(width: int) -> firstview.StaticView:
         fig, status = first(width)
         return firstview.StaticView([Path(trace_dir).name], [firstview.StaticPanel(
-            Path(trace_dir).name, info, status, [("timeline", fig)])])
+            Path(trace_dir).name, info, status, [("timeline", fig)])], GRAPH_CONFIG)
 
     def layout() -> html.Div:
         # the whole run, drawn for the page's width, is in the layout (firstview.py)
@@ -129,8 +130,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
                           html.Span(info, className="muted")], className="panel-head"),
                 html.Div(status, id="ooc-status", className="status"),
                 html.Div(dcc.Graph(id="ooc-timeline", className="timeline", figure=fig,
-                                   config={"scrollZoom": True, "displaylogo": False,
-                                           "responsive": False}), className="timeline-wrap"),
+                                   config=GRAPH_CONFIG), className="timeline-wrap"),
             ], className="panel", id="panel-0"), id="timelines"),
         ], className="page")
 

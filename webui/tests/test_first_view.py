@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 from plotly.io.json import to_json_plotly
+from selenium.webdriver.common.by import By
 from werkzeug.http import parse_cookie
 from werkzeug.serving import make_server
 
@@ -187,7 +188,9 @@ def test_still_first_view_is_painted_before_the_scripts_run(browser, himeno_app)
         finally:
             browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
             browser.execute_cdp_cmd("Network.disable", {})
-    assert not asked  # no layout, no callback: the page alone
+    # the page alone: no callback (the layout is asked for early, firstview_early.js, but
+    # nothing could draw it)
+    assert all(kind == "layout" for kind, _w in asked), asked
     assert live == 0
     fig, status, _over = himeno_app.controller.first_view(0, 1400)
     # the states' colours of the figure the layout holds (MPI_Allreduce, MPI_Waitall...)
@@ -264,3 +267,149 @@ def test_still_first_view_keeps_names_as_text():
     assert "<script>alert" not in page and "<!--" not in page
     data = page.split('id="first-view-data">')[1].split("</script>")[0]
     assert json.loads(data) == [fig]
+
+
+@pytest.fixture(scope="module")
+def synth_app(synth):
+    reader.load(synth)
+    return create_app([synth], analyze_now=True)
+
+
+def test_page_runs_without_the_babel_polyfill(browser, synth_app):
+    """The page leaves out Dash's Babel polyfill (bundle.py): the timeline is drawn and
+    zooms, and the tabs' lazily loaded components (the functions table, its histogram)
+    still load and draw, with no error in the page's log."""
+    with served(synth_app) as (url, _asked):
+        browser.delete_all_cookies()
+        browser.get_log("browser")  # drop earlier tests' messages
+        browser.get(url)
+        wait_until(browser, DRAWN, what="live timeline drawn")
+        wait_until(browser, f"return {GD.format(p=0)}.__mpiscopeRelayout === true",
+                   what="timeline listening")
+        wait_until(browser, "return document.querySelectorAll('[data-dash-is-loading="
+                   "\"true\"]').length === 0", what="page settled")
+        t0, t1 = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
+        zoom_to(browser, t0 + (t1 - t0) / 4, t0 + (t1 - t0) / 2)
+        browser.find_element(
+            By.XPATH, "//div[contains(@class,'tab')][normalize-space(.)='Functions']").click()
+        wait_until(browser, "return [...document.querySelectorAll('td[data-dash-column="
+                   "\"name\"]')].some(c => c.textContent.trim() === 'MPI_Allreduce')",
+                   what="functions table")
+        loaded = browser.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)")
+        runtime = browser.execute_script("return typeof regeneratorRuntime.mark")
+        errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not [u for u in loaded if "polyfill" in u], loaded
+    assert any(bundle.runtime_path().name in u for u in loaded), loaded
+    assert runtime == "function"
+    assert not errors
+
+
+def failing_first_layout(app):
+    """The app, but the first GET /_dash-layout gets a 503 (a server busy at that moment)."""
+    failed: list[bool] = []
+
+    def wsgi(environ, start_response):
+        if environ.get("PATH_INFO") == "/_dash-layout" and not failed:
+            failed.append(True)
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [b"busy"]
+        return app.server(environ, start_response)
+
+    return type("Failing", (), {"server": staticmethod(wsgi)})
+
+
+def test_layout_is_asked_for_once_before_the_scripts_run(browser, synth_app):
+    """The page asks for the layout from its first inline script (firstview_early.js),
+    not after Dash's scripts ran; Dash's renderer draws from that answer and does not
+    ask again; and if that early answer fails, the renderer asks itself and draws."""
+    with served(synth_app) as (url, asked):
+        browser.delete_all_cookies()
+        browser.get(url)
+        wait_until(browser, DRAWN, what="live timeline drawn")
+        early = browser.execute_script("return window.mpiscopeEarlyFetch")
+        width = browser.execute_script(
+            "return document.getElementById('timelines').clientWidth")
+        status = browser.execute_script(
+            "return document.querySelector('#panel-0 .status').textContent")
+    assert early == ["/_dash-layout", "/_dash-dependencies"]
+    assert [w for kind, w in asked if kind == "layout"] == [str(width)]
+    assert "states drawn" in status
+    with served(failing_first_layout(synth_app)) as (url, asked):
+        browser.delete_all_cookies()
+        browser.get(url)
+        wait_until(browser, DRAWN, what="live timeline drawn after a failed early layout")
+    assert [kind for kind, _w in asked if kind == "layout"] == ["layout", "layout"]
+
+
+def test_page_without_the_early_requests_still_draws(browser, synth_app):
+    """early_fetch and polyfill off (the page as before, for benchmarks): Dash asks for
+    the layout itself and the timeline is drawn."""
+    synth_app.early_fetch, synth_app.polyfill = False, True
+    try:
+        with served(synth_app) as (url, asked):
+            browser.delete_all_cookies()
+            browser.get(url)
+            wait_until(browser, DRAWN, what="live timeline drawn")
+            early = browser.execute_script("return window.mpiscopeEarlyFetch || null")
+            loaded = browser.execute_script(
+                "return performance.getEntriesByType('resource').map(e => e.name)")
+    finally:
+        synth_app.early_fetch, synth_app.polyfill = True, False
+    assert early is None
+    assert [kind for kind, _w in asked if kind == "layout"] == ["layout"]
+    assert [u for u in loaded if "polyfill" in u]
+
+
+def held_layout(app, gate: threading.Event):
+    """The app, but the layout is only sent once `gate` is set (a server slow to answer
+    it): until then the page has its scripts and the still view, and Dash cannot draw."""
+    def wsgi(environ, start_response):
+        if environ.get("PATH_INFO") == "/_dash-layout":
+            gate.wait(60)
+        return app.server(environ, start_response)
+
+    return type("Held", (), {"server": staticmethod(wsgi)})
+
+
+EARLY = "document.querySelector('#first-view .js-plotly-plot')"
+
+
+def test_zoom_on_the_early_timeline_is_kept(browser, synth_app):
+    """Before Dash has drawn anything, the still view's timeline is already a Plotly
+    graph a user can drag-zoom (firstview_paint.js); that zoom is not lost: once Dash's
+    timeline is drawn it shows the same window, with the server's detail for it."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    gate = threading.Event()
+    try:
+        with served(held_layout(synth_app, gate)) as (url, asked):
+            browser.delete_all_cookies()
+            browser.get(url)
+            wait_until(browser, f"const e = {EARLY}; return e && e.querySelector('.nsewdrag')",
+                       what="early timeline drawn")
+            assert browser.execute_script("return !document.querySelector('.dash-graph')")
+            full = browser.execute_script(f"return {EARLY}._fullLayout.xaxis.range")
+            box = browser.find_element(By.CSS_SELECTOR, "#first-view .nsewdrag")
+            w = box.size["width"]
+            # drag across the middle third of the plot, as a user zooms in
+            ActionChains(browser).move_to_element_with_offset(box, -w // 6, 0) \
+                .click_and_hold().move_by_offset(w // 6, 2).move_by_offset(w // 6, 0) \
+                .release().perform()
+            zoomed = wait_until(
+                browser, f"const r = {EARLY}._fullLayout.xaxis.range; return "
+                f"(r[0] > {full[0]!r} && r[1] < {full[1]!r}) && r", what="early graph zoomed")
+            gate.set()
+            wait_until(browser, "return !document.getElementById('first-view')", timeout=60,
+                       what="still view gave way to Dash's timeline")
+            text = wait_until(browser, "const s = document.querySelector('#panel-0 .status')"
+                              f".textContent; return s.startsWith('{zoomed[0]:.6f}') && s",
+                              what="the zoomed window drawn by the server")
+            shown = browser.execute_script(
+                f"return {GD.format(p=0)}._fullLayout.xaxis.range")
+    finally:
+        gate.set()
+    assert shown == pytest.approx(zoomed, abs=1e-6)
+    assert f"{zoomed[0]:.6f} – {zoomed[1]:.6f} s" in text
+    # the server was asked for that window: a timeline callback after the layout
+    assert [o for kind, o in asked if kind == "callback" and timeline_figure(o)]

@@ -37,8 +37,8 @@
   // dcc.Graph copies every zoom or pan into its `figure` prop, which makes it redraw the
   // whole timeline once more with the old data (a full Plotly.react, 0.3 s on a 64-rank
   // view) before the zoom callback is even sent. The timeline's figure always comes from
-  // the server, so on the timeline graphs that listener is replaced by one that only
-  // reports relayoutData, as dcc.Graph does besides. Only a zoom, pan or reset (an axis
+  // the server, so on the timeline graphs (and the overviews, below) that listener is
+  // replaced by one that only reports relayoutData, as dcc.Graph does besides. Only a zoom, pan or reset (an axis
   // range) is reported: Plotly also reports e.g. {autosize: true} after a redraw, which
   // the server ignores, but Dash keeps only the latest answer of a callback, so that
   // event arriving just after a zoom used to throw the zoom's figure away.
@@ -59,16 +59,44 @@
     });
     gd.__mpiscopeRelayout = true;
   }
+  // The overview strip's graphs too: the {autosize: true} it reports after its first
+  // draw reaches the server as the same callback as a zoom, and one sent just after a
+  // zoom (the early graph's, replayed below) made Dash drop the zoom's answer.
+  const GRAPHS = ".timeline .js-plotly-plot, .overview .js-plotly-plot";
+
+  // A zoom the user made on the still view's early graph of panel p
+  // (firstview_paint.js), now for the server through Dash's timeline `gd`.
+  function replayEarlyZoom(gd) {
+    let id = gd.closest(".dash-graph").id;
+    try { id = JSON.parse(id); } catch (e) { /* a plain string id */ }
+    const p = id !== null && typeof id === "object" ? Number(id.panel) || 0 : 0;
+    const zoom = window.mpiscopeEarlyZoom && window.mpiscopeEarlyZoom(p);
+    if (zoom) window.Plotly.relayout(gd, zoom);
+  }
   // The still first view (mpiscope_webui/firstview.py) goes once every live timeline is
-  // drawn, in the frame after (Plotly has drawn, the browser has not painted yet).
+  // drawn and it and the overviews take zooms (then a zoom made on the early graphs is
+  // replayed), in the frame after (Plotly has drawn, the browser has not painted yet).
   const still = document.getElementById("first-view");
   if (still) {
-    const expected = still.querySelectorAll(".timeline canvas").length;
+    // one per panel: the holder of its canvas, or of its early graph (which may have
+    // replaced the canvas already)
+    const expected = still.querySelectorAll(".timeline").length;
+    let drawnAt = null;
     const swap = setInterval(() => {
       const live = [...document.querySelectorAll(".timeline .js-plotly-plot")]
-        .filter((g) => g._fullLayout && g._fullData && g._fullData.length);
+        .filter((g) => !still.contains(g) && g._fullLayout && g._fullData &&
+                g._fullData.length);
       if (live.length < expected) return;
+      const graphs = [...document.querySelectorAll(GRAPHS)].filter((g) => !still.contains(g));
+      graphs.forEach(takeOver);
+      drawnAt = drawnAt || performance.now();
+      // dcc.Graph binds its listeners just after its first draw; should it not (a
+      // graph Dash redraws at once), the page is not kept covered for it
+      if (!graphs.every((g) => g.__mpiscopeRelayout) && performance.now() - drawnAt < 2000) {
+        return;
+      }
       clearInterval(swap);
+      live.forEach(replayEarlyZoom);
       requestAnimationFrame(() => {
         still.remove();
         const data = document.getElementById("first-view-data");
@@ -80,6 +108,6 @@
   // dcc.Graph binds its listeners after its first draw, and a new graph div can appear
   // (compare mode, re-mounts): a cheap periodic look is simpler than hooking React.
   setInterval(() => {
-    document.querySelectorAll(".timeline .js-plotly-plot").forEach(takeOver);
+    document.querySelectorAll(GRAPHS).forEach(takeOver);
   }, 200);
 })();
