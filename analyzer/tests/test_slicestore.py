@@ -141,3 +141,33 @@ def test_a_pass_asks_the_scheduler_for_its_workers_not_the_clients_cache(
         ranks = tasks.run(_rank_and_rows, waits=False)
         tasks.close()
     assert [r for r, _ in ranks] == list(range(6))
+
+
+def _starts_len(s: slices.RankSlice, starts: np.ndarray | None) -> int:
+    return -1 if starts is None else len(starts)
+
+
+def test_a_ranks_task_carries_the_rank_and_its_own_argument_not_the_manifest(
+        trace: Path, monkeypatch) -> None:
+    # the pass's function holds the cache's manifest (it grows with the ranks): sent
+    # with every task it grew the client as ranks squared (0.85 GB at 1024 ranks)
+    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as client:
+        convert.convert(trace, client)
+        tasks = ranktasks.RankTasks(client, open_cache(trace))
+        sent: list[int] = []
+        submit = type(client).submit
+
+        def spy(self, fn, *args, **kw):
+            sent.append(len(pickle.dumps((fn, args))))
+            return submit(self, fn, *args, **kw)
+
+        monkeypatch.setattr(type(client), "submit", spy)
+        own = {r: np.arange(r + 1) for r in range(6)}
+        lens = tasks.run(slices.PerRank(_starts_len, own), waits=False)
+        plain = tasks.run(_rank_and_rows, waits=False)
+        tasks.close()
+        manifest = len(pickle.dumps(tasks.tables.manifest))
+    assert lens == [r + 1 for r in range(6)] and [r for r, _ in plain] == list(range(6))
+    assert len(sent) >= 12  # and the call-path pass's, which ran first
+    # a future's key, the rank and at most its own six int64s: far below the manifest
+    assert max(sent) < 1024 < manifest
