@@ -30,6 +30,13 @@ KNOWN = ("const known = new Set(Object.keys(Plotly.PlotSchema.get().traces)); re
          ".map(t => t.type || 'scatter')).filter(t => !known.has(t))")
 
 
+def fresh_page(browser, url: str, what: str) -> None:
+    """The page loaded with no cookie (so no width from an earlier test), drawn."""
+    browser.delete_all_cookies()
+    browser.get(url)
+    wait_until(browser, DRAWN, what=what)
+
+
 @contextmanager
 def served(app) -> Iterator[tuple[str, list]]:
     """The app on a free port, with what the page asked for: ("layout", width cookie) and
@@ -75,9 +82,7 @@ def himeno_app(himeno_traces):
 def test_first_view_is_drawn_with_every_callback_blocked(browser, himeno_app, himeno_traces):
     trace = reader.load(himeno_traces["unpatched"])
     with served(himeno_app) as (url, asked), callbacks_blocked(browser):
-        browser.delete_all_cookies()
-        browser.get(url)
-        wait_until(browser, DRAWN, what="timeline drawn from the layout")
+        fresh_page(browser, url, "timeline drawn from the layout")
         drawn = browser.execute_script(
             f"const g={GD.format(p=0)}; return [g._fullLayout.xaxis.range, g.layout.yaxis."
             "ticktext, g._fullData.filter(t => t.visible === true).map(t => t.name)]")
@@ -129,9 +134,7 @@ def test_out_of_core_first_view_is_drawn_with_every_callback_blocked(browser, sy
     reader.load(synth)
     app = ooc.create_app(synth)
     with served(app) as (url, asked), callbacks_blocked(browser):
-        browser.delete_all_cookies()
-        browser.get(url)
-        wait_until(browser, DRAWN, what="out-of-core timeline drawn from the layout")
+        fresh_page(browser, url, "out-of-core timeline drawn from the layout")
         drawn = browser.execute_script(
             f"return {GD.format(p=0)}._fullData.map(t => [t.type, t.name])")
         status = browser.execute_script(
@@ -242,9 +245,7 @@ def test_a_zoom_survives_relayouts_that_do_not_navigate(browser, synth):
     reader.load(synth)
     app = ooc.create_app(synth)
     with served(app) as (url, _asked):
-        browser.delete_all_cookies()
-        browser.get(url)
-        wait_until(browser, DRAWN, what="out-of-core timeline drawn")
+        fresh_page(browser, url, "out-of-core timeline drawn")
         wait_until(browser, f"return {GD.format(p=0)}.__mpiscopeRelayout === true",
                    what="timeline listening")
         t0, t1 = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
@@ -324,9 +325,7 @@ def test_layout_is_asked_for_once_before_the_scripts_run(browser, synth_app):
     not after Dash's scripts ran; Dash's renderer draws from that answer and does not
     ask again; and if that early answer fails, the renderer asks itself and draws."""
     with served(synth_app) as (url, asked):
-        browser.delete_all_cookies()
-        browser.get(url)
-        wait_until(browser, DRAWN, what="live timeline drawn")
+        fresh_page(browser, url, "live timeline drawn")
         early = browser.execute_script("return window.mpiscopeEarlyFetch")
         width = browser.execute_script(
             "return document.getElementById('timelines').clientWidth")
@@ -336,9 +335,7 @@ def test_layout_is_asked_for_once_before_the_scripts_run(browser, synth_app):
     assert [w for kind, w in asked if kind == "layout"] == [str(width)]
     assert "states drawn" in status
     with served(failing_first_layout(synth_app)) as (url, asked):
-        browser.delete_all_cookies()
-        browser.get(url)
-        wait_until(browser, DRAWN, what="live timeline drawn after a failed early layout")
+        fresh_page(browser, url, "live timeline drawn after a failed early layout")
     assert [kind for kind, _w in asked if kind == "layout"] == ["layout", "layout"]
 
 
@@ -348,9 +345,7 @@ def test_page_without_the_early_requests_still_draws(browser, synth_app):
     synth_app.early_fetch, synth_app.polyfill = False, True
     try:
         with served(synth_app) as (url, asked):
-            browser.delete_all_cookies()
-            browser.get(url)
-            wait_until(browser, DRAWN, what="live timeline drawn")
+            fresh_page(browser, url, "live timeline drawn")
             early = browser.execute_script("return window.mpiscopeEarlyFetch || null")
             loaded = browser.execute_script(
                 "return performance.getEntriesByType('resource').map(e => e.name)")
