@@ -12,6 +12,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -90,7 +91,10 @@ def test_each_worker_builds_its_ranks_once_and_passes_agree_with_the_trace(
         trace: Path) -> None:
     whole = mpiscope.load(trace, use_cache=False)
     rows = whole.calls.groupby("rank").size()
-    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as client:
+    # without work stealing, so that a busy machine does not move a task to the idle
+    # worker (which RankTasks allows, and which would change what each worker keeps)
+    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+            cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as client:
         convert.convert(trace, client)
         tasks = ranktasks.RankTasks(client, open_cache(trace))
         first = tasks.run(_rank_and_rows, waits=False)
