@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import mpiscope
 from mpiscope.analysis.comparison import compare_traces
 from mpiscope.analysis.explanation import explain, per_iteration
 from mpiscope_testing.scenarios import HIMENO, traced_himeno
@@ -197,6 +198,12 @@ def himeno_pair(tmp_path_factory) -> tuple[Path, Path]:
             traced_himeno(2, [*args, "--variant", "patched"], tmp))
 
 
+def allreduce_calls(trace, callsite: str) -> int:
+    """MPI_Allreduce calls at `callsite`, all ranks."""
+    c = trace.calls
+    return int(((c["function"] == "MPI_Allreduce") & (c["callsite"] == callsite)).sum())
+
+
 def test_himeno_unpatched_vs_patched_explains_itself(himeno_pair, tmp_path):
     md = tmp_path / "c.md"
     stdout, doc = compare_json(*himeno_pair, tmp_path, "--md", str(md))
@@ -205,13 +212,17 @@ def test_himeno_unpatched_vs_patched_explains_itself(himeno_pair, tmp_path):
     # the Allreduce is resolved, with its predicted saving and measured change
     # (whether the Allreduce is a notable share of A, i.e. a finding, depends on this
     # machine's speed; its per-call-site row is there either way and shows the drop)
+    # The time at that site is not compared: on a busy machine B's one Allreduce may be
+    # preempted for longer than A's 60 together. What the patch changes for certain is
+    # how often it is called, which the traces show.
     rows = [f for f in doc["findings"] if f["callsite"] == allreduce]
     for f in rows:
         assert f["resolved"] is True and f["predicted_s"] >= 0
-        assert f["site_a_s"] > f["site_b_s"] and f["measured_s"] > 0
     site = next(s for s in doc["call_sites"]
                 if (s["function"], s["callsite"]) == ("MPI_Allreduce", allreduce))
-    assert site["wait_b_s"] + site["transfer_b_s"] < site["wait_a_s"] + site["transfer_a_s"]
+    assert site["wait_a_s"] + site["transfer_a_s"] > 0
+    calls_a, calls_b = (allreduce_calls(mpiscope.load(d), allreduce) for d in himeno_pair)
+    assert calls_a == 2 * 60 and 0 < calls_b < 2 * 5, (calls_a, calls_b)
     assert doc["a"]["figures"]["variant"] == "unpatched"
     assert doc["b"]["figures"]["variant"] == "patched"
     assert len(doc["a"]["iterations"]) >= 50 and len(doc["b"]["iterations"]) >= 50
