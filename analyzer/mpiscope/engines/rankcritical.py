@@ -36,8 +36,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import mmap
-import os
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -82,16 +80,8 @@ def _buckets(s: RankSlice) -> int:
 
 
 def _save(path: Path, arr: np.ndarray) -> None:
-    """Atomically (a reader never sees half a file), without output.atomic_path's fsync:
-    scratch files live for one analysis, and a retried task rewrites its own."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            np.save(f, arr)
-        os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise output.cannot_write(path, err) from None
+    with output.scratch_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, arr)
 
 
 def _map(path: Path, dtype: np.dtype) -> np.ndarray:
