@@ -16,8 +16,11 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from mpiscope.errors import UserError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,19 @@ def workers(client) -> dict[str, dict]:
     asked for directly: `client.scheduler_info()` returns a cache that the client's
     periodic refresh may overwrite in between with one that lists no worker."""
     return client.sync(client.scheduler.identity, n_workers=-1).get("workers", {})
+
+
+def _same(obj: T) -> T:
+    return obj
+
+
+def shared(client, obj: T, retries: int = 3):
+    """A future of `obj` for many tasks to take as an argument, sent to the scheduler
+    once, that survives its worker's death: a task's result, which the scheduler
+    computes again when it is lost. Not `client.scatter(..., broadcast=True)`: Dask's
+    memory manager drops all but one replica of scattered data within seconds, and data
+    scattered to a worker that dies cannot be recovered (the tasks needing it fail)."""
+    return client.submit(_same, obj, pure=False, retries=retries)
 
 
 @contextlib.contextmanager

@@ -451,7 +451,7 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
     # keys unique per conversion: a key the scheduler still knows would return that
     # (other) conversion's result
     run_id = uuid.uuid4().hex
-    defs_f = client.scatter(defs, broadcast=True)
+    defs_f = cluster.shared(client, defs, RETRIES)
     submit = client.submit
     n = len(groups)
     decoded: dict[int, object] = {}

@@ -233,13 +233,13 @@ class RankTasks:
     def _submit(self, task: Callable[..., T], args: Callable[[int], Any] | None = None
                 ) -> list:
         """Futures of `task(rank)` for every rank, or of `task(args(rank), rank)`: the
-        task is scattered to every worker once, so a rank's task carries the rank and its
-        own argument only (the task holds the cache's manifest, which grows with the
+        task goes to the cluster once (`cluster.shared`), so a rank's task carries the
+        rank and its own argument only (the task holds the cache's manifest, which grows with the
         ranks: sent with each task it made the client's memory grow as ranks squared,
         0.9 GB at 1024 ranks). Each rank goes to the same worker in every pass (so the
         slices a worker keeps are the ones it is asked for again; another worker takes
         the task when that one is gone or busy)."""
-        [shared] = self.client.scatter([task], broadcast=True, hash=False)
+        shared = cluster.shared(self.client, task, convert.RETRIES)
         workers = sorted(cluster.workers(self.client))
         n = len(self.ranks)
         try:
