@@ -121,13 +121,24 @@ def test_nodes_places_ranks_block_wise(tmp_path):
     hosts = reader.load(pred, use_cache=False).ranks.sort_values("rank")["host"]
     assert hosts.astype(str).tolist() == ["node0", "node0", "node1", "node1"]
     # in the predicted trace, what crosses nodes takes the 10 ms at least; what stays
-    # on node 0 (rank 1 and the master) need not
+    # on node 0 (rank 1 and the master) does not: once both sides are there (a task
+    # or request can wait long for the busy master to post its receive; a busy
+    # machine's time), it takes no longer than it did when traced, as the 1 us path is
+    # no slower than this machine's
     m = reader.load(pred, use_cache=False).messages
+    traced = reader.load(trace_dir).messages
+    cols = ["send_rank", "recv_rank", "tag"]
+    assert m[cols].reset_index(drop=True).equals(traced[cols].reset_index(drop=True))
     node = np.array([0, 0, 1, 1])
     across = node[m["send_rank"].to_numpy()] != node[m["recv_rank"].to_numpy()]
     took = (m["recv_time"] - m["send_time"]).to_numpy() / 1e9
     assert across.any() and (took[across] >= 10e-3).all()
-    assert np.median(took[~across]) < 10e-3
+
+    def once_both_there(m):
+        return (m["recv_leave"] - np.maximum(m["send_enter"], m["recv_enter"])).to_numpy() / 1e9
+
+    assert (~across).any()
+    assert (once_both_there(m)[~across] <= once_both_there(traced)[~across] + 1e-4).all()
     rc, out, err = mpiscope("whatif", str(trace_dir), "--nodes", "0")
     assert rc == 2 and "--nodes" in err and err.count("\n") == 1
 
