@@ -6,9 +6,10 @@ matching messages and collective instances across the ranks' archives.
 
 Open MPI ends the other ranks of an aborted job with SIGTERM and, 1 s later, SIGKILL
 (`odls_base_sigkill_timeout`); a rank still writing its archive then is lost. The abort
-run gives them 3 s so that all three archives are there to be checked; the early-exit
-run keeps Open MPI's defaults, so any of the blocked ranks may be missing and the test
-checks what the user gets either way.
+run gives them `mpijobs.SALVAGE_GRACE_S` (10 s: a busy machine's margin) so that all
+three archives are there to be checked; the early-exit run keeps Open MPI's defaults, so
+any of the blocked ranks may be missing and the test checks what the user gets either
+way.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pandas as pd
 import pytest
 
 from mpiscope.archive import reader, salvaged
+from mpiscope_testing.mpijobs import SALVAGE_GRACE_S
 from mpiscope_testing.scenarios import analyze_json, compile_program
 
 RANKS = 3
@@ -52,9 +54,10 @@ def mpirun(exe: Path, mode: str, kill_after_s: int | None) -> list[str]:
 
 def run_job(exe: Path, mode: str, out: Path, kill_after_s: int | None = None) -> Job:
     cmd = mpirun(exe, mode, kill_after_s)
-    bare = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=60)
+    # (an aborted job with a grace of g s takes about 2g s: Open MPI's fixed sleeps)
+    bare = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=180)
     traced = subprocess.run([sys.executable, "-m", "mpiscope", "run", "--out", str(out), "--",
-                             *cmd], env=ENV, capture_output=True, text=True, timeout=60)
+                             *cmd], env=ENV, capture_output=True, text=True, timeout=180)
     return Job(out, traced, bare)
 
 
@@ -79,7 +82,8 @@ def exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def aborted(exe: Path, tmp_path_factory: pytest.TempPathFactory) -> Job:
-    return run_job(exe, "abort", tmp_path_factory.mktemp("abort") / "trace", kill_after_s=3)
+    return run_job(exe, "abort", tmp_path_factory.mktemp("abort") / "trace",
+                   kill_after_s=SALVAGE_GRACE_S)
 
 
 @pytest.fixture(scope="module")
