@@ -13,7 +13,7 @@ import pytest
 
 from mpiscope.analysis import simulate
 from mpiscope.analysis.session import Analysis
-from mpiscope.analysis.simulate.scenario import Scenario
+from mpiscope.analysis.simulate.scenario import CallSite, Scenario
 from mpiscope.archive import reader
 from mpiscope.cli.dispatch import main
 from mpiscope_testing.scenarios import PROGRAMS, marker_line, traced_run
@@ -72,8 +72,12 @@ def test_balance_predicts_the_gain_of_balancing(tmp_path):
     [f] = [f for f in Analysis(uneven).findings if f.kind == "load_imbalance"]
     assert f.evidence["late_rank"] == 3 and "replayed" in f.message
     # (the finding balances the phases its Allreduce runs in: all but the last, after
-    # the last Allreduce, where there is nothing to balance)
-    assert f.estimated_savings_s == pytest.approx(r.replayed_s - r.predicted_s, rel=0.05)
+    # the last Allreduce; compared with that replay, not within 5% of balancing every
+    # phase, which a busy machine's noise in the last phase can exceed; and no saving
+    # where the exposed wake-ups outweigh the imbalance, as they can on a busy machine)
+    at = simulate.replay(uneven, Scenario(balance_at=(CallSite(f.function, f.callsite),)))
+    assert f.estimated_savings_s == pytest.approx(max(at.replayed_s - at.predicted_s, 0.0),
+                                                  rel=1e-6, abs=1e-9)
 
 
 def test_aggregate_sends_each_burst_as_one_message(tmp_path):
