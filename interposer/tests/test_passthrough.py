@@ -191,8 +191,8 @@ def test_exit_without_finalize_as_documented(programs, tmp_path) -> None:
     """README: every rank that reaches exit() writes its own salvaged archive."""
     exe = [str(programs["nofinalize.c"])]
     # Open MPI stops the job when the first rank exits without MPI_Finalize: the other
-    # may still be writing its archive when the SIGKILL comes (seen once at load 8 with
-    # a 3 s grace; PATIENT's is mpijobs.SALVAGE_GRACE_S)
+    # may still be writing its archive when the SIGKILL comes (seen once at load 8;
+    # PATIENT's grace: mpijobs.SALVAGE_GRACE_S)
     bare = mpijobs.run(exe, np=2, traced=False, launcher=PATIENT, timeout=ABORT_TIMEOUT)
     out = tmp_path / "trace"
     traced = mpijobs.run(exe, np=2, out=out, launcher=PATIENT, timeout=ABORT_TIMEOUT)
