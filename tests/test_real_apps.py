@@ -36,7 +36,7 @@ from mpiscope.jobs.mpirun import launcher
 
 APPS = Path(__file__).parent / "apps"
 RANKS = 2
-TIMEOUT = 120
+TIMEOUT = 600  # a run or analysis of a real app on a busy 2-core machine; a hang fails
 SETUP = "scripts/setup-apps.sh"
 
 

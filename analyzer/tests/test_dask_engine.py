@@ -20,8 +20,6 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -171,28 +169,30 @@ def test_ten_million_scaled_down_conversion_fits_small_workers(tmp_path: Path) -
     assert tables.rows("calls") > 0 and tables.rows("messages") > 0
 
 
-def test_killed_worker_during_conversion_is_retried(traces: dict[str, Path],
-                                                    tmp_path: Path) -> None:
+def test_killed_worker_during_conversion_is_retried(traces: dict[str, Path], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker running the first decode task is killed (SIGKILL) mid-task; Dask runs
+    the task again and the cache is the serial reader's. The task kills its own worker
+    (a test hook in place of `decode_group`): a killer watching for a running task may
+    never see one on a busy machine, where every task can start and finish unseen."""
     d = synth(tmp_path / "k", 8, 1_000_000)
-    killed: list[str] = []
+    marker = tmp_path / "killed"
+    decode_group = convert.decode_group
+
+    def die_once(*args, **kwargs):  # runs on a worker (pickled by value)
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return decode_group(*args, **kwargs)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(convert, "decode_group", die_once)
     with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as c:
-        pids = c.run(os.getpid)
-
-        def kill_a_decoding_worker() -> None:
-            deadline = time.monotonic() + 60
-            while not killed and time.monotonic() < deadline:
-                for addr, keys in c.processing().items():
-                    if any("decode" in str(k) for k in keys) and addr in pids:
-                        os.kill(pids[addr], signal.SIGKILL)
-                        killed.append(addr)
-                        return
-                time.sleep(0.005)
-
-        killer = threading.Thread(target=kill_a_decoding_worker)
-        killer.start()
+        pids = set(c.run(os.getpid).values())
         convert.convert(d, c, events_per_group=50_000)
-        killer.join()
-    assert killed, "no decode task was seen running"
+    assert int(marker.read_text()) in pids, "no worker of the cluster was killed decoding"
     serial = shutil.copytree(d, tmp_path / "serial", ignore=shutil.ignore_patterns(
         cache.CACHE_NAME + "*"))
     mpiscope.load(serial)
@@ -219,39 +219,29 @@ def test_unreadable_rank_is_cut_short_as_the_serial_reader_says(
 
 
 def test_conversion_whose_workers_keep_dying_leaves_no_cache_and_one_line(
-        tmp_path: Path) -> None:
-    """Every worker running a `place` task (which writes cache files) is killed: after
-    the retries the job fails with one line, and neither a cache nor its temporary
-    directory is left."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every worker running a `place` task (which writes cache files) is killed after
+    writing part of its output (the task kills its own worker: a test hook in place of
+    `place`, so no task runs unseen): after the retries the job fails with one line, and
+    neither a cache nor its temporary directory is left."""
     import dask
 
     d = synth(tmp_path / "t", 8, 400_000)
-    kills: list[str] = []
+    deaths = tmp_path / "deaths"
+    deaths.mkdir()
+
+    def die_placing(group, tmp, *args):  # runs on a worker (pickled by value)
+        Path(tmp, "half-written.parquet").write_text("cut short")
+        (deaths / str(os.getpid())).touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(convert, "place", die_placing)
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
             cluster.connect(cluster.ClusterSpec(workers=1, memory_limit="1GB")) as c:
-        stop = threading.Event()
-
-        def kill_placing_workers() -> None:
-            while not stop.is_set():
-                pids = c.run(os.getpid)
-                for addr, keys in c.processing().items():
-                    if any("place" in str(k) for k in keys) and addr in pids:
-                        try:
-                            os.kill(pids[addr], signal.SIGKILL)
-                            kills.append(addr)
-                        except ProcessLookupError:
-                            pass
-                time.sleep(0.005)
-
-        killer = threading.Thread(target=kill_placing_workers, daemon=True)
-        killer.start()
-        try:
-            with pytest.raises(UserError) as err:
-                convert.convert(d, c, events_per_group=50_000)
-        finally:
-            stop.set()
-            killer.join()
-    assert kills
+        with pytest.raises(UserError) as err:
+            convert.convert(d, c, events_per_group=50_000)
+    assert list(deaths.iterdir())
+    assert "Dask worker died" in str(err.value)
     assert "\n" not in str(err.value) and "no cache written" in str(err.value)
     assert not (d / cache.CACHE_NAME).exists()
     assert not list(d.glob(f"{cache.CACHE_NAME}.tmp*"))

@@ -79,9 +79,10 @@ def test_temp_of_a_killed_writer_is_removed(tmp_path: Path) -> None:
 
 
 POLL = """
-import os, sys, time
-path, stop = sys.argv[1], sys.argv[2]
+import os, sys
+path, ready, stop = sys.argv[1], sys.argv[2], sys.argv[3]
 seen = missing = 0
+open(ready, "w").close()
 while not os.path.exists(stop):
     if os.path.exists(path):
         seen += 1
@@ -101,11 +102,16 @@ def test_replacing_never_leaves_the_target_missing(tmp_path: Path) -> None:
         pytest.skip("this file system cannot swap directories (RENAME_EXCHANGE)")
     target = tmp_path / "cache"
     _build(target, "v0")
-    stop = tmp_path / "stop"
+    ready, stop = tmp_path / "ready", tmp_path / "stop"
     poller = subprocess.Popen([sys.executable, "-c", POLL, str(target / "manifest.json"),
-                               str(stop)], stdout=subprocess.PIPE, text=True)
+                               str(ready), str(stop)], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.2)  # the poller is running
+        # the poller is polling (a busy machine may take long to start Python)
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert poller.poll() is None, "the poller exited"
+            assert time.monotonic() < deadline, "the poller did not start in 120 s"
+            time.sleep(0.01)
         for i in range(1, 300):
             _build(target, f"v{i}")
     finally:
@@ -114,4 +120,4 @@ def test_replacing_never_leaves_the_target_missing(tmp_path: Path) -> None:
     seen, missing = map(int, out.split())
     assert seen > 0 and missing == 0
     assert (target / "manifest.json").read_text() == "v299"
-    assert _leftovers(target) == ["a", "b", "stop"]
+    assert _leftovers(target) == ["a", "b", "ready", "stop"]

@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+import dask
 import pandas as pd
 import pytest
 
@@ -189,7 +190,15 @@ def test_without_a_period_of_peers_both_passes_run_again_on_call_sites() -> None
 
 @pytest.fixture(scope="module")
 def client():
-    with cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as c:
+    # without work stealing (read when the scheduler starts), so that each rank's task
+    # runs on the worker its slice was scattered to: on a busy machine the scheduler
+    # may otherwise move every task to one worker (as test_slicestore.py). distributed
+    # imported first: a key set before its config is loaded is dropped whole on exit
+    import distributed  # noqa: F401
+
+    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+            cluster.connect(cluster.ClusterSpec(workers=2, memory_limit="1GB")) as c:
+        c.wait_for_workers(2)
         yield c
 
 

@@ -14,7 +14,11 @@ from mpiscope_testing import tracechecks as tc
 from mpiscope_testing.traceread import Trace
 
 SHIFT_NS = 5_000_000_000
-TOLERANCE_NS = 2_000_000  # 2500x below the shift; loaded 2-core machines delay ping-pongs
+# The offsets come from a few ping-pongs between oversubscribed ranks; on a busy 2-core
+# machine one of them can be descheduled mid-exchange for tens of ms, which the estimate
+# absorbs only in part. 100 ms is still 50x below the shift: a rank left unaligned (5 s
+# off) or aligned the wrong way (10 s) fails by far.
+TOLERANCE_NS = 100_000_000
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +66,10 @@ def calls(t: Trace, rank: int, region: str) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("shifts", [[0, SHIFT_NS], [0, -SHIFT_NS, SHIFT_NS]],
                          ids=["ahead", "behind-and-ahead"])
 def test_shifted_clocks_are_aligned_to_rank0(shifts, shim, programs, tmp_path) -> None:
-    assert abs(now_ns(shim, SHIFT_NS) - now_ns(shim, 0) - SHIFT_NS) < SHIFT_NS // 10
+    # the shim shifts the clock: bracketed by unshifted readings before and after (how
+    # long each process takes to start does not matter)
+    before, shifted, after = now_ns(shim, 0), now_ns(shim, SHIFT_NS), now_ns(shim, 0)
+    assert before + SHIFT_NS <= shifted <= after + SHIFT_NS
     t = shifted_run(shim, programs["loop.c"], tmp_path / "trace", shifts)
     n = len(shifts)
     assert t.hosts == {i: f"host-{i}" for i in range(n)}

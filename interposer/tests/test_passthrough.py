@@ -18,10 +18,11 @@ from mpiscope_testing import mpijobs
 from mpiscope_testing import tracechecks as tc
 from mpiscope_testing.traceread import otf2_print, read_python
 
-ABORT_TIMEOUT = 90  # a hang is a failure, not a stuck test run
+ABORT_TIMEOUT = 180  # a hang is a failure, not a stuck test run
 # Open MPI SIGKILLs 1 s after its SIGTERM; on a loaded 2-core machine the stopped ranks
-# may need longer to write their salvaged traces (README: "Jobs that die")
-PATIENT = [*mpijobs.MPIRUN, "--mca", "odls_base_sigkill_timeout", "3"]
+# may need longer to write their salvaged traces (README: "Jobs that die"; the grace
+# and its cost: mpijobs.SALVAGE_GRACE_S)
+PATIENT = mpijobs.PATIENT
 
 
 def same_job(a: mpijobs.Job, b: mpijobs.Job) -> None:
@@ -190,7 +191,8 @@ def test_exit_without_finalize_as_documented(programs, tmp_path) -> None:
     """README: every rank that reaches exit() writes its own salvaged archive."""
     exe = [str(programs["nofinalize.c"])]
     # Open MPI stops the job when the first rank exits without MPI_Finalize: the other
-    # may still be writing its archive when the SIGKILL comes (seen once at load 8)
+    # may still be writing its archive when the SIGKILL comes (seen once at load 8;
+    # PATIENT's grace: mpijobs.SALVAGE_GRACE_S)
     bare = mpijobs.run(exe, np=2, traced=False, launcher=PATIENT, timeout=ABORT_TIMEOUT)
     out = tmp_path / "trace"
     traced = mpijobs.run(exe, np=2, out=out, launcher=PATIENT, timeout=ABORT_TIMEOUT)

@@ -32,6 +32,30 @@ def wait_until(driver, script: str, timeout: float = 30, what: str = ""):
     raise AssertionError(f"timed out waiting for {what or script}: last={last!r}")
 
 
+def wait_settled(driver, script: str, quiet_s: float = 0.3, timeout: float = 60,
+                 what: str = "page settled") -> None:
+    """Poll a JS expression until it has been truthy at every poll for `quiet_s`: a page
+    settled (nothing loading) stays so, rather than between two callbacks of a chain,
+    which a busy machine spaces out."""
+    deadline = time.monotonic() + timeout
+    since = None
+    while True:
+        now = time.monotonic()
+        try:
+            ok = bool(driver.execute_script(script))
+        except Exception:  # noqa: BLE001 - the page may still be loading
+            ok = False
+        if not ok:
+            since = None
+        elif since is None:
+            since = now
+        elif now - since >= quiet_s:
+            return
+        if now > deadline:
+            raise AssertionError(f"timed out waiting for {what} ({quiet_s} s without change)")
+        time.sleep(0.05)
+
+
 def status(driver, p: int = 0) -> str:
     return driver.find_element(By.CSS_SELECTOR, f"#panel-{p} .status").text
 
@@ -55,7 +79,5 @@ def open_app(driver, url: str, panels: int = 1) -> None:
         wait_until(driver, f"const g={GD.format(p=p)}; return g && g._fullData && "
                    "g._fullData.length > 5", what=f"timeline {p} drawn")
     # as a user would: interact once the page has settled (analyses listed, nothing loading)
-    wait_until(driver, "return document.querySelector('button.finding') && document"
-               ".querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0", timeout=60,
-               what="page settled")
-    time.sleep(0.3)
+    wait_settled(driver, "return document.querySelector('button.finding') && document"
+                 ".querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0")

@@ -12,7 +12,6 @@ one does what a user does in headless Chromium. Screenshots go to test-artifacts
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from dash import html
@@ -20,7 +19,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 
 from mpiscope.archive import reader
 from mpiscope_testing.tracegen import TraceBuilder
-from mpiscope_testing.webui_page import GD, wait_until, zoom_to
+from mpiscope_testing.webui_page import GD, wait_settled, wait_until, zoom_to
 from mpiscope_testing.webui_server import ARTIFACTS
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import curve_names
@@ -108,10 +107,9 @@ def open_page(driver, url: str) -> None:
     driver.get(url)
     wait_until(driver, f"const g={GD.format(p=0)}; return g && g._fullData && "
                "g._fullData.length > 5", what="timeline drawn")
-    wait_until(driver, "return document.querySelectorAll('[data-dash-is-loading=\"true\"]')"
-               ".length === 0 && !document.body.textContent.includes('analyzing')",
-               what="page settled")
-    time.sleep(0.3)  # as webui_page.open_app: interact once the page has settled
+    # as webui_page.open_app: interact once the page has settled
+    wait_settled(driver, "return document.querySelectorAll('[data-dash-is-loading=\"true\"]')"
+                 ".length === 0 && !document.body.textContent.includes('analyzing')")
 
 
 def mouse_to(driver, curve_name: str, point: int, click: bool = False) -> None:

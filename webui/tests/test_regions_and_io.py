@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,7 @@ import mpiscope
 from mpiscope.archive import reader
 from mpiscope.render import palette
 from mpiscope_testing.tracegen import TraceBuilder
-from mpiscope_testing.webui_page import GD, status, wait_until, zoom_to
+from mpiscope_testing.webui_page import GD, status, wait_settled, wait_until, zoom_to
 from mpiscope_testing.webui_server import ARTIFACTS
 from mpiscope_webui import regions, timeline, views
 from mpiscope_webui.analysis import Panels
@@ -278,10 +277,9 @@ def open_page(driver, url: str) -> None:
     driver.get(url)
     wait_until(driver, f"const g={GD.format(p=0)}; return g && g._fullData && "
                "g._fullData.length > 5", what="timeline drawn")
-    wait_until(driver, "return document.querySelectorAll('[data-dash-is-loading=\"true\"]')"
-               ".length === 0 && !document.body.textContent.includes('analyzing')",
-               what="page settled")
-    time.sleep(0.3)  # as webui_page.open_app: interact once the page has settled
+    # as webui_page.open_app: interact once the page has settled
+    wait_settled(driver, "return document.querySelectorAll('[data-dash-is-loading=\"true\"]')"
+                 ".length === 0 && !document.body.textContent.includes('analyzing')")
 
 
 def shot(driver, name: str) -> None:

@@ -57,7 +57,7 @@ def test_busy_port_is_one_line_error(himeno_traces):
 def raw_get(url: str, path: str) -> tuple[int, bytes]:
     """GET with the path sent exactly as written (no client-side normalization)."""
     host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)  # a busy machine
     conn.putrequest("GET", path, skip_accept_encoding=True)
     conn.endheaders()
     resp = conn.getresponse()
