@@ -159,10 +159,11 @@ def test_a_ranks_task_carries_the_rank_and_its_own_argument_not_the_manifest(
         convert.convert(trace, client)
         tasks = ranktasks.RankTasks(client, open_cache(trace))
         sent: list[int] = []
+        once: list[int] = []  # the pass's function, holding the manifest: once a pass
         submit = type(client).submit
 
         def spy(self, fn, *args, **kw):
-            sent.append(len(pickle.dumps((fn, args))))
+            (once if fn is cluster._same else sent).append(len(pickle.dumps((fn, args))))
             return submit(self, fn, *args, **kw)
 
         monkeypatch.setattr(type(client), "submit", spy)
@@ -173,5 +174,6 @@ def test_a_ranks_task_carries_the_rank_and_its_own_argument_not_the_manifest(
         manifest = len(pickle.dumps(tasks.tables.manifest))
     assert lens == [r + 1 for r in range(6)] and [r for r, _ in plain] == list(range(6))
     assert len(sent) >= 12  # and the call-path pass's, which ran first
+    assert len(once) == 3 and min(once) > manifest  # the call paths' pass and these two
     # a future's key, the rank and at most its own six int64s: far below the manifest
     assert max(sent) < 1024 < manifest
