@@ -69,6 +69,7 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
     safety_net.install(server)
     if compress:
         bundle.install_compression(server)  # the smaller Plotly is in ASSETS (see bundle.py)
+    bundle.install_compile_hints(server, lambda: app.compile_hints)
     ctl = Controller(models)
     # a function: each page load gets the current state (e.g. wait states ready or not)
     # and the first view drawn for its width

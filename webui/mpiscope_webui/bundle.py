@@ -32,6 +32,13 @@ for it. Static files are compressed once (level 9) and kept; callback answers at
 
 Caching: the assets' URLs carry their modification time (Dash's ?m=), so a browser may
 keep them for good (`immutable`); Dash's own scripts have versioned URLs already.
+
+Compile hints: Plotly's script is sent with V8's explicit compile hint
+(`//# allFunctionsCalledOnLoad`, COMPILE_HINT, prepended as it is served; the vendored file
+is unchanged): Chromium then compiles every function of the script while it streams in, on
+a background thread, instead of each on the main thread when first called. Evaluating
+Plotly and its first draw are most of the main thread's work before the first timeline a
+user can zoom (docs/webui.md); other browsers ignore the comment.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import flask
@@ -68,6 +76,7 @@ COMPRESSIBLE = ("application/javascript", "text/javascript", "text/css", "applic
 MIN_BYTES = 1024  # below this gzip's header costs more than it saves
 STATIC = ("/assets/", "/_dash-component-suites/")
 IMMUTABLE = "public, max-age=31536000, immutable"
+COMPILE_HINT = b"//# allFunctionsCalledOnLoad\n"
 
 
 def bundle_path(version: str = PLOTLY_VERSION) -> Path:
@@ -141,6 +150,27 @@ def install_compression(server: flask.Flask) -> None:
         resp.headers["Content-Length"] = str(len(body))
         resp.vary.add("Accept-Encoding")
         resp.headers.pop("Accept-Ranges", None)  # byte ranges of the plain file only
+        return resp
+
+
+def install_compile_hints(server: flask.Flask, enabled: Callable[[], bool]) -> None:
+    """Plotly's script with COMPILE_HINT first (while `enabled()`; a switch for
+    benchmarks). Install after install_compression: Flask runs the later hook first, so
+    the hinted script is what gets gzipped (and cached by its own ETag)."""
+    url = bundle_url()
+
+    @server.after_request
+    def _hint(resp: flask.Response) -> flask.Response:
+        if flask.request.path != url or not enabled():
+            return resp
+        resp.headers.pop("Accept-Ranges", None)  # the file's byte ranges are not this
+        if resp.status_code != 200:
+            return resp
+        resp.direct_passthrough = False
+        resp.set_data(COMPILE_HINT + resp.get_data())
+        etag, _weak = resp.get_etag()
+        if etag:  # another representation, another tag
+            resp.set_etag(etag + "-hint")
         return resp
 
 

@@ -121,7 +121,8 @@ class Page(Dash):
     """Dash whose index page carries the still first view (`first_view(width)`, for the
     width the page measured last: its cookie, as the layout's) and makes its timelines
     live right after Plotly's script (`early_live`), asks for the layout early
-    (`early_fetch`) and leaves out the Babel polyfill (`polyfill` False). The switches
+    (`early_fetch`), leaves out the Babel polyfill (`polyfill` False) and sends Plotly with
+    V8's compile hint (`compile_hints`, bundle.py). The switches
     are for benchmarks (bench/webui: the page with and without each)."""
 
     first_view: Callable[[int], StaticView] | None = None
@@ -129,6 +130,7 @@ class Page(Dash):
     early_fetch: bool = True
     polyfill: bool = False
     early_live: bool = True
+    compile_hints: bool = True  # Plotly's script sent with V8's compile hint (bundle.py)
 
     def interpolate_index(self, **kwargs) -> str:
         entry = kwargs["app_entry"]

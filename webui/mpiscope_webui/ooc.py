@@ -102,6 +102,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     bundle.install_compression(server)
+    bundle.install_compile_hints(server, lambda: app.compile_hints)
     full = [p.origin / 1e9, (p.origin + p.span - 2) / 1e9]
     info = (f"{p.num_ranks} ranks · {(p.span - 2) / 1e9:.4g} s · {sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
