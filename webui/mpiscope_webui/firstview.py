@@ -27,7 +27,8 @@ sees the timeline early, and the live graph, which is interactive, in its place.
 Sooner live: Plotly's script goes first among the page's scripts, and right after it
 the still timelines become Plotly graphs a user can zoom (`mpiscopeEarlyLive` in
 firstview_paint.js), before React and Dash are evaluated; a zoom made there is replayed
-on Dash's graph (assets/timeline.js). An inline script first in the body
+on Dash's graph (assets/timeline.js), and so is the last click (the details of a call or
+message, as a click on Dash's graph shows them). An inline script first in the body
 (firstview_early.js) asks for the layout and the dependencies while the scripts load
 and evaluate, instead of after; Dash's renderer gets those answers when it asks. The
 Babel polyfill Dash loads is left out (bundle.py says why).

@@ -65,17 +65,22 @@
   const GRAPHS = ".timeline .js-plotly-plot, .overview .js-plotly-plot";
 
   // A zoom the user made on the still view's early graph of panel p
-  // (firstview_paint.js), now for the server through Dash's timeline `gd`.
-  function replayEarlyZoom(gd) {
+  // (firstview_paint.js), now for the server through Dash's timeline `gd`; then the
+  // last click made there, as the graph's clickData (the call's or message's details).
+  function replayEarly(gd) {
     let id = gd.closest(".dash-graph").id;
     try { id = JSON.parse(id); } catch (e) { /* a plain string id */ }
     const p = id !== null && typeof id === "object" ? Number(id.panel) || 0 : 0;
     const zoom = window.mpiscopeEarlyZoom && window.mpiscopeEarlyZoom(p);
     if (zoom) window.Plotly.relayout(gd, zoom);
+    const click = window.mpiscopeEarlyClick && window.mpiscopeEarlyClick(p);
+    if (click && window.dash_clientside && window.dash_clientside.set_props) {
+      window.dash_clientside.set_props(id, {clickData: click});
+    }
   }
   // The still first view (mpiscope_webui/firstview.py) goes once every live timeline is
-  // drawn and it and the overviews take zooms (then a zoom made on the early graphs is
-  // replayed), in the frame after (Plotly has drawn, the browser has not painted yet).
+  // drawn and it and the overviews take zooms (then a zoom and a click made on the early
+  // graphs are replayed), in the frame after (Plotly has drawn, the browser has not painted yet).
   const still = document.getElementById("first-view");
   if (still) {
     // one per panel: the holder of its canvas, or of its early graph (which may have
@@ -96,7 +101,7 @@
         return;
       }
       clearInterval(swap);
-      live.forEach(replayEarlyZoom);
+      live.forEach(replayEarly);
       requestAnimationFrame(() => {
         still.remove();
         const data = document.getElementById("first-view-data");
