@@ -78,7 +78,7 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
         app.first_view = lambda width: _static_view(ctl, width)
     _callbacks(app, ctl)
     if compress:
-        threading.Thread(target=bundle.warm, args=(server, guard.token), daemon=True).start()
+        bundle.warm(server, guard.token)  # Dash set up before any browser asks
     app.controller = ctl  # for tests and benchmarks
     return app
 

@@ -174,16 +174,28 @@ def install_compile_hints(server: flask.Flask, enabled: Callable[[], bool]) -> N
         return resp
 
 
-def warm(server: flask.Flask, token: str | None = None) -> None:
-    """Ask for the page and each script and style it loads, as a browser would (Host
-    localhost, gzip accepted), so that each is compressed before a browser asks."""
+def warm(server: flask.Flask, token: str | None = None) -> threading.Thread:
+    """Ask for the page, then (on a thread, returned started) for each script and style
+    it loads, as a browser would (Host localhost, gzip accepted), so that each is
+    compressed before a browser asks.
+
+    The page itself is asked for at once: the first request sets Dash up (its assets
+    found, the layout checked), and Dash marks that done before it is, so a page asked for
+    by a browser meanwhile came without the assets (no Plotly bundle, no timeline.js)."""
     c = server.test_client()
     headers = {"Host": "localhost"}
     if token:
         headers["Authorization"] = f"token {token}"
     page = c.get("/", headers=headers).get_data(as_text=True)
-    for url in re.findall(r'(?:src|href)="(/(?:assets|_dash-component-suites)/[^"]+)"', page):
-        c.get(url, headers={**headers, "Accept-Encoding": "gzip"}).close()
+
+    def scripts() -> None:
+        for url in re.findall(r'(?:src|href)="(/(?:assets|_dash-component-suites)/[^"]+)"',
+                              page):
+            c.get(url, headers={**headers, "Accept-Encoding": "gzip"}).close()
+
+    t = threading.Thread(target=scripts, daemon=True)
+    t.start()
+    return t
 
 
 def vendor(version: str) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import threading
 from pathlib import Path
 
 import flask
@@ -183,7 +182,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
                        min(max(b, full[0] - run), full[1] + run)))
         return [a, max(b, a + MIN_WINDOW_NS / 1e9)]
 
-    threading.Thread(target=bundle.warm, args=(server, guard.token), daemon=True).start()
+    bundle.warm(server, guard.token)  # Dash set up before any browser asks
     app.pyramid = p  # for tests and benchmarks
     return app
 

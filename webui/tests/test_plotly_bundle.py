@@ -139,3 +139,17 @@ def test_page_loads_the_small_bundle_and_draws_every_figure(browser, serve, hime
     ids = [g["id"].split('"type":"')[-1].split('"')[0] for g in drawn]
     assert sorted(ids) == sorted(["timeline", "overview", "strip", "tab-breakdown", "fhist",
                                   "tab-messages", "tab-messages", "cp-ranks"]), drawn
+
+
+def test_page_asked_for_at_once_has_its_scripts(himeno_traces):
+    """A page asked for the moment the app exists (a browser opening the URL as the
+    server starts) loads the small Plotly first and the web UI's own scripts; the
+    server's warm-up used to race it and could hand out a page without them."""
+    from mpiscope.archive import reader
+
+    models = [TraceModel.build(reader.load(himeno_traces["unpatched"]))]
+    for _ in range(3):
+        app = create_app(models=models, analyze_now=True)
+        page = app.server.test_client().get("/").get_data(as_text=True)
+        assert bundle.bundle_url() in page and "/assets/timeline.js" in page
+        assert "mpiscopeEarlyLive()" in page
