@@ -136,7 +136,7 @@ def figure(model: TraceModel, view: View) -> dict:
         name = PART_LABELS[part]
         h = st.parts[col].to_numpy(np.float64)
         x, y = rects(x0, x1, base, base + h)
-        data.append({"type": "scatter", "name": name, "x": typed(x), "y": typed(y),
+        data.append({"type": "scatter", "name": name, "x": typed(x), "y": typed(y, "f4"),
                      "fill": "toself", "fillcolor": palette.PART_COLOURS[part],
                      "mode": "none", "hoverinfo": "skip"})
         for row, v in zip(custom, h.tolist(), strict=True):
