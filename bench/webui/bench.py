@@ -276,16 +276,19 @@ def page_load(url: str, runs: int = 5, out: PageLoad | None = None) -> PageLoad:
 
 # the pages compared: create_app's arguments, then firstview.Page's attributes
 OLD = {"polyfill": True, "early_fetch": False, "early_live": False, "compile_hints": False}
+CARTESIAN = {"plotly": "cartesian"}  # plotly.js's partial bundle, before the trimmed build
 PAGES = {
     "before issue 17's first view: full plotly.js, no gzip, no still view":
-        ({"full_plotly": True, "compress": False, "still": False}, OLD),
-    "still first view (layout asked for after the scripts, Babel polyfill)": ({}, OLD),
-    "... without the Babel polyfill": ({}, {**OLD, "polyfill": False}),
-    "... and the layout asked for early": ({}, {**OLD, "polyfill": False, "early_live": False,
-                                                "early_fetch": True}),
+        ({"plotly": "full", "compress": False, "still": False}, OLD),
+    "still first view (layout asked for after the scripts, Babel polyfill)": (CARTESIAN, OLD),
+    "... without the Babel polyfill": (CARTESIAN, {**OLD, "polyfill": False}),
+    "... and the layout asked for early": (CARTESIAN, {**OLD, "polyfill": False,
+                                                       "early_live": False,
+                                                       "early_fetch": True}),
     "... and the still timeline made live after Plotly's script":
-        ({}, {"compile_hints": False}),
-    "... and Plotly's script sent with V8's compile hint (the page now)": ({}, {}),
+        (CARTESIAN, {"compile_hints": False}),
+    "... and Plotly's script sent with V8's compile hint": (CARTESIAN, {}),
+    "... and Plotly built with only scatter, bar and heatmap (the page now)": ({}, {}),
 }
 
 

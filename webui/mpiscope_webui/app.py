@@ -42,12 +42,13 @@ def load_models(trace_dirs: Sequence[Path | str], *, skip_frames: str = "",
 
 def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
                models: list[TraceModel] | None = None, analyze_now: bool = False,
-               guard: security.Guard | None = None, full_plotly: bool = False,
+               guard: security.Guard | None = None, plotly: str = bundle.PLOTLY,
                compress: bool = True, still: bool = True) -> Dash:
     """The app for one or two traces (raises mpiscope.errors.UserError on bad input).
     `guard`: which Host headers and token requests need (default: loopback, no token).
-    `full_plotly`, `compress`, `still`: the page as before bundle.py and before the
-    still first view (firstview.py), for benchmarks."""
+    `plotly` (the vendored bundle the page loads, or "full": Dash's, bundle.PLOTLIES),
+    `compress`, `still`: the page as before bundle.py and before the still first view
+    (firstview.py), for benchmarks."""
     models = models if models is not None else load_models(trace_dirs or [])
     if not 1 <= len(models) <= 2:
         raise ValueError("serve one trace, or two to compare")
@@ -64,7 +65,7 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
                          title="mpiscope", update_title=None, serve_locally=True,
                          suppress_callback_exceptions=True,
                          on_error=safety_net.callback_failed,
-                         assets_ignore=bundle.IGNORE_SMALL if full_plotly else "")
+                         assets_ignore=bundle.assets_ignore(plotly))
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     if compress:

@@ -97,7 +97,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
                          assets_folder=str(Path(__file__).parent / "assets"),
                          title="mpiscope", update_title=None, serve_locally=True,
                          suppress_callback_exceptions=True,
-                         on_error=safety_net.callback_failed)
+                         on_error=safety_net.callback_failed,
+                         assets_ignore=bundle.assets_ignore())
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     bundle.install_compression(server)

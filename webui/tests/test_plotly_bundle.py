@@ -1,4 +1,4 @@
-"""The page runs on the smaller Plotly (mpiscope_webui.bundle): the vendored cartesian
+"""The page runs on the smaller Plotly (mpiscope_webui.bundle): the vendored trimmed
 bundle is what the browser loads, Dash's full plotly.js is never fetched, and every figure
 the web UI draws (timeline, overview, breakdown, duration histogram, comm matrix, message
 sizes, the strip, the critical path's overlay and its tab) is drawn with it. Static files
@@ -30,6 +30,8 @@ return [...document.querySelectorAll('.js-plotly-plot')].filter(g => g._fullData
 def test_vendored_bundle_is_the_pinned_one():
     assert bundle.verify() is None
     text = bundle.bundle_path().read_bytes()[:200].decode()
+    assert f"plotly.js v{bundle.PLOTLY_VERSION} " in text and "bar + heatmap" in text
+    text = bundle.bundle_path("cartesian").read_bytes()[:200].decode()
     assert f"plotly.js (cartesian - minified) v{bundle.PLOTLY_VERSION}" in text
     assert (bundle.VENDOR / "LICENSE-plotly.js.txt").read_text().startswith("MIT License")
 
@@ -58,7 +60,8 @@ def test_server_gzips_scripts_and_callback_answers(himeno_traces):
     assert plain.status_code == 200 and "Content-Encoding" not in plain.headers
     # the vendored file as pinned, after V8's compile hint (bundle.py)
     assert plain.data.startswith(bundle.COMPILE_HINT)
-    assert hashlib.sha256(plain.data[len(bundle.COMPILE_HINT):]).hexdigest() == bundle.SHA256
+    assert hashlib.sha256(plain.data[len(bundle.COMPILE_HINT):]).hexdigest() == \
+        bundle.PLOTLIES[bundle.PLOTLY][1]
     assert int(plain.headers["Content-Length"]) == len(plain.data)
     zipped = c.get(url, headers={"Accept-Encoding": "gzip, deflate, br"})
     assert zipped.headers["Content-Encoding"] == "gzip"
@@ -97,6 +100,7 @@ def test_page_loads_the_small_bundle_and_draws_every_figure(browser, serve, hime
         "return performance.getEntriesByType('resource').map(e => e.name)")
     assert any(bundle.bundle_url() in u for u in loaded), loaded
     assert not any("plotly.min.js" in u for u in loaded), loaded
+    assert not any(bundle.bundle_url("cartesian") in u for u in loaded), loaded
     # the browser asked for gzip and got it: fewer bytes over the wire than the file has
     sizes = browser.execute_script(
         "const e = performance.getEntriesByType('resource').find(e => e.name.includes("
@@ -153,3 +157,21 @@ def test_page_asked_for_at_once_has_its_scripts(himeno_traces):
         page = app.server.test_client().get("/").get_data(as_text=True)
         assert bundle.bundle_url() in page and "/assets/timeline.js" in page
         assert "mpiscopeEarlyLive()" in page
+
+
+def test_a_page_has_one_plotly(himeno_traces, synth):
+    """Each page loads exactly one Plotly: the trimmed bundle (in memory and out of core),
+    or for the benchmarks the cartesian one, or none of the vendored ones (Dash's)."""
+    from mpiscope.archive import reader
+    from mpiscope_webui import ooc
+
+    models = [TraceModel.build(reader.load(himeno_traces["unpatched"]))]
+    urls = {name: bundle.bundle_url(name) for name in bundle.PLOTLIES}
+    for which in ("trimmed", "cartesian", "full"):
+        page = create_app(models=models, analyze_now=True, plotly=which).server \
+            .test_client().get("/").get_data(as_text=True)
+        assert {name for name, u in urls.items() if u in page} == (
+            set() if which == "full" else {which})
+    reader.load(synth)
+    page = ooc.create_app(synth).server.test_client().get("/").get_data(as_text=True)
+    assert {name for name, u in urls.items() if u in page} == {"trimmed"}
