@@ -44,6 +44,7 @@ import numpy as np
 
 TARGET_FIRST_S, TARGET_ZOOM_S, TARGET_BYTES = 2.0, 0.3, 2_000_000
 TARGET_PAGE_S = 1.0  # issue 17: page load to the first drawn timeline
+TARGET_TASK_S = 0.2  # issue 17: no task longer than this once the user can zoom
 WIDTH = 1400
 
 
@@ -156,13 +157,16 @@ class PageLoad:
     """Page loads in fresh browsers: s from navigation to the still first view painted
     (None: the page has none), to the first timeline a user can zoom (a Plotly graph with
     its drag box: the still view's early graph or Dash's), to Dash's timeline drawn, and
-    to it interactive (drag box, zooms forwarded to the server), per run; bytes
-    transferred (last run), the plotly.js bundle used, the machine's load at each run."""
+    to it interactive (drag box, zooms forwarded to the server), per run; the longest
+    task from the first timeline to zoom until the page settled (the strip drawn and
+    SETTLE_S more): a user's drag waits that long; bytes transferred (last run), the
+    plotly.js bundle used, the machine's load at each run."""
 
     still: list[float | None] = field(default_factory=list)
     zoomable: list[float] = field(default_factory=list)
     live: list[float] = field(default_factory=list)
     interactive: list[float] = field(default_factory=list)
+    longest: list[float] = field(default_factory=list)  # long task once zoomable
     sent: int = 0
     which: str = "?"
     loads: list[float] = field(default_factory=list)
@@ -182,6 +186,9 @@ class PageLoad:
                 f"{verdict(min(self.live) <= TARGET_PAGE_S)}\n"
                 f"    ... and interactive:      {fig(self.interactive)}  "
                 f"{verdict(min(self.interactive) <= TARGET_PAGE_S)}\n"
+                f"    longest task once zoomable: median {fmt(statistics.median(self.longest))},"
+                f" worst {fmt(max(self.longest))}  "
+                f"{verdict(max(self.longest) <= TARGET_TASK_S)} (≤ {TARGET_TASK_S * 1e3:.0f} ms)\n"
                 f"    {self.sent / 1e6:.2f} MB transferred ({self.which}); load average at "
                 f"each run {', '.join(f'{x:.1f}' for x in self.loads)}")
 
@@ -192,9 +199,17 @@ STILL_JS = ("const m = performance.getEntriesByName('mpiscope:first-view-still')
 GD = "document.querySelector('#panel-0 .timeline .js-plotly-plot')"
 # In the page from its start (CDP): a 5 ms timer notes when each state is first seen. A
 # timer runs only when the page's main thread is free, as a user's input is handled, so
-# a graph drawn while the page is still busy counts once the page could take a drag.
+# a graph drawn while the page is still busy counts once the page could take a drag. A
+# long-task observer keeps every task over 50 ms (start, duration), to find what would
+# hold a user's drag back once there is a timeline to drag; `strip` is when the strip over
+# time was first seen drawn (the last graph the page draws at load).
 RECORD_JS = f"""
 window.__seen = {{}};
+window.__long = [];
+try {{
+  new PerformanceObserver((l) => l.getEntries().forEach(
+    (e) => window.__long.push([e.startTime, e.duration]))).observe({{type: 'longtask'}});
+}} catch (e) {{}}
 const see = () => {{
   const s = window.__seen, now = performance.now(), g = {GD};
   if (!s.zoomable && [...document.querySelectorAll('.timeline .js-plotly-plot')].some(
@@ -203,9 +218,13 @@ const see = () => {{
   if (!s.live && g && g._fullData && g._fullData.length > 5) s.live = now;
   if (!s.interactive && g && g.querySelector('.nsewdrag') && g.__mpiscopeRelayout === true)
     s.interactive = now;
-  if (!s.interactive) setTimeout(see, 5);
+  const st = document.querySelector('.strip .js-plotly-plot');
+  if (!s.strip && st && st._fullData && st._fullData.length) s.strip = now;
+  if (!s.interactive || !s.strip) setTimeout(see, 5);
 }};
 see();"""
+SETTLE_S = 1.0  # after the strip is drawn, for tasks it set off
+STRIP_WAIT_S = 10.0  # a page without a strip (out of core): how long to wait for one
 
 
 def page_load(url: str, runs: int = 5, out: PageLoad | None = None) -> PageLoad:
@@ -229,6 +248,14 @@ def page_load(url: str, runs: int = 5, out: PageLoad | None = None) -> PageLoad:
             while not (seen and seen.get("interactive")):
                 time.sleep(0.05)
                 seen = d.execute_script("return window.__seen")
+            deadline = time.monotonic() + STRIP_WAIT_S
+            while not seen.get("strip") and time.monotonic() < deadline:
+                time.sleep(0.05)
+                seen = d.execute_script("return window.__seen")
+            time.sleep(SETTLE_S)
+            tasks = d.execute_script("return window.__long")
+            after = [dur for start, dur in tasks if start + dur > seen["zoomable"]]
+            out.longest.append(max(after, default=0.0) / 1e3)
             out.zoomable.append(seen["zoomable"] / 1e3)
             out.live.append(seen["live"] / 1e3)
             out.interactive.append(seen["interactive"] / 1e3)
@@ -248,15 +275,20 @@ def page_load(url: str, runs: int = 5, out: PageLoad | None = None) -> PageLoad:
 
 
 # the pages compared: create_app's arguments, then firstview.Page's attributes
-OLD = {"polyfill": True, "early_fetch": False, "early_live": False}
+OLD = {"polyfill": True, "early_fetch": False, "early_live": False, "compile_hints": False}
+CARTESIAN = {"plotly": "cartesian"}  # plotly.js's partial bundle, before the trimmed build
 PAGES = {
     "before issue 17's first view: full plotly.js, no gzip, no still view":
-        ({"full_plotly": True, "compress": False, "still": False}, OLD),
-    "still first view (layout asked for after the scripts, Babel polyfill)": ({}, OLD),
-    "... without the Babel polyfill": ({}, {**OLD, "polyfill": False}),
-    "... and the layout asked for early": ({}, {**OLD, "polyfill": False, "early_live": False,
-                                                "early_fetch": True}),
-    "... and the still timeline made live after Plotly's script (the page now)": ({}, {}),
+        ({"plotly": "full", "compress": False, "still": False}, OLD),
+    "still first view (layout asked for after the scripts, Babel polyfill)": (CARTESIAN, OLD),
+    "... without the Babel polyfill": (CARTESIAN, {**OLD, "polyfill": False}),
+    "... and the layout asked for early": (CARTESIAN, {**OLD, "polyfill": False,
+                                                       "early_live": False,
+                                                       "early_fetch": True}),
+    "... and the still timeline made live after Plotly's script":
+        (CARTESIAN, {"compile_hints": False}),
+    "... and Plotly's script sent with V8's compile hint": (CARTESIAN, {}),
+    "... and Plotly built with only scatter, bar and heatmap (the page now)": ({}, {}),
 }
 
 
@@ -502,6 +534,8 @@ def run() -> int:
     ap.add_argument("--page-load-only", action="store_true",
                     help="only page load → first timeline, the pages compared (PAGES)")
     ap.add_argument("--runs", type=int, default=5, help="page loads per page")
+    ap.add_argument("--pages", type=int, default=len(PAGES),
+                    help="with --page-load-only: only the last N pages of PAGES")
     ap.add_argument("--rebuild", action="store_true",
                     help="rebuild (and time) the timeline pyramid even if it is current")
     args = ap.parse_args()
@@ -524,7 +558,7 @@ def run() -> int:
     if args.page_load_only:
         model = TraceModel.build(reader.load(args.trace))
         model.analysis()  # steady state: the analyses no longer compete for the CPU
-        first_view_before_after([model], args.runs)
+        first_view_before_after([model], args.runs, dict(list(PAGES.items())[-args.pages:]))
         return 0
     t = time.perf_counter()
     trace = reader.load(args.trace)

@@ -42,12 +42,13 @@ def load_models(trace_dirs: Sequence[Path | str], *, skip_frames: str = "",
 
 def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
                models: list[TraceModel] | None = None, analyze_now: bool = False,
-               guard: security.Guard | None = None, full_plotly: bool = False,
+               guard: security.Guard | None = None, plotly: str = bundle.PLOTLY,
                compress: bool = True, still: bool = True) -> Dash:
     """The app for one or two traces (raises mpiscope.errors.UserError on bad input).
     `guard`: which Host headers and token requests need (default: loopback, no token).
-    `full_plotly`, `compress`, `still`: the page as before bundle.py and before the
-    still first view (firstview.py), for benchmarks."""
+    `plotly` (the vendored bundle the page loads, or "full": Dash's, bundle.PLOTLIES),
+    `compress`, `still`: the page as before bundle.py and before the still first view
+    (firstview.py), for benchmarks."""
     models = models if models is not None else load_models(trace_dirs or [])
     if not 1 <= len(models) <= 2:
         raise ValueError("serve one trace, or two to compare")
@@ -64,11 +65,12 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
                          title="mpiscope", update_title=None, serve_locally=True,
                          suppress_callback_exceptions=True,
                          on_error=safety_net.callback_failed,
-                         assets_ignore=bundle.IGNORE_SMALL if full_plotly else "")
+                         assets_ignore=bundle.assets_ignore(plotly))
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     if compress:
         bundle.install_compression(server)  # the smaller Plotly is in ASSETS (see bundle.py)
+    bundle.install_compile_hints(server, lambda: app.compile_hints)
     ctl = Controller(models)
     # a function: each page load gets the current state (e.g. wait states ready or not)
     # and the first view drawn for its width
@@ -77,7 +79,7 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
         app.first_view = lambda width: _static_view(ctl, width)
     _callbacks(app, ctl)
     if compress:
-        threading.Thread(target=bundle.warm, args=(server, guard.token), daemon=True).start()
+        bundle.warm(server, guard.token)  # Dash set up before any browser asks
     app.controller = ctl  # for tests and benchmarks
     return app
 

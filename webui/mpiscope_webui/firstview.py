@@ -27,7 +27,8 @@ sees the timeline early, and the live graph, which is interactive, in its place.
 Sooner live: Plotly's script goes first among the page's scripts, and right after it
 the still timelines become Plotly graphs a user can zoom (`mpiscopeEarlyLive` in
 firstview_paint.js), before React and Dash are evaluated; a zoom made there is replayed
-on Dash's graph (assets/timeline.js). An inline script first in the body
+on Dash's graph (assets/timeline.js), and so is the last click (the details of a call or
+message, as a click on Dash's graph shows them). An inline script first in the body
 (firstview_early.js) asks for the layout and the dependencies while the scripts load
 and evaluate, instead of after; Dash's renderer gets those answers when it asks. The
 Babel polyfill Dash loads is left out (bundle.py says why).
@@ -121,7 +122,8 @@ class Page(Dash):
     """Dash whose index page carries the still first view (`first_view(width)`, for the
     width the page measured last: its cookie, as the layout's) and makes its timelines
     live right after Plotly's script (`early_live`), asks for the layout early
-    (`early_fetch`) and leaves out the Babel polyfill (`polyfill` False). The switches
+    (`early_fetch`), leaves out the Babel polyfill (`polyfill` False) and sends Plotly with
+    V8's compile hint (`compile_hints`, bundle.py). The switches
     are for benchmarks (bench/webui: the page with and without each)."""
 
     first_view: Callable[[int], StaticView] | None = None
@@ -129,6 +131,7 @@ class Page(Dash):
     early_fetch: bool = True
     polyfill: bool = False
     early_live: bool = True
+    compile_hints: bool = True  # Plotly's script sent with V8's compile hint (bundle.py)
 
     def interpolate_index(self, **kwargs) -> str:
         entry = kwargs["app_entry"]

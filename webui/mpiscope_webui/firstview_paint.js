@@ -208,9 +208,12 @@
   // The still timelines made live (issue 17): called by the page right after Plotly's
   // script ran (firstview.py), about a second before Dash's own graph is drawn. Each
   // becomes a Plotly graph of the same figure, with the live graph's config: a user can
-  // zoom and pan it (what it shows is the first view's data, stretched). What the user
-  // did is kept: once Dash's timeline is there, assets/timeline.js replays the window on
-  // it (mpiscopeEarlyZoom), and that zoom goes to the server as any other.
+  // zoom and pan it (what it shows is the first view's data, stretched), and click a
+  // state or a message arrow. What the user did is kept: once Dash's timeline is there,
+  // assets/timeline.js replays the window on it (mpiscopeEarlyZoom), and that zoom goes to
+  // the server as any other, and then the last click (mpiscopeEarlyClick), which shows
+  // that call's or message's details as a click on Dash's graph does (the early graph
+  // draws the same figure as Dash's first, so the same curves and points).
   const early = [];
   window.mpiscopeEarlyLive = function () {
     if (!window.Plotly || !holder.isConnected) return;
@@ -224,12 +227,40 @@
       try {
         Plotly.newPlot(div, fig.data, fig.layout, config);
         c.remove();  // in the same task as the draw: the user never sees both
-        early[p] = {div: div, x: x, y: y};
+        const e = early[p] = {div: div, x: x, y: y, click: null};
+        div.on("plotly_click", (ev) => { e.click = clickData(div, ev); });
       } catch (e) {
         div.remove();  // the still picture stays until the live graph is drawn
       }
     });
     performance.mark("mpiscope:first-view-live");
+  };
+  // A click's points as dcc.Graph puts them in `clickData` (its filterEventData): each
+  // point's plain values, its bbox, and its curve's customdata for that point.
+  function clickData(gd, ev) {
+    if (!ev || !Array.isArray(ev.points)) return null;
+    const points = ev.points.map((pt) => {
+      const out = {};
+      for (const [k, v] of Object.entries(pt)) {
+        if (v === null || typeof v !== "object") out[k] = v;
+      }
+      if (pt.bbox) out.bbox = pt.bbox;
+      const tr = gd.data[pt.curveNumber];
+      if (tr && tr.customdata && pt.pointNumber !== undefined) {
+        out.customdata = tr.customdata[pt.pointNumber];
+      }
+      return out;
+    });
+    return {points: points};
+  }
+  // The last click on panel p's early graph, as dcc.Graph's clickData; null if none (or
+  // already handed over).
+  window.mpiscopeEarlyClick = function (p) {
+    const e = early[p];
+    if (!e || !e.click) return null;
+    const out = e.click;
+    e.click = null;
+    return out;
   };
   // The axes the user moved on panel p's early graph, as a Plotly relayout; null if
   // none (or already handed over).

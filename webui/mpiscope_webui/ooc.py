@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import threading
 from pathlib import Path
 
 import flask
@@ -98,10 +97,12 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
                          assets_folder=str(Path(__file__).parent / "assets"),
                          title="mpiscope", update_title=None, serve_locally=True,
                          suppress_callback_exceptions=True,
-                         on_error=safety_net.callback_failed)
+                         on_error=safety_net.callback_failed,
+                         assets_ignore=bundle.assets_ignore())
     app.index_string = firstview.index_string(app.config.requests_pathname_prefix)
     safety_net.install(server)
     bundle.install_compression(server)
+    bundle.install_compile_hints(server, lambda: app.compile_hints)
     full = [p.origin / 1e9, (p.origin + p.span - 2) / 1e9]
     info = (f"{p.num_ranks} ranks · {(p.span - 2) / 1e9:.4g} s · {sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
@@ -182,7 +183,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
                        min(max(b, full[0] - run), full[1] + run)))
         return [a, max(b, a + MIN_WINDOW_NS / 1e9)]
 
-    threading.Thread(target=bundle.warm, args=(server, guard.token), daemon=True).start()
+    bundle.warm(server, guard.token)  # Dash set up before any browser asks
     app.pyramid = p  # for tests and benchmarks
     return app
 

@@ -6,6 +6,13 @@ It follows the timeline: its x-range is the timeline's window. Clicking a bar zo
 timeline to that iteration (or bin). The bars come from the trace's analysis session
 (`per_iteration`, `time_bins`: the JSON's `iterations` and `time_bins`), computed once
 per trace.
+
+How it is drawn: each part's bars are ONE filled polygon (geometry.rects, as the timeline
+draws its states), stacked in PARTS order, and one undrawn point per bar (at its centre,
+half its height) carries the hover text and takes the click. As Plotly bars (one SVG
+element per bar and part, up to 4 x 2000) the strip's first draw was one 0.25-1.2 s task
+right after the timeline's, during which the page took no zoom (docs/webui.md); as
+polygons it is a few SVG paths.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from mpiscope.analysis import breakdown
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.render import palette
 from mpiscope_webui import inputs
-from mpiscope_webui.geometry import typed
+from mpiscope_webui.geometry import rects, typed
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import MARGIN_L, MARGIN_R, View
 
@@ -110,25 +117,39 @@ def strip(model: TraceModel) -> Strip:
     return got
 
 
+BARS = "bars"  # the hover/click trace's name: one point per bar
+
+
 def figure(model: TraceModel, view: View) -> dict:
     """The stacked bars, on the timeline's time axis and margins, showing its window."""
     st = strip(model)
     x0, x1 = st.x0 / 1e9, st.x1 / 1e9
-    centre, width = (x0 + x1) / 2, np.maximum(x1 - x0, 0)
+    centre = (x0 + x1) / 2
     data = []
+    base = np.zeros(len(st))
+    custom: list[list] = [[label] for label in st.label]
+    lines = []
     for part in PARTS:
         col = f"{part}_s"
         if col not in st.parts:
             continue
         name = PART_LABELS[part]
-        data.append({"type": "bar", "name": name, "x": typed(centre), "width": typed(width),
-                     "y": typed(st.parts[col].to_numpy()), "customdata": st.label,
-                     "marker": {"color": palette.PART_COLOURS[part], "line": {"width": 0}},
-                     "hovertemplate": f"%{{customdata}}<br>{name}: %{{y:.4g}} s per rank"
-                                      "<extra></extra>"})
+        h = st.parts[col].to_numpy(np.float64)
+        x, y = rects(x0, x1, base, base + h)
+        data.append({"type": "scatter", "name": name, "x": typed(x), "y": typed(y, "f4"),
+                     "fill": "toself", "fillcolor": palette.PART_COLOURS[part],
+                     "mode": "none", "hoverinfo": "skip"})
+        for row, v in zip(custom, h.tolist(), strict=True):
+            row.append(v)
+        lines.append(f"{name}: %{{customdata[{len(lines) + 1}]:.4g}} s per rank")
+        base = base + h
+    data.append({"type": "scatter", "name": BARS, "x": typed(centre), "y": typed(base / 2),
+                 "mode": "none", "hoveron": "points", "showlegend": False,
+                 "customdata": custom,
+                 "hovertemplate": "%{customdata[0]}<br>" + "<br>".join(lines) + "<extra></extra>"})
     title = (f"per {st.unit} (mean over ranks) — click a bar to zoom to it"
              if len(st) else "no breakdown over time")
-    layout = {"barmode": "stack", "bargap": 0, "height": HEIGHT,
+    layout = {"height": HEIGHT,
               "margin": {"l": MARGIN_L, "r": MARGIN_R, "t": 26, "b": 20},
               "plot_bgcolor": "#ffffff", "paper_bgcolor": "#ffffff", "font": {"size": 11},
               "title": {"text": title, "font": {"size": 12}, "x": 0, "xref": "paper"},
@@ -137,9 +158,11 @@ def figure(model: TraceModel, view: View) -> dict:
               "xaxis": {"type": "linear", "range": [view.t0, view.t1], "showgrid": False,
                         "zeroline": False, "exponentformat": "none", "fixedrange": True,
                         "ticklabeloverflow": "allow"},
-              "yaxis": {"title": {"text": "s"}, "fixedrange": True, "zeroline": False},
-              "dragmode": False, "hovermode": "closest", "meta": {"unit": st.unit,
-                                                                  "bars": len(st)}}
+              "yaxis": {"title": {"text": "s"}, "fixedrange": True, "zeroline": False,
+                        "rangemode": "tozero"},
+              # the bar under the pointer (its point nearest in x), as bars hover
+              "dragmode": False, "hovermode": "x", "hoverdistance": -1,
+              "meta": {"unit": st.unit, "bars": len(st)}}
     return {"data": data, "layout": layout}
 
 

@@ -19,8 +19,9 @@ import mpiscope
 from mpiscope.archive import reader
 from mpiscope_testing.webui_page import GD, open_app, wait_until
 from mpiscope_testing.webui_server import ARTIFACTS
+from mpiscope_webui import strip
 from mpiscope_webui.critical import EDGES, PATH
-from mpiscope_webui.geometry import untyped
+from mpiscope_webui.geometry import RECT_POINTS, untyped
 
 pytestmark = pytest.mark.browser
 
@@ -48,10 +49,13 @@ def toggle_path(driver, p: int = 0) -> None:
 
 
 def strip_bars(driver, p: int = 0) -> dict:
-    """part -> number of bars of the strip above panel p's timeline."""
+    """part -> number of bars drawn of the strip above panel p's timeline (each part is
+    one polygon of rectangles, geometry.RECT_POINTS points each, strip.py), and
+    strip.BARS -> the number of bars a pointer can hover and click."""
     return driver.execute_script(
         f"const g={STRIP.format(p=p)}; const out={{}}; "
-        "(g && g._fullData || []).forEach(t => out[t.name] = t.x.length); return out;")
+        "(g && g._fullData || []).forEach(t => out[t.name] = t.name === "
+        f"{strip.BARS!r} ? t.x.length : t.x.length / {RECT_POINTS}); return out;")
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +129,8 @@ def test_the_strip_has_a_bar_per_iteration_and_a_click_zooms_to_it(browser, app_
                                                                     trace_dir, analyzed):
     open_app(browser, app_url)
     bars = wait_until(browser, f"const g={STRIP.format(p=0)}; return g && g._fullData && "
-                      "g._fullData.length && g._fullData.map(t => t.name)", what="strip drawn")
+                      "g._fullData.length && g._fullData.filter(t => t.showlegend !== false)"
+                      ".map(t => t.name)", what="strip drawn")
     assert bars == ["compute", "communication", "synchronization", "I/O"]
     per_part = strip_bars(browser)
     assert analyzed["main_loop"] is not None
@@ -136,12 +141,13 @@ def test_the_strip_has_a_bar_per_iteration_and_a_click_zooms_to_it(browser, app_
     # click the tallest bar (an iteration with a slow exchange) with the mouse
     totals = [sum(r[k] for k in r if k.endswith("_s")) for r in analyzed["iterations"]]
     k = max(range(len(totals)), key=totals.__getitem__)
+    # the middle of bar k: its hover point, at half the bar's height
     off = browser.execute_script(f"""
-        const g={STRIP.format(p=0)}; const t=g._fullData[0];
+        const g={STRIP.format(p=0)};
+        const t=g._fullData.find(t => t.name === {strip.BARS!r});
         const xa=g._fullLayout.xaxis, ya=g._fullLayout.yaxis, r=g.getBoundingClientRect();
-        const top = g._fullData.reduce((s, c) => s + c.y[{k}], 0);
         return [xa._offset + xa.d2p(t.x[{k}]) - r.width / 2,
-                ya._offset + ya.d2p(top / 2) - r.height / 2];""")
+                ya._offset + ya.d2p(t.y[{k}]) - r.height / 2];""")
     el = browser.execute_script(f"return {STRIP.format(p=0)}")
     ActionChains(browser).move_to_element_with_offset(el, int(off[0]), int(off[1])).click() \
         .perform()

@@ -131,8 +131,21 @@ def test_without_a_main_loop_the_strip_shows_time_bins(chain):
     assert (st.span_start[1:] == st.span_end[:-1]).all()
     fig = strip.figure(chain, View(0, 1e-6))
     assert [t["name"] for t in fig["data"]] == ["compute", "communication",
-                                                "synchronization", "I/O"]
+                                                "synchronization", "I/O", strip.BARS]
     assert fig["layout"]["meta"] == {"unit": "time bin", "bars": len(st)}
+    # each part one polygon of a rectangle per bin, stacked; one hover point per bin
+    tops = np.zeros(len(st))
+    n = len(st)
+    for t in fig["data"][:4]:
+        assert len(untyped(t["x"])) == n * RECT_POINTS and t["fill"] == "toself"
+        # geometry.polygons: each rectangle's 4 corners and its first again, in turn
+        x, y = (untyped(t[k])[:n * (RECT_POINTS - 1)].reshape(n, -1) for k in ("x", "y"))
+        assert x[:, 0] == pytest.approx(st.x0 / 1e9) and x[:, 1] == pytest.approx(st.x1 / 1e9)
+        assert y[:, 0] == pytest.approx(tops)
+        tops = y[:, 2]
+    assert tops == pytest.approx(st.parts.sum(axis=1).to_numpy())
+    bars = fig["data"][4]
+    assert len(bars["customdata"]) == len(st) and bars["customdata"][0][0] == st.label[0]
 
 
 def test_clicking_a_bar_zooms_to_its_span(chain):

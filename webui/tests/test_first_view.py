@@ -408,3 +408,49 @@ def test_zoom_on_the_early_timeline_is_kept(browser, synth_app):
     assert f"{zoomed[0]:.6f} – {zoomed[1]:.6f} s" in text
     # the server was asked for that window: a timeline callback after the layout
     assert [o for kind, o in asked if kind == "callback" and timeline_figure(o)]
+
+
+def test_click_on_the_early_timeline_shows_its_details(browser, synth_app, synth):
+    """A click on a state of the early graph (before Dash has drawn anything) is not
+    lost: once Dash's timeline is drawn, the details panel shows that call, as a click on
+    Dash's graph does."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    trace = reader.load(synth)
+    gate = threading.Event()
+    try:
+        with served(held_layout(synth_app, gate)) as (url, _asked):
+            browser.delete_all_cookies()
+            browser.get(url)
+            wait_until(browser, f"const e = {EARLY}; return e && e.querySelector('.nsewdrag')",
+                       what="early timeline drawn")
+            assert browser.execute_script("return !document.querySelector('.dash-graph')")
+            # a state drawn on its own (its undrawn hover point carries the call), clicked
+            # with the mouse where it is drawn
+            call, off = browser.execute_script(f"""
+                const g = {EARLY}; const t = g._fullData.find(t => t.name === 'hover');
+                const xa = g._fullLayout.xaxis, ya = g._fullLayout.yaxis;
+                const r = g.getBoundingClientRect();
+                const i = Math.floor(t.x.length / 2);
+                return [t.customdata[i], [xa._offset + xa.d2p(t.x[i]) - r.width / 2,
+                                          ya._offset + ya.d2p(t.y[i]) - r.height / 2]];""")
+            el = browser.execute_script(f"return {EARLY}")
+            ActionChains(browser).move_to_element_with_offset(el, int(off[0]), int(off[1])) \
+                .click().perform()
+            assert browser.execute_script(
+                "return !document.querySelector('#panel-0 .details')")  # no Dash page yet
+            gate.set()
+            wait_until(browser, "return !document.getElementById('first-view')", timeout=60,
+                       what="still view gave way to Dash's timeline")
+            details = wait_until(browser, "const d = document.querySelector('#panel-0 "
+                                 ".details'); return d && d.innerText.includes('function') "
+                                 "&& d.innerText", what="the clicked call's details")
+    finally:
+        gate.set()
+    row = trace.calls.iloc[int(call)]
+    text = " ".join(details.split())
+    assert "Call" in text
+    assert f"function {row['function']}" in text and f"rank {int(row['rank'])}" in text
+    # every line of that call's table (its start and duration too)
+    for k, v in synth_app.controller.call_lines(0, int(call)):
+        assert f"{k} {v}" in text

@@ -2,6 +2,49 @@
 (function () {
   "use strict";
 
+  // Each Dash graph's first draw in a task of its own, the timelines' first (issue 17).
+  // Dash mounts the page's graphs in one React commit, and dcc.Graph draws each there
+  // (Plotly.react): the overview, the strip and the timeline of every panel and React's
+  // own work made one 0.2-0.35 s task, during which the early graph (firstview_paint.js)
+  // took no drag. Here Plotly.react on a graph not drawn yet returns a promise, as it
+  // does anyway, and the draw runs from a queue, one per task, NEXT_MS apart: in between,
+  // the graph just drawn takes zooms (takeOver, once dcc.Graph has bound its listeners in
+  // the promise's callbacks) and the still view below is looked at (swapCheck). Later
+  // draws of a graph wait for its first; every other call goes straight to Plotly.
+  let swapCheck = () => {};
+  if (window.Plotly && window.Plotly.react) {
+    const react = window.Plotly.react;
+    const firsts = new WeakMap();  // graph div -> its deferred first draw
+    const queue = [];
+    const NEXT_MS = 10;
+    const drain = () => {
+      const i = queue.findIndex((q) => q.timeline);
+      const [job] = queue.splice(i >= 0 ? i : 0, 1);
+      if (queue.length) setTimeout(drain, NEXT_MS);
+      job.run();
+    };
+    window.Plotly.react = function (gd) {
+      const args = arguments;
+      const el = typeof gd === "string" ? document.getElementById(gd) : gd;
+      const first = el && firsts.get(el);
+      const draw = () => react.apply(window.Plotly, args);
+      if (first) return first.then(draw, draw);  // drawn or failed, this one is drawn
+      if (!el || el._fullLayout || !el.closest || !el.closest(".dash-graph")) {
+        return react.apply(window.Plotly, args);
+      }
+      const drawn = new Promise((resolve, reject) => {
+        queue.push({timeline: !!el.closest(".timeline"), run: () => {
+          firsts.delete(el);
+          try { resolve(react.apply(window.Plotly, args)); } catch (e) { reject(e); }
+        }});
+        if (queue.length === 1) setTimeout(drain, 0);
+      });
+      firsts.set(el, drawn);
+      drawn.then(() => setTimeout(() => { takeOver(el); swapCheck(); }, 0), () => {});
+      return drawn;
+    };
+  }
+
   // The width the server computes the level of detail for: the plots are as wide as
   // #timelines. Before the layout is there (this script runs before Dash asks for it),
   // the same width from the page's: .page pads 16 px each side, and the scrollbar is
@@ -65,24 +108,32 @@
   const GRAPHS = ".timeline .js-plotly-plot, .overview .js-plotly-plot";
 
   // A zoom the user made on the still view's early graph of panel p
-  // (firstview_paint.js), now for the server through Dash's timeline `gd`.
-  function replayEarlyZoom(gd) {
+  // (firstview_paint.js), now for the server through Dash's timeline `gd`; then the
+  // last click made there, as the graph's clickData (the call's or message's details).
+  function replayEarly(gd) {
     let id = gd.closest(".dash-graph").id;
     try { id = JSON.parse(id); } catch (e) { /* a plain string id */ }
     const p = id !== null && typeof id === "object" ? Number(id.panel) || 0 : 0;
     const zoom = window.mpiscopeEarlyZoom && window.mpiscopeEarlyZoom(p);
     if (zoom) window.Plotly.relayout(gd, zoom);
+    const click = window.mpiscopeEarlyClick && window.mpiscopeEarlyClick(p);
+    if (click && window.dash_clientside && window.dash_clientside.set_props) {
+      window.dash_clientside.set_props(id, {clickData: click});
+    }
   }
   // The still first view (mpiscope_webui/firstview.py) goes once every live timeline is
-  // drawn and it and the overviews take zooms (then a zoom made on the early graphs is
-  // replayed), in the frame after (Plotly has drawn, the browser has not painted yet).
+  // drawn and it and the overviews take zooms (then a zoom and a click made on the early
+  // graphs are replayed), in the frame after (Plotly has drawn, the browser has not painted yet).
+  // Looked for every 30 ms, and right after each graph's first draw (swapCheck).
   const still = document.getElementById("first-view");
   if (still) {
     // one per panel: the holder of its canvas, or of its early graph (which may have
     // replaced the canvas already)
     const expected = still.querySelectorAll(".timeline").length;
     let drawnAt = null;
-    const swap = setInterval(() => {
+    let swap = null;
+    swapCheck = () => {
+      if (swap === null) return;
       const live = [...document.querySelectorAll(".timeline .js-plotly-plot")]
         .filter((g) => !still.contains(g) && g._fullLayout && g._fullData &&
                 g._fullData.length);
@@ -96,13 +147,15 @@
         return;
       }
       clearInterval(swap);
-      live.forEach(replayEarlyZoom);
+      swap = null;
+      live.forEach(replayEarly);
       requestAnimationFrame(() => {
         still.remove();
         const data = document.getElementById("first-view-data");
         if (data) data.remove();
       });
-    }, 30);
+    };
+    swap = setInterval(swapCheck, 30);
   }
 
   // dcc.Graph binds its listeners after its first draw, and a new graph div can appear
