@@ -370,6 +370,15 @@ def held_layout(app, gate: threading.Event):
 EARLY = "document.querySelector('#first-view .js-plotly-plot')"
 
 
+def open_early(browser, url: str) -> None:
+    """A fresh page at `url`, once its early graph is drawn and Dash's is not yet."""
+    browser.delete_all_cookies()
+    browser.get(url)
+    wait_until(browser, f"const e = {EARLY}; return e && e.querySelector('.nsewdrag')",
+               what="early timeline drawn")
+    assert browser.execute_script("return !document.querySelector('.dash-graph')")
+
+
 def test_zoom_on_the_early_timeline_is_kept(browser, synth_app):
     """Before Dash has drawn anything, the still view's timeline is already a Plotly
     graph a user can drag-zoom (firstview_paint.js); that zoom is not lost: once Dash's
@@ -379,11 +388,7 @@ def test_zoom_on_the_early_timeline_is_kept(browser, synth_app):
     gate = threading.Event()
     try:
         with served(held_layout(synth_app, gate)) as (url, asked):
-            browser.delete_all_cookies()
-            browser.get(url)
-            wait_until(browser, f"const e = {EARLY}; return e && e.querySelector('.nsewdrag')",
-                       what="early timeline drawn")
-            assert browser.execute_script("return !document.querySelector('.dash-graph')")
+            open_early(browser, url)
             full = browser.execute_script(f"return {EARLY}._fullLayout.xaxis.range")
             box = browser.find_element(By.CSS_SELECTOR, "#first-view .nsewdrag")
             w = box.size["width"]
@@ -420,11 +425,7 @@ def test_click_on_the_early_timeline_shows_its_details(browser, synth_app, synth
     gate = threading.Event()
     try:
         with served(held_layout(synth_app, gate)) as (url, _asked):
-            browser.delete_all_cookies()
-            browser.get(url)
-            wait_until(browser, f"const e = {EARLY}; return e && e.querySelector('.nsewdrag')",
-                       what="early timeline drawn")
-            assert browser.execute_script("return !document.querySelector('.dash-graph')")
+            open_early(browser, url)
             # a state drawn on its own (its undrawn hover point carries the call), clicked
             # with the mouse where it is drawn
             call, off = browser.execute_script(f"""
