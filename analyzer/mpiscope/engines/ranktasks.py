@@ -23,7 +23,6 @@ A worker holds one rank's rows at a time: its memory is bounded by the largest r
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import threading
 import uuid
@@ -209,9 +208,8 @@ def _join_receiver(out: str, receiver: int) -> None:
     joined = Path(out) / f"recv_rank={receiver}.parquet"
     if not joined.exists():  # else a retry after the join: only the removal was left
         files = sorted(d.glob("from=*.parquet"), key=lambda p: int(p.stem.split("=")[1]))
-        part = joined.with_suffix(".part")
-        pq.write_table(pa.concat_tables([cache._read_file(f) for f in files]), part)
-        os.replace(part, joined)
+        with output.scratch_path(joined) as tmp:
+            pq.write_table(pa.concat_tables([cache._read_file(f) for f in files]), tmp)
     shutil.rmtree(d, ignore_errors=True)
 
 
