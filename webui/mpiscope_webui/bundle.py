@@ -231,6 +231,17 @@ def warm(server: flask.Flask, token: str | None = None) -> threading.Thread:
     return t
 
 
+def _install(which: str, version: str, js: Path, licence: Path) -> str:
+    """`js` as the vendored bundle `which` of `version` (replacing the old one), with
+    plotly.js's licence; returns its sha256, to pin in PLOTLIES."""
+    for old in VENDOR.glob(f"{PLOTLIES[which][0]}*.min.js"):
+        old.unlink()
+    VENDOR.mkdir(parents=True, exist_ok=True)
+    shutil.copy(js, bundle_path(which, version))
+    shutil.copy(licence, VENDOR / "LICENSE-plotly.js.txt")
+    return hashlib.sha256(bundle_path(which, version).read_bytes()).hexdigest()
+
+
 def vendor(version: str) -> str:
     """Fetch CARTESIAN_PACKAGE@version with npm into assets/vendor (replacing the old
     file); returns its sha256, to pin in PLOTLIES."""
@@ -240,12 +251,8 @@ def vendor(version: str) -> str:
         tgz = next(Path(tmp).glob("*.tgz"))
         shutil.unpack_archive(tgz, tmp)
         pkg = Path(tmp) / "package"
-        for old in VENDOR.glob(f"{PLOTLIES['cartesian'][0]}*.min.js"):
-            old.unlink()
-        VENDOR.mkdir(parents=True, exist_ok=True)
-        shutil.copy(pkg / "plotly-cartesian.min.js", bundle_path("cartesian", version))
-        shutil.copy(pkg / "LICENSE", VENDOR / "LICENSE-plotly.js.txt")
-    return hashlib.sha256(bundle_path("cartesian", version).read_bytes()).hexdigest()
+        return _install("cartesian", version, pkg / "plotly-cartesian.min.js",
+                        pkg / "LICENSE")
 
 
 def build(version: str) -> str:
@@ -262,13 +269,8 @@ def build(version: str) -> str:
         (Path(tmp) / "entry.js").write_text(TRIMMED_ENTRY)
         (Path(tmp) / "build.js").write_text(ESBUILD_JS)
         subprocess.run(["node", "build.js", banner], cwd=tmp, check=True)
-        for old in VENDOR.glob(f"{PLOTLIES['trimmed'][0]}*.min.js"):
-            old.unlink()
-        VENDOR.mkdir(parents=True, exist_ok=True)
-        shutil.copy(Path(tmp) / "out.min.js", bundle_path("trimmed", version))
-        shutil.copy(Path(tmp) / "node_modules" / "plotly.js" / "LICENSE",
-                    VENDOR / "LICENSE-plotly.js.txt")
-    return hashlib.sha256(bundle_path("trimmed", version).read_bytes()).hexdigest()
+        return _install("trimmed", version, Path(tmp) / "out.min.js",
+                        Path(tmp) / "node_modules" / "plotly.js" / "LICENSE")
 
 
 def main(argv: list[str] | None = None) -> int:
