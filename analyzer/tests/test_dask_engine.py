@@ -27,7 +27,7 @@ import pytest
 
 import mpiscope
 from mpiscope.archive import cache
-from mpiscope.engines import cluster, convert, dask_engine
+from mpiscope.engines import cluster, convert, dask_engine, fused, ranktasks
 from mpiscope.engines.daskcache import open_cache
 from mpiscope.errors import UserError
 from mpiscope_testing.enginetraces import engine_traces, synth
@@ -125,6 +125,29 @@ def test_dask_engine_json_is_made_without_the_whole_trace_in_the_client(
     got = a.to_dict()
     assert differences(want, got) == []
     assert got["findings"] and got["critical_path"]["segments"]
+
+
+def test_independent_analyses_share_their_passes_over_the_ranks(
+        traces: dict[str, Path], client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first passes of the breakdown, time bins, call sites, message statistics, loop
+    detection, critical path and per-function sums go to the workers as one pass (each
+    rank's slice built once for all of them), and the JSON stays the pandas engine's."""
+    want = mpiscope.analyze(mpiscope.load(traces["synth"], use_cache=False)).to_dict()
+    passes: list[object] = []
+    run = ranktasks.RankTasks.run
+
+    def spy(self, fn, *, waits: bool = True):
+        passes.append(fn)
+        return run(self, fn, waits=waits)
+
+    monkeypatch.setattr(ranktasks.RankTasks, "run", spy)
+    got = dask_engine.analyze(traces["synth"], client=client).to_dict()
+    assert differences(want, got) == []
+    together = [p for p in passes if isinstance(p, fused._Fused)]
+    assert together, "no pass was shared"
+    names = {getattr(f, "__name__", None) or f.func.__name__ for f in together[0].fns}
+    assert {"ranks_part", "interval_part", "sites_part", "messages_part", "found_part",
+            "arrivals", "_sums_part"} <= names
 
 
 def test_analyze_cli_engine_dask_prints_and_writes_what_pandas_does(

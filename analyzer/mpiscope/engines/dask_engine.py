@@ -41,6 +41,7 @@ from mpiscope.archive.trace import Trace
 from mpiscope.engines import (
     cluster,
     convert,
+    fused,
     rankcritical,
     rankfindings,
     rankloops,
@@ -120,32 +121,41 @@ class DaskAnalysis(Analysis):
             # for callers outside the JSON that still ask for every call's wait (whole trace)
             ws.calls_of = lambda: self.trace.calls
             self._results["wait_states"] = ws
-            self._distributed(tasks.run, ws)
-            self._keep(lambda: _per_rank_sums(tasks, t), "functions", "uninterpreted",
-                       "threads", "flushes", "comm_matrix")
+            self._distributed(tasks.run, ws, t)
         finally:
             tasks.close()
 
-    def _distributed(self, run: Callable, ws) -> None:
+    def _distributed(self, run: Callable, ws, t: CacheTables) -> None:
         """Every cross-rank result, rank by rank on the workers (engines/rank*.py); the
-        client holds their combined partials only (docs/dask.md says how much)."""
+        client holds their combined partials only (docs/dask.md says how much). The
+        analyses that do not need each other's results run together (`fused`): their
+        passes share the slices, built once per round instead of once per analysis."""
         scratch = self.tables.dir / ranktasks.DERIVED / f"scratch-{uuid.uuid4().hex}"
         scratch.mkdir(parents=True)
 
-        def messages() -> tuple:
+        def messages(run: Callable) -> tuple:
             ms = rankstats.compute_messages(run, scratch)
             return ms.sizes, ms.switches, ms.host_split, ms.counts, ms.evidence
 
-        try:
-            self._keep(lambda: rankstats.compute_ranks(run), "ranks")
-            self._keep(lambda: rankstats.compute_time_bins(run), "time_bins")
-            self._keep(lambda: rankstats.compute_callsites(run, self.paths),
-                       "callsites", "_best_paths")
-            self._keep(messages, "message_sizes", "protocol_switches", "host_split",
-                       "message_counts", "switch_evidence")
+        def loop(run: Callable) -> None:
             self._keep(lambda: rankloops.detect(run), "loop")
             self._keep(lambda: rankloops.per_iteration(run, self.loop), "per_iteration")
-            self._keep(lambda: rankcritical.compute(run, scratch, ws.skew), "critical_path")
+
+        try:
+            fused.run_together(run, [
+                lambda run: self._keep(lambda: rankstats.compute_ranks(run), "ranks"),
+                lambda run: self._keep(lambda: rankstats.compute_time_bins(run), "time_bins"),
+                lambda run: self._keep(lambda: rankstats.compute_callsites(run, self.paths),
+                                       "callsites", "_best_paths"),
+                lambda run: self._keep(lambda: messages(run), "message_sizes",
+                                       "protocol_switches", "host_split", "message_counts",
+                                       "switch_evidence"),
+                loop,
+                lambda run: self._keep(lambda: rankcritical.compute(run, scratch, ws.skew),
+                                       "critical_path"),
+                lambda run: self._keep(lambda: _per_rank_sums(run, t), "functions",
+                                       "uninterpreted", "threads", "flushes", "comm_matrix"),
+            ])
             self._find = lambda: rankfindings.find(run, ws, self.ranks, self.loop,
                                                    self.critical_path)
             self._keep(lambda: Analysis.findings.fget(self), "findings")  # named paths
@@ -169,9 +179,10 @@ def _sums_part(s: RankSlice) -> dict:
     return out
 
 
-def _per_rank_sums(tasks: ranktasks.RankTasks, t: CacheTables) -> tuple:
-    """functions, uninterpreted, threads, flushes, comm_matrix: sums over the ranks."""
-    parts = tasks.run(_sums_part, waits=False)
+def _per_rank_sums(run: Callable, t: CacheTables) -> tuple:
+    """functions, uninterpreted, threads, flushes, comm_matrix: sums over the ranks (the
+    slices carry their wait states, unread here, so the pass fuses with the others')."""
+    parts = run(_sums_part)
     flushes = [p["flushes"] for p in parts]
     matrix = [p["comm_matrix"] for p in parts]
     return (_functions(parts, t), _uninterpreted(parts), _threads(parts, t.small("threads")),
