@@ -1,9 +1,22 @@
 /* otf2-decode: the reference for bench/reader — libotf2 decoding every event of every
  * location with no-op callbacks (the same event types the mpiscope reader handles),
- * one location after the other on one core. Prints "<events> <seconds>". */
+ * one location after the other on one core. Prints "<events> <seconds>".
+ *
+ * --write BYTES: the floor of any reader that decodes into columns. Every callback also
+ * appends one row of BYTES bytes (the event's timestamp, location, fields and count, as
+ * 8-byte stores, the last column holding the BYTES % 8 rest) to growable columns in fresh
+ * memory, grown the way reader.c grows its tables: realloc'd blocks sized from the
+ * definitions' event counts and doubled when full, pages populated in batches with
+ * MADV_POPULATE_WRITE. No lookups, no matching. The columns stay allocated until the time
+ * is taken. Prints "<events> <seconds> <bytes written> <user s> <sys s>", the CPU times
+ * from getrusage at that point (the process's own, before its exit unmaps the columns). */
+#define _GNU_SOURCE /* MADV_POPULATE_WRITE */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <otf2/otf2.h>
@@ -13,55 +26,129 @@
 
 static uint64_t g_count;
 
-#define NOOP(name, ...) \
+/* ------------------------------------------------ --write: columns in fresh memory */
+#define MAX_COLS 64 /* BYTES <= 8 * (MAX_COLS - 1) + 7 */
+#define READY_ROWS 65536 /* rows populated per madvise, as in reader.c */
+
+static struct {
+    uint64_t n, cap, ready; /* rows used, allocated, populated */
+    int nwide;              /* 8-byte columns */
+    uint32_t rest;          /* bytes of the last, narrow column (0: none) */
+    void *cols[MAX_COLS];
+    int failed;
+} g_out;
+
+static int out_reserve(uint64_t need)
+{
+    if (need <= g_out.cap) return 0;
+    uint64_t nc = g_out.cap ? g_out.cap : 1024;
+    while (nc < need) nc *= 2;
+    for (int i = 0; i < g_out.nwide + (g_out.rest > 0); i++) {
+        size_t size = i < g_out.nwide ? 8 : g_out.rest;
+        void *p = realloc(g_out.cols[i], nc * size);
+        if (!p) return -1;
+        g_out.cols[i] = p;
+    }
+    g_out.cap = nc;
+    g_out.ready = 0; /* realloc may have moved the columns */
+    return 0;
+}
+
+static void out_prefault(uint64_t need)
+{
+    uint64_t upto = need + READY_ROWS < g_out.cap ? need + READY_ROWS : g_out.cap;
+    for (int i = 0; i < g_out.nwide + (g_out.rest > 0); i++) {
+        size_t size = i < g_out.nwide ? 8 : g_out.rest;
+        uintptr_t a = (uintptr_t)g_out.cols[i] + g_out.ready * size;
+        uintptr_t b = (uintptr_t)g_out.cols[i] + upto * size;
+        a &= ~(uintptr_t)4095;
+        if (b > a) madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+    }
+    g_out.ready = upto;
+}
+
+/* one row: BYTES bytes, every one of them written */
+static inline OTF2_CallbackCode put(uint64_t t, uint64_t l, uint64_t x, uint64_t y, uint64_t z)
+{
+    g_count++;
+    if (!g_out.nwide && !g_out.rest) return OTF2_CALLBACK_SUCCESS;
+    uint64_t r = g_out.n;
+    if (r + 1 > g_out.cap && out_reserve(r + 1)) {
+        g_out.failed = 1;
+        return OTF2_CALLBACK_INTERRUPT;
+    }
+    if (r + 1 > g_out.ready) out_prefault(r + 1);
+    uint64_t v[5] = {t, l, x, y, z};
+    for (int i = 0; i < g_out.nwide; i++) ((uint64_t *)g_out.cols[i])[r] = v[i % 5] + (uint64_t)i;
+    if (g_out.rest) memcpy((char *)g_out.cols[g_out.nwide] + r * g_out.rest, &v[0], g_out.rest);
+    g_out.n = r + 1;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+#define EVENT(name, x, y, z, ...) \
     static OTF2_CallbackCode name(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t p, void *u, \
                                   OTF2_AttributeList *a, __VA_ARGS__) \
-    { (void)l; (void)t; (void)p; (void)u; (void)a; g_count++; return OTF2_CALLBACK_SUCCESS; }
+    { (void)p; (void)u; (void)a; return put(t, l, (x), (y), (z)); }
 
-NOOP(on_region, OTF2_RegionRef r)
-NOOP(on_p2p, uint32_t peer, OTF2_CommRef c, uint32_t tag, uint64_t len)
-NOOP(on_ip2p, uint32_t peer, OTF2_CommRef c, uint32_t tag, uint64_t len, uint64_t req)
-NOOP(on_req, uint64_t req)
-NOOP(on_coll_end, OTF2_CollectiveOp op, OTF2_CommRef c, uint32_t root, uint64_t s, uint64_t r)
-NOOP(on_flush, OTF2_TimeStamp stop)
+EVENT(on_region, r, 0, g_count, OTF2_RegionRef r)
+EVENT(on_p2p, peer, ((uint64_t)c << 32) | tag, len, uint32_t peer, OTF2_CommRef c, uint32_t tag,
+      uint64_t len)
+EVENT(on_ip2p, peer, ((uint64_t)c << 32) | tag, len ^ req, uint32_t peer, OTF2_CommRef c,
+      uint32_t tag, uint64_t len, uint64_t req)
+EVENT(on_req, req, 0, g_count, uint64_t req)
+EVENT(on_coll_end, ((uint64_t)op << 32) | c, root, s ^ r, OTF2_CollectiveOp op, OTF2_CommRef c,
+      uint32_t root, uint64_t s, uint64_t r)
+EVENT(on_flush, stop, 0, g_count, OTF2_TimeStamp stop)
 
 static OTF2_CallbackCode on_coll_begin(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t p,
                                        void *u, OTF2_AttributeList *a)
 {
-    (void)l; (void)t; (void)p; (void)u; (void)a;
-    g_count++;
-    return OTF2_CALLBACK_SUCCESS;
+    (void)p; (void)u; (void)a;
+    return put(t, l, 0, 0, g_count);
 }
 
 struct locs_t {
-    uint64_t *locs, n, cap;
+    uint64_t *locs, n, cap, events; /* events: the sum of the definitions' counts */
 };
 
 static OTF2_CallbackCode on_location(void *u, OTF2_LocationRef self, OTF2_StringRef name,
                                      OTF2_LocationType type, uint64_t nev,
                                      OTF2_LocationGroupRef group)
 {
-    (void)name; (void)type; (void)nev; (void)group;
+    (void)name; (void)type; (void)group;
     struct locs_t *st = u;
     if (st->n < st->cap) st->locs[st->n++] = self;
+    st->events += nev;
     return OTF2_CALLBACK_SUCCESS;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: otf2-decode ANCHOR.otf2\n");
+    const char *anchor = NULL;
+    long bytes = 0;
+    if (argc == 2 && argv[1][0] != '-') {
+        anchor = argv[1];
+    } else if (argc == 4 && strcmp(argv[1], "--write") == 0 && argv[3][0] != '-') {
+        char *end;
+        bytes = strtol(argv[2], &end, 10);
+        if (*argv[2] && !*end && bytes >= 1 && bytes <= 8 * (MAX_COLS - 1) + 7) anchor = argv[3];
+    }
+    if (!anchor) {
+        fprintf(stderr, "usage: otf2-decode [--write BYTES] ANCHOR.otf2  (BYTES per event "
+                        "written to fresh column memory, 1..%d)\n", 8 * (MAX_COLS - 1) + 7);
         return 2;
     }
+    g_out.nwide = (int)(bytes / 8);
+    g_out.rest = (uint32_t)(bytes % 8);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    OTF2_Reader *rd = OTF2_Reader_Open(argv[1]);
+    OTF2_Reader *rd = OTF2_Reader_Open(anchor);
     if (!rd) return 1;
     OTF2_Reader_SetSerialCollectiveCallbacks(rd);
     uint64_t nloc = 0;
     OTF2_Reader_GetNumberOfLocations(rd, &nloc);
     /* location refs from the global definitions */
-    struct locs_t st = {calloc(nloc ? nloc : 1, sizeof(uint64_t)), 0, nloc};
+    struct locs_t st = {calloc(nloc ? nloc : 1, sizeof(uint64_t)), 0, nloc, 0};
     OTF2_GlobalDefReader *gd = OTF2_Reader_GetGlobalDefReader(rd);
     OTF2_GlobalDefReaderCallbacks *gcb = OTF2_GlobalDefReaderCallbacks_New();
     OTF2_GlobalDefReaderCallbacks_SetLocationCallback(gcb, on_location);
@@ -71,6 +158,11 @@ int main(int argc, char **argv)
     OTF2_Reader_CloseGlobalDefReader(rd, gd);
     OTF2_GlobalDefReaderCallbacks_Delete(gcb);
     uint64_t *locs = st.locs, n = st.n;
+    /* sized from the definitions, as the reader sizes its tables; doubled if short */
+    if (bytes && st.events && out_reserve(st.events)) {
+        fprintf(stderr, "otf2-decode: out of memory\n");
+        return 1;
+    }
     for (uint64_t i = 0; i < n; i++) OTF2_Reader_SelectLocation(rd, locs[i]);
     OTF2_Reader_OpenEvtFiles(rd);
     OTF2_EvtReaderCallbacks *cb = OTF2_EvtReaderCallbacks_New();
@@ -101,6 +193,19 @@ int main(int argc, char **argv)
     free(locs);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("%" PRIu64 " %.6f\n", g_count, s);
+    if (!bytes) {
+        printf("%" PRIu64 " %.6f\n", g_count, s);
+        return 0;
+    }
+    /* the columns are still allocated (never freed: the process exits) */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    if (g_out.failed) {
+        fprintf(stderr, "otf2-decode: out of memory\n");
+        return 1;
+    }
+    printf("%" PRIu64 " %.6f %" PRIu64 " %.6f %.6f\n", g_count, s, g_out.n * (uint64_t)bytes,
+           (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec,
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec);
     return 0;
 }
