@@ -121,11 +121,11 @@ class DaskAnalysis(Analysis):
             # for callers outside the JSON that still ask for every call's wait (whole trace)
             ws.calls_of = lambda: self.trace.calls
             self._results["wait_states"] = ws
-            self._distributed(tasks.run, ws, t)
+            self._distributed(tasks.run, ws)
         finally:
             tasks.close()
 
-    def _distributed(self, run: Callable, ws, t: CacheTables) -> None:
+    def _distributed(self, run: Callable, ws) -> None:
         """Every cross-rank result, rank by rank on the workers (engines/rank*.py); the
         client holds their combined partials only (docs/dask.md says how much). The
         analyses that do not need each other's results run together (`fused`): their
@@ -141,20 +141,21 @@ class DaskAnalysis(Analysis):
             self._keep(lambda: rankloops.detect(run), "loop")
             self._keep(lambda: rankloops.per_iteration(run, self.loop), "per_iteration")
 
+        def job(compute: Callable[[Callable], object], *names: str) -> Callable:
+            return lambda run: self._keep(lambda: compute(run), *names)
+
         try:
             fused.run_together(run, [
-                lambda run: self._keep(lambda: rankstats.compute_ranks(run), "ranks"),
-                lambda run: self._keep(lambda: rankstats.compute_time_bins(run), "time_bins"),
-                lambda run: self._keep(lambda: rankstats.compute_callsites(run, self.paths),
-                                       "callsites", "_best_paths"),
-                lambda run: self._keep(lambda: messages(run), "message_sizes",
-                                       "protocol_switches", "host_split", "message_counts",
-                                       "switch_evidence"),
+                job(rankstats.compute_ranks, "ranks"),
+                job(rankstats.compute_time_bins, "time_bins"),
+                job(lambda run: rankstats.compute_callsites(run, self.paths),
+                    "callsites", "_best_paths"),
+                job(messages, "message_sizes", "protocol_switches", "host_split",
+                    "message_counts", "switch_evidence"),
                 loop,
-                lambda run: self._keep(lambda: rankcritical.compute(run, scratch, ws.skew),
-                                       "critical_path"),
-                lambda run: self._keep(lambda: _per_rank_sums(run, t), "functions",
-                                       "uninterpreted", "threads", "flushes", "comm_matrix"),
+                job(lambda run: rankcritical.compute(run, scratch, ws.skew), "critical_path"),
+                job(lambda run: _per_rank_sums(run, self.tables), "functions",
+                    "uninterpreted", "threads", "flushes", "comm_matrix"),
             ])
             self._find = lambda: rankfindings.find(run, ws, self.ranks, self.loop,
                                                    self.critical_path)

@@ -103,7 +103,7 @@ class _Rounds:
     def execute(self, reqs: list[_Request]) -> None:
         plain: dict[bool, list[_Request]] = {}
         for r in reqs:
-            if isinstance(r.fn, (slices.Reduced, slices.PerRank)) or len(reqs) == 1:
+            if isinstance(r.fn, (slices.Reduced, slices.PerRank)):
                 _alone(self.run, r)
             else:
                 plain.setdefault(r.waits, []).append(r)
