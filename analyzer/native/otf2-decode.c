@@ -5,7 +5,7 @@
  * --write BYTES: the floor of any reader that decodes into columns. Every callback also
  * appends one row of BYTES bytes (the event's timestamp, location, fields and count, as
  * 8-byte stores, the last column holding the BYTES % 8 rest) to growable columns in fresh
- * memory, grown the way reader.c grows its tables: realloc'd blocks sized from the
+ * memory, with the reader's own column code (columns.h): realloc'd blocks sized from the
  * definitions' event counts and doubled when full, pages populated in batches with
  * MADV_POPULATE_WRITE. No lookups, no matching. The columns stay allocated until the time
  * is taken. Prints "<events> <seconds> <bytes written> <user s> <sys s>", the CPU times
@@ -15,11 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include <otf2/otf2.h>
+
+#include "columns.h"
 
 /* the callbacks ignore their arguments by design */
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -28,60 +29,30 @@ static uint64_t g_count;
 
 /* ------------------------------------------------ --write: columns in fresh memory */
 #define MAX_COLS 64 /* BYTES <= 8 * (MAX_COLS - 1) + 7 */
-#define READY_ROWS 65536 /* rows populated per madvise, as in reader.c */
 
+/* the columns (columns.h, as the reader's tables): nwide of 8 bytes, then one of rest */
 static struct {
-    uint64_t n, cap, ready; /* rows used, allocated, populated */
-    int nwide;              /* 8-byte columns */
-    uint32_t rest;          /* bytes of the last, narrow column (0: none) */
-    void *cols[MAX_COLS];
+    table_t t;
+    int nwide;
+    uint32_t rest; /* bytes of the last, narrow column (0: none) */
     int failed;
 } g_out;
-
-static int out_reserve(uint64_t need)
-{
-    if (need <= g_out.cap) return 0;
-    uint64_t nc = g_out.cap ? g_out.cap : 1024;
-    while (nc < need) nc *= 2;
-    for (int i = 0; i < g_out.nwide + (g_out.rest > 0); i++) {
-        size_t size = i < g_out.nwide ? 8 : g_out.rest;
-        void *p = realloc(g_out.cols[i], nc * size);
-        if (!p) return -1;
-        g_out.cols[i] = p;
-    }
-    g_out.cap = nc;
-    g_out.ready = 0; /* realloc may have moved the columns */
-    return 0;
-}
-
-static void out_prefault(uint64_t need)
-{
-    uint64_t upto = need + READY_ROWS < g_out.cap ? need + READY_ROWS : g_out.cap;
-    for (int i = 0; i < g_out.nwide + (g_out.rest > 0); i++) {
-        size_t size = i < g_out.nwide ? 8 : g_out.rest;
-        uintptr_t a = (uintptr_t)g_out.cols[i] + g_out.ready * size;
-        uintptr_t b = (uintptr_t)g_out.cols[i] + upto * size;
-        a &= ~(uintptr_t)4095;
-        if (b > a) madvise((void *)a, b - a, MADV_POPULATE_WRITE);
-    }
-    g_out.ready = upto;
-}
 
 /* one row: BYTES bytes, every one of them written */
 static inline OTF2_CallbackCode put(uint64_t t, uint64_t l, uint64_t x, uint64_t y, uint64_t z)
 {
     g_count++;
     if (!g_out.nwide && !g_out.rest) return OTF2_CALLBACK_SUCCESS;
-    uint64_t r = g_out.n;
-    if (r + 1 > g_out.cap && out_reserve(r + 1)) {
+    table_t *o = &g_out.t;
+    uint64_t r = o->n;
+    if (table_room(o, r + 1)) {
         g_out.failed = 1;
         return OTF2_CALLBACK_INTERRUPT;
     }
-    if (r + 1 > g_out.ready) out_prefault(r + 1);
     uint64_t v[5] = {t, l, x, y, z};
-    for (int i = 0; i < g_out.nwide; i++) ((uint64_t *)g_out.cols[i])[r] = v[i % 5] + (uint64_t)i;
-    if (g_out.rest) memcpy((char *)g_out.cols[g_out.nwide] + r * g_out.rest, &v[0], g_out.rest);
-    g_out.n = r + 1;
+    for (int i = 0; i < g_out.nwide; i++) ((uint64_t *)o->cols[i].p)[r] = v[i % 5] + (uint64_t)i;
+    if (g_out.rest) memcpy((char *)o->cols[g_out.nwide].p + r * g_out.rest, &v[0], g_out.rest);
+    o->n = r + 1;
     return OTF2_CALLBACK_SUCCESS;
 }
 
@@ -140,6 +111,10 @@ int main(int argc, char **argv)
     }
     g_out.nwide = (int)(bytes / 8);
     g_out.rest = (uint32_t)(bytes % 8);
+    uint32_t sizes[MAX_COLS];
+    for (int i = 0; i < g_out.nwide; i++) sizes[i] = 8;
+    sizes[g_out.nwide] = g_out.rest;
+    table_init(&g_out.t, g_out.nwide + (g_out.rest > 0), sizes);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     OTF2_Reader *rd = OTF2_Reader_Open(anchor);
@@ -159,7 +134,7 @@ int main(int argc, char **argv)
     OTF2_GlobalDefReaderCallbacks_Delete(gcb);
     uint64_t *locs = st.locs, n = st.n;
     /* sized from the definitions, as the reader sizes its tables; doubled if short */
-    if (bytes && st.events && out_reserve(st.events)) {
+    if (bytes && st.events && table_reserve(&g_out.t, st.events)) {
         fprintf(stderr, "otf2-decode: out of memory\n");
         return 1;
     }
@@ -204,7 +179,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "otf2-decode: out of memory\n");
         return 1;
     }
-    printf("%" PRIu64 " %.6f %" PRIu64 " %.6f %.6f\n", g_count, s, g_out.n * (uint64_t)bytes,
+    printf("%" PRIu64 " %.6f %" PRIu64 " %.6f %.6f\n", g_count, s, g_out.t.n * (uint64_t)bytes,
            (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec,
            (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec);
     return 0;
