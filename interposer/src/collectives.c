@@ -2,6 +2,8 @@
  * nonblocking collectives as requests. */
 #include "runtime.h"
 
+#include <stdlib.h>
+
 static const OTF2_CollectiveOp coll_ops[] = {
     [MPS_COLL_BARRIER] = OTF2_COLLECTIVE_OP_BARRIER,
     [MPS_COLL_BCAST] = OTF2_COLLECTIVE_OP_BCAST,
@@ -29,9 +31,21 @@ void mps_coll_begin(void)
     ev(MPS_EV_COLL_BEGIN, 0, 0, 0, 0);
 }
 
-int mps_hash_wanted(int count, MPI_Datatype type)
+/* Payload hashes only on intracommunicators: on an intercommunicator the buffers of one
+ * group's non-root ranks (MPI_PROC_NULL) are not significant and may be anything, and
+ * "redundant" needs both sides of one group anyway. MPISCOPE_HASH_BYTES=0: none at all. */
+static int hash_comm_ok(MPI_Comm comm)
+{
+    int inter = 0;
+    if (mps_cfg.hash_bytes == 0) return 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    return !inter;
+}
+
+int mps_hash_wanted(MPI_Comm comm, int count, MPI_Datatype type)
 {
     if (tl_skip || mps_rt.state != 1 || count < 0 || type == MPI_DATATYPE_NULL) return 0;
+    if (!hash_comm_ok(comm)) return 0;
     int size = 0;
     /* only contiguous predefined types: their bytes are exactly count * size in memory */
     int named = type_info(type, &size);
@@ -109,9 +123,9 @@ static uint64_t buf_bytes(const struct mps_buf *b, int *named)
     return total;
 }
 
-int mps_hashable(const struct mps_buf *in, const struct mps_buf *out)
+int mps_hashable(MPI_Comm comm, const struct mps_buf *in, const struct mps_buf *out)
 {
-    if (tl_skip || mps_rt.state != 1) return 0;
+    if (tl_skip || mps_rt.state != 1 || !hash_comm_ok(comm)) return 0;
     int named_in, named_out;
     uint64_t bi = buf_bytes(in, &named_in), bo = buf_bytes(out, &named_out);
     return named_in && named_out && bi <= mps_cfg.hash_bytes && bo <= mps_cfg.hash_bytes;
@@ -139,19 +153,62 @@ uint64_t mps_hash_of(const struct mps_buf *b)
 }
 
 /* Hashed nonblocking collectives in flight: few at a time, so a small array; when it is
- * full a collective goes unhashed (never wrong, only less provable). */
+ * full a collective goes unhashed (never wrong, only less provable). The result is hashed
+ * at completion, but everything that says where it lies is copied at the call: MPI lets
+ * the caller free or reuse its counts, displacements and datatype arrays as soon as a
+ * nonblocking collective is posted (mpi4py does), only the buffer itself stays the
+ * operation's until it completes. So the blocks are kept as byte ranges of our own. */
 #define MPS_NBC_HASHED 64
+struct span {
+    int64_t off;
+    uint64_t len;
+};
 static struct {
     uint64_t id, in;
-    struct mps_buf out;
+    const unsigned char *base;
+    uint32_t n;
+    struct span *spans; /* n byte ranges at base, in rank order (malloc'd) */
 } nbc_hashed[MPS_NBC_HASHED];
+
+/* b's blocks as byte ranges, read now; *n of them (NULL and 0: none, or no memory). */
+static struct span *spans_of(const struct mps_buf *b, uint32_t *n)
+{
+    *n = 0;
+    if (!b->buf || b->buf == MPI_IN_PLACE) return NULL;
+    int blocks = b->counts ? b->n : 1;
+    struct span *s = malloc((size_t)(blocks > 0 ? blocks : 1) * sizeof *s);
+    if (!s) return NULL;
+    if (!b->counts) {
+        s[0] = (struct span){0, mps_type_bytes(b->count, b->type)};
+        *n = 1;
+        return s;
+    }
+    uint64_t at = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (b->counts[i] <= 0) continue;
+        int sz = 0;
+        type_info(b->types ? b->types[i] : b->type, &sz);
+        uint64_t len = (uint64_t)b->counts[i] * (uint64_t)sz;
+        int64_t off = !b->displs ? (int64_t)at
+                      : b->types ? (int64_t)b->displs[i] : (int64_t)b->displs[i] * sz;
+        s[(*n)++] = (struct span){off, len};
+        at += len;
+    }
+    return s;
+}
 
 int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out)
 {
     for (int i = 0; i < MPS_NBC_HASHED; i++)
         if (nbc_hashed[i].id == id) {
+            uint64_t h = FNV_BASIS;
+            for (uint32_t k = 0; k < nbc_hashed[i].n; k++)
+                h = fnv(h, nbc_hashed[i].base + nbc_hashed[i].spans[k].off,
+                        nbc_hashed[i].spans[k].len);
             *in = nbc_hashed[i].in;
-            *out = mps_hash_of(&nbc_hashed[i].out);
+            *out = nbc_hashed[i].spans ? h : 0;
+            free(nbc_hashed[i].spans);
+            nbc_hashed[i].spans = NULL;
             nbc_hashed[i].id = 0;
             return 1;
         }
@@ -175,11 +232,17 @@ void mps_icoll_hashed(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
         r->id = ++mps_reqs.next_id;
         r->thread = tl_rec->thread;
         r->active = 1;
+        r->hashed = 0;
         for (int i = 0; have_hash && out && i < MPS_NBC_HASHED; i++)
             if (!nbc_hashed[i].id) {
+                uint32_t n = 0;
+                struct span *s = spans_of(out, &n);
+                if (!s && out->buf && out->buf != MPI_IN_PLACE) break; /* no memory: unhashed */
                 nbc_hashed[i].id = r->id;
                 nbc_hashed[i].in = in_hash;
-                nbc_hashed[i].out = *out;
+                nbc_hashed[i].base = out->buf;
+                nbc_hashed[i].n = n;
+                nbc_hashed[i].spans = s;
                 r->hashed = 1;
                 break;
             }

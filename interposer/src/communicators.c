@@ -314,3 +314,11 @@ int mps_comm_rank(MPI_Comm comm)
     PMPI_Comm_rank(comm, &r);
     return r;
 }
+
+int mps_coll_role(MPI_Comm comm, int root)
+{
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) return root == MPI_ROOT ? MPS_ROOT_ONLY : root == MPI_PROC_NULL ? MPS_IDLE : MPS_LEAF;
+    return mps_comm_rank(comm) == root ? MPS_ROOT : MPS_LEAF;
+}

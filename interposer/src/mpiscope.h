@@ -61,7 +61,7 @@ enum mps_coll {
 void mps_coll_begin(void);
 /* Hashes of small payloads; `in` may be MPI_IN_PLACE (then `out` before the call). */
 uint64_t mps_hash_buf(const void *buf, int count, MPI_Datatype type);
-int mps_hash_wanted(int count, MPI_Datatype type);
+int mps_hash_wanted(MPI_Comm comm, int count, MPI_Datatype type);
 void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
                   uint64_t recvd, int have_hash, uint64_t in_hash, uint64_t out_hash);
 void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
@@ -83,11 +83,14 @@ struct mps_buf {
     ((struct mps_buf){.buf = (b), .type = (t), .counts = (cs), .displs = (ds), .types = (ts), \
                       .n = (nb)})
 #define MPS_NOBUF ((struct mps_buf){.buf = NULL})
-/* Both hashable: predefined types, each at most mps_cfg.hash_bytes (and tracing on). */
-int mps_hashable(const struct mps_buf *in, const struct mps_buf *out);
+/* Both hashable: predefined types, each at most mps_cfg.hash_bytes, an intracommunicator
+ * (and tracing on). */
+int mps_hashable(MPI_Comm comm, const struct mps_buf *in, const struct mps_buf *out);
 uint64_t mps_hash_of(const struct mps_buf *b);
-/* Nonblocking collective whose result is hashed at completion (`out` must stay valid
- * until then, as MPI requires of the buffers and arrays of a nonblocking collective). */
+/* Nonblocking collective whose result is hashed at completion: `out`'s blocks are read
+ * now (the caller may free its count, displacement and type arrays once the call
+ * returns); only the buffer itself is read at completion, as MPI keeps it the
+ * operation's until then. */
 void mps_icoll_hashed(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
                       uint64_t recvd, const MPI_Request *req, int have_hash,
                       uint64_t in_hash, const struct mps_buf *out);
@@ -107,6 +110,15 @@ int mps_comm_size(MPI_Comm comm);
 /* processes a collective addresses: the remote group's size for an intercommunicator */
 int mps_comm_peers(MPI_Comm comm);
 int mps_comm_rank(MPI_Comm comm);
+/* This process's part in a rooted collective: MPS_ROOT (an intracommunicator's root,
+ * which also contributes its own block), MPS_ROOT_ONLY (an intercommunicator's root,
+ * root argument MPI_ROOT: it only talks to the remote group), MPS_LEAF (sends to or
+ * receives from the root) or MPS_IDLE (an intercommunicator's root-group member that is
+ * not the root, root argument MPI_PROC_NULL: takes no part, its buffers are not
+ * significant). MPS_OWN: it has a block of its own in the operation. */
+enum { MPS_IDLE = -1, MPS_LEAF = 0, MPS_ROOT = 1, MPS_ROOT_ONLY = 2 };
+#define MPS_OWN(role) ((role) == MPS_LEAF || (role) == MPS_ROOT)
+int mps_coll_role(MPI_Comm comm, int root);
 uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type);
 
 /* Communicators: give every new communicator its global id (collective on `newcomm`). */
