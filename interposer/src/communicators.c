@@ -83,6 +83,15 @@ static int32_t *world_ranks(MPI_Group g, int *n)
     return w;
 }
 
+/* Handle -> ref, under the lock comm_ref's readers take with threads. Locked (LOCK). */
+static void remember(const MPI_Comm *comm, uint32_t ref)
+{
+    if (mps_rt.mt) pthread_rwlock_wrlock(&mps_comms.lock);
+    comm_slot *s = comm_table_add(&mps_comms.tab, HANDLE_KEY(*comm));
+    if (s) s->ref = ref;
+    if (mps_rt.mt) pthread_rwlock_unlock(&mps_comms.lock);
+}
+
 /* An intercommunicator: both groups must agree on one id, and no intracommunicator spans
  * them (a Bcast is not possible). Each group's rank 0 proposes an id of its own; two
  * Allreduce(MAX) on the intercommunicator (each rank receives the remote group's result)
@@ -110,8 +119,7 @@ static void inter_created(const MPI_Comm *newcomm)
     PMPI_Group_free(&lg);
     PMPI_Group_free(&rg);
     LOCK();
-    comm_slot *s = comm_table_add(&mps_comms.tab, HANDLE_KEY(*newcomm));
-    if (s) s->ref = ref;
+    remember(newcomm, ref);
     comm_def *d = l && r ? mps_comm_def_slot() : NULL;
     if (d) {
         d->ref = ref;
@@ -157,10 +165,7 @@ void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm)
               (__atomic_fetch_add(&mps_comms.counter, 1, __ATOMIC_RELAXED) % MPS_COMM_REF_SPAN);
     PMPI_Bcast(&ref, 1, MPI_UINT32_T, 0, *newcomm);
     LOCK();
-    if (mps_rt.mt) pthread_rwlock_wrlock(&mps_comms.lock);
-    comm_slot *s = comm_table_add(&mps_comms.tab, HANDLE_KEY(*newcomm));
-    if (s) s->ref = ref;
-    if (mps_rt.mt) pthread_rwlock_unlock(&mps_comms.lock);
+    remember(newcomm, ref);
     /* every member keeps the definition (for a salvaged trace); only the creator's is
      * gathered */
     comm_def *d = mps_comm_def_slot();
@@ -238,6 +243,22 @@ void mps_comm_idup(MPI_Comm parent, const MPI_Comm *newcomm)
     int inter = 0;
     PMPI_Comm_test_inter(parent, &inter);
     if (inter) return;
+    if (mps_comm_size(parent) == 1) {
+        /* a one-rank parent (MPI_COMM_SELF, or any): its id may be the same on every rank
+         * (COMM_SELF's is), so the pair would be too; the one member hands out an id of
+         * its own, as a creator rank does, with nobody to tell */
+        uint32_t ref = 2 + (uint32_t)mps_job.rank * MPS_COMM_REF_SPAN +
+                       (__atomic_fetch_add(&mps_comms.counter, 1, __ATOMIC_RELAXED) %
+                        MPS_COMM_REF_SPAN);
+        LOCK();
+        remember(newcomm, ref);
+        MPI_Group g;
+        PMPI_Comm_group(parent, &g);
+        keep_def(ref, comm_ref(parent), g, 1);
+        PMPI_Group_free(&g);
+        UNLOCK();
+        return;
+    }
     LOCK();
     uint32_t pref = comm_ref(parent), seq = 0, i = 0;
     while (i < mps_comms.nidups && mps_comms.idups[i].ref != pref) i++;
@@ -261,8 +282,7 @@ void mps_comm_idup(MPI_Comm parent, const MPI_Comm *newcomm)
         }
         uint32_t ref = 0x80000000u | h;
         if (ref == OTF2_UNDEFINED_COMM) ref--;
-        comm_slot *s = comm_table_add(&mps_comms.tab, HANDLE_KEY(*newcomm));
-        if (s) s->ref = ref;
+        remember(newcomm, ref);
         MPI_Group g;
         PMPI_Comm_group(parent, &g);
         keep_def(ref, pref, g, mps_comm_rank(parent) == 0);

@@ -4,7 +4,7 @@ Each constructor is followed by a collective on the new communicator; that colle
 name a communicator the trace defines, with the members MPI gave it (world ranks in
 communicator-rank order), in otf2-print, the OTF2 Python reader and mpiscope.load alike.
 MPI_Comm_idup gets its id without communicating (from the parent's and the number of idups
-the parent has seen); an intercommunicator is an OTF2 InterComm whose peers are ranks of
+the parent has seen; a one-rank parent such as MPI_COMM_SELF: from the rank itself); an intercommunicator is an OTF2 InterComm whose peers are ranks of
 the other group, so its messages match.
 """
 
@@ -45,6 +45,7 @@ def expected_members(np: int, rank: int) -> dict[str, list[int]]:
         "idup": list(range(np)),
         "idup_half1": parity,
         "idup_half2": parity,
+        "idup_self": [rank],
         "cart_sub": [rank // 2 * 2, rank // 2 * 2 + 1],
         "graph": list(range(np)),
         "dist_graph": list(range(np)),
@@ -79,7 +80,7 @@ def test_every_constructor_recorded(ctors: Run) -> None:
                   "MPI_Graph_create", "MPI_Dist_graph_create", "MPI_Dist_graph_create_adjacent",
                   "MPI_Intercomm_create", "MPI_Intercomm_merge"):
             assert got[f] == 1, (r, f)
-        assert got["MPI_Comm_idup"] == 3
+        assert got["MPI_Comm_idup"] == 4
         assert got["MPI_Comm_create_group"] == (r % 2 == 0)
 
 
@@ -98,6 +99,8 @@ def test_collectives_name_defined_communicators(ctors: Run) -> None:
     assert len(refs["dup_with_info"]) == len(refs["idup"]) == 1
     assert len(refs["idup_half1"]) == len(refs["idup_half2"]) == min(np, 2)
     assert not refs["idup_half1"] & refs["idup_half2"]
+    # MPI_COMM_SELF's id is the same everywhere: its idups still get one id per rank
+    assert len(refs["idup_self"]) == np
     assert len(set().union(*refs.values())) == sum(len(v) for v in refs.values())
     # the idup'd communicators' parents: the world, and each half's split
     (idup,) = refs["idup"]

@@ -33,6 +33,11 @@ int main(int argc, char **argv)
     MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, idup); /* CALLSITE:idup */
     MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, ih1); /* CALLSITE:idup_half1 */
     MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, ih2); /* CALLSITE:idup_half2 */
+    /* idup of MPI_COMM_SELF: one communicator per rank, each its own id */
+    MPI_Comm iself;
+    MPI_Comm_idup(MPI_COMM_SELF, &iself, &rq[0]);
+    MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+    MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, iself); /* CALLSITE:idup_self */
 
     /* create_group: only the even ranks call it, in reverse order */
     MPI_Group wg, eg;
@@ -82,7 +87,7 @@ int main(int argc, char **argv)
     MPI_Intercomm_merge(inter, rank % 2, &merged);
     MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, merged); /* CALLSITE:merge */
 
-    MPI_Comm *all[] = {&shared, &dupi, &half, &idup, &ih1, &ih2, &grid, &row, &graph, &dg,
+    MPI_Comm *all[] = {&shared, &dupi, &half, &idup, &ih1, &ih2, &iself, &grid, &row, &graph, &dg,
                        &dga, &inter, &merged};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) MPI_Comm_free(all[i]);
     if (cg != MPI_COMM_NULL) MPI_Comm_free(&cg);
