@@ -8,12 +8,11 @@ kind of finding (bursts, imbalance, master/worker), the findings equal the panda
 (floats to 1e-9), in-process and with the passes run on a 2-worker LocalCluster.
 
 Above the budget, the replay runs on a window of whole iterations of the main loop and
-scales the saving to the run: with a budget of half of Himeno's events, the window holds
-at most that many, the messages name it, and the frequent collective's saving is the
-window's own replay scaled to the run per removed call (not compared with the full
-replay's: the window samples half the iterations of a run whose MPI_Allreduce time
-varies a hundredfold between iterations on a shared machine). A redundant barrier after
-the loop is outside the window: no saving is claimed for it. On
+scales the saving to the run: with a budget of half of the synthetic trace's events, the
+window holds at most that many, the messages name it, and the frequent collective's
+saving is the window's own replay scaled to the run per removed call. Himeno's
+redundant barrier after the loop is outside such a window: no saving is claimed for it.
+On
 the synthetic trace (regular iterations), a window of 5% of the events (9 of 198
 iterations, or without the loop a window of 5% of the run's time) gives each saving
 within 15% of the full replay's. The collective entries resolved a chunk per pass give
@@ -110,7 +109,10 @@ def test_per_rank_passes_run_on_dask_workers(analyses: dict[str, Analysis]) -> N
 
 def test_above_the_budget_a_window_of_iterations_is_replayed_and_scaled(
         analyses: dict[str, Analysis]) -> None:
-    a = analyses["himeno"]
+    # the synthetic trace: its findings are there by construction, not by how a real run
+    # happened to be scheduled (a Himeno run on a busy machine may have no frequent
+    # collective at all)
+    a = analyses["synth"]
     run = in_process(a)
     events = sum(c.events for c in run(lambda s: rankfindings._count(s, None)))
     budget = events // 2
@@ -118,9 +120,11 @@ def test_above_the_budget_a_window_of_iterations_is_replayed_and_scaled(
         a.trace, a.wait_states, a.ranks, a.loop, a.critical_path)}
     found = per_rank_findings(a, run, budget_events=budget)
     assert {(f.kind, f.function) for f in found} == set(full)
+    iterations = a.loop.iterations
 
     [freq] = [f for f in found if f.kind == "frequent_collective"]
-    assert "replayed on iterations " in freq.message and " of 20 of the main loop (" in freq.message
+    assert "replayed on iterations " in freq.message
+    assert f" of {iterations} of the main loop (" in freq.message
     assert "the saving scaled to the run per removed call" in freq.message
     assert "window: iterations" in freq.evidence["model"]
     assert full[("frequent_collective", "MPI_Allreduce")].estimated_savings_s > 0
@@ -130,11 +134,11 @@ def test_above_the_budget_a_window_of_iterations_is_replayed_and_scaled(
     r = rankfindings.BoundedReplays(run, a.loop, budget)
     assert r.base.events <= budget
     w = r.window
-    assert w is not None and 1 <= w.iterations <= 10
+    assert w is not None and 1 <= w.iterations <= iterations // 2
     assert f"replayed on {w.what} ({w.events} events" in freq.message
     # its saving: running the Allreduce every k-th iteration, replayed on the window's
     # events alone (the machine fitted from them), times the calls that removes in the
-    # run over those it removes in the window (20 iterations against the window's)
+    # run over those it removes in the window
     k, per_it = freq.evidence["k"], freq.evidence["per_iteration"]
     every = k * per_it
     scenario = Scenario(collective_every=(
@@ -145,10 +149,19 @@ def test_above_the_budget_a_window_of_iterations_is_replayed_and_scaled(
     def removed(calls: int) -> int:
         return calls - math.ceil(calls / every)
 
-    scaled = in_window * removed(20 * per_it) / removed(w.iterations * per_it)
+    scaled = in_window * removed(iterations * per_it) / removed(w.iterations * per_it)
     assert freq.estimated_savings_s == pytest.approx(max(scaled, 0.0), rel=1e-9)
 
-    # the redundant barrier after the loop is not in the window: no saving claimed
+
+def test_a_redundant_collective_outside_the_window_claims_no_saving(
+        analyses: dict[str, Analysis]) -> None:
+    # Himeno's redundant barrier after the loop is found whatever the scheduling (it is
+    # provable from the recorded payloads); with a budget of half the events it lies
+    # outside the replayed window of iterations
+    a = analyses["himeno"]
+    run = in_process(a)
+    events = sum(c.events for c in run(lambda s: rankfindings._count(s, None)))
+    found = per_rank_findings(a, run, budget_events=events // 2)
     [red] = [f for f in found if f.kind == "redundant_collective"]
     assert red.function == "MPI_Barrier"
     assert red.estimated_savings_s == 0.0
