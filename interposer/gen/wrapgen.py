@@ -171,9 +171,13 @@ def impl(fn: Function) -> str:
     else:
         hooks_pre = "".join(f"    {line}\n" for line in statements(fn.pre))
         hooks_post = "".join(f"    {line}\n" for line in statements(fn.post))
+        # a completion call (Wait/Test families) still completes requests when it fails
+        keep = int("mps_complete" in fn.post or "mps_test_incomplete" in fn.post)
         body = (f"    if (!mps_active()) return {call};\n"
                 f"    mps_enter({fid}, ra_);\n{hooks_pre}"
-                f"    int rc = {call};\n    mps_after();\n{hooks_post}"
+                f"    int rc = {call};\n    mps_after();\n"
+                f"    if (__builtin_expect(rc != MPI_SUCCESS, 0)) mps_failed(rc, {keep});\n"
+                f"{hooks_post}"
                 f"    mps_leave({fid});\n    return rc;\n")
     return f"static int impl_{fn.name}({decl})\n{{\n{body}}}\n"
 

@@ -250,6 +250,9 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_OUT_HASH, mps_gstr(gw, "mpiscope:out_hash"),
                                         mps_gstr(gw, "FNV-1a 64 of the collective's result"),
                                         OTF2_TYPE_UINT64);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_ERROR, mps_gstr(gw, "mpiscope:error"),
+                                        mps_gstr(gw, "error code the MPI call returned"),
+                                        OTF2_TYPE_INT32);
     /* regions: one per MPI function, ref = function index */
     for (int f = 0; f < MPS_FN_COUNT; f++) {
         OTF2_StringRef ns = mps_gstr(gw, mps_fn_names[f]);

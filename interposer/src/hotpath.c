@@ -31,6 +31,7 @@ void mps_flush_recorder(struct mps_recorder *r, int record)
 {
     mps_io_guard_begin(); /* OTF2 writes full chunks to disk while encoding */
     r->encoding = 1;
+    r->call_mark = NULL; /* the buffer is emptied: nothing of the current call to take back */
     mps_anchor(mps_rt.tsc, &r->tm.raw1, &r->tm.ns1);
     mps_timemap_fix(&r->tm);
     uint64_t t_start = r->tm.ns1 + (uint64_t)r->tm.offset;
@@ -199,6 +200,28 @@ void mps_enter(enum mps_fn fn, void *ra)
                                       : mps_callpath_id(r, ra, (uintptr_t)__builtin_dwarf_cfa()),
                    0);
     mps_ev_put(&r->eb, tl_t, MPS_EV_ENTER, 0, fn, cs, 0);
+    r->call_mark = r->eb.pos;
+}
+
+/* The call returned rc != MPI_SUCCESS (an error handler other than ERRORS_ARE_FATAL).
+ * Its Leave carries the code. A call that starts an operation (`keep` 0: a send, a
+ * receive, a collective...) did not start it: what its hooks recorded before the call
+ * (a send, a collective's begin) is taken back, words zeroed so the crash-safe log never
+ * shows them, and its hooks after the call record nothing (a failed receive's status was
+ * never written). A completion call (`keep` 1: Wait/Test families) still completes or
+ * frees its requests in MPI: its hooks run as usual, so the request table stays true. */
+__attribute__((noinline, cold)) void mps_failed(int rc, int keep)
+{
+    struct mps_recorder *r = tl_rec;
+    if (tl_skip || mps_rt.state != 1 || !r) return;
+    if (!keep) {
+        if (r->call_mark && r->call_mark <= r->eb.pos) {
+            memset(r->call_mark, 0, (size_t)(r->eb.pos - r->call_mark) * sizeof *r->eb.pos);
+            r->eb.pos = r->call_mark;
+        }
+        tl_skip = 1; /* until the next call's mps_enter */
+    }
+    ev(MPS_EV_ERROR, 0, 0, (uint32_t)rc, 0);
 }
 
 void mps_after(void)

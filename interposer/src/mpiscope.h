@@ -22,6 +22,9 @@ void mps_enter(enum mps_fn fn, void *ra);
 void mps_leave(enum mps_fn fn);
 /* The PMPI call returned: stamp what follows (completion events, Leave) from here. */
 void mps_after(void);
+/* The call returned rc != MPI_SUCCESS: record it on its Leave; keep 0: its operation
+ * never started (take back what was recorded, record nothing more). */
+void mps_failed(int rc, int keep);
 int mps_filtered(enum mps_fn fn);
 
 /* Life cycle (called from the MPI_Init, MPI_Finalize and MPI_Abort wrappers). */

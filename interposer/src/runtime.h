@@ -126,6 +126,9 @@ struct mps_recorder {
     /* each function's last call site: loops call the same site over and over */
     void *last_ra[MPS_FN_COUNT];
     uint32_t last_cs[MPS_FN_COUNT];
+    /* the buffer just after the current call's Enter (NULL once a flush emptied it): what
+     * a failed call recorded before MPI said so is taken back from here (mps_failed) */
+    uint64_t *call_mark;
     /* call paths (depth > 1): (return address, stack pointer) → path id, callpath.c */
     unsigned char *cp_cache;
 };
