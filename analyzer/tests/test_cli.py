@@ -38,6 +38,8 @@ def test_analyze_prints_the_summary_and_writes_json(trace, tmp_path):
     assert "late sender" in waits and recv in waits
     doc = json.loads(out.read_text())
     assert len(doc["ranks"]) == 4
+    assert isinstance(doc["warnings"], list) and all(isinstance(w, str) for w in doc["warnings"])
+    assert not any(w.startswith("ranks cut short") for w in doc["warnings"])
     # largest saving first; which one tops the list (the Allreduce's imbalance or the
     # barrier after it) depends on how a busy machine stretched each
     savings = [f["estimated_savings_s"] for f in doc["findings"]]
@@ -78,3 +80,7 @@ def test_truncated_trace_warns_and_still_analyzes(trace, tmp_path):
     doc = json.loads((tmp_path / "cut.json").read_text())
     assert doc["meta"]["truncated_ranks"] == [2]
     assert len(doc["ranks"]) == 4
+    # and the JSON says so among its warnings
+    assert [w for w in doc["warnings"] if w.startswith("ranks cut short")] == [
+        "ranks cut short (no MPI_Finalize or truncated events), analyzed as far as their "
+        "events go: 2"]

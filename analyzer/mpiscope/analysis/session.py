@@ -218,6 +218,28 @@ class Analysis:
         t = self.raw_trace
         return Overview(t.path, t.meta, t.ranks, len(t.calls))
 
+    @property
+    def warnings(self) -> list[str]:
+        """What the analysis had to drop, clamp or distrust, one line each (the
+        contract's `warnings`): the reader's own, then what the analyses saw."""
+        t = self.raw_trace
+        out = list(t.meta.warnings)
+        if t.meta.truncated_ranks:
+            ranks = t.meta.truncated_ranks
+            out.append("ranks cut short (no MPI_Finalize or truncated events), analyzed as "
+                       f"far as their events go: {_ranks_text(ranks)}")
+        remaining = self.wait_states.skew.remaining
+        if remaining:
+            out.append(f"{remaining} clock violation(s) left after the skew correction "
+                       "(a receive before its send): wait states near them are uncertain")
+        if t.meta.filtered:
+            out.append("functions not recorded (MPISCOPE_FILTER): " + ", ".join(t.meta.filtered))
+        un = self.uninterpreted
+        if len(un):
+            out.append(f"{len(un)} MPI function(s) recorded only as time, not interpreted "
+                       "(see `uninterpreted`)")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The contract's JSON (`mpiscope analyze --json`), as Python objects."""
         t = self.overview
@@ -257,7 +279,13 @@ class Analysis:
                            "offsets_ns": {str(k): v for k, v in ws.skew.offsets_ns.items()},
                            "remaining": ws.skew.remaining},
             "critical_path": self.critical_path.to_dict(),
+            "warnings": self.warnings,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+
+def _ranks_text(ranks: list[int], most: int = 8) -> str:
+    shown = ", ".join(str(r) for r in ranks[:most])
+    return shown + (f" and {len(ranks) - most} more" if len(ranks) > most else "")

@@ -26,6 +26,8 @@ class TraceMeta:
     # MPI functions the tracer was told not to record (MPISCOPE_FILTER; "*": too many to
     # list): calls between two recorded ones may be missing
     filtered: list[str] = field(default_factory=list)
+    # what reading had to drop, clamp or distrust, one line each (the JSON's `warnings`)
+    warnings: list[str] = field(default_factory=list)
 
 
 def empty_table(name: str) -> pd.DataFrame:

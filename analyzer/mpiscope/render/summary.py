@@ -210,6 +210,8 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
     unmatched = mc["unmatched_sends"] + mc["unmatched_receives"]
     if unmatched:
         console.print(f"[yellow]{unmatched} unmatched send/receive events[/yellow]")
+    for w in analysis.warnings:  # names in them are data: never markup
+        console.print(f"[yellow]warning: {escape(w)}[/yellow]", highlight=False)
 
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
