@@ -214,8 +214,14 @@ class Definitions:
         self.threads = [(rank, t, loc._ref, loc.name or f"location {loc._ref}")
                         for rank, g in enumerate(groups)
                         for t, loc in enumerate(threads_of[g])]
-        self.expected_events = sum(int(threads_of[g][t].number_of_events or 0)
-                                   for g in groups for t in range(len(threads_of[g])))
+        # what the definitions claim, per rank (all its threads) and in all: a hostile file
+        # may claim anything (engines/choose.py bounds these by the event files' sizes)
+        self.events_per_rank = [sum(int(loc.number_of_events or 0) for loc in threads_of[g])
+                                for g in groups]
+        self.location_events = {int(loc._ref): int(loc.number_of_events or 0)
+                                for g in groups for loc in threads_of[g]}
+        self.rank_locations = [[int(loc._ref) for loc in threads_of[g]] for g in groups]
+        self.expected_events = sum(self.events_per_rank)
         rank_of_location = {ref: i for i, ref in enumerate(self.locations)}
         self.hosts = []
         for g in groups:
