@@ -253,6 +253,10 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_ERROR, mps_gstr(gw, "mpiscope:error"),
                                         mps_gstr(gw, "error code the MPI call returned"),
                                         OTF2_TYPE_INT32);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CALLS, mps_gstr(gw, "mpiscope:calls"),
+                                        mps_gstr(gw, "consecutive polling calls that "
+                                                     "completed nothing, in this one visit"),
+                                        OTF2_TYPE_UINT64);
     /* regions: one per MPI function, ref = function index */
     for (int f = 0; f < MPS_FN_COUNT; f++) {
         OTF2_StringRef ns = mps_gstr(gw, mps_fn_names[f]);

@@ -25,6 +25,9 @@ void mps_after(void);
 /* The call returned rc != MPI_SUCCESS: record it on its Leave; keep 0: its operation
  * never started (take back what was recorded, record nothing more). */
 void mps_failed(int rc, int keep);
+/* This polling call (Test*, Iprobe, Improbe) completed nothing: its visit may merge with
+ * the idle polling visit before it (hotpath.c). */
+void mps_poll_idle(void);
 int mps_filtered(enum mps_fn fn);
 
 /* Life cycle (called from the MPI_Init, MPI_Finalize and MPI_Abort wrappers). */

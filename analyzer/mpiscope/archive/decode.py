@@ -379,6 +379,7 @@ class Definitions:
                                  np.uint8),
             expected_events=self.expected_events, win_comm=self.win_comm,
             attr_callpath=self.attrs.get("mpiscope:callpath", NONE32),
+            attr_calls=self.attrs.get("mpiscope:calls", NONE32),
             context_path=self.context_path, context_source=self.context_source)
 
 
