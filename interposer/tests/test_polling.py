@@ -87,3 +87,23 @@ def test_idle_polls_merge_on_mpich(tmp_path) -> None:
     exe = mpijobs.build("poll.c", tmp_path, ["mpicc.mpich", "-g", "-O0"])
     check_merged(mpijobs.run([str(exe)], np=2, out=tmp_path / "trace", mpi="mpich",
                              launcher=mpijobs.MPIEXEC_MPICH))
+
+
+def test_merged_polls_keep_every_count_and_request_of_p2p(programs, tmp_path) -> None:
+    """programs/p2p.c's Test family and Iprobe loops, merged by default: the trace is well
+    formed (every request posted completes), and the analysis counts the calls each rank
+    says it made."""
+    job = mpijobs.run([str(programs["p2p.c"])], np=2, out=tmp_path / "trace")
+    assert job.returncode == 0, job.stderr[-3000:]
+    said: Counter = Counter()
+    for line in job.stdout.splitlines():
+        if " POLL " in line:
+            kv = dict(item.split("=") for item in line.split(" POLL ", 1)[1].split())
+            for key, f in (("test", "MPI_Test"), ("testall", "MPI_Testall"),
+                           ("testany", "MPI_Testany"), ("testsome", "MPI_Testsome"),
+                           ("iprobe", "MPI_Iprobe")):
+                said[f] += int(kv[key])
+    assert job.out is not None
+    tc.check_well_formed(tc.read_both(job.out), 2)
+    functions = mpiscope.analyze(job.out).functions.set_index("name")["calls"]
+    assert {f: int(functions[f]) for f in said} == dict(said)
