@@ -306,7 +306,7 @@ void mps_leave(enum mps_fn fn)
 
 /* ------------------------------------------------- blocking point-to-point */
 
-uint64_t mps_type_bytes(int count, MPI_Datatype type)
+uint64_t mps_type_bytes(int64_t count, MPI_Datatype type)
 {
     int sz = 0;
     if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
@@ -314,15 +314,18 @@ uint64_t mps_type_bytes(int count, MPI_Datatype type)
     return (uint64_t)count * (uint64_t)sz;
 }
 
-uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type)
+uint64_t mps_sum_bytes_w(const void *counts, int cw, int n, MPI_Datatype type)
 {
     uint64_t total = 0;
     if (!counts) return 0;
-    for (int i = 0; i < n; i++) total += (uint64_t)(counts[i] > 0 ? counts[i] : 0);
+    for (int i = 0; i < n; i++) {
+        int64_t c = mps_at(counts, cw, i);
+        total += (uint64_t)(c > 0 ? c : 0);
+    }
     return mps_type_bytes(1, type) * total;
 }
 
-void mps_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type)
+void mps_send(int dest, int tag, MPI_Comm comm, int64_t count, MPI_Datatype type)
 {
     if (tl_skip || mps_rt.state != 1 || dest == MPI_PROC_NULL) return;
     uint64_t bytes = mps_type_bytes(count, type);

@@ -89,6 +89,8 @@ def kind_of(name: str) -> str | None:
     """The call kind of an MPI function by name, None if the name says nothing."""
     if name in KIND_OF:
         return KIND_OF[name]
+    if name.endswith("_c") and name[:-2] in KIND_OF:  # MPI-4 large-count twin (MPI_Send_c)
+        return KIND_OF[name[:-2]]
     return "io" if name.startswith("MPI_File_") else None
 
 CALL_KINDS = SCHEMA.enums["call_kind"].names
