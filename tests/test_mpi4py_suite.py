@@ -27,7 +27,7 @@ import pytest
 from mpiscope_testing import mpijobs
 from mpiscope_testing.mpi4py_suite import outcomes, sdist_tests
 
-WORLD = ["test_cco_nb_vec", "test_cco_vec", "test_cco_buf", "test_cco_nb_buf",
+WORLD = ["test_cco_nb_vec", "test_cco_vec", "test_cco_nb_buf",
          "test_p2p_buf", "test_rma", "test_comm", "test_io"]
 INTER = ["test_cco_vec_inter", "test_cco_buf_inter", "test_comm_inter", "test_cco_nb_vec"]
 TIMEOUT = 900
