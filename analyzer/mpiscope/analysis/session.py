@@ -26,6 +26,7 @@ from mpiscope.analysis import (
     waitstates,
 )
 from mpiscope.analysis.threads import per_thread
+from mpiscope.archive import outdir
 from mpiscope.archive.trace import Trace, TraceMeta
 
 T = TypeVar("T")
@@ -224,6 +225,11 @@ class Analysis:
         contract's `warnings`): the reader's own, then what the analyses saw."""
         meta = self.overview.meta  # both engines' (the Dask engine has no raw trace)
         out = list(meta.warnings)
+        spawned = outdir.spawned_runs(Path(self.overview.path))
+        if spawned:
+            out.append(f"{len(spawned)} job(s) this one spawned (MPI_Comm_spawn) were traced "
+                       "as runs of their own, not analyzed here: "
+                       + ", ".join(f"`mpiscope analyze {p}`" for p in spawned))
         if meta.truncated_ranks:
             ranks = meta.truncated_ranks
             out.append("ranks cut short (no MPI_Finalize or truncated events), analyzed as "
