@@ -132,6 +132,26 @@ int mps_hashable(MPI_Comm comm, const struct mps_buf *in, const struct mps_buf *
     return named_in && named_out && bi <= mps_cfg.hash_bytes && bo <= mps_cfg.hash_bytes;
 }
 
+/* Block i of a vector buffer as a byte range: 0 if it is empty. `at` is the packed
+ * offset so far (where a block goes without displacements), advanced past it. */
+struct span {
+    int64_t off;
+    uint64_t len;
+};
+static int block_of(const struct mps_buf *b, int i, uint64_t *at, struct span *out)
+{
+    int64_t c = mps_at(b->counts, b->cw, i);
+    if (c <= 0) return 0;
+    int sz = 0;
+    type_info(b->types ? b->types[i] : b->type, &sz);
+    uint64_t len = (uint64_t)c * (uint64_t)sz;
+    /* displacements: bytes with one type per block (w), else elements; none: packed */
+    int64_t d = b->displs ? mps_at(b->displs, b->dw, i) : 0;
+    *out = (struct span){!b->displs ? (int64_t)*at : b->types ? d : d * sz, len};
+    *at += len;
+    return 1;
+}
+
 /* FNV-1a 64 of b's bytes (its blocks concatenated in rank order); 0 for no buffer. */
 uint64_t mps_hash_of(const struct mps_buf *b)
 {
@@ -139,18 +159,9 @@ uint64_t mps_hash_of(const struct mps_buf *b)
     const unsigned char *p = b->buf;
     if (!b->counts) return fnv(FNV_BASIS, p, mps_type_bytes(b->count, b->type));
     uint64_t h = FNV_BASIS, at = 0;
-    for (int i = 0; i < b->n; i++) {
-        int64_t c = mps_at(b->counts, b->cw, i);
-        if (c <= 0) continue;
-        int sz = 0;
-        type_info(b->types ? b->types[i] : b->type, &sz);
-        uint64_t n = (uint64_t)c * (uint64_t)sz;
-        /* displacements: bytes with one type per block (w), else elements; none: packed */
-        int64_t d = b->displs ? mps_at(b->displs, b->dw, i) : 0;
-        int64_t off = !b->displs ? (int64_t)at : b->types ? d : d * sz;
-        h = fnv(h, p + off, n);
-        at += n;
-    }
+    struct span s;
+    for (int i = 0; i < b->n; i++)
+        if (block_of(b, i, &at, &s)) h = fnv(h, p + s.off, s.len);
     return h;
 }
 
@@ -161,10 +172,6 @@ uint64_t mps_hash_of(const struct mps_buf *b)
  * nonblocking collective is posted (mpi4py does), only the buffer itself stays the
  * operation's until it completes. So the blocks are kept as byte ranges of our own. */
 #define MPS_NBC_HASHED 64
-struct span {
-    int64_t off;
-    uint64_t len;
-};
 static struct {
     uint64_t id, in;
     const unsigned char *base;
@@ -186,17 +193,8 @@ static struct span *spans_of(const struct mps_buf *b, uint32_t *n)
         return s;
     }
     uint64_t at = 0;
-    for (int i = 0; i < b->n; i++) {
-        int64_t c = mps_at(b->counts, b->cw, i);
-        if (c <= 0) continue;
-        int sz = 0;
-        type_info(b->types ? b->types[i] : b->type, &sz);
-        uint64_t len = (uint64_t)c * (uint64_t)sz;
-        int64_t d = b->displs ? mps_at(b->displs, b->dw, i) : 0;
-        int64_t off = !b->displs ? (int64_t)at : b->types ? d : d * sz;
-        s[(*n)++] = (struct span){off, len};
-        at += len;
-    }
+    for (int i = 0; i < b->n; i++)
+        if (block_of(b, i, &at, &s[*n])) (*n)++;
     return s;
 }
 

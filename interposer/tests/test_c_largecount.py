@@ -29,15 +29,12 @@ def records(out: Path, np: int) -> dict[int, list[tuple]]:
 
 
 def test_large_count_twins_record_what_their_int_twins_do(tmp_path: Path) -> None:
-    if not (mpijobs.have("mpicc.mpich") and mpijobs.have("mpiexec.mpich")):
-        pytest.skip("MPICH is not installed (mpicc.mpich / mpiexec.mpich missing)")
     runs = {}
     for variant, flags in (("int", []), ("large", ["-DLARGE"])):
         d = tmp_path / variant
         d.mkdir()
-        exe = mpijobs.build("largecount.c", d, ["mpicc.mpich", "-g", "-O0", *flags])
-        job = mpijobs.run([str(exe), str(d / "file.dat")], np=2, out=d / "trace", mpi="mpich",
-                          launcher=mpijobs.MPIEXEC_MPICH)
+        job = mpijobs.run_mpich("largecount.c", d, 2, out=d / "trace",
+                                args=[str(d / "file.dat")], flags=flags)
         assert job.returncode == 0, job.stderr[-3000:]
         runs[variant] = d / "trace"
     small, large = records(runs["int"], 2), records(runs["large"], 2)

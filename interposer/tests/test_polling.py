@@ -82,11 +82,7 @@ def test_unknown_poll_setting_warns_once_and_merges(programs, tmp_path) -> None:
 
 @pytest.mark.mpich
 def test_idle_polls_merge_on_mpich(tmp_path) -> None:
-    if not (mpijobs.have("mpicc.mpich") and mpijobs.have("mpiexec.mpich")):
-        pytest.skip("MPICH is not installed (mpicc.mpich / mpiexec.mpich missing)")
-    exe = mpijobs.build("poll.c", tmp_path, ["mpicc.mpich", "-g", "-O0"])
-    check_merged(mpijobs.run([str(exe)], np=2, out=tmp_path / "trace", mpi="mpich",
-                             launcher=mpijobs.MPIEXEC_MPICH))
+    check_merged(mpijobs.run_mpich("poll.c", tmp_path, 2, out=tmp_path / "trace"))
 
 
 def test_merged_polls_keep_every_count_and_request_of_p2p(programs, tmp_path) -> None:
