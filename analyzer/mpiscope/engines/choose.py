@@ -3,7 +3,7 @@
 `auto` (the command line's default) plans the memory before anything is read, from the
 OTF2 definitions' per-location event counts (`number_of_events`, written by the tracer at
 the end; each bounded by its event file's size, one byte per event at least, so a damaged
-or crafted count cannot inflate the plan) or the cache's manifest:
+or crafted count cannot inflate the plan):
 
 - **pandas** when its base plus `events x PANDAS_BYTES_PER_EVENT` fits in the memory
   available now
@@ -100,17 +100,14 @@ def _bounded_counts(trace_dir: Path) -> tuple[int, int]:
 
 
 def event_counts(trace_dir: Path | str) -> tuple[int, int]:
-    """(events, events of the largest rank), without reading any event: the cache's
-    manifest, else the definitions' per-location counts (bounded by the files)."""
+    """(events, events of the largest rank), without reading any event: the definitions'
+    per-location counts, bounded by the files. Never the cache: the plan comes before
+    the cache is validated (a damaged or planted cache, a FIFO in it, must not be read
+    to plan how to read it)."""
     from mpiscope.archive import salvaged
-    from mpiscope.engines.daskcache import open_cache
 
     if salvaged.is_salvaged(Path(trace_dir)):
         return 0, 0  # a job that died: its per-rank archives are read by the pandas path
-    c = open_cache(trace_dir)
-    if c is not None:
-        ev = c.small("ranks")["events"]
-        return int(ev.sum()), int(ev.max()) if len(ev) else 0
     return _bounded_counts(Path(trace_dir))
 
 
