@@ -142,8 +142,15 @@ def engine_for(trace_dir: Path | str, engine: str, *, memory_limit: str = "2GB",
     if engine != "auto":
         return Choice(engine)
     from mpiscope.engines.rankfindings import DEFAULT_BUDGET_EVENTS
+    from mpiscope.errors import UserError
 
-    events, largest = event_counts(trace_dir)
+    try:
+        events, largest = event_counts(trace_dir)
+    except UserError:
+        # no archive to plan from yet (a job killed outright: its ranks are recovered from
+        # their crash-safe logs by the reading path, which also says what is wrong with
+        # a directory that is no trace at all)
+        return Choice("pandas")
     need = PANDAS_BASE_BYTES + events * PANDAS_BYTES_PER_EVENT
     avail = available_memory()
     worker = DASK_WORKER_BASE_BYTES + largest * DASK_WORKER_BYTES_PER_EVENT
