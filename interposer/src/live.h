@@ -99,6 +99,9 @@ void mps_live_close(int remove);
 
 #define MPS_LIVE_MAX_RANKS (1u << 24)     /* a job size beyond this is no job */
 #define MPS_LIVE_MAX_DEFS (256u << 20)    /* a .defs file beyond this is no log */
+/* words after the last whole event record of the rank's last window that may hold what
+ * the kill interrupted (a record, a call's records being taken back); then only zeros */
+#define MPS_LIVE_TAIL_WORDS 1024u
 /* OBJECT record kinds: runtime.h's MPS_OBJ_WIN .. MPS_OBJ_GROUP */
 enum { MPS_LIVE_OBJ_WIN = 1, MPS_LIVE_OBJ_FILE, MPS_LIVE_OBJ_HANDLE, MPS_LIVE_OBJ_GROUP };
 

@@ -30,6 +30,7 @@
 #define MAX_COMM_NAME 1024u       /* MPI_MAX_OBJECT_NAME is 64 (Open MPI), 128 (MPICH) */
 #define MAX_PID (1u << 22)        /* PID_MAX_LIMIT on 64-bit Linux */
 #define MAX_WINDOW (1ull << 40)   /* MPISCOPE_BUFFER_SIZE of a TiB is no buffer */
+#define MAX_TIME (1ull << 62)     /* ns: 146 years of uptime; OTF2's undefined is 2^64-1 */
 #define OTF2_UNDEFINED_COMM_REF UINT32_MAX /* OTF2_UNDEFINED_COMM: no parent */
 
 static const char *const kind_name[] = {
@@ -118,9 +119,12 @@ static int check_comm(const int32_t *d, uint32_t nw, const mps_live_log *log,
     uint32_t ref = (uint32_t)d[0];
     if (ref <= 1 || ref == OTF2_UNDEFINED_COMM_REF)
         return bad(why, whylen, path, w, "COMM record: ref %u is a predefined one", ref);
-    if (d[2] < 0 || d[3] < 1 || (uint64_t)4 + (uint64_t)d[2] + (uint64_t)d[3] != nw)
-        return bad(why, whylen, path, w + 8, "COMM record: %d members and %d name words do not "
-                   "make its %u words", d[2], d[3], nw);
+    if (d[2] < 0 || (uint64_t)d[2] + 5 > nw)
+        return bad(why, whylen, path, w + 8, "COMM record: %d members in a record of %u words",
+                   d[2], nw);
+    if (d[3] < 1 || (uint64_t)4 + (uint64_t)d[2] + (uint64_t)d[3] != nw)
+        return bad(why, whylen, path, w + 12, "COMM record: %d name words where %u are left",
+                   d[3], nw - 4 - (uint32_t)d[2]);
     for (int32_t k = 0; k < d[2]; k++) /* < 0: outside MPI_COMM_WORLD (MPI_UNDEFINED) */
         if (d[4 + k] >= (int64_t)log->h.size)
             return bad(why, whylen, path, w + 16 + 4 * (uint64_t)k, "COMM record: member %d "
@@ -240,9 +244,21 @@ int mps_live_parse(const void *data, size_t len, const char *path, int rank,
             h->nregions);
         goto out;
     }
+    if (h->ns0 >= MAX_TIME) {
+        bad(why, whylen, path, AT(ns0), "header: clock anchor at %llu ns",
+            (unsigned long long)h->ns0);
+        goto out;
+    }
     if (h->window_bytes < 4096 || h->window_bytes % 4096 || h->window_bytes > MAX_WINDOW) {
         bad(why, whylen, path, AT(window_bytes), "header: event window of %llu bytes",
             (unsigned long long)h->window_bytes);
+        goto out;
+    }
+    if (h->init_leave < h->init_enter || h->init_leave >= MAX_TIME ||
+        h->off_init <= -(int64_t)MAX_TIME || h->off_init >= (int64_t)MAX_TIME) {
+        bad(why, whylen, path, AT(init_enter), "header: MPI_Init from %llu to %llu ns, "
+            "clock offset %lld ns", (unsigned long long)h->init_enter,
+            (unsigned long long)h->init_leave, (long long)h->off_init);
         goto out;
     }
     size_t at = 8 + sizeof *h;
@@ -355,6 +371,16 @@ int mps_live_parse(const void *data, size_t len, const char *path, int rank,
                 bad(why, whylen, path, at + 8, "WINDOW record for window %llu%s, where window "
                     "%u comes next", (unsigned long long)win.index,
                     win.stopped ? " (marked stopped)" : "", log->nwin + 1);
+                goto out;
+            }
+            /* the clock anchors follow each other: the previous batch's start, its end,
+             * this one's start (raw: TSC ticks or the same nanoseconds) */
+            uint64_t raw = log->nwin ? log->win[log->nwin - 1].raw0 : h->raw0;
+            uint64_t ns = log->nwin ? log->win[log->nwin - 1].ns0 : h->ns0;
+            if (win.raw1 < raw || win.raw0 < win.raw1 || win.ns1 < ns || win.ns0 < win.ns1 ||
+                win.ns0 >= MAX_TIME) {
+                bad(why, whylen, path, at + 16, "WINDOW record: its clock anchors go back in "
+                    "time");
                 goto out;
             }
             if (grow(&log->win, log->nwin, &wcap, sizeof *log->win)) goto oom;
@@ -505,7 +531,10 @@ int mps_live_check_events_size(const mps_live_log *log, uint64_t size, const cha
 }
 
 /* Record kinds that annotate the next record and are no event of their own. */
-static int annotation(unsigned kind) { return kind == MPS_EV_PATH || kind == MPS_EV_ERROR; }
+static int annotation(unsigned kind)
+{
+    return kind == MPS_EV_PATH || kind == MPS_EV_ERROR || kind == MPS_EV_POLL;
+}
 
 int mps_live_check_window(const mps_live_log *log, const uint64_t *w, uint64_t nwords,
                           uint64_t k, const char *path, uint64_t *end, uint64_t *nevents,
@@ -516,8 +545,15 @@ int mps_live_check_window(const mps_live_log *log, const uint64_t *w, uint64_t n
     uint64_t *p = (uint64_t *)(uintptr_t)w;
     *end = k > log->nwin ? 0 : (uint64_t)(mps_evbuf_valid_end(p, p + nwords, last) - p);
     *nevents = 0;
+    /* every event was stamped after its batch's first anchor and, but in the last
+     * window, before its last one */
+    uint64_t lo = k ? log->win[k - 1].raw0 : log->h.raw0;
+    uint64_t hi = k < log->nwin ? log->win[k].raw1 : UINT64_MAX;
     for (uint64_t i = 0; i < *end;) {
         uint64_t hd = w[i + 1];
+        if (w[i] < lo || w[i] > hi)
+            return bad(why, whylen, path, base + 8 * i, "window %llu: an event stamped outside "
+                       "its batch's clock anchors", (unsigned long long)k);
         unsigned kind = hd & 0xff, region = (hd >> 16) & 0xffff;
         uint32_t a = (uint32_t)(hd >> 32);
         if ((kind == MPS_EV_ENTER || kind == MPS_EV_LEAVE) && region >= log->h.nregions)
@@ -530,8 +566,10 @@ int mps_live_check_window(const mps_live_log *log, const uint64_t *w, uint64_t n
         i += mps_evbuf_record_words(w + i);
     }
     /* after the last whole record the window was never written (fresh zeroed file
-     * space), but for the record the kill cut short in the rank's last window */
-    uint64_t from = *end + (last ? MPS_EV_MAX_WORDS : 0);
+     * space), but in the rank's last window for what the kill interrupted: a record cut
+     * short, or the records of the call it was in being taken back (zeroed: a failed
+     * call's, a polling call's merged into the visit before it) */
+    uint64_t from = *end + (last ? MPS_LIVE_TAIL_WORDS : 0);
     for (uint64_t i = from; i < nwords; i++)
         if (w[i])
             return bad(why, whylen, path, base + 8 * i, k > log->nwin
