@@ -323,15 +323,17 @@ int mps_live_parse(const void *data, size_t len, const char *path, int rank,
             int32_t *d = malloc(n ? n : 4); /* aligned words */
             if (!d) goto oom;
             memcpy(d, p, n);
-            int r = check_comm(d, nw, log, path, at, why, whylen);
+            if (check_comm(d, nw, log, path, at, why, whylen) != 0) {
+                free(d);
+                goto out;
+            }
             uint32_t parent = (uint32_t)d[1], d0 = (uint32_t)d[0];
+            free(d);
             /* a parent the log never defines is possible (its record could not be made),
              * one defined only later is not (communicators are logged as created): the
              * definitions are written in one pass, parents first */
-            int later = r == 0 && parent != OTF2_UNDEFINED_COMM_REF && parent > 1 &&
+            int later = parent != OTF2_UNDEFINED_COMM_REF && parent > 1 &&
                         !refset_has(&seen, parent);
-            free(d);
-            if (r) goto out;
             if (refset_add(&seen, (uint32_t)d0) ||
                 append_words(&log->comms, &log->ncomm_words, &ccap, p, nw))
                 goto oom;

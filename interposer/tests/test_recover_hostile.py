@@ -115,7 +115,7 @@ def assert_refused(out: Outcome, defs: bytes, events: bytes | None) -> re.Match:
     assert len(lines) == 1, out.stderr
     m = LINE.fullmatch(lines[0])
     assert m, lines[0]
-    assert m.group(1) in {str(out.log / f"rank{KILLED}.defs"), str(out.log / f"rank{KILLED}.events")}
+    assert m.group(1) in {str(out.log / f"rank{KILLED}.{suffix}") for suffix in ("defs", "events")}
     assert (out.log / f"rank{KILLED}.defs").read_bytes() == defs
     if events is not None:
         assert (out.log / f"rank{KILLED}.events").read_bytes() == events
@@ -409,3 +409,44 @@ def test_whole_or_nothing_under_memory_limits(crash: Log, tmp_path: Path) -> Non
             assert not (tmp / f"rank{KILLED}").exists()
             outcomes.add("refused")
     assert "whole" in outcomes, outcomes
+
+
+# ------------------------------------------------------------ libFuzzer
+
+FUZZ_SECONDS = 60
+HERE = Path(__file__).parent
+REGRESSIONS = HERE / "data" / "recover-regressions"  # inputs that once found a bug
+
+
+@pytest.mark.skipif(shutil.which("clang") is None,
+                    reason="clang not installed (`make setup` installs it)")
+def test_libfuzzer_on_the_reader(crash: Log, tmp_path: Path) -> None:
+    """The reader (liveread.c) under libFuzzer with AddressSanitizer and UBSan for a
+    fixed budget, from the real log: no input makes it read or write out of bounds, hit
+    undefined behaviour, leak, or run 10 s (fuzz/fuzz_liveread.c uses what it accepts
+    as mpiscope-recover does). The inputs that found bugs are run first."""
+    src = HERE.parent / "src"
+    exe = tmp_path / "fuzz_liveread"
+    subprocess.run(["clang", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
+                    "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", "-I", str(src),
+                    str(src / "liveread.c"), str(src / "evbuf.c"),
+                    str(HERE / "fuzz" / "fuzz_liveread.c"), "-lotf2", "-o", str(exe)],
+                   check=True, capture_output=True, timeout=300)
+    known = sorted(REGRESSIONS.glob("*.bin"))
+    assert known
+    proc = subprocess.run([str(exe), *map(str, known)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seeds, corpus = tmp_path / "seeds", tmp_path / "corpus"
+    seeds.mkdir()
+    corpus.mkdir()
+    (seeds / "killed").write_bytes(struct.pack("<I", len(crash.defs)) + crash.defs +
+                                   crash.events)
+    proc = subprocess.run([str(exe), f"-max_total_time={FUZZ_SECONDS}", "-max_len=65536",
+                           "-timeout=10", "-rss_limit_mb=2048", "-seed=20240529",
+                           f"-artifact_prefix={tmp_path}/", str(corpus), str(seeds)],
+                          capture_output=True, text=True, timeout=FUZZ_SECONDS + 120)
+    found = sorted(p.name for p in tmp_path.iterdir()
+                   if p.name.startswith(("crash-", "leak-", "timeout-", "oom-")))
+    assert proc.returncode == 0 and not found, (found, proc.stderr[-3000:])
+    assert re.search(r"Done \d+ runs", proc.stderr), proc.stderr[-1000:]

@@ -101,17 +101,19 @@ def _record_words(evbuf_c: str, ev: dict[str, int]) -> Callable[[int, int], int]
     body = re.search(r"static size_t record_words\(const uint64_t \*p\)\s*\{(.*?)\n\}",
                      evbuf_c, re.S)
     assert body, "record_words not found in evbuf.c"
-    table: dict[int, Callable[[int], int]] = {}
+    # kind -> (words, words when the third word's high half is set: hashed collectives)
+    table: dict[int, tuple[int, int]] = {}
     for cases, expr in re.findall(r"((?:case MPS_EV_\w+:\s*)+)return ([^;]+);", body.group(1)):
         expr = expr.strip()
-        if m := re.fullmatch(r"p\[2\] >> 32 \? (\d+) : (\d+)", expr):
-            hashed, plain = int(m.group(1)), int(m.group(2))
-            fn = (lambda w2, h=hashed, p=plain: h if w2 >> 32 else p)
-        else:
-            fn = (lambda _w2, n=int(expr): n)
+        m = re.fullmatch(r"p\[2\] >> 32 \? (\d+) : (\d+)", expr)
+        sizes = (int(m.group(2)), int(m.group(1))) if m else (int(expr), int(expr))
         for kind in re.findall(r"case MPS_EV_(\w+):", cases):
-            table[ev[kind]] = fn
-    return lambda kind, w2: table[kind](w2) if kind in table else 0
+            table[ev[kind]] = sizes
+
+    def words(kind: int, w2: int) -> int:
+        plain, hashed = table.get(kind, (0, 0))
+        return hashed if w2 >> 32 else plain
+    return words
 
 
 @cache
