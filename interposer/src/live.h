@@ -11,7 +11,8 @@
  * only: a header at MPI_Init, run properties, each call site when first seen (address,
  * load bias and object path, to resolve it post-mortem), each communicator definition
  * and name, and the clock anchors of each batch. `mpiscope-recover` turns the pair into
- * the per-rank archive salvage() would have written (postmortem.c: mps_recover).
+ * the per-rank archive salvage() would have written (postmortem.c: mps_recover), after
+ * checking every record of both (liveread.c: the files are hostile input by then).
  *
  * Both files are removed after a clean MPI_Finalize write-out and a successful salvage.
  * Where the log cannot be kept (no space, file size limit, no fallocate) the rank removes

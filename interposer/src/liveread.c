@@ -159,8 +159,8 @@ static int check_object(const int32_t *d, uint32_t nw, const mps_live_log *log,
         return bad(why, whylen, path, w + 16, "OBJECT record: %d payload words do not make "
                    "its %u words", d[4], nw);
     if (d[0] == MPS_LIVE_OBJ_GROUP) {
-        for (int32_t k = 0; k < d[4]; k++)
-            if (d[5 + k] < 0 || d[5 + k] >= (int64_t)log->h.size)
+        for (int32_t k = 0; k < d[4]; k++) /* < 0: outside MPI_COMM_WORLD, as for COMM */
+            if (d[5 + k] >= (int64_t)log->h.size)
                 return bad(why, whylen, path, w + 20 + 4 * (uint64_t)k, "OBJECT record: group "
                            "member %d is rank %d of a job of %u ranks", k, d[5 + k],
                            log->h.size);
@@ -344,18 +344,21 @@ int mps_live_parse(const void *data, size_t len, const char *path, int rank,
             }
             break;
         }
-        case MPS_LIVE_COMM_NAME:
-            if (n < 4 || n - 4 >= sizeof log->names[0].name || memchr(p + 4, 0, n - 4)) {
+        case MPS_LIVE_COMM_NAME: {
+            if (n < 4 || memchr(p + 4, 0, n - 4)) {
                 bad(why, whylen, path, at + 4, "COMM_NAME record of %u bytes%s", n,
-                    n >= 4 && memchr(p + 4, 0, n - 4) ? " with a NUL byte in its name" : "");
+                    n >= 4 ? " with a NUL byte in its name" : "");
                 goto out;
             }
             if (grow(&log->names, log->nnames, &ncap, sizeof *log->names)) goto oom;
+            size_t keep = n - 4 < sizeof log->names[0].name ? n - 4
+                                                            : sizeof log->names[0].name - 1;
             memcpy(&log->names[log->nnames].ref, p, 4);
-            memcpy(log->names[log->nnames].name, p + 4, n - 4);
-            log->names[log->nnames].name[n - 4] = 0;
+            memcpy(log->names[log->nnames].name, p + 4, keep); /* as comm_def keeps it */
+            log->names[log->nnames].name[keep] = 0;
             log->nnames++;
             break;
+        }
         case MPS_LIVE_REGIONS:
             if (log->regions) {
                 bad(why, whylen, path, at, "a second REGIONS record");

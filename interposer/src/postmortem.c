@@ -325,6 +325,7 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
         OTF2_EvtWriter_Leave(w, NULL, mps_rt.last_ts, (OTF2_RegionRef)log.h.init_fn);
         for (uint64_t k = 0; k < nfile && !mps_out.failed && !bad; k++) {
             uint64_t end = 0, n = 0;
+            errno = 0;
             if (read_at(fd, win, (size_t)wbytes, k * wbytes) != 0) {
                 snprintf(msg, msglen, "%s: byte %llu: cannot read window %llu (%s)", events,
                          (unsigned long long)(k * wbytes), (unsigned long long)k,

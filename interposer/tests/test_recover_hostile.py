@@ -281,6 +281,20 @@ def test_crafted_damage_is_refused_in_one_line(crash: Log, tmp_path: Path, name:
     assert says in m.group(3), m.group(0)
 
 
+def test_a_long_communicator_name_is_no_damage(crash: Log, tmp_path: Path) -> None:
+    """MPICH takes names of up to 127 bytes (MPI_MAX_OBJECT_NAME 128), which the log keeps
+    as given: recovered whole, the name cut to the 63 bytes a definition keeps."""
+    (rec,) = livelog.of_type(crash.defs, "COMM_NAME")
+    name = b"n" * 127
+    d = crash.defs[: rec.at] + struct.pack("<II", rec.type, 4 + len(name)) + \
+        rec.payload[:4] + name + crash.defs[rec.end:]
+    out = recover(tmp_path / "t", d, crash.events)
+    assert_whole(out, crash.events_in_trace)
+    defs = subprocess.run(["otf2-print", "-G", str(out.dir / f"rank{KILLED}" / "traces.otf2")],
+                          capture_output=True, text=True, check=True).stdout
+    assert f'"{"n" * 63}"' in defs
+
+
 def test_no_events_file(crash: Log, tmp_path: Path) -> None:
     out = recover(tmp_path / "t", crash.defs, None)
     assert out.returncode == 1 and out.stderr.count("\n") == 1
@@ -377,6 +391,7 @@ def test_mutation_campaign(crash: Log, tmp_path: Path) -> None:
             except AssertionError as err:
                 raise AssertionError(f"{what}: {err}") from None
             refused += 1
+    print(f"mutation campaign: {whole} recovered whole, {refused} refused in one line")
     assert whole > 20 and refused > 100, (whole, refused)  # both outcomes exercised
 
 
