@@ -379,8 +379,10 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
     free(order);
     if (bad) goto fail;
     if (mps_out.failed || !gw || !w || !al) {
-        snprintf(msg, msglen, "writing the OTF2 archive in %s failed%s%s", part,
-                 mps_out.werr > 0 ? ": " : "", mps_out.werr > 0 ? strerror(mps_out.werr) : "");
+        snprintf(msg, msglen, "writing the OTF2 archive in %s failed: %s", part,
+                 mps_out.werr > 0 ? strerror(mps_out.werr)
+                 : mps_out.werr < 0 ? OTF2_Error_GetDescription((OTF2_ErrorCode)-mps_out.werr)
+                                    : strerror(ENOMEM)); /* no writer or attribute list */
         goto fail;
     }
     /* whole or not at all: the archive must hold every event of the log, as read back */
