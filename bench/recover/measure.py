@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 import time
@@ -65,6 +66,42 @@ def main() -> None:
         limit = recover.TIMEOUT_BASE_S + recover.TIMEOUT_PER_MIB_S * mib
         print(f"recover.py's timeout for this log: {limit:.0f} s ({limit / tool_s:.0f}x the "
               "time taken)")
+        many_sites(log, tmp, repeat)
+
+
+def many_sites(log: list[Path], tmp: Path, repeat: int) -> None:
+    """The same log with n extra call sites (ids after the real ones, each its own return
+    address in the program): the time per site stays flat as n grows (n log n)."""
+    from mpiscope_testing import livelog
+
+    defs, events = (p.read_bytes() for p in log)
+    real = livelog.of_type(defs, "CALLSITE")
+    base = real[0]
+    print("call sites  mpiscope-recover   per site")
+    for n in (0, 20000, 80000):
+        extra = bytearray()
+        for i in range(n):
+            cs = bytearray(base.payload)
+            livelog.layout().callsite.put(cs, "id", len(real) + i)
+            livelog.layout().callsite.put(cs, "addr", int(livelog.layout().callsite.get(
+                base.payload, "addr")) + 16 * (i + 1))
+            extra += struct.pack("<II", base.type, len(cs)) + cs
+        header_end = livelog.records(defs)[0].end  # after the header: ids before their use
+        work_defs = defs[:header_end] + bytes(extra) + defs[header_end:]
+
+        def run(work_defs: bytes = work_defs) -> None:
+            work = tmp / "sites"
+            shutil.rmtree(work, ignore_errors=True)
+            (work / recover.LIVE_DIR).mkdir(parents=True)
+            (work / recover.LIVE_DIR / log[0].name).write_bytes(work_defs)
+            (work / recover.LIVE_DIR / log[1].name).write_bytes(events)
+            proc = subprocess.run([str(recover.tool()), str(work), str(KILLED)],
+                                  capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr
+
+        t = best(run, repeat)
+        per = f"{t / n * 1e6:6.1f} us" if n else "(the log as killed)"
+        print(f"{len(real) + n:10d}  {t:14.3f} s   {per}")
 
 
 if __name__ == "__main__":

@@ -78,6 +78,12 @@ void mps_run_properties(void (*put)(enum mps_live_key, const char *, const char 
  * each (build-id "-" where the object has none), so that `mpiscope symbolize` can name
  * it again once debug files are installed. */
 static char *objects_prop; /* the property so far: call paths' frames are added to it */
+/* libotf2 cannot write an anchor file beyond 256 KiB (OTF2_Archive_Close then fails: the
+ * whole trace lost, as with ~3000 distinct call sites): the call sites that do not fit
+ * are left out (they keep their names; only `mpiscope symbolize` cannot rename them), and
+ * 64 KiB stay for the other properties (command line, program, MPI library: PATH_MAX or
+ * less each) */
+#define OBJECTS_PROP_MAX (192u << 10)
 
 void mps_add_callsite_objects(OTF2_Archive *ar, uint32_t first, const char *const *objects,
                               const char *const *build_ids, const uint64_t *offsets,
@@ -91,11 +97,17 @@ void mps_add_callsite_objects(OTF2_Archive *ar, uint32_t first, const char *cons
     if (!first) free(objects_prop);
     objects_prop = v;
     v[len] = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (objects[i] && *objects[i])
-            len += (size_t)snprintf(v + len, cap - len, "%u\t0x%llx\t%s\t%s\n", first + i,
-                                    (unsigned long long)offsets[i],
-                                    *build_ids[i] ? build_ids[i] : "-", objects[i]);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!objects[i] || !*objects[i]) continue;
+        int w = snprintf(v + len, cap - len, "%u\t0x%llx\t%s\t%s\n", first + i,
+                         (unsigned long long)offsets[i], *build_ids[i] ? build_ids[i] : "-",
+                         objects[i]);
+        if (w < 0 || len + (size_t)w >= OBJECTS_PROP_MAX) { /* whole lines only */
+            v[len] = 0;
+            break;
+        }
+        len += (size_t)w;
+    }
     OTF2_Archive_SetProperty(ar, "MPISCOPE::CALLSITE_OBJECTS", v, true);
 }
 
