@@ -328,3 +328,5 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
     }
     b->pos = b->base;
 }
+
+size_t mps_evbuf_record_words(const uint64_t *p) { return record_words(p); }

@@ -144,6 +144,8 @@ int mps_evbuf_remap(mps_evbuf *b, int fd, uint64_t off);
  * mps_evbuf_drop_unfinished. No store is needed in the hot path for this: the window
  * is never reused, so whatever follows the last record is still zero. */
 uint64_t *mps_evbuf_valid_end(uint64_t *p, uint64_t *lim, int cut);
+/* Words of the record at p (within a range mps_evbuf_valid_end returned): 2..MAX_WORDS. */
+size_t mps_evbuf_record_words(const uint64_t *p);
 /* 1 if the TSC may stand in for CLOCK_MONOTONIC here (override: MPISCOPE_CLOCK) */
 int mps_tsc_usable(void);
 /* a (raw, ns) anchor pair, the raw reading bracketing the ns one */

@@ -311,7 +311,7 @@ MPS_INTERNAL void mps_obj_add(int kind, uint32_t ref, uint32_t x, uint32_t y,
 MPS_INTERNAL uint32_t mps_obj_intern(int kind, const void *payload, size_t bytes);
 MPS_INTERNAL void mps_objects_gather(void);
 MPS_INTERNAL void mps_objects_use_own(void);
-MPS_INTERNAL void mps_objects_restore(const int32_t *w, int nwords);
+MPS_INTERNAL int mps_objects_restore(const int32_t *w, int nwords); /* -1: no memory */
 MPS_INTERNAL void mps_objects_write_defs(OTF2_GlobalDefWriter *gw, const uint32_t *order,
                                          int ncomms);
 MPS_INTERNAL void mps_objects_share_pairs(void);
