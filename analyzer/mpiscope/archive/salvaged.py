@@ -342,6 +342,7 @@ def build(trace_dir: Path, progress: decode.Progress | None = None) -> Trace:
         timer_resolution=1_000_000_000,  # every part was converted to ns above
         clock_corrected=all(m.clock_corrected for m in metas),
         truncated_ranks=list(range(nranks)),  # none finalized
+        warnings=list(dict.fromkeys(w for m in metas for w in m.warnings)),
     )
     return Trace(Path(trace_dir), meta, ranks, comms, calls_df, _concat(regions)
                  .reset_index(drop=True), p2p_df, messages, collectives,
