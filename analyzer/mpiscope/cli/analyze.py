@@ -42,11 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from mpiscope import output
     from mpiscope.analysis.session import Analysis
-    from mpiscope.render import summary
+    from mpiscope.render import summary, term
     from mpiscope.render.loading import load_with_progress
 
     if engine.use_dask(args, args.trace):
@@ -54,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         from mpiscope.engines import dask_engine
         from mpiscope.render.cutshort import cut_short_warning
 
-        err = Console(stderr=True)
+        err = term.console(stderr=True)
         for line in recover.before_reading(args.trace):
             err.print(line, highlight=False, soft_wrap=True, markup=False)
         analysis = dask_engine.analyze(args.trace, engine.spec(args),
@@ -65,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         analysis = Analysis(load_with_progress(args.trace, not args.no_cache),
                             skip_frames=args.skip_frames, group_by=args.group_by)
-    summary.print_summary(analysis, Console(), top=args.top)
+    summary.print_summary(analysis, term.console(), top=args.top)
     if args.json:
         output.write_text(args.json, analysis.to_json())
     return 0
