@@ -18,5 +18,10 @@ class UserError(Exception):
         super().__init__(f"{subject}: {problem}" if subject else problem)
 
     def one_line(self) -> str:
-        text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", f"mpiscope: {self}")
-        return " ".join(text.split())
+        return one_line(f"mpiscope: {self}")
+
+
+def one_line(text: str) -> str:
+    """`text` as one line for stderr: white space runs as one space, other control
+    characters shown as \\xNN."""
+    return " ".join(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).split())

@@ -364,4 +364,5 @@ def load(trace_dir: Path, *, use_cache: bool = True,
     """The merged trace, from the Parquet cache in DIR when it is current."""
     key = cache_key(trace_dir) if use_cache else ""
     return cache.load_or_build(trace_dir, key, lambda: build(trace_dir, progress),
-                               use_cache=use_cache, progress=progress)
+                               use_cache=use_cache, progress=progress,
+                               anchors=list(archives(trace_dir).values()))

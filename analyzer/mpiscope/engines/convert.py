@@ -38,7 +38,6 @@ seen.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import time
 import uuid
@@ -393,8 +392,9 @@ def convert(trace_dir: Path | str, client, *, events_per_group: int = 2_000_000,
     groups = groups_of(defs, events_per_group, 2 * workers)
     local, fallback = cache.candidates(anchor.parent)
     target = local if cache._writable(anchor.parent) else fallback
+    srcs = cache.sources(anchor.parent)  # as read: a file changed meanwhile is read again
     with output.publish_dir(target) as tmp:
-        _run(client, anchor, defs, groups, tmp, workers, say)
+        _run(client, anchor, defs, groups, tmp, workers, say, srcs)
     return target
 
 
@@ -448,7 +448,7 @@ def _failed(err: BaseException, anchor: Path) -> UserError:
 
 
 def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]], tmp: Path,
-         workers: int, say: Callable[[str], None]) -> None:
+         workers: int, say: Callable[[str], None], srcs: list[dict]) -> None:
     from distributed import as_completed
 
     # keys unique per conversion: a key the scheduler still knows would return that
@@ -519,13 +519,13 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
     shutil.rmtree(tmp / SCRATCH, ignore_errors=True)
     say("writing cache")
     _write_rest(anchor, defs, groups, tmp, summaries, infos_ranked, infos_last, singles,
-                unmatched)
+                unmatched, srcs)
 
 
 def _write_rest(anchor: Path, defs: decode.Definitions, groups: list[list[int]], tmp: Path,
                 summaries: dict[int, Summary], infos_ranked: list[dict],
-                infos_last: list[dict], singles: list[dict], unmatched: list[pd.DataFrame]
-                ) -> None:
+                infos_last: list[dict], singles: list[dict], unmatched: list[pd.DataFrame],
+                srcs: list[dict]) -> None:
     """The small tables, the single-file ones, and the manifest (last)."""
     n = len(groups)
     s = [summaries[i] for i in range(n)]
@@ -569,7 +569,7 @@ def _write_rest(anchor: Path, defs: decode.Definitions, groups: list[list[int]],
                              {r for x in s for r in x.finalized}, int(loc_last.max(initial=0)),
                              sum(x.clock_offsets for x in s) > 0,
                              _native.Damage.concat([x.damage for x in s]))
-    (tmp / "manifest.json").write_text(json.dumps({
-        "fingerprint": cache.fingerprint(anchor.parent), "version": version_of(anchor),
+    cache.write_manifest(tmp, {
+        "sources": srcs, "version": version_of(anchor),
         "layout": cache.LAYOUT, "meta": dataclasses.asdict(meta),
-        "tables": {name: infos[name] for name in cache.TABLES}}))
+        "tables": {name: infos[name] for name in cache.TABLES}})
