@@ -15,6 +15,7 @@ APT_PACKAGES=(
   libdw-dev libelf-dev
   iproute2 util-linux
   pnetcdf-bin  # a real MPI-IO application (PnetCDF tools on Open MPI) for the interposer tests
+  clang libclang-rt-14-dev  # libFuzzer + ASan: the crash-safe log reader's fuzz test
   chromium chromium-driver
 )
 

@@ -64,7 +64,13 @@ def analyze(trace: Trace | Path | str, *, skip_frames: str | Sequence[str] = (),
     if engine != "pandas":
         from mpiscope.engines import choose, cluster, dask_engine
 
-        if choose.engine_for(path, engine).engine == "dask":
+        choice = choose.engine_for(path, engine, memory_limit=memory_limit, workers=workers,
+                                   scheduler=scheduler)
+        if choice.engine == "none":
+            from mpiscope.errors import UserError
+
+            raise UserError(None, choice.refusal(path))
+        if choice.engine == "dask":
             spec = cluster.ClusterSpec(scheduler, workers, memory_limit)
             return dask_engine.analyze(path, spec, client=client, skip_frames=skip_frames,
                                        group_by=group_by)

@@ -351,6 +351,7 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     COLUMN(k, C_IN_HASH)[i] = 0;
     COLUMN(k, C_OUT_HASH)[i] = 0;
     COLUMN(k, C_TRUNCATED)[i] = 0;
+    COLUMN(k, C_POLLS)[i] = 1;
     c->stack[c->depth++] = (frame_t){(int64_t)i, mpi};
     if (mpi) {
         c->mpi_depth++;
@@ -372,12 +373,17 @@ static void restore_mpi_top(ctx_t *c)
 static OTF2_CallbackCode cb_leave(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
                                   OTF2_AttributeList *al, OTF2_RegionRef region)
 {
-    (void)l; (void)pos; (void)al; (void)region;
+    (void)l; (void)pos; (void)region;
     ctx_t *c = u;
     int64_t time = stamp(c, t);
     if (!c->depth) return OTF2_CALLBACK_SUCCESS; /* unbalanced: ignore the stray Leave */
     frame_t f = c->stack[--c->depth];
-    COLUMN(&c->res->tables[f.mpi ? T_CALLS : T_REGIONS], C_END)[f.row] = time;
+    table_t *k = &c->res->tables[f.mpi ? T_CALLS : T_REGIONS];
+    COLUMN(k, C_END)[f.row] = time;
+    uint64_t polls;
+    if (al && c->cfg->attr_calls != NONE32 &&
+        OTF2_AttributeList_GetUint64(al, c->cfg->attr_calls, &polls) == OTF2_SUCCESS)
+        COLUMN(k, C_POLLS)[f.row] = polls < 1 ? 1 : polls > INT32_MAX ? INT32_MAX : (int32_t)polls;
     if (f.mpi) {
         c->mpi_depth--;
         restore_mpi_top(c);

@@ -24,6 +24,7 @@ import pytest
 
 from mpiscope.archive import reader, recover, salvaged
 from mpiscope.archive.trace import Trace
+from mpiscope_testing import livelog
 from mpiscope_testing.killing import ENV, KILLED, MPIRUN, RANKS, Killed, run_and_kill
 from mpiscope_testing.scenarios import analyze_json, compile_program
 
@@ -246,19 +247,63 @@ def test_compare_recovers_a_killed_rank_first(exe: Path, tmp_path: Path) -> None
 def test_a_fifo_in_place_of_a_live_log_is_not_read(exe: Path, tmp_path: Path,
                                                    suffix: str) -> None:
     """A FIFO in place of a killed rank's log file (as in place of a trace file): the
-    recovery would wait forever for a writer. analyze says in one line that the rank
-    cannot be recovered and why, and analyzes the rest; `recover` says the same, exit 1."""
+    recovery would wait forever for a writer. `recover` says in one line that the rank
+    cannot be recovered and why, exit 2; analyze says the same, analyzes the rest and
+    lists the rank in its JSON `warnings`."""
     job = run_and_kill(exe, tmp_path / "trace", after=10)
     log = job.out / recover.LIVE_DIR / f"rank{KILLED}.{suffix}"
     assert log.is_file()
     log.unlink()
     os.mkfifo(log)
-    why = f"mpiscope: warning: cannot recover rank {KILLED}: {log}: not a regular file"
+    why = f"rank {KILLED}: {log}: not a regular file"
     proc = subprocess.run([sys.executable, "-m", "mpiscope", "recover", str(job.out)],
                           env=ENV, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1 and why in proc.stderr.splitlines(), proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert f"mpiscope: cannot recover {why} (log kept)" in proc.stderr.splitlines()
     proc, rep = analyze(job.out, tmp_path)
-    assert why in proc.stderr.splitlines() and "Traceback" not in proc.stderr
+    assert f"mpiscope: warning: cannot recover {why} (analyzed without it; log kept)" in \
+        proc.stderr.splitlines() and "Traceback" not in proc.stderr
     assert "ranks cut short" in proc.stderr
     assert {r["rank"] for r in rep["ranks"]} == set(range(RANKS))
     assert KILLED not in salvaged.archives(job.out)  # nothing made up from the FIFO
+    assert [w for w in rep["warnings"] if w.startswith(f"rank {KILLED} left a crash-safe")] \
+        == [f"rank {KILLED} left a crash-safe log that could not be recovered, so the "
+            f"analysis has none of its events ({why})"]
+
+
+def test_a_damaged_log_is_refused_and_the_rest_analyzed(exe: Path, tmp_path: Path) -> None:
+    """A killed rank's log damaged after the kill (here its communicator record claims 2^30
+    name words, which once made the recovery read past its heap): `recover` refuses it in
+    the tool's one line, naming the file, the byte and the problem, exit 2, the log kept;
+    `analyze` says so in one line, analyzes the other ranks, and its JSON `warnings` say
+    that rank 1's events are missing and why. Each later read says it again."""
+    job = run_and_kill(exe, tmp_path / "trace", after=10)
+    defs = job.out / recover.LIVE_DIR / f"rank{KILLED}.defs"
+    data = bytearray(defs.read_bytes())
+    (comm,) = livelog.of_type(bytes(data), "COMM")
+    data[comm.at + 20: comm.at + 24] = (1 << 30).to_bytes(4, "little")  # its name words
+    defs.write_bytes(data)
+    why = (f"rank {KILLED}: {defs}: byte {comm.at + 20}: COMM record: 1073741824 name words "
+           "where")
+
+    proc = subprocess.run([sys.executable, "-m", "mpiscope", "recover", str(job.out)],
+                          env=ENV, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if "cannot recover" in x]
+    assert line.startswith(f"mpiscope: cannot recover {why}") and line.endswith("(log kept)")
+    assert defs.read_bytes() == data and KILLED not in salvaged.archives(job.out)
+
+    for _ in range(2):
+        proc, rep = analyze(job.out, tmp_path)
+        (line,) = [x for x in proc.stderr.splitlines() if "cannot recover" in x]
+        assert line.startswith(f"mpiscope: warning: cannot recover {why}"), proc.stderr
+        assert line.endswith("(analyzed without it; log kept)")
+        rows = {r["rank"]: r for r in rep["ranks"]}
+        assert sorted(rows) == list(range(RANKS))
+        assert rows[KILLED]["host"] == "unknown" and rows[KILLED]["total_s"] == 0
+        assert all(rows[r]["total_s"] > 0 and rows[r]["host"] == HOST
+                   for r in rows if r != KILLED)
+        (warning,) = [w for w in rep["warnings"] if w.startswith(f"rank {KILLED} left")]
+        assert warning.startswith(f"rank {KILLED} left a crash-safe log that could not be "
+                                  f"recovered, so the analysis has none of its events ({why}")
+        assert defs.read_bytes() == data

@@ -509,6 +509,29 @@ def coverage(spec: list[Function], local: list[str], protos: dict[str, Prototype
     return out
 
 
+def large_count_twins(spec: list[Function], protos: dict[str, Prototype],
+                      pmpi: set[str] | None) -> list[Function]:
+    """MPI-4's large-count functions (`MPI_X_c`: MPI_Count counts, MPI_Aint displacements)
+    of the spec's entries, from the same entry: its role and hooks, the header's parameter
+    types under the entry's parameter names (the hooks' runtime takes 64-bit counts and
+    either width of array, mpiscope.h). No Fortran binding exists for them."""
+    out: list[Function] = []
+    for f in spec:
+        proto = protos.get(f"{f.name}_c")
+        if f.kind != "normal" or proto is None or proto.ret != "int" or proto.variadic:
+            continue
+        if pmpi is not None and f"PMPI_{f.name[4:]}_c" not in pmpi:
+            continue
+        if len(proto.params) != len(f.params):
+            raise SystemExit(f"wrapgen: {proto.name} has {len(proto.params)} parameters, "
+                             f"the spec's {f.name} {len(f.params)}")
+        params = [Param(h.ctype, s.name, h.array,
+                        re.sub(rf"\b{re.escape(h.name)}\b", s.name, h.decl, count=1))
+                  for h, s in zip(proto.params, f.params, strict=True)]
+        out.append(Function(proto.name, f.role, f.kind, params, f.pre, f.post, fortran=False))
+    return out
+
+
 def hidden_lengths(fn: Function) -> int:
     """Fortran passes a CHARACTER argument's length after the others: one per `char`
     parameter (a string, or an array of them such as Comm_spawn's argv)."""
@@ -556,8 +579,9 @@ def main(argv: list[str]) -> int:
     generated: list[Function] = []
     fortran_names: set[str] = set()
     if mpicc:
-        generated = coverage(functions, local, parse_header(preprocess_header(mpicc)),
-                             exported(link_libraries(mpicc)))
+        protos, pmpi = parse_header(preprocess_header(mpicc)), exported(link_libraries(mpicc))
+        functions = functions + large_count_twins(functions, protos, pmpi)
+        generated = coverage(functions, local, protos, pmpi)
         if mpifort:
             fortran_names = exported(link_libraries(mpifort))
     for f in generated:  # a Fortran door only where the library has a Fortran binding

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* libdw's debuginfo path: MPISCOPE_DEBUGINFO_PATH's directories first (colon-separated,
@@ -157,6 +158,16 @@ void mps_callsite_resolve(void *const *addrs, uint32_t n, mps_location *out)
     if (dwfl) dwfl_end(dwfl);
 }
 
+/* by path, then by index: the first site of each path sorts first */
+static const mps_offline_site *offline_sites;
+
+static int cmp_site_path(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    int c = strcmp(offline_sites[x].path, offline_sites[y].path);
+    return c ? c : (x > y) - (x < y);
+}
+
 /* The same after the process is gone (mpiscope-recover): each object is reported to libdw
  * at the load bias it had in the process, so the recorded return addresses resolve as
  * they would have in it. Objects that are gone or changed give object+offset. */
@@ -169,13 +180,29 @@ void mps_callsite_resolve_offline(const mps_offline_site *sites, uint32_t n, mps
         .debuginfo_path = debuginfo_path(),
     };
     Dwfl *dwfl = n ? dwfl_begin(&cb) : NULL;
+    /* each object once, in order of first sight: the sites sorted by path (n log n: a log
+     * may name millions), the first of each path marked */
+    uint32_t *by_path = dwfl ? malloc((size_t)n * sizeof *by_path) : NULL;
+    unsigned char *first = dwfl ? calloc(n, 1) : NULL;
+    int dedup = by_path && first; /* else (no memory) each site's object, libdw keeps one */
+    if (dedup) {
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (sites[i].path && *sites[i].path) by_path[m++] = i;
+        offline_sites = sites;
+        qsort(by_path, m, sizeof *by_path, cmp_site_path);
+        for (uint32_t k = 0; k < m; k++)
+            first[by_path[k]] = k == 0 || strcmp(sites[by_path[k]].path,
+                                                 sites[by_path[k - 1]].path) != 0;
+    }
     if (dwfl) {
         dwfl_report_begin(dwfl);
         for (uint32_t i = 0; i < n; i++) {
-            int seen = 0;
-            for (uint32_t j = 0; j < i && !seen; j++)
-                seen = sites[j].path && sites[i].path && strcmp(sites[j].path, sites[i].path) == 0;
-            if (!seen && sites[i].path && *sites[i].path)
+            struct stat st;
+            /* a log's paths are not to be trusted: only regular files are read (a FIFO
+             * would wait for a writer forever) */
+            if ((dedup ? first[i] : sites[i].path && *sites[i].path) &&
+                stat(sites[i].path, &st) == 0 && S_ISREG(st.st_mode))
                 dwfl_report_elf(dwfl, sites[i].path, sites[i].path, -1, (GElf_Addr)sites[i].bias,
                                 false);
         }
@@ -195,6 +222,8 @@ void mps_callsite_resolve_offline(const mps_offline_site *sites, uint32_t n, mps
         module_build_id(dwfl ? dwfl_addrmodule(dwfl, a) : NULL, out[i].build_id);
     }
     if (dwfl) dwfl_end(dwfl);
+    free(by_path);
+    free(first);
 }
 
 /* The same for one object in a file, from its recorded offset (mpiscope-symbolize): the

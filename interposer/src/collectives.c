@@ -42,7 +42,7 @@ static int hash_comm_ok(MPI_Comm comm)
     return !inter;
 }
 
-int mps_hash_wanted(MPI_Comm comm, int count, MPI_Datatype type)
+int mps_hash_wanted(MPI_Comm comm, int64_t count, MPI_Datatype type)
 {
     if (tl_skip || mps_rt.state != 1 || count < 0 || type == MPI_DATATYPE_NULL) return 0;
     if (!hash_comm_ok(comm)) return 0;
@@ -52,7 +52,7 @@ int mps_hash_wanted(MPI_Comm comm, int count, MPI_Datatype type)
     return named && (uint64_t)count * (uint64_t)size <= mps_cfg.hash_bytes;
 }
 
-uint64_t mps_hash_buf(const void *buf, int count, MPI_Datatype type)
+uint64_t mps_hash_buf(const void *buf, int64_t count, MPI_Datatype type)
 {
     uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
     if (!buf || buf == MPI_IN_PLACE) return h;
@@ -114,11 +114,12 @@ static uint64_t buf_bytes(const struct mps_buf *b, int *named)
         return (uint64_t)b->count * (uint64_t)sz;
     }
     for (int i = 0; i < b->n && *named; i++) {
-        if (b->counts[i] <= 0) continue;
+        int64_t c = mps_at(b->counts, b->cw, i);
+        if (c <= 0) continue;
         MPI_Datatype t = b->types ? b->types[i] : b->type;
         if (t == MPI_DATATYPE_NULL) { *named = 0; break; }
         *named = type_info(t, &sz);
-        total += (uint64_t)b->counts[i] * (uint64_t)sz;
+        total += (uint64_t)c * (uint64_t)sz;
     }
     return total;
 }
@@ -131,6 +132,26 @@ int mps_hashable(MPI_Comm comm, const struct mps_buf *in, const struct mps_buf *
     return named_in && named_out && bi <= mps_cfg.hash_bytes && bo <= mps_cfg.hash_bytes;
 }
 
+/* Block i of a vector buffer as a byte range: 0 if it is empty. `at` is the packed
+ * offset so far (where a block goes without displacements), advanced past it. */
+struct span {
+    int64_t off;
+    uint64_t len;
+};
+static int block_of(const struct mps_buf *b, int i, uint64_t *at, struct span *out)
+{
+    int64_t c = mps_at(b->counts, b->cw, i);
+    if (c <= 0) return 0;
+    int sz = 0;
+    type_info(b->types ? b->types[i] : b->type, &sz);
+    uint64_t len = (uint64_t)c * (uint64_t)sz;
+    /* displacements: bytes with one type per block (w), else elements; none: packed */
+    int64_t d = b->displs ? mps_at(b->displs, b->dw, i) : 0;
+    *out = (struct span){!b->displs ? (int64_t)*at : b->types ? d : d * sz, len};
+    *at += len;
+    return 1;
+}
+
 /* FNV-1a 64 of b's bytes (its blocks concatenated in rank order); 0 for no buffer. */
 uint64_t mps_hash_of(const struct mps_buf *b)
 {
@@ -138,17 +159,9 @@ uint64_t mps_hash_of(const struct mps_buf *b)
     const unsigned char *p = b->buf;
     if (!b->counts) return fnv(FNV_BASIS, p, mps_type_bytes(b->count, b->type));
     uint64_t h = FNV_BASIS, at = 0;
-    for (int i = 0; i < b->n; i++) {
-        if (b->counts[i] <= 0) continue;
-        int sz = 0;
-        type_info(b->types ? b->types[i] : b->type, &sz);
-        uint64_t n = (uint64_t)b->counts[i] * (uint64_t)sz;
-        /* displacements: bytes with one type per block (w), else elements; none: packed */
-        int64_t off = !b->displs ? (int64_t)at
-                      : b->types ? (int64_t)b->displs[i] : (int64_t)b->displs[i] * sz;
-        h = fnv(h, p + off, n);
-        at += n;
-    }
+    struct span s;
+    for (int i = 0; i < b->n; i++)
+        if (block_of(b, i, &at, &s)) h = fnv(h, p + s.off, s.len);
     return h;
 }
 
@@ -159,10 +172,6 @@ uint64_t mps_hash_of(const struct mps_buf *b)
  * nonblocking collective is posted (mpi4py does), only the buffer itself stays the
  * operation's until it completes. So the blocks are kept as byte ranges of our own. */
 #define MPS_NBC_HASHED 64
-struct span {
-    int64_t off;
-    uint64_t len;
-};
 static struct {
     uint64_t id, in;
     const unsigned char *base;
@@ -184,16 +193,8 @@ static struct span *spans_of(const struct mps_buf *b, uint32_t *n)
         return s;
     }
     uint64_t at = 0;
-    for (int i = 0; i < b->n; i++) {
-        if (b->counts[i] <= 0) continue;
-        int sz = 0;
-        type_info(b->types ? b->types[i] : b->type, &sz);
-        uint64_t len = (uint64_t)b->counts[i] * (uint64_t)sz;
-        int64_t off = !b->displs ? (int64_t)at
-                      : b->types ? (int64_t)b->displs[i] : (int64_t)b->displs[i] * sz;
-        s[(*n)++] = (struct span){off, len};
-        at += len;
-    }
+    for (int i = 0; i < b->n; i++)
+        if (block_of(b, i, &at, &s[*n])) (*n)++;
     return s;
 }
 
@@ -272,8 +273,8 @@ int mps_nbr_degree(MPI_Comm comm, int out)
     return 0;
 }
 
-uint64_t mps_nbr_bytes(MPI_Comm comm, int out, const int *counts, int count,
-                       MPI_Datatype type, const MPI_Datatype *types)
+uint64_t mps_nbr_bytes_w(MPI_Comm comm, int out, const void *counts, int cw, int64_t count,
+                         MPI_Datatype type, const MPI_Datatype *types)
 {
     if (tl_skip || mps_rt.state != 1) return 0;
     int topo = MPI_UNDEFINED, deg = mps_nbr_degree(comm, out);
@@ -288,7 +289,7 @@ uint64_t mps_nbr_bytes(MPI_Comm comm, int out, const int *counts, int count,
             if (i % 2 == 0) PMPI_Cart_shift(comm, i / 2, 1, &src, &dst);
             if ((i % 2 ? dst : src) == MPI_PROC_NULL) continue;
         }
-        total += mps_type_bytes(counts ? counts[i] : count, types ? types[i] : type);
+        total += mps_type_bytes(counts ? mps_at(counts, cw, i) : count, types ? types[i] : type);
     }
     return total;
 }

@@ -171,6 +171,9 @@ void mps_config_read(void)
     mps_cfg.callpath_depth = parse_depth("MPISCOPE_CALLPATH_DEPTH", MPS_CALLPATH_DEFAULT, 1,
                                          MPS_CALLPATH_MAX);
     check_choice("MPISCOPE_LIVE", "0", "1", "1: crash-safe live log on");
+    check_choice("MPISCOPE_POLL", "all", "merge", "merge: idle polling calls merged");
+    const char *poll = getenv("MPISCOPE_POLL");
+    mps_cfg.poll_all = poll && strcmp(poll, "all") == 0;
     check_choice("MPISCOPE_CLOCK", "tsc", "monotonic", "tsc where the kernel's clocksource is tsc");
     const char *h = getenv("MPISCOPE_HOSTNAME");
     if (h && *h) snprintf(mps_job.host, sizeof mps_job.host, "%s", h);

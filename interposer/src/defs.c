@@ -3,6 +3,7 @@
  * run's properties, for the trace, a salvaged rank's archive and a recovered one. */
 #include "runtime.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -77,6 +78,12 @@ void mps_run_properties(void (*put)(enum mps_live_key, const char *, const char 
  * each (build-id "-" where the object has none), so that `mpiscope symbolize` can name
  * it again once debug files are installed. */
 static char *objects_prop; /* the property so far: call paths' frames are added to it */
+/* libotf2 cannot write an anchor file beyond 256 KiB (OTF2_Archive_Close then fails: the
+ * whole trace lost, as with ~3000 distinct call sites): the call sites that do not fit
+ * are left out (they keep their names; only `mpiscope symbolize` cannot rename them), and
+ * 64 KiB stay for the other properties (command line, program, MPI library: PATH_MAX or
+ * less each) */
+#define OBJECTS_PROP_MAX (192u << 10)
 
 void mps_add_callsite_objects(OTF2_Archive *ar, uint32_t first, const char *const *objects,
                               const char *const *build_ids, const uint64_t *offsets,
@@ -90,11 +97,17 @@ void mps_add_callsite_objects(OTF2_Archive *ar, uint32_t first, const char *cons
     if (!first) free(objects_prop);
     objects_prop = v;
     v[len] = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (objects[i] && *objects[i])
-            len += (size_t)snprintf(v + len, cap - len, "%u\t0x%llx\t%s\t%s\n", first + i,
-                                    (unsigned long long)offsets[i],
-                                    *build_ids[i] ? build_ids[i] : "-", objects[i]);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!objects[i] || !*objects[i]) continue;
+        int w = snprintf(v + len, cap - len, "%u\t0x%llx\t%s\t%s\n", first + i,
+                         (unsigned long long)offsets[i], *build_ids[i] ? build_ids[i] : "-",
+                         objects[i]);
+        if (w < 0 || len + (size_t)w >= OBJECTS_PROP_MAX) { /* whole lines only */
+            v[len] = 0;
+            break;
+        }
+        len += (size_t)w;
+    }
     OTF2_Archive_SetProperty(ar, "MPISCOPE::CALLSITE_OBJECTS", v, true);
 }
 
@@ -146,8 +159,38 @@ static void warn_duplicate_refs(const int32_t *cw, const int *at, int ncomms)
     free(refs);
 }
 
+/* Definitions that cannot be written whole (no memory): the archive must not pass for
+ * complete (the trace's writer says so, mpiscope-recover keeps the log). */
+static void lost(void)
+{
+    mps_out.failed = 1;
+    if (!mps_out.werr) mps_out.werr = ENOMEM;
+}
+
+/* {ref, record index} of each communicator, sorted by ref: a ref's records in O(log n) */
+static int cmp_ref_index(const void *a, const void *b)
+{
+    const uint32_t *x = a, *y = b;
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+static int first_of(const uint32_t (*by_ref)[2], int n, uint32_t ref)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (by_ref[mid][0] < ref) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* Communicator definitions, parents before children where the parent is known; returns
- * how many were written, their sparse refs in writing order in order[]. */
+ * how many were written, their sparse refs in writing order in order[]. Passes over the
+ * records until all are written: a record waits for its parent's (one pass when parents
+ * come first, as in a rank's own log); a pass without progress (a cycle) writes the next
+ * one without its parent. */
 static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uint32_t **order_out)
 {
     char name[64];
@@ -156,11 +199,24 @@ static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uin
     int *at = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *at);
     unsigned char *done = calloc((size_t)(ncomms ? ncomms : 1), 1);
     uint32_t *order = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *order);
+    uint32_t (*by_ref)[2] = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *by_ref);
+    /* per by_ref position: the dense ref of the first written record of that ref */
+    uint32_t *dense_of = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *dense_of);
     *order_out = order;
+    int written = 0;
+    if (!at || !done || !order || !by_ref || !dense_of) {
+        lost();
+        goto out;
+    }
     for (int i = 0, c = 0; i < ncw; i += COMM_REC_WORDS(cw + i)) at[c++] = i;
+    for (int c = 0; c < ncomms; c++) {
+        by_ref[c][0] = (uint32_t)cw[at[c]];
+        by_ref[c][1] = (uint32_t)c;
+        dense_of[c] = UINT32_MAX;
+    }
+    qsort(by_ref, (size_t)ncomms, sizeof *by_ref, cmp_ref_index);
     warn_duplicate_refs(cw, at, ncomms);
     OTF2_GroupRef gref = 3;
-    int written = 0;
     for (int progress = 1; written < ncomms;) {
         int force = !progress; /* a cycle or a parent we never saw: write without parent */
         progress = 0;
@@ -169,14 +225,21 @@ static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uin
             const int32_t *d = cw + at[c];
             uint32_t parent = (uint32_t)d[1];
             int ready = parent == OTF2_UNDEFINED_COMM || parent <= COMM_SELF_REF, known = 0;
-            for (int q = 0; q < ncomms && !ready; q++)
-                if ((uint32_t)cw[at[q]] == parent) { known = 1; ready = done[q]; }
+            int pf = ready ? ncomms : first_of(by_ref, ncomms, parent);
+            for (int q = pf; q < ncomms && by_ref[q][0] == parent && !ready; q++) {
+                known = 1;
+                ready = done[by_ref[q][1]];
+            }
             if (!ready && !known) parent = OTF2_UNDEFINED_COMM, ready = 1;
             if (!ready && !force) continue;
             if (!ready) parent = OTF2_UNDEFINED_COMM;
-            for (int q = 0; q < written; q++) /* the parent's dense ref */
-                if (order[q] == parent) { parent = 2 + (uint32_t)q; break; }
+            if (pf < ncomms && by_ref[pf][0] == parent && dense_of[pf] != UINT32_MAX)
+                parent = dense_of[pf]; /* the parent's dense ref */
             uint64_t *m = malloc((size_t)(d[2] ? d[2] : 1) * sizeof *m);
+            if (!m) {
+                lost();
+                goto out;
+            }
             for (int k = 0; k < d[2]; k++) m[k] = (uint64_t)d[4 + k];
             uint32_t dense = 2 + (uint32_t)written;
             snprintf(name, sizeof name, "comm %u", dense);
@@ -206,12 +269,17 @@ static int write_comms(OTF2_GlobalDefWriter *gw, const int32_t *cw, int ncw, uin
             }
             free(m);
             done[c] = 1;
+            int self = first_of(by_ref, ncomms, (uint32_t)d[0]);
+            if (dense_of[self] == UINT32_MAX) dense_of[self] = dense;
             order[written++] = (uint32_t)d[0];
             progress = 1;
         }
     }
+out:
     free(done);
     free(at);
+    free(by_ref);
+    free(dense_of);
     return written;
 }
 
@@ -253,6 +321,10 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_ERROR, mps_gstr(gw, "mpiscope:error"),
                                         mps_gstr(gw, "error code the MPI call returned"),
                                         OTF2_TYPE_INT32);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CALLS, mps_gstr(gw, "mpiscope:calls"),
+                                        mps_gstr(gw, "consecutive polling calls that "
+                                                     "completed nothing, in this one visit"),
+                                        OTF2_TYPE_UINT64);
     /* regions: one per MPI function, ref = function index */
     for (int f = 0; f < MPS_FN_COUNT; f++) {
         OTF2_StringRef ns = mps_gstr(gw, mps_fn_names[f]);
@@ -265,6 +337,14 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
                                              mps_gstr(gw, "machine"),
                                              OTF2_UNDEFINED_SYSTEM_TREE_NODE);
     uint32_t *node_of = calloc((size_t)size, sizeof *node_of);
+    uint64_t *members = malloc((size_t)size * sizeof *members);
+    if (!node_of || !members) {
+        free(node_of);
+        free(members);
+        lost();
+        *order_out = NULL;
+        return 0;
+    }
     uint32_t nnodes = 0;
     OTF2_StringRef node_class = mps_gstr(gw, "node");
     for (int r = 0; r < size; r++) {
@@ -301,7 +381,6 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
         }
     free(node_of);
     /* groups and communicators */
-    uint64_t *members = malloc((size_t)size * sizeof *members);
     for (int r = 0; r < size; r++) members[r] = (uint64_t)r;
     OTF2_GlobalDefWriter_WriteGroup(gw, 0, mps_gstr(gw, "MPI_COMM_WORLD locations"),
                                     OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_PARADIGM_MPI,
@@ -413,6 +492,7 @@ int mps_write_single_rank_defs(OTF2_Archive *ar, OTF2_GlobalDefWriter *gw, int r
     uint64_t *counts = calloc((size_t)size, sizeof *counts);
     int ncw = 0, ncomms = 0;
     int32_t *cw = mps_serialize_comms(1, &ncw);
+    if (!hosts || !counts || !cw) lost(); /* an archive without its definitions */
     if (hosts && counts && cw) {
         mps_objects_use_own();
         for (int r = 0; r < size; r++)

@@ -118,6 +118,7 @@ static size_t record_words(const uint64_t *p)
     case MPS_EV_ENTER: case MPS_EV_LEAVE: case MPS_EV_COLL_BEGIN: case MPS_EV_RMA_WIN:
     case MPS_EV_RMA_COLL_BEGIN: case MPS_EV_IO_DESTROY: case MPS_EV_IO_DELETE:
     case MPS_EV_PATH: case MPS_EV_ERROR: return 2;
+    case MPS_EV_POLL: return 3;
     case MPS_EV_RMA_DONE: case MPS_EV_RMA_COLL_END: case MPS_EV_RMA_GSYNC: case MPS_EV_RMA_SYNC:
     case MPS_EV_IO_CREATE: case MPS_EV_IO_ISSUED: return 3;
     case MPS_EV_RMA_LOCK: case MPS_EV_IO_BEGIN: case MPS_EV_IO_DONE: case MPS_EV_IO_SEEK:
@@ -227,6 +228,7 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
     const uint64_t *p = b->base;
     uint32_t path = UINT32_MAX; /* from the MPS_EV_PATH just before an Enter */
     int failed = 0, error = 0;  /* from the MPS_EV_ERROR just before a Leave */
+    uint64_t polls = 0;         /* from the MPS_EV_POLL just before a Leave */
     while (p < b->pos && !*stop) {
         uint64_t t = mps_timemap_ns(m, p[0]);
         if (t < *last) t = *last; /* anchors bracket the batch; this only guards rounding */
@@ -253,10 +255,15 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
             failed = 1;
             error = (int)a;
             break;
+        case MPS_EV_POLL:
+            polls = x[0];
+            break;
         case MPS_EV_LEAVE:
             if (failed) OTF2_AttributeList_AddInt32(al, MPS_ATTR_ERROR, error);
-            OTF2_EvtWriter_Leave(w, failed ? al : NULL, t, region);
+            if (polls > 1) OTF2_AttributeList_AddUint64(al, MPS_ATTR_CALLS, polls);
+            OTF2_EvtWriter_Leave(w, failed || polls > 1 ? al : NULL, t, region);
             failed = 0;
+            polls = 0;
             break;
         case MPS_EV_SEND:
             OTF2_EvtWriter_MpiSend(w, NULL, t, a, (uint32_t)x[0], (uint32_t)(x[0] >> 32), x[1]);
@@ -321,3 +328,5 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
     }
     b->pos = b->base;
 }
+
+size_t mps_evbuf_record_words(const uint64_t *p) { return record_words(p); }

@@ -26,9 +26,10 @@
 #define MPS_ATTR_IN_HASH 1
 #define MPS_ATTR_OUT_HASH 2
 #define MPS_ATTR_ERROR 3    /* on the Leave of a call that returned an error */
+#define MPS_ATTR_CALLS 4    /* on the Leave of a visit that stands for several polling calls */
 /* defined only when call paths are recorded (depth > 1), after every other definition
  * (callpath.c): the largest ref, as OTF2 wants definitions in the order of their refs */
-#define MPS_ATTR_CALLPATH 4
+#define MPS_ATTR_CALLPATH 5
 #define MPS_EV_MAX_WORDS 8 /* largest record (hashed NonBlockingCollectiveComplete) */
 
 /* record kinds; payload words after the header in brackets */
@@ -69,6 +70,8 @@ enum mps_ev {
     MPS_EV_IO_DELETE,     /* */
     MPS_EV_PATH,          /* a = call path id of the Enter that follows (callpath.c) */
     MPS_EV_ERROR,         /* a = the error code the call returns, on its Leave that follows */
+    MPS_EV_POLL,          /* [calls]: the Leave that follows ends a visit standing for this
+                             many polling calls that completed nothing (hotpath.c) */
 };
 
 /* Encode MPS_EV_PATH as the next Enter's mpiscope:callpath (the traced process, where the
@@ -141,6 +144,8 @@ int mps_evbuf_remap(mps_evbuf *b, int fd, uint64_t off);
  * mps_evbuf_drop_unfinished. No store is needed in the hot path for this: the window
  * is never reused, so whatever follows the last record is still zero. */
 uint64_t *mps_evbuf_valid_end(uint64_t *p, uint64_t *lim, int cut);
+/* Words of the record at p (within a range mps_evbuf_valid_end returned): 2..MAX_WORDS. */
+size_t mps_evbuf_record_words(const uint64_t *p);
 /* 1 if the TSC may stand in for CLOCK_MONOTONIC here (override: MPISCOPE_CLOCK) */
 int mps_tsc_usable(void);
 /* a (raw, ns) anchor pair, the raw reading bracketing the ns one */

@@ -18,6 +18,8 @@ __thread int tl_skip __attribute__((tls_model("initial-exec")));
 __thread void *tl_fcaller __attribute__((tls_model("initial-exec")));
 __thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
 __thread struct mps_recorder *tl_rec __attribute__((tls_model("initial-exec")));
+/* the current call is a polling call that completed nothing (mps_poll_idle) */
+static __thread int tl_poll __attribute__((tls_model("initial-exec")));
 
 int mps_active(void) { return mps_rt.state == 1; }
 
@@ -32,6 +34,7 @@ void mps_flush_recorder(struct mps_recorder *r, int record)
     mps_io_guard_begin(); /* OTF2 writes full chunks to disk while encoding */
     r->encoding = 1;
     r->call_mark = NULL; /* the buffer is emptied: nothing of the current call to take back */
+    r->poll_end = NULL;  /* nor a polling visit to extend */
     mps_anchor(mps_rt.tsc, &r->tm.raw1, &r->tm.ns1);
     mps_timemap_fix(&r->tm);
     uint64_t t_start = r->tm.ns1 + (uint64_t)r->tm.offset;
@@ -192,6 +195,7 @@ void mps_enter(enum mps_fn fn, void *ra)
         r->last_cs[fn] = mps_callsite_id(ra);
         UNLOCK();
     }
+    r->call_start = r->eb.pos;
     uint32_t cs = r->last_cs[fn], path = UINT32_MAX;
     if (__builtin_expect(cs >= MPS_CS_PYTHON, 0)) cs = mps_py_callsite(cs, &path);
     if (mps_cfg.callpath_depth > 1) /* the stack pointer: where the wrapper called us */
@@ -229,15 +233,80 @@ void mps_after(void)
     if (!tl_skip && mps_rt.state == 1) tl_t = mps_ticks(mps_rt.tsc);
 }
 
+/* ------------------------------------------------------------- polling
+ *
+ * A polling call (Test*, Iprobe, Improbe) that completed nothing, from the same call site
+ * (and call path) as the idle polling call just before it, with nothing recorded in
+ * between and at most MPS_POLL_GAP_NS since that call returned, is not a visit of its
+ * own: the previous visit stands for it too. Its records (Enter, its MpiRequestTested)
+ * are taken back, the visit's call count (MPS_EV_POLL, encoded as mpiscope:calls on the
+ * Leave) goes up by one, and the visit's Leave moves later by the time this call spent
+ * inside MPI. So the visit lasts exactly the time its calls spent in MPI, and the time
+ * the program spent between them follows it: a reader that ignores the attribute still
+ * gets MPI and compute time right, only their order inside the polling loop is lost
+ * (MPI first). The call that completes something is recorded as any call. */
+#define MPS_POLL_GAP_NS 10000 /* a polling loop's own work between two calls: 10 us at most */
+
+void mps_poll_idle(void)
+{
+    if (!tl_skip && mps_rt.state == 1 && !mps_cfg.poll_all) tl_poll = 1;
+}
+
+/* MPS_POLL_GAP_NS in raw clock units, measured once (a 20 us spin) */
+static uint64_t poll_gap_ticks(void)
+{
+    static uint64_t gap;
+    if (__builtin_expect(gap == 0, 0)) {
+        uint64_t r0 = mps_ticks(mps_rt.tsc), n0 = mps_mono_ns(), n;
+        do n = mps_mono_ns(); while (n - n0 < 20000);
+        uint64_t ticks = (mps_ticks(mps_rt.tsc) - r0) * MPS_POLL_GAP_NS / (n - n0);
+        gap = ticks ? ticks : 1;
+    }
+    return gap;
+}
+
+/* Leave of an idle polling call: extend the visit before it, or record its Leave with a
+ * call count of 1 so that later ones can extend it. */
+static void poll_leave(struct mps_recorder *r, enum mps_fn fn)
+{
+    uint64_t *enter = r->call_mark ? r->call_mark - 2 : NULL; /* its Enter record */
+    uint64_t path = enter && enter > r->call_start ? r->call_start[1] : 0;
+    if (enter && r->poll_end && r->poll_end == r->call_start && enter[1] == r->poll_enter &&
+        path == r->poll_path && (int64_t)(enter[0] - r->poll_returned) >= 0 &&
+        enter[0] - r->poll_returned <= poll_gap_ticks()) {
+        r->poll_leave[0] += tl_t - enter[0];
+        r->poll_rec[0]++;
+        r->poll_returned = tl_t;
+        memset(r->call_start, 0, (size_t)(r->eb.pos - r->call_start) * sizeof *r->eb.pos);
+        r->eb.pos = r->call_start;
+        return;
+    }
+    uint64_t *calls = ev(MPS_EV_POLL, 0, 0, 0, 1);
+    *calls = 1;
+    uint64_t *leave = ev(MPS_EV_LEAVE, 0, fn, 0, 0) - 2;
+    /* a flush in between (it clears call_mark) leaves nothing here to extend */
+    r->poll_end = enter && r->call_mark ? r->eb.pos : NULL;
+    r->poll_rec = calls;
+    r->poll_leave = leave;
+    r->poll_enter = enter ? enter[1] : 0;
+    r->poll_path = path;
+    r->poll_returned = tl_t;
+}
+
 void mps_leave(enum mps_fn fn)
 {
     if (mps_cfg.filtered[fn] || mps_rt.state != 1 || !tl_rec) return;
+    if (__builtin_expect(tl_poll, 0)) {
+        tl_poll = 0;
+        poll_leave(tl_rec, fn);
+        return;
+    }
     ev(MPS_EV_LEAVE, 0, fn, 0, 0);
 }
 
 /* ------------------------------------------------- blocking point-to-point */
 
-uint64_t mps_type_bytes(int count, MPI_Datatype type)
+uint64_t mps_type_bytes(int64_t count, MPI_Datatype type)
 {
     int sz = 0;
     if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
@@ -245,15 +314,18 @@ uint64_t mps_type_bytes(int count, MPI_Datatype type)
     return (uint64_t)count * (uint64_t)sz;
 }
 
-uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type)
+uint64_t mps_sum_bytes_w(const void *counts, int cw, int n, MPI_Datatype type)
 {
     uint64_t total = 0;
     if (!counts) return 0;
-    for (int i = 0; i < n; i++) total += (uint64_t)(counts[i] > 0 ? counts[i] : 0);
+    for (int i = 0; i < n; i++) {
+        int64_t c = mps_at(counts, cw, i);
+        total += (uint64_t)(c > 0 ? c : 0);
+    }
     return mps_type_bytes(1, type) * total;
 }
 
-void mps_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type)
+void mps_send(int dest, int tag, MPI_Comm comm, int64_t count, MPI_Datatype type)
 {
     if (tl_skip || mps_rt.state != 1 || dest == MPI_PROC_NULL) return;
     uint64_t bytes = mps_type_bytes(count, type);

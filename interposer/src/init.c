@@ -69,8 +69,11 @@ static void live_start(enum mps_fn fn, uint32_t cs)
     for (uint32_t i = 0; i < mps_sites.n; i++) mps_live_callsite(i, mps_sites.addr[i]);
 }
 
-/* Rank 0 names and creates the directory; everyone learns whether it worked. */
-static int trace_directory(void)
+/* Rank 0 names and creates the directory; everyone learns whether it worked. A job
+ * started by MPI_Comm_spawn (`spawned`) inherits its parent's MPISCOPE_OUT, where the
+ * parent's run is in progress: it writes its own run in DIR/spawn-N, and never treats
+ * the parent's files as an earlier run. */
+static int trace_directory(int spawned)
 {
     char dir[PATH_MAX] = "";
     int ok = 1;
@@ -99,6 +102,15 @@ static int trace_directory(void)
         } else if (mps_mkdir_p(dir) != 0) {
             mps_warn_once("cannot write trace directory %s: %s", dir, strerror(errno));
             ok = 0;
+        } else if (spawned) {
+            char sub[PATH_MAX];
+            if (mps_claim_spawn_dir(dir, sub, sizeof sub) != 0) {
+                mps_warn_once("cannot write a spawned job's trace directory in %s: %s", dir,
+                              strerror(errno));
+                ok = 0;
+            } else {
+                memcpy(dir, sub, sizeof dir);
+            }
         } else if (mps_move_earlier_run(dir, getenv("MPISCOPE_JOB_OUTPUT"), moved,
                                         sizeof moved) != 0) {
             /* never deleted, never mixed: rather no trace than either */
@@ -129,7 +141,9 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     PMPI_Comm_dup(MPI_COMM_WORLD, &mps_job.icomm);
     mps_job.have_icomm = 1;
 
-    if (!trace_directory()) { disable(); return; }
+    MPI_Comm parent = MPI_COMM_NULL;
+    PMPI_Comm_get_parent(&parent);
+    if (!trace_directory(parent != MPI_COMM_NULL)) { disable(); return; }
     mps_config_read();
     mps_evbuf_callpaths = mps_cfg.callpath_depth > 1;
     mps_out.pool_budget = 4 * mps_cfg.chunk_size;

@@ -94,7 +94,7 @@ static uint64_t status_bytes(const MPI_Status *st, uint64_t fallback)
     return (uint64_t)n;
 }
 
-uint64_t mps_io_begin(MPI_File fh, int mode, int flags, int count, MPI_Datatype type)
+uint64_t mps_io_begin(MPI_File fh, int mode, int flags, int64_t count, MPI_Datatype type)
 {
     if (!on()) return 0;
     uint64_t bytes = mode == MPS_IO_FLUSH ? 0 : mps_type_bytes(count, type);
@@ -109,7 +109,7 @@ uint64_t mps_io_begin(MPI_File fh, int mode, int flags, int count, MPI_Datatype 
     return id;
 }
 
-void mps_io_end(MPI_File fh, uint64_t id, const MPI_Status *st, int count, MPI_Datatype type)
+void mps_io_end(MPI_File fh, uint64_t id, const MPI_Status *st, int64_t count, MPI_Datatype type)
 {
     if (!on() || !id) return;
     uint64_t bytes = st ? status_bytes(st, mps_type_bytes(count, type)) : 0;
@@ -119,7 +119,7 @@ void mps_io_end(MPI_File fh, uint64_t id, const MPI_Status *st, int count, MPI_D
     UNLOCK();
 }
 
-void mps_io_ipost(MPI_File fh, int mode, int flags, int count, MPI_Datatype type,
+void mps_io_ipost(MPI_File fh, int mode, int flags, int64_t count, MPI_Datatype type,
                   const MPI_Request *req)
 {
     if (!on() || *req == MPI_REQUEST_NULL) return;
@@ -147,7 +147,7 @@ void mps_io_req_done(const req_slot *r, const MPI_Status *st)
     complete(r->comm, status_bytes(st, r->bytes), r->id);
 }
 
-void mps_io_split_begin(MPI_File fh, int mode, int count, MPI_Datatype type)
+void mps_io_split_begin(MPI_File fh, int mode, int64_t count, MPI_Datatype type)
 {
     if (!on()) return;
     uint64_t bytes = mps_type_bytes(count, type);

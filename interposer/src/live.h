@@ -11,7 +11,8 @@
  * only: a header at MPI_Init, run properties, each call site when first seen (address,
  * load bias and object path, to resolve it post-mortem), each communicator definition
  * and name, and the clock anchors of each batch. `mpiscope-recover` turns the pair into
- * the per-rank archive salvage() would have written (postmortem.c: mps_recover).
+ * the per-rank archive salvage() would have written (postmortem.c: mps_recover), after
+ * checking every record of both (liveread.c: the files are hostile input by then).
  *
  * Both files are removed after a clean MPI_Finalize write-out and a successful salvage.
  * Where the log cannot be kept (no space, file size limit, no fallocate) the rank removes
@@ -95,31 +96,55 @@ void mps_live_window_start(uint64_t raw0, uint64_t ns0);
 /* Close the files; with remove, delete them (and the directory once empty). */
 void mps_live_close(int remove);
 
-/* ---- reader (mpiscope-recover) ---- */
+/* ---- reader (mpiscope-recover: liveread.c) ---- */
+
+#define MPS_LIVE_MAX_RANKS (1u << 24)     /* a job size beyond this is no job */
+#define MPS_LIVE_MAX_DEFS (256u << 20)    /* a .defs file beyond this is no log */
+/* words after the last whole event record of the rank's last window that may hold what
+ * the kill interrupted (a record, a call's records being taken back); then only zeros */
+#define MPS_LIVE_TAIL_WORDS 1024u
+/* OBJECT record kinds: runtime.h's MPS_OBJ_WIN .. MPS_OBJ_GROUP */
+enum { MPS_LIVE_OBJ_WIN = 1, MPS_LIVE_OBJ_FILE, MPS_LIVE_OBJ_HANDLE, MPS_LIVE_OBJ_GROUP };
 
 typedef struct {
     struct mps_live_callsite cs;
-    char *path;
+    char *path; /* NULL: an id the log never defined */
 } mps_live_site;
 
+/* A .defs file, every record checked (mps_live_parse). */
 typedef struct {
     struct mps_live_header h;
     char *str[MPS_LIVE_NKEYS];
-    mps_live_site *sites;
+    mps_live_site *sites; /* by call-site id: every id the log names is < nsites */
     uint32_t nsites;
-    int32_t *comms; /* the COMM records' words, back to back */
-    int ncomm_words;
+    int32_t *comms; /* the COMM records' words, back to back, each as check_comm passed it */
+    uint32_t ncomm_words;
     struct { uint32_t ref; char name[64]; } *names;
     uint32_t nnames;
-    struct mps_live_window *win;
+    struct mps_live_window *win; /* win[i].index == i + 1 */
     uint32_t nwin;
     char *regions; /* the REGIONS record, NUL-terminated */
+    uint64_t regions_at; /* its byte offset */
     int32_t *objects; /* the OBJECT records' words, back to back */
-    int nobject_words;
+    uint32_t nobject_words;
 } mps_live_log;
 
-/* Parse DIR/.mpiscope-live/rank<N>.defs (a record cut short by the kill ends it). */
-int mps_live_read(const char *path, mps_live_log *log, char *why, size_t whylen);
+/* Parse and check a .defs file's bytes (path names it in messages; rank >= 0: the rank it
+ * must be). 0, or -1 with one line "PATH: byte N: problem" in why (log left empty). A last
+ * record cut short by the kill ends it; anything else out of place is refused. */
+int mps_live_parse(const void *data, size_t len, const char *path, int rank,
+                   mps_live_log *log, char *why, size_t whylen);
+/* The same, read from a regular file. */
+int mps_live_read(const char *path, int rank, mps_live_log *log, char *why, size_t whylen);
 void mps_live_log_free(mps_live_log *log);
+/* The events file's size against the windows the log describes. */
+int mps_live_check_events_size(const mps_live_log *log, uint64_t size, const char *path,
+                               char *why, size_t whylen);
+/* Window k of the events file (nwords words; k == nwin: the one the rank was killed in,
+ * k > nwin: reserved but never started, must be empty): *end = words of its whole records
+ * (those recovered), *nevents = the OTF2 events they make. -1 with the line in why. */
+int mps_live_check_window(const mps_live_log *log, const uint64_t *w, uint64_t nwords,
+                          uint64_t k, const char *path, uint64_t *end, uint64_t *nevents,
+                          char *why, size_t whylen);
 
 #endif

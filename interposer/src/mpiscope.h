@@ -25,6 +25,9 @@ void mps_after(void);
 /* The call returned rc != MPI_SUCCESS: record it on its Leave; keep 0: its operation
  * never started (take back what was recorded, record nothing more). */
 void mps_failed(int rc, int keep);
+/* This polling call (Test*, Iprobe, Improbe) completed nothing: its visit may merge with
+ * the idle polling visit before it (hotpath.c). */
+void mps_poll_idle(void);
 int mps_filtered(enum mps_fn fn);
 
 /* Life cycle (called from the MPI_Init, MPI_Finalize and MPI_Abort wrappers). */
@@ -34,12 +37,12 @@ void mps_finalize_before(void);
 void mps_abort_before(void);
 
 /* Point-to-point. Peers are ranks within `comm`, as OTF2 wants them. */
-uint64_t mps_type_bytes(int count, MPI_Datatype type);
-void mps_send(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type);
+uint64_t mps_type_bytes(int64_t count, MPI_Datatype type);
+void mps_send(int dest, int tag, MPI_Comm comm, int64_t count, MPI_Datatype type);
 void mps_recv_done(const MPI_Status *st, MPI_Comm comm);
-void mps_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type,
+void mps_isend(int dest, int tag, MPI_Comm comm, int64_t count, MPI_Datatype type,
                const MPI_Request *req, int persistent);
-void mps_irecv(int source, int tag, MPI_Comm comm, int count, MPI_Datatype type,
+void mps_irecv(int source, int tag, MPI_Comm comm, int64_t count, MPI_Datatype type,
                const MPI_Request *req, int persistent);
 /* Persistent requests: Start posts the operation described at *_init time. */
 void mps_start(const MPI_Request *req);
@@ -63,8 +66,8 @@ enum mps_coll {
 };
 void mps_coll_begin(void);
 /* Hashes of small payloads; `in` may be MPI_IN_PLACE (then `out` before the call). */
-uint64_t mps_hash_buf(const void *buf, int count, MPI_Datatype type);
-int mps_hash_wanted(MPI_Comm comm, int count, MPI_Datatype type);
+uint64_t mps_hash_buf(const void *buf, int64_t count, MPI_Datatype type);
+int mps_hash_wanted(MPI_Comm comm, int64_t count, MPI_Datatype type);
 void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
                   uint64_t recvd, int have_hash, uint64_t in_hash, uint64_t out_hash);
 void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
@@ -75,16 +78,26 @@ void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_
  * nothing (hash 0). */
 struct mps_buf {
     const void *buf;
-    int count;
+    int64_t count;
     MPI_Datatype type;
-    const int *counts, *displs;
+    /* counts and displacements: int arrays, or MPI_Count / MPI_Aint arrays (the MPI-4
+     * large-count `_c` functions): elements of cw / dw bytes (mps_at) */
+    const void *counts, *displs;
     const MPI_Datatype *types;
     int n;
+    unsigned char cw, dw;
 };
+/* Bytes of one element of an int / MPI_Count / MPI_Aint array (NULL: int, unused). */
+#define MPS_W(p) _Generic((p), const long long *: 8, long long *: 8, const long *: 8, \
+                          long *: 8, default: 4)
+static inline int64_t mps_at(const void *a, int w, int i)
+{
+    return w == 8 ? ((const int64_t *)a)[i] : ((const int *)a)[i];
+}
 #define MPS_BUF(b, c, t) ((struct mps_buf){.buf = (b), .count = (c), .type = (t)})
 #define MPS_BUFV(b, t, cs, ds, ts, nb) \
     ((struct mps_buf){.buf = (b), .type = (t), .counts = (cs), .displs = (ds), .types = (ts), \
-                      .n = (nb)})
+                      .n = (nb), .cw = MPS_W(cs), .dw = MPS_W(ds)})
 #define MPS_NOBUF ((struct mps_buf){.buf = NULL})
 /* Both hashable: predefined types, each at most mps_cfg.hash_bytes, an intracommunicator
  * (and tracing on). */
@@ -101,13 +114,15 @@ void mps_icoll_hashed(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
  * of comm's topology, and the bytes moved (neighbours that are MPI_PROC_NULL move none):
  * `counts` per neighbour or `count` each, of `type` or of types[i]. */
 int mps_nbr_degree(MPI_Comm comm, int out);
-uint64_t mps_nbr_bytes(MPI_Comm comm, int out, const int *counts, int count,
-                       MPI_Datatype type, const MPI_Datatype *types);
+uint64_t mps_nbr_bytes_w(MPI_Comm comm, int out, const void *counts, int cw, int64_t count,
+                         MPI_Datatype type, const MPI_Datatype *types);
+#define mps_nbr_bytes(comm, out, counts, count, type, types) \
+    mps_nbr_bytes_w(comm, out, counts, MPS_W(counts), count, type, types)
 /* Matched probe: Mprobe/Improbe remember the message's communicator; Mrecv/Imrecv
  * consume it (saved: the handle before the call, which MPI sets to MPI_MESSAGE_NULL). */
 void mps_mprobed(const MPI_Message *msg, MPI_Comm comm);
 void mps_mrecv_done(const MPI_Message *saved, const MPI_Status *st);
-void mps_imrecv(const MPI_Message *saved, int count, MPI_Datatype type,
+void mps_imrecv(const MPI_Message *saved, int64_t count, MPI_Datatype type,
                 const MPI_Request *req);
 int mps_comm_size(MPI_Comm comm);
 /* processes a collective addresses: the remote group's size for an intercommunicator */
@@ -122,7 +137,8 @@ int mps_comm_rank(MPI_Comm comm);
 enum { MPS_IDLE = -1, MPS_LEAF = 0, MPS_ROOT = 1, MPS_ROOT_ONLY = 2 };
 #define MPS_OWN(role) ((role) == MPS_LEAF || (role) == MPS_ROOT)
 int mps_coll_role(MPI_Comm comm, int root);
-uint64_t mps_sum_bytes(const int *counts, int n, MPI_Datatype type);
+uint64_t mps_sum_bytes_w(const void *counts, int cw, int n, MPI_Datatype type);
+#define mps_sum_bytes(counts, n, type) mps_sum_bytes_w(counts, MPS_W(counts), n, type)
 
 /* Communicators: give every new communicator its global id (collective on `newcomm`). */
 void mps_comm_created(MPI_Comm parent, const MPI_Comm *newcomm);

@@ -9,6 +9,7 @@
  * rank maps its sparse refs onto them with OTF2 id maps, as for communicators. */
 #include "runtime.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -142,52 +143,95 @@ void mps_objects_use_own(void)
     use_words(w, n);
 }
 
-/* mpiscope-recover: the objects the crash-safe log recorded (OBJECT records' words). */
-void mps_objects_restore(const int32_t *w, int nwords)
+/* mpiscope-recover: the objects the crash-safe log recorded (OBJECT records' words, each
+ * checked by liveread.c). -1 without memory. */
+int mps_objects_restore(const int32_t *w, int nwords)
 {
-    for (int i = 0; i + 5 <= nwords;) {
+    for (int i = 0; i + 5 <= nwords; i += OBJ_REC_WORDS(w + i)) {
         const int32_t *d = w + i;
-        if (d[4] < 0 || i + OBJ_REC_WORDS(d) > nwords) break;
+        uint32_t before = objs.n;
         mps_obj_add(d[0], (uint32_t)d[1], (uint32_t)d[2], (uint32_t)d[3], d + 5,
                     (size_t)d[4] * 4, 1);
-        i += OBJ_REC_WORDS(d);
+        if (objs.n == before) return -1;
     }
+    return 0;
 }
+
+/* Definitions that cannot be written whole (no memory): the archive must not pass for
+ * complete (the trace's writer says so, mpiscope-recover keeps the log). */
+static void lost(void)
+{
+    mps_out.failed = 1;
+    if (!mps_out.werr) mps_out.werr = ENOMEM;
+}
+
+static int pairs_cap;
 
 static void add_pair(int kind, uint32_t sparse, uint32_t dense)
 {
-    uint32_t *p = realloc(pairs, (size_t)(npairs + 1) * 3 * sizeof *p);
-    if (!p) return;
-    pairs = p;
-    p += 3 * npairs++;
+    if (npairs == pairs_cap) {
+        int cap = pairs_cap ? 2 * pairs_cap : 64;
+        uint32_t *p = realloc(pairs, (size_t)cap * 3 * sizeof *p);
+        if (!p) { lost(); return; }
+        pairs = p;
+        pairs_cap = cap;
+    }
+    uint32_t *p = pairs + 3 * npairs++;
     p[0] = (uint32_t)kind;
     p[1] = sparse;
     p[2] = dense;
 }
 
-static uint32_t dense_of(int kind, uint32_t sparse, uint32_t undefined)
+/* {key, value, position} sorted by key then position: the first value given for a key in
+ * O(log n), the one a linear search from the start finds */
+typedef struct { uint32_t key, value, pos; } keyed;
+
+static int cmp_keyed(const void *a, const void *b)
 {
-    for (int i = 0; i < npairs; i++)
-        if (pairs[3 * i] == (uint32_t)kind && pairs[3 * i + 1] == sparse) return pairs[3 * i + 2];
-    return undefined;
+    const keyed *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-static uint32_t comm_dense(uint32_t sparse, const uint32_t *order, int ncomms)
+static uint32_t keyed_find(const keyed *k, int n, uint32_t key, uint32_t undefined)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (k[mid].key < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && k[lo].key == key ? k[lo].value : undefined;
+}
+
+static uint32_t comm_dense(uint32_t sparse, const keyed *comms, int ncomms)
 {
     if (sparse <= COMM_SELF_REF) return sparse;
-    for (int q = 0; q < ncomms; q++)
-        if (order[q] == sparse) return 2 + (uint32_t)q;
-    return OTF2_UNDEFINED_COMM;
+    return keyed_find(comms, ncomms, sparse, OTF2_UNDEFINED_COMM);
 }
 
-/* Index of an earlier record of `kind` with the same payload (files by path, groups by
- * members), or -1. */
-static int same_payload(const int32_t *const *recs, int nrecs, const int32_t *d)
+/* FNV-1a of a record's kind and payload: files by path, groups by members */
+static uint64_t payload_hash(const int32_t *d)
 {
-    for (int k = 0; k < nrecs; k++)
-        if (recs[k][0] == d[0] && recs[k][4] == d[4] &&
-            memcmp(recs[k] + 5, d + 5, (size_t)d[4] * 4) == 0)
-            return k;
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)(d + 5);
+    for (size_t i = 0; i < (size_t)d[4] * 4; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h ^ (uint64_t)d[0] ^ (uint64_t)d[4] << 8;
+}
+
+/* Index of an earlier record of its kind with the same payload as record k (files by
+ * path, groups by members), or -1 (then k is entered): a hash table of record indexes + 1,
+ * cap a power of two above twice their number. */
+static int same_payload(const int32_t *const *recs, int *table, uint32_t cap, int k)
+{
+    const int32_t *d = recs[k];
+    uint32_t i = (uint32_t)payload_hash(d) & (cap - 1);
+    for (; table[i]; i = (i + 1) & (cap - 1)) {
+        const int32_t *e = recs[table[i] - 1];
+        if (e[0] == d[0] && e[4] == d[4] && memcmp(e + 5, d + 5, (size_t)d[4] * 4) == 0)
+            return table[i] - 1;
+    }
+    table[i] = k + 1;
     return -1;
 }
 
@@ -197,12 +241,22 @@ void mps_objects_write_defs(OTF2_GlobalDefWriter *gw, const uint32_t *order, int
 {
     free(pairs);
     pairs = NULL;
-    npairs = 0;
-    int nrecs = 0, io = 0;
+    npairs = pairs_cap = 0;
+    int nrecs = 0, io = 0, nfiles = 0;
     for (int i = 0; i + 5 <= defs_nwords; i += OBJ_REC_WORDS(defs_words + i)) nrecs++;
+    uint32_t cap = 16;
+    while (cap < 2 * (uint32_t)nrecs) cap *= 2;
     const int32_t **recs = malloc((size_t)(nrecs ? nrecs : 1) * sizeof *recs);
     uint32_t *dense = malloc((size_t)(nrecs ? nrecs : 1) * sizeof *dense);
-    if (!recs || !dense) { free(recs); free(dense); return; }
+    int *table = calloc(cap, sizeof *table);
+    keyed *comms = malloc((size_t)(ncomms ? ncomms : 1) * sizeof *comms);
+    keyed *files = malloc((size_t)(nrecs ? nrecs : 1) * sizeof *files);
+    if (!recs || !dense || !table || !comms || !files) {
+        lost();
+        goto out;
+    }
+    for (int q = 0; q < ncomms; q++) comms[q] = (keyed){order[q], 2 + (uint32_t)q, (uint32_t)q};
+    qsort(comms, (size_t)ncomms, sizeof *comms, cmp_keyed);
     for (int i = 0, k = 0; k < nrecs; i += OBJ_REC_WORDS(defs_words + i)) {
         recs[k++] = defs_words + i;
         io |= defs_words[i] == MPS_OBJ_FILE || defs_words[i] == MPS_OBJ_HANDLE;
@@ -217,11 +271,13 @@ void mps_objects_write_defs(OTF2_GlobalDefWriter *gw, const uint32_t *order, int
     static const int kinds[] = {MPS_OBJ_FILE, MPS_OBJ_GROUP, MPS_OBJ_WIN, MPS_OBJ_HANDLE};
     char name[64];
     for (size_t ki = 0; ki < sizeof kinds / sizeof *kinds; ki++) {
+        if (kinds[ki] == MPS_OBJ_HANDLE) /* every file is defined: their dense refs */
+            qsort(files, (size_t)nfiles, sizeof *files, cmp_keyed);
         for (int k = 0; k < nrecs; k++) {
             const int32_t *d = recs[k];
             if (d[0] != kinds[ki]) continue;
-            int prev = d[0] == MPS_OBJ_FILE || d[0] == MPS_OBJ_GROUP ? same_payload(recs, k, d)
-                                                                      : -1;
+            int prev = d[0] == MPS_OBJ_FILE || d[0] == MPS_OBJ_GROUP
+                           ? same_payload(recs, table, cap, k) : -1;
             if (prev >= 0) {
                 dense[k] = dense[prev];
             } else {
@@ -238,24 +294,34 @@ void mps_objects_write_defs(OTF2_GlobalDefWriter *gw, const uint32_t *order, int
                                                         OTF2_GROUP_TYPE_COMM_GROUP,
                                                         OTF2_PARADIGM_MPI, OTF2_GROUP_FLAG_NONE,
                                                         (uint32_t)d[4], m);
+                    else
+                        lost();
                     free(m);
                 } else if (d[0] == MPS_OBJ_WIN) {
                     OTF2_GlobalDefWriter_WriteRmaWin(gw, dense[k], mps_gstr(gw, s),
-                                                     comm_dense((uint32_t)d[2], order, ncomms),
+                                                     comm_dense((uint32_t)d[2], comms, ncomms),
                                                      OTF2_RMA_WIN_FLAG_CREATE_DESTROY_EVENTS);
                 } else {
                     OTF2_GlobalDefWriter_WriteIoHandle(
                         gw, dense[k], mps_gstr(gw, s),
-                        dense_of(MPS_OBJ_FILE, (uint32_t)d[2], OTF2_UNDEFINED_IO_FILE), 0,
-                        OTF2_IO_HANDLE_FLAG_NONE, comm_dense((uint32_t)d[3], order, ncomms),
+                        keyed_find(files, nfiles, (uint32_t)d[2], OTF2_UNDEFINED_IO_FILE), 0,
+                        OTF2_IO_HANDLE_FLAG_NONE, comm_dense((uint32_t)d[3], comms, ncomms),
                         OTF2_UNDEFINED_IO_HANDLE);
                 }
+            }
+            if (d[0] == MPS_OBJ_FILE) {
+                files[nfiles] = (keyed){(uint32_t)d[1], dense[k], (uint32_t)nfiles};
+                nfiles++;
             }
             add_pair(d[0], (uint32_t)d[1], dense[k]);
         }
     }
+out:
     free(recs);
     free(dense);
+    free(table);
+    free(comms);
+    free(files);
     if (defs_owned) free(defs_words);
     defs_words = NULL;
     defs_nwords = 0;

@@ -15,15 +15,35 @@
 
 static const char *const run_files[] = {MPS_RUN_FILES};
 
+/* `prefix` followed by digits only */
+static int numbered(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(name, prefix, n) != 0 || !name[n]) return 0;
+    for (const char *p = name + n; *p; p++)
+        if (*p < '0' || *p > '9') return 0;
+    return 1;
+}
+
 int mps_is_run_file(const char *name)
 {
     for (size_t i = 0; i < sizeof run_files / sizeof *run_files; i++)
         if (strcmp(name, run_files[i]) == 0) return 1;
-    size_t n = strlen(MPS_RUN_RANK_PREFIX);
-    if (strncmp(name, MPS_RUN_RANK_PREFIX, n) != 0 || !name[n]) return 0;
-    for (const char *p = name + n; *p; p++)
-        if (*p < '0' || *p > '9') return 0;
-    return 1;
+    return numbered(name, MPS_RUN_RANK_PREFIX) || numbered(name, MPS_RUN_SPAWN_PREFIX);
+}
+
+int mps_claim_spawn_dir(const char *dir, char *out, size_t outlen)
+{
+    for (unsigned n = 1; n < 1000000; n++) {
+        if ((size_t)snprintf(out, outlen, "%s/" MPS_RUN_SPAWN_PREFIX "%u", dir, n) >= outlen) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        if (mkdir(out, 0777) == 0) return 0; /* claimed atomically: never shared */
+        if (errno != EEXIST) return -1;
+    }
+    errno = EEXIST;
+    return -1;
 }
 
 static int ours(const char *name, const char *keep)

@@ -19,8 +19,12 @@
     "traces.otf2", "traces.def", "traces", ".mpiscope-live", ".mpiscope-cache",          \
         "program-output.txt"
 #define MPS_RUN_RANK_PREFIX "rank" /* rank<digits>: a directory */
+#define MPS_RUN_SPAWN_PREFIX "spawn-" /* spawn-<digits>: a spawned job's own run */
 #define MPS_RUN_OUTPUT "program-output.txt" /* the job's stdout, see mps_move_earlier_run */
 
+/* A spawned job's own directory in its parent's DIR: DIR/spawn-N, the first N whose
+ * mkdir succeeds (atomic: two children's jobs never share one). 0, or -1 and errno. */
+int mps_claim_spawn_dir(const char *dir, char *out, size_t outlen);
 /* Is `name` (an entry of DIR) an mpiscope run's? */
 int mps_is_run_file(const char *name);
 

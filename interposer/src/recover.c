@@ -1,8 +1,11 @@
 /* mpiscope-recover DIR RANK...: turn the crash-safe live logs that killed ranks left in
  * DIR/.mpiscope-live/ into the per-rank archives DIR/rank<N>/traces.otf2 salvage() writes
  * (live.h). The conversion lives in libmpiscope (postmortem.c: mps_recover), which shares the
- * event encoder and definition writers with the traced run. Prints one line per rank.
- * Exit status: 0 when every rank was recovered, 1 otherwise, 2 on bad usage. */
+ * event encoder and definition writers with the traced run. Prints one line per rank: on
+ * stdout "rank N: E events, …" for a rank recovered whole (its log deleted), on stderr
+ * "mpiscope-recover: rank N: FILE: byte B: problem" (or why else not) for one that was
+ * not (its log kept as it was). Exit status: 0 when every rank was recovered, 1 otherwise,
+ * 2 on bad usage. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

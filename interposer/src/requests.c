@@ -42,7 +42,7 @@ static void post_recv(req_slot *r)
     ev(MPS_EV_IRECV_REQUEST, 0, 0, 0, 1)[0] = r->id;
 }
 
-void mps_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type,
+void mps_isend(int dest, int tag, MPI_Comm comm, int64_t count, MPI_Datatype type,
                const MPI_Request *req, int persistent)
 {
     if (tl_skip || mps_rt.state != 1 || *req == MPI_REQUEST_NULL) return;
@@ -61,7 +61,7 @@ void mps_isend(int dest, int tag, MPI_Comm comm, int count, MPI_Datatype type,
     UNLOCK();
 }
 
-void mps_irecv(int source, int tag, MPI_Comm comm, int count, MPI_Datatype type,
+void mps_irecv(int source, int tag, MPI_Comm comm, int64_t count, MPI_Datatype type,
                const MPI_Request *req, int persistent)
 {
     if (tl_skip || mps_rt.state != 1 || *req == MPI_REQUEST_NULL) return;
@@ -249,7 +249,7 @@ void mps_mrecv_done(const MPI_Message *saved, const MPI_Status *st)
     UNLOCK();
 }
 
-void mps_imrecv(const MPI_Message *saved, int count, MPI_Datatype type,
+void mps_imrecv(const MPI_Message *saved, int64_t count, MPI_Datatype type,
                 const MPI_Request *req)
 {
     if (mps_rt.state != 1 || *saved == MPI_MESSAGE_NULL) return;

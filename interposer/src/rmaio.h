@@ -34,13 +34,13 @@ void mps_io_opened(MPI_Comm comm, const char *path, int amode, const MPI_File *f
 void mps_io_closed(MPI_File saved);
 void mps_io_deleted(const char *path);
 /* a blocking operation: Begin before the call, Complete after (its matching id) */
-uint64_t mps_io_begin(MPI_File fh, int mode, int flags, int count, MPI_Datatype type);
-void mps_io_end(MPI_File fh, uint64_t id, const MPI_Status *st, int count, MPI_Datatype type);
+uint64_t mps_io_begin(MPI_File fh, int mode, int flags, int64_t count, MPI_Datatype type);
+void mps_io_end(MPI_File fh, uint64_t id, const MPI_Status *st, int64_t count, MPI_Datatype type);
 /* non-blocking: Begin + Issued now, Complete in the Wait/Test that completes *req */
-void mps_io_ipost(MPI_File fh, int mode, int flags, int count, MPI_Datatype type,
+void mps_io_ipost(MPI_File fh, int mode, int flags, int64_t count, MPI_Datatype type,
                   const MPI_Request *req);
 /* split collective: Begin + Issued in *_begin, Complete in *_end */
-void mps_io_split_begin(MPI_File fh, int mode, int count, MPI_Datatype type);
+void mps_io_split_begin(MPI_File fh, int mode, int64_t count, MPI_Datatype type);
 void mps_io_split_end(MPI_File fh, const MPI_Status *st);
 void mps_io_seek(MPI_File fh, MPI_Offset offset, int whence, int shared);
 

@@ -129,6 +129,12 @@ struct mps_recorder {
     /* the buffer just after the current call's Enter (NULL once a flush emptied it): what
      * a failed call recorded before MPI said so is taken back from here (mps_failed) */
     uint64_t *call_mark;
+    uint64_t *call_start; /* the buffer where the current call's records begin */
+    /* the last polling visit that completed nothing (hotpath.c, mps_leave): its Leave and
+     * POLL records, where the buffer stood after it (NULL: nothing to extend), its Enter's
+     * header and call path, and when that call really returned (raw clock) */
+    uint64_t *poll_leave, *poll_rec, *poll_end;
+    uint64_t poll_enter, poll_path, poll_returned;
     /* call paths (depth > 1): (return address, stack pointer) → path id, callpath.c */
     unsigned char *cp_cache;
 };
@@ -165,6 +171,7 @@ struct mps_config {
     uint64_t buffer_bytes; /* raw event buffer */
     size_t hash_bytes;
     unsigned callpath_depth; /* frames recorded per call (callpath.c); 1: call site only */
+    int poll_all;            /* MPISCOPE_POLL=all: every polling call its own visit */
 };
 
 /* The job and this rank's place in it (init.c). */
@@ -304,7 +311,7 @@ MPS_INTERNAL void mps_obj_add(int kind, uint32_t ref, uint32_t x, uint32_t y,
 MPS_INTERNAL uint32_t mps_obj_intern(int kind, const void *payload, size_t bytes);
 MPS_INTERNAL void mps_objects_gather(void);
 MPS_INTERNAL void mps_objects_use_own(void);
-MPS_INTERNAL void mps_objects_restore(const int32_t *w, int nwords);
+MPS_INTERNAL int mps_objects_restore(const int32_t *w, int nwords); /* -1: no memory */
 MPS_INTERNAL void mps_objects_write_defs(OTF2_GlobalDefWriter *gw, const uint32_t *order,
                                          int ncomms);
 MPS_INTERNAL void mps_objects_share_pairs(void);

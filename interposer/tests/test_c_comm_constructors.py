@@ -4,8 +4,9 @@ Each constructor is followed by a collective on the new communicator; that colle
 name a communicator the trace defines, with the members MPI gave it (world ranks in
 communicator-rank order), in otf2-print, the OTF2 Python reader and mpiscope.load alike.
 MPI_Comm_idup gets its id without communicating (from the parent's and the number of idups
-the parent has seen; a one-rank parent such as MPI_COMM_SELF: from the rank itself); an intercommunicator is an OTF2 InterComm whose peers are ranks of
-the other group, so its messages match.
+the parent has seen; a one-rank parent such as MPI_COMM_SELF: from the rank itself); an
+intercommunicator is an OTF2 InterComm whose peers are ranks of the other group, so its
+messages match.
 """
 
 from __future__ import annotations

@@ -81,9 +81,4 @@ def test_intercomm_and_freed_arrays_open_mpi(programs, tmp_path, np: int) -> Non
 
 @pytest.mark.mpich
 def test_intercomm_and_freed_arrays_mpich(tmp_path) -> None:
-    if not (mpijobs.have("mpicc.mpich") and mpijobs.have("mpiexec.mpich")):
-        pytest.skip("MPICH is not installed (mpicc.mpich / mpiexec.mpich missing)")
-    exe = mpijobs.build("intercoll.c", tmp_path, ["mpicc.mpich", "-g", "-O0"])
-    job = mpijobs.run([str(exe)], np=3, out=tmp_path / "trace", mpi="mpich",
-                      launcher=mpijobs.MPIEXEC_MPICH)
-    check_run(job, 3)
+    check_run(mpijobs.run_mpich("intercoll.c", tmp_path, 3, out=tmp_path / "trace"), 3)

@@ -47,7 +47,9 @@ class Run:
 def p2p(request: pytest.FixtureRequest, programs, tmp_path_factory) -> Run:
     np = request.param
     out = tmp_path_factory.mktemp(f"p2p{np}") / "trace"
-    job = mpijobs.run([str(programs["p2p.c"])], np=np, out=out)
+    # every polling call its own visit: these tests count calls and the requests each
+    # idle Test* tested (merged polling: test_polling.py)
+    job = mpijobs.run([str(programs["p2p.c"])], np=np, out=out, env={"MPISCOPE_POLL": "all"})
     assert job.returncode == 0, job.stderr
     polls = {}
     for m in re.finditer(r"rank (\d+) POLL (.*)", job.stdout):

@@ -69,3 +69,22 @@ def test_without_debug_info_object_plus_offset(built: Path, tmp_path) -> None:
         # the library still has debug info: its call site keeps file:line
         assert tc.callsites(t, r, "MPI_Allreduce") == [mpijobs.callsite("libcall.c",
                                                                         "lib_allreduce")]
+
+
+def test_thousands_of_call_sites(tmp_path: Path, interposer) -> None:
+    """4000 distinct MPI call sites: the trace is written (the call sites' objects once
+    overflowed the anchor file, and MPI_Finalize lost the whole trace), every site named
+    by its line."""
+    n = 4000
+    src = tmp_path / "many.c"
+    src.write_text("\n".join(["#include <mpi.h>", "int main(int c, char **v) {",
+                              "MPI_Init(&c, &v);", *["MPI_Barrier(MPI_COMM_SELF);"] * n,
+                              "MPI_Finalize();", "return 0; }"]) + "\n")
+    sh([*MPICC, "-o", "many", str(src)], tmp_path)
+    job = mpijobs.run([str(tmp_path / "many")], np=2, out=tmp_path / "out")
+    assert job.returncode == 0 and "mpiscope:" not in job.stderr, job.stderr
+    defs = sh(["otf2-print", "-G", str(tmp_path / "out" / "traces.otf2")], tmp_path)
+    lines = {int(m.group(1)) for m in re.finditer(
+        r'^SOURCE_CODE_LOCATION\s+\d+\s+File: "[^"]*many\.c" <\d+>, Line Number: (\d+)$',
+        defs, re.M)}
+    assert set(range(4, 4 + n)) <= lines

@@ -62,8 +62,4 @@ def test_failed_calls_open_mpi(programs, tmp_path) -> None:
 
 @pytest.mark.mpich
 def test_failed_calls_mpich(tmp_path) -> None:
-    if not (mpijobs.have("mpicc.mpich") and mpijobs.have("mpiexec.mpich")):
-        pytest.skip("MPICH is not installed (mpicc.mpich / mpiexec.mpich missing)")
-    exe = mpijobs.build("failcalls.c", tmp_path, ["mpicc.mpich", "-g", "-O0"])
-    check(mpijobs.run([str(exe)], np=2, out=tmp_path / "trace", mpi="mpich",
-                      launcher=mpijobs.MPIEXEC_MPICH))
+    check(mpijobs.run_mpich("failcalls.c", tmp_path, 2, out=tmp_path / "trace"))

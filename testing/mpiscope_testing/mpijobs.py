@@ -87,6 +87,20 @@ def run(cmd: list[str], np: int | None = None, out: Path | None = None, traced: 
     return Job(proc.returncode, proc.stdout, proc.stderr, out)
 
 
+def run_mpich(source: str, into: Path, np: int, out: Path | None = None,
+              args: list[str] | None = None, flags: list[str] | None = None,
+              env: dict[str, str] | None = None) -> Job:
+    """programs/<source> built with MPICH's compiler and run traced under mpiexec.mpich;
+    the calling test is skipped where MPICH is not installed."""
+    import pytest
+
+    if not (have("mpicc.mpich") and have("mpiexec.mpich")):
+        pytest.skip("MPICH is not installed (mpicc.mpich / mpiexec.mpich missing)")
+    exe = build(source, into, ["mpicc.mpich", "-g", "-O0", *(flags or [])])
+    return run([str(exe), *(args or [])], np=np, out=out, mpi="mpich",
+               launcher=MPIEXEC_MPICH, env=env)
+
+
 def sorted_lines(text: str) -> list[str]:
     """Ranks print concurrently: compare stdout as a multiset of lines. Blank lines are
     left out: with PYTHONUNBUFFERED a print's text and its newline are separate writes,

@@ -74,6 +74,8 @@ RMA_CALLS = ("MPI_Win_", "MPI_Put", "MPI_Get", "MPI_Accumulate", "MPI_Get_accumu
 
 
 def record_may_be_in(kind: str, region: str) -> bool:
+    if region.endswith("_c") and region[:-2] in ROLE_OF:  # MPI-4 large-count twin
+        region = region[:-2]
     if kind.startswith("Rma"):
         return region.startswith(RMA_CALLS) or region in COMPLETION_REGIONS
     if kind.startswith("Io"):
@@ -83,6 +85,7 @@ def record_may_be_in(kind: str, region: str) -> bool:
 
 COLLECTIVE_REGIONS = {f for f, role in ROLE_OF.items() if role.startswith(("COLL", "BARRIER"))
                       and f not in ALLOWED_IN["NonBlockingCollectiveRequest"]}
+COLLECTIVE_REGIONS |= {f"{f}_c" for f in COLLECTIVE_REGIONS}  # their large-count twins
 
 
 def read_both(trace_dir: Path) -> Trace:

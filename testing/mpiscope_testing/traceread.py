@@ -102,7 +102,9 @@ def _py_fields(ev: object) -> dict[str, object]:
         if hasattr(ev, src):
             f[dst] = int(getattr(ev, src))
     if hasattr(ev, "communicator"):
-        f["comm"] = _ref(ev.communicator)
+        # undefined: a communicator the trace cannot define (one spanning two jobs, from
+        # MPI_Comm_spawn); as otf2-print shows it
+        f["comm"] = _ref(ev.communicator) if ev.communicator is not None else -1
     if hasattr(ev, "collective_op"):
         f["op"] = _enum(ev.collective_op)
     if hasattr(ev, "root"):
@@ -163,6 +165,8 @@ def _print_fields(text: str) -> dict[str, object]:
             f[dst] = int(m.group(1))
     if m := re.search(r'Communicator: "[^"]*" <(\d+)>', text):
         f["comm"] = int(m.group(1))
+    elif re.search(r"(?:^|, )Communicator: UNDEFINED", text):
+        f["comm"] = -1
     if m := re.search(r"Operation: (\w+)", text):
         f["op"] = m.group(1)
     if m := re.search(r"Root: (NONE|\d+)", text):

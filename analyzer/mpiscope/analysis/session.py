@@ -26,6 +26,7 @@ from mpiscope.analysis import (
     waitstates,
 )
 from mpiscope.analysis.threads import per_thread
+from mpiscope.archive import outdir
 from mpiscope.archive.trace import Trace, TraceMeta
 
 T = TypeVar("T")
@@ -222,18 +223,23 @@ class Analysis:
     def warnings(self) -> list[str]:
         """What the analysis had to drop, clamp or distrust, one line each (the
         contract's `warnings`): the reader's own, then what the analyses saw."""
-        t = self.raw_trace
-        out = list(t.meta.warnings)
-        if t.meta.truncated_ranks:
-            ranks = t.meta.truncated_ranks
+        meta = self.overview.meta  # both engines' (the Dask engine has no raw trace)
+        out = list(meta.warnings)
+        spawned = outdir.spawned_runs(Path(self.overview.path))
+        if spawned:
+            out.append(f"{len(spawned)} job(s) this one spawned (MPI_Comm_spawn) were traced "
+                       "as runs of their own, not analyzed here: "
+                       + ", ".join(f"`mpiscope analyze {p}`" for p in spawned))
+        if meta.truncated_ranks:
+            ranks = meta.truncated_ranks
             out.append("ranks cut short (no MPI_Finalize or truncated events), analyzed as "
                        f"far as their events go: {_ranks_text(ranks)}")
         remaining = self.wait_states.skew.remaining
         if remaining:
             out.append(f"{remaining} clock violation(s) left after the skew correction "
                        "(a receive before its send): wait states near them are uncertain")
-        if t.meta.filtered:
-            out.append("functions not recorded (MPISCOPE_FILTER): " + ", ".join(t.meta.filtered))
+        if meta.filtered:
+            out.append("functions not recorded (MPISCOPE_FILTER): " + ", ".join(meta.filtered))
         un = self.uninterpreted
         if len(un):
             out.append(f"{len(un)} MPI function(s) recorded only as time, not interpreted "

@@ -12,17 +12,29 @@ from mpiscope.analysis import orderstats
 from mpiscope.archive.trace import Trace
 
 
+def polls(c: pd.DataFrame) -> np.ndarray:
+    """MPI calls each row stands for (`polls`: a merged polling visit stands for many);
+    1 each where a table has no such column."""
+    return (c["polls"].to_numpy(np.int64) if "polls" in c.columns
+            else np.ones(len(c), np.int64))
+
+
 def _outer(trace: Trace) -> pd.DataFrame:
     c = trace.calls
-    return c.assign(dur=c["end"] - c["start"], bytes=c["bytes_sent"] + c["bytes_recv"])
+    dur = c["end"] - c["start"]
+    n = polls(c)
+    # a merged visit's calls each took its mean: their longest is not known
+    return c.assign(dur=dur, bytes=c["bytes_sent"] + c["bytes_recv"], n=n, per_call=dur / n)
 
 
 def functions(trace: Trace) -> pd.DataFrame:
-    """name, calls, time_s, mean_s, max_s, bytes — sorted by time."""
+    """name, calls, time_s, mean_s, max_s, bytes — sorted by time. `calls` counts every
+    MPI call, those a merged polling visit stands for included."""
     g = _outer(trace).groupby("function", observed=True)
-    df = pd.DataFrame({"calls": g.size(), "time_s": g["dur"].sum() / 1e9,
-                       "mean_s": g["dur"].mean() / 1e9, "max_s": g["dur"].max() / 1e9,
-                       "bytes": g["bytes"].sum()})
+    calls = g["n"].sum()
+    df = pd.DataFrame({"calls": calls, "time_s": g["dur"].sum() / 1e9,
+                       "mean_s": g["dur"].sum() / calls / 1e9,
+                       "max_s": g["per_call"].max() / 1e9, "bytes": g["bytes"].sum()})
     return df.rename_axis("name").reset_index().sort_values("time_s", ascending=False,
                                                             ignore_index=True)
 
@@ -33,8 +45,10 @@ def uninterpreted(trace: Trace) -> pd.DataFrame:
     sorted by time. Nested calls are listed too: they are present, and uninterpreted."""
     c = trace.calls
     o = c[(c["kind"] == "other").to_numpy()]
-    g = (o["end"] - o["start"]).groupby(o["function"].astype(str).to_numpy())
-    df = pd.DataFrame({"calls": g.size(), "time_s": g.sum() / 1e9})
+    names = o["function"].astype(str).to_numpy()
+    g = (o["end"] - o["start"]).groupby(names)
+    df = pd.DataFrame({"calls": pd.Series(polls(o)).groupby(names).sum(),
+                       "time_s": g.sum() / 1e9})
     return (df.rename_axis("name").reset_index()
             .sort_values(["time_s", "name"], ascending=[False, True], ignore_index=True)
             [["name", "calls", "time_s"]])
@@ -46,8 +60,9 @@ def callsite_sums(trace: Trace, wait_ns: np.ndarray | None = None) -> pd.DataFra
     c = _outer(trace)
     c["wait"] = wait_ns if wait_ns is not None else 0
     g = c.groupby(["function", "callsite"], observed=True)
-    return pd.DataFrame({"calls": g.size(), "dur": g["dur"].sum(), "max": g["dur"].max(),
-                         "bytes": g["bytes"].sum(), "wait": g["wait"].sum()}).reset_index()
+    return pd.DataFrame({"calls": g["n"].sum(), "dur": g["dur"].sum(),
+                         "max": g["per_call"].max(), "bytes": g["bytes"].sum(),
+                         "wait": g["wait"].sum()}).reset_index()
 
 
 def callsites_frame(sums: pd.DataFrame) -> pd.DataFrame:

@@ -90,6 +90,8 @@ def kind_of(name: str) -> str | None:
     """The call kind of an MPI function by name, None if the name says nothing."""
     if name in KIND_OF:
         return KIND_OF[name]
+    if name.endswith("_c") and name[:-2] in KIND_OF:  # MPI-4 large-count twin (MPI_Send_c)
+        return KIND_OF[name[:-2]]
     return "io" if name.startswith("MPI_File_") else None
 
 CALL_KINDS = SCHEMA.enums["call_kind"].names
@@ -255,15 +257,20 @@ class Definitions:
         self.threads = [(rank, t, loc._ref, loc.name or f"location {loc._ref}")
                         for rank, g in enumerate(groups)
                         for t, loc in enumerate(threads_of[g])]
-        # a location's event count as its file can hold it (a damaged count, up to
-        # 2^64 - 1, would size tables, groups and buckets by itself)
+        # what the definitions claim, per rank (all its threads) and in all: a hostile file
+        # may claim anything (engines/choose.py bounds these by the event files' sizes)
+        self.events_per_rank = [sum(int(loc.number_of_events or 0) for loc in threads_of[g])
+                                for g in groups]
+        self.location_events = {int(loc._ref): int(loc.number_of_events or 0)
+                                for g in groups for loc in threads_of[g]}
+        self.rank_locations = [[int(loc._ref) for loc in threads_of[g]] for g in groups]
+        # the events expected, each location's as its file can hold them (a damaged count,
+        # up to 2^64 - 1, would size the reader's tables, groups and buckets by itself)
         self.loc_max_events = np.asarray([event_file_bytes(anchor, loc)
                                           for _r, _t, loc, _n in self.threads], np.uint64)
-        counts = [min(int(threads_of[g][t].number_of_events or 0), int(most))
-                  for (g, t), most in zip(((g, t) for g in groups
-                                           for t in range(len(threads_of[g]))),
-                                          self.loc_max_events, strict=True)]
-        self.expected_events = sum(counts)
+        self.expected_events = sum(
+            min(self.location_events.get(int(loc), 0), int(most))
+            for (_r, _t, loc, _n), most in zip(self.threads, self.loc_max_events, strict=True))
         rank_of_location = {ref: i for i, ref in enumerate(self.locations)}
         self.hosts = []
         for g in groups:
@@ -425,6 +432,7 @@ class Definitions:
                                  np.uint8),
             expected_events=self.expected_events, win_comm=self.win_comm,
             attr_callpath=self.attrs.get("mpiscope:callpath", NONE32),
+            attr_calls=self.attrs.get("mpiscope:calls", NONE32),
             context_path=self.context_path, context_source=self.context_source,
             trace_length=self.length, loc_max_events=self.loc_max_events,
             refs={name: slots.refs for name, slots in (

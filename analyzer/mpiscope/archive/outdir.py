@@ -17,6 +17,7 @@ from mpiscope.archive import fom
 RUN_FILES = ("traces.otf2", "traces.def", "traces", ".mpiscope-live", ".mpiscope-cache",
              fom.OUTPUT_FILE)
 RANK_PREFIX = "rank"  # rank<N>/: the per-rank archives of a job that died
+SPAWN_PREFIX = "spawn-"  # spawn-<N>/: the run of a job this one spawned (MPI_Comm_spawn)
 # set by `mpiscope run` for the interposer: this file in DIR is the new job's own
 JOB_OUTPUT_ENV = "MPISCOPE_JOB_OUTPUT"
 
@@ -25,8 +26,23 @@ def is_run_file(name: str) -> bool:
     """Is `name`, an entry of a trace directory, something an mpiscope run leaves there?"""
     if name in RUN_FILES:
         return True
-    digits = name[len(RANK_PREFIX):]
-    return name.startswith(RANK_PREFIX) and digits.isascii() and digits.isdigit()
+    for prefix in (RANK_PREFIX, SPAWN_PREFIX):
+        digits = name[len(prefix):]
+        if name.startswith(prefix) and digits.isascii() and digits.isdigit():
+            return True
+    return False
+
+
+def spawned_runs(trace_dir: Path) -> list[Path]:
+    """The runs of the jobs a traced job spawned (MPI_Comm_spawn): each child job writes
+    its own archive in DIR/spawn-N (N in spawn order), never into the parent's run."""
+    try:
+        entries = list(trace_dir.iterdir())
+    except OSError:
+        return []
+    runs = [p for p in entries if p.name.startswith(SPAWN_PREFIX)
+            and p.name[len(SPAWN_PREFIX):].isdigit() and (p / "traces.otf2").is_file()]
+    return sorted(runs, key=lambda p: int(p.name[len(SPAWN_PREFIX):]))
 
 
 def move_earlier_run(out: Path) -> Path | None:

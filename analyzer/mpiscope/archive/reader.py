@@ -34,6 +34,11 @@ def anchor_of(path: Path) -> Path:
             raise UserError(str(path), "the job ended without MPI_Finalize and no rank "
                             "finished writing its trace (incomplete: "
                             f"{', '.join(f'rank{r}' for r in cut)})")
+        lost = salvaged.unrecovered(path) if path.is_dir() else {}
+        if lost:  # every rank killed outright, and no log could be recovered
+            raise UserError(str(path), "the job's ranks were killed and none of their "
+                            "crash-safe logs could be recovered (" + "; ".join(lost.values())
+                            + ")")
         raise UserError(str(path), "not an OTF2 archive (no traces.otf2)")
     try:
         with open(anchor, "rb") as f:

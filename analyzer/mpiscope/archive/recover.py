@@ -18,10 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpiscope.archive import salvaged
+from mpiscope.errors import UserError
 from mpiscope.paths import interposer_tool
 
-LIVE_DIR = ".mpiscope-live"
+LIVE_DIR = salvaged.LIVE_DIR
 _DEFS = re.compile(r"rank(\d+)\.defs")
+# How long `mpiscope-recover` may take for one rank: it reads the log once, writes the
+# trace and reads it back, at 150-300 MB/s here (bench/recover_speed.py); a base for the
+# call sites' debug information, then per MiB of log many times what it needs.
+TIMEOUT_BASE_S = 60.0
+TIMEOUT_PER_MIB_S = 0.5
 
 
 @dataclass
@@ -52,7 +58,7 @@ def _drop_served(trace_dir: Path) -> None:
     done = salvaged.archives(trace_dir)
     for rank in live_ranks(trace_dir):
         if rank in done:
-            for suffix in ("events", "defs"):
+            for suffix in ("events", "defs", salvaged.UNRECOVERED):
                 (live / f"rank{rank}.{suffix}").unlink(missing_ok=True)
     try:
         live.rmdir()
@@ -65,29 +71,81 @@ def tool() -> Path:
     return interposer_tool("mpiscope-recover")
 
 
+def timeout_for(trace_dir: Path, rank: int) -> float:
+    """Seconds `mpiscope-recover` may take for rank's log: a base plus its size."""
+    size = 0
+    for suffix in ("events", "defs"):
+        try:
+            size += (Path(trace_dir) / LIVE_DIR / f"rank{rank}.{suffix}").stat().st_size
+        except OSError:
+            pass
+    return TIMEOUT_BASE_S + TIMEOUT_PER_MIB_S * size / (1 << 20)
+
+
 def recover(trace_dir: Path, ranks: list[int] | None = None
             ) -> tuple[list[Recovered], list[str]]:
     """Recover `ranks` (default: every orphaned one) into DIR/rank<N>/traces.otf2.
-    Returns what was recovered and one problem line per rank that could not be. A rank
+    Returns what was recovered and one problem line per rank that could not be (its log
+    is then kept, with the line beside it for the readers: salvaged.unrecovered). A rank
     already recovered has no live log left, so running this again changes nothing."""
+    trace_dir = Path(trace_dir)
     todo = orphaned(trace_dir) if ranks is None else ranks
     if ranks is None:
-        _drop_served(Path(trace_dir))
-    refused = [_not_a_log(Path(trace_dir), r) for r in todo]
-    problems = [p for p in refused if p]
-    todo = [r for r, p in zip(todo, refused, strict=True) if not p]
-    if not todo:
-        return [], problems
-    proc = subprocess.run([str(tool()), str(Path(trace_dir).resolve()), *map(str, todo)],
-                          capture_output=True, text=True)
-    done = []
-    for line in proc.stdout.splitlines():
-        m = re.match(r"rank (\d+): (.*)", line)
-        if m:
-            done.append(Recovered(int(m.group(1)), m.group(2)))
-    problems += [line.removeprefix("mpiscope-recover: ") for line in proc.stderr.splitlines()
-                 if line.strip()]
+        _drop_served(trace_dir)
+    done: list[Recovered] = []
+    problems: list[str] = []
+    for rank in todo:
+        why = _not_a_log(trace_dir, rank)
+        got = None if why else _run_tool(trace_dir, rank)
+        if isinstance(got, Recovered):
+            done.append(got)
+            (trace_dir / LIVE_DIR / f"rank{rank}.{salvaged.UNRECOVERED}").unlink(
+                missing_ok=True)
+        else:
+            problems.append(why or got or f"rank {rank}: not recovered")
+            _note(trace_dir, rank, problems[-1])
+    try:
+        (trace_dir / LIVE_DIR).rmdir()  # every log served
+    except OSError:
+        pass
     return done, problems
+
+
+def _run_tool(trace_dir: Path, rank: int) -> Recovered | str:
+    """One rank through `mpiscope-recover`, under a timeout sized to its log: what it
+    recovered, or the one line saying why not. Success is its exit status 0, its summary
+    line and the archive in place with the log gone; anything else is a failure."""
+    limit = timeout_for(trace_dir, rank)
+    try:
+        proc = subprocess.run([str(tool()), str(trace_dir.resolve()), str(rank)],
+                              capture_output=True, text=True, errors="replace", timeout=limit)
+    except subprocess.TimeoutExpired:
+        return (f"rank {rank}: mpiscope-recover did not finish within {limit:.0f} s (killed); "
+                "its log is kept")
+    except (OSError, UserError) as err:
+        return f"rank {rank}: cannot run mpiscope-recover: {getattr(err, 'problem', err)}"
+    lines = [line.removeprefix("mpiscope-recover: ") for line in proc.stderr.splitlines()
+             if line.strip()]
+    if proc.returncode < 0:
+        return f"rank {rank}: mpiscope-recover died of signal {-proc.returncode}" + \
+            "".join(f"; {line}" for line in lines)
+    m = re.fullmatch(r"rank (\d+): (.*)", proc.stdout.strip())
+    if proc.returncode != 0 or not m or int(m.group(1)) != rank:
+        what = "; ".join(lines) or (f"rank {rank}: mpiscope-recover exited with status "
+                                    f"{proc.returncode}")
+        return what if what.startswith(f"rank {rank}: ") else f"rank {rank}: {what}"
+    if rank not in salvaged.archives(trace_dir) or rank in live_ranks(trace_dir):
+        return (f"rank {rank}: mpiscope-recover reported success but left no complete "
+                f"archive in {trace_dir / f'rank{rank}'} or kept its log")
+    return Recovered(rank, m.group(2))
+
+
+def _note(trace_dir: Path, rank: int, problem: str) -> None:
+    """The problem beside the kept log, for whoever reads the trace next."""
+    try:
+        (trace_dir / LIVE_DIR / f"rank{rank}.{salvaged.UNRECOVERED}").write_text(problem + "\n")
+    except OSError:  # a read-only trace: the stderr line is all there is
+        pass
 
 
 def _not_a_log(trace_dir: Path, rank: int) -> str | None:
@@ -111,7 +169,8 @@ def notices(trace_dir: Path) -> list[str]:
     live = Path(trace_dir) / LIVE_DIR
     lines = [f"mpiscope: recovered rank {r.rank} up to its kill from its crash-safe log in "
              f"{live} ({r.summary})" for r in done]
-    lines += [f"mpiscope: warning: cannot recover {p}" for p in problems]
+    lines += [f"mpiscope: warning: cannot recover {p} (analyzed without it; log kept)"
+              for p in problems]
     return lines
 
 

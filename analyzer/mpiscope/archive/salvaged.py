@@ -18,7 +18,9 @@ its own clock offset. Here they become one `Trace`:
 - messages and collective instances are then matched across ranks with the pandas
   matchers (matching.py): the native reader matches within one archive only;
 - no rank finalized, so all are `truncated_ranks`; a rank that left no readable archive
-  (killed by a signal before it could write one) is an empty row with host "unknown".
+  (killed by a signal before it could write one) is an empty row with host "unknown",
+  and the `warnings` say so where its archive was unreadable or its crash-safe log could
+  not be recovered.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from mpiscope.errors import UserError
 
 _RANK_DIR = re.compile(r"rank(\d+)")
 UNKNOWN_HOST = "unknown"  # what the interposer writes for ranks it knows nothing about
+LIVE_DIR = ".mpiscope-live"  # crash-safe logs of ranks killed outright (recover.py)
+UNRECOVERED = "unrecovered"  # rank<N>.unrecovered beside a log recovery refused: why
 
 
 def _rank_dirs(trace_dir: Path) -> dict[int, Path]:
@@ -66,6 +70,27 @@ def archives(trace_dir: Path) -> dict[int, Path]:
 def incomplete(trace_dir: Path) -> list[int]:
     """Ranks that began writing their archive but were killed before finishing it."""
     return [rank for rank, d in _rank_dirs(trace_dir).items() if not _complete(d, rank)]
+
+
+def unrecovered(trace_dir: Path) -> dict[int, str]:
+    """Ranks whose crash-safe log is still there after recovery was tried (recover.py):
+    rank -> why it could not be recovered. Their events are in no trace."""
+    live = Path(trace_dir) / LIVE_DIR
+    found = {}
+    for note in sorted(live.glob(f"rank*.{UNRECOVERED}")) if live.is_dir() else []:
+        m = _RANK_DIR.fullmatch(note.name.removesuffix(f".{UNRECOVERED}"))
+        if m and (live / f"rank{m.group(1)}.defs").exists():
+            try:
+                found[int(m.group(1))] = note.read_text(errors="replace").strip()
+            except OSError:
+                found[int(m.group(1))] = f"rank {m.group(1)}: not recovered"
+    return found
+
+
+def unrecovered_warnings(trace_dir: Path) -> list[str]:
+    """The `warnings` lines for the ranks unrecovered() names."""
+    return [f"rank {rank} left a crash-safe log that could not be recovered, so the analysis "
+            f"has none of its events ({why})" for rank, why in unrecovered(trace_dir).items()]
 
 
 def is_salvaged(path: Path) -> bool:
@@ -342,7 +367,8 @@ def build(trace_dir: Path, progress: decode.Progress | None = None) -> Trace:
         timer_resolution=1_000_000_000,  # every part was converted to ns above
         clock_corrected=all(m.clock_corrected for m in metas),
         truncated_ranks=list(range(nranks)),  # none finalized
-        warnings=list(dict.fromkeys(w for m in metas for w in m.warnings)),
+        warnings=list(dict.fromkeys([*(w for m in metas for w in m.warnings), *(
+            f"{p}: unreadable, so the analysis has none of its events" for p in problems)])),
     )
     return Trace(Path(trace_dir), meta, ranks, comms, calls_df, _concat(regions)
                  .reset_index(drop=True), p2p_df, messages, collectives,
@@ -363,6 +389,10 @@ def load(trace_dir: Path, *, use_cache: bool = True,
          progress: decode.Progress | None = None) -> Trace:
     """The merged trace, from the Parquet cache in DIR when it is current."""
     key = cache_key(trace_dir) if use_cache else ""
-    return cache.load_or_build(trace_dir, key, lambda: build(trace_dir, progress),
-                               use_cache=use_cache, progress=progress,
-                               anchors=list(archives(trace_dir).values()))
+    trace = cache.load_or_build(trace_dir, key, lambda: build(trace_dir, progress),
+                                use_cache=use_cache, progress=progress,
+                                anchors=list(archives(trace_dir).values()))
+    # not cached: whether a log is still unrecovered changes without the archives changing
+    trace.meta.warnings = [*trace.meta.warnings, *(
+        w for w in unrecovered_warnings(trace_dir) if w not in trace.meta.warnings)]
+    return trace

@@ -44,24 +44,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mpiscope import output
     from mpiscope.analysis.session import Analysis
+    from mpiscope.archive import recover
     from mpiscope.render import summary, term
     from mpiscope.render.loading import load_with_progress
 
+    err = term.console(stderr=True)
+    # killed ranks first: the engine is chosen for the trace their recovery completes
+    for line in recover.before_reading(args.trace):
+        err.print(line, highlight=False, soft_wrap=True, markup=False)
     if engine.use_dask(args, args.trace):
-        from mpiscope.archive import recover
         from mpiscope.engines import dask_engine
         from mpiscope.render.cutshort import cut_short_warning
 
-        err = term.console(stderr=True)
-        for line in recover.before_reading(args.trace):
-            err.print(line, highlight=False, soft_wrap=True, markup=False)
         analysis = dask_engine.analyze(args.trace, engine.spec(args),
                                        skip_frames=args.skip_frames, group_by=args.group_by)
         warning = cut_short_warning(args.trace, analysis.tables.meta.truncated_ranks)
         if warning:
             err.print(warning, highlight=False, soft_wrap=True, markup=False)
     else:
-        analysis = Analysis(load_with_progress(args.trace, not args.no_cache),
+        analysis = Analysis(load_with_progress(args.trace, not args.no_cache, recover=False),
                             skip_frames=args.skip_frames, group_by=args.group_by)
     summary.print_summary(analysis, term.console(), top=args.top)
     if args.json:

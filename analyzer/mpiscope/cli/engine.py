@@ -8,14 +8,15 @@ from pathlib import Path
 
 from mpiscope.engines.choose import ENGINES, engine_for
 from mpiscope.engines.cluster import ClusterSpec
+from mpiscope.errors import UserError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine (where the analysis runs)")
-    g.add_argument("--engine", choices=ENGINES, default="pandas",
-                   help="pandas: in this process (default, fastest for traces that fit in "
-                        "memory); dask: on a Dask cluster; auto: dask when the trace would "
-                        "not fit in memory")
+    g.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="auto (default): pandas when the trace fits in memory, else dask "
+                        "when its workers can hold it, else stop with the figures before "
+                        "reading anything; pandas: in this process; dask: on a Dask cluster")
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="a running Dask scheduler (e.g. tcp://node1:8786, from dask-mpi or "
                         "dask-jobqueue); default: a local cluster")
@@ -30,9 +31,13 @@ def spec(args: argparse.Namespace) -> ClusterSpec:
 
 
 def use_dask(args: argparse.Namespace, trace: Path) -> bool:
-    """Whether the Dask engine runs this trace; `auto` says why on stderr."""
-    choice = engine_for(trace, args.engine)
-    if args.engine == "auto":
+    """Whether the Dask engine runs this trace. `auto` says why on stderr when it picks
+    Dask, and stops (UserError, one line) when neither engine fits in memory."""
+    choice = engine_for(trace, args.engine, memory_limit=args.memory_limit,
+                        workers=args.workers, scheduler=args.scheduler)
+    if choice.engine == "none":
+        raise UserError(None, choice.refusal(trace))
+    if args.engine == "auto" and choice.engine == "dask":
         print(f"mpiscope: engine auto: {choice.reason()}", file=sys.stderr, flush=True)
     return choice.engine == "dask"
 

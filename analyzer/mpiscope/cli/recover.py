@@ -29,9 +29,9 @@ def run(args: argparse.Namespace) -> int:
     for r in done:
         print(f"mpiscope: recovered rank {r.rank} up to its kill ({r.summary}) into "
               f"{args.trace}/rank{r.rank}/traces.otf2", file=sys.stderr)
-    for p in problems:
-        print(f"mpiscope: warning: cannot recover {p}", file=sys.stderr)
+    for p in problems:  # the tool's line: the file, the byte and what is wrong there
+        print(f"mpiscope: cannot recover {p} (log kept)", file=sys.stderr)
     if done:
         print(f"mpiscope: `mpiscope analyze {args.trace}` reads them with the other ranks' "
               "traces", file=sys.stderr)
-    return 1 if problems else 0
+    return 2 if problems else 0

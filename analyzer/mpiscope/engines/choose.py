@@ -1,17 +1,24 @@
 """`--engine pandas|dask|auto`: which engine runs an analysis.
 
-The rule of `auto`: Dask when the trace would not fit in this machine's memory as pandas
-tables under analysis, i.e. when
+`auto` (the command line's default) plans the memory before anything is read, from the
+OTF2 definitions' per-location event counts (`number_of_events`, written by the tracer at
+the end; each bounded by its event file's size, one byte per event at least, so a damaged
+or crafted count cannot inflate the plan):
 
-    events x PANDAS_BYTES_PER_EVENT > available memory (MemAvailable)
+- **pandas** when its base plus `events x PANDAS_BYTES_PER_EVENT` fits in the memory
+  available now
+  (MemAvailable, or the cgroup's limit if lower): fastest, no cluster to start;
+- else **Dask** when, on a local cluster, one worker holds its largest task — the
+  largest rank's events x DASK_WORKER_BYTES_PER_EVENT (a rank's slice is one task) — within
+  its `--memory-limit`, the workers' limits fit in what is available, and the client's
+  share (its base, the replay's bounded events and a few bytes per event) fits beside
+  them; with `--scheduler`
+  the cluster's memory is the cluster's business and only the client is planned;
+- else **neither**: the command stops in one line with the figures and what to do,
+  before it allocates (never grows until the kernel's OOM killer ends it, or others).
 
-`events` is the sum of the event counts the OTF2 definitions give per location
-(`number_of_events`, written by the tracer at the end: no event is read to know it), or
-the event count of the cache's manifest when there is one. PANDAS_BYTES_PER_EVENT is the
-peak resident memory per event of `mpiscope analyze --engine pandas`, measured by
-bench/dask/run on synthetic traces (the tables alone take 72 bytes per event; with
-reading, matching and the analyses' temporary columns 174 B measured at 10^7 events).
-Small traces stay on pandas, where they are fastest (no cluster to start).
+The bytes per event are peak resident memory measured on synthetic traces (see the
+constants); the plan errs towards caution.
 """
 
 from __future__ import annotations
@@ -20,50 +27,151 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ENGINES = ("pandas", "dask", "auto")
-PANDAS_BYTES_PER_EVENT = 180  # bench/dask/run: 174 B/event peak RSS of pandas at 10^7 events
+# Peak resident memory of `mpiscope analyze`, measured with mpiscope-synth traces of 2
+# ranks (2 x 10^4, 4 x 10^6 and 10^7 events; docs/dask.md, "Planning memory"):
+PANDAS_BASE_BYTES = 200 * 2**20  # 174 MiB: the process with a tiny trace
+PANDAS_BYTES_PER_EVENT = 190  # 196 B/event at 4 x 10^6 over the base; 174 B in all at 10^7
+DASK_WORKER_BASE_BYTES = 200 * 2**20  # 180 MiB: a worker with a tiny trace's rank
+DASK_WORKER_BYTES_PER_EVENT = 300  # over its largest rank: 237 B at 2 x 10^6, 273 at 5 x 10^6
+DASK_CLIENT_BASE_BYTES = 200 * 2**20  # 174 MiB with a tiny trace
+# the client gathers the replay of at most rankfindings.DEFAULT_BUDGET_EVENTS events
+# (1.98 GB over the base at 10^7 events, 0.95 GB at 4 x 10^6) and a few bytes per event of
+# per-rank results besides (0.6 GB at 3 x 10^8: docs/dask.md)
+DASK_CLIENT_REPLAY_BYTES_PER_EVENT = 500
+DASK_CLIENT_BYTES_PER_EVENT = 3
 
 
 @dataclass(frozen=True)
 class Choice:
-    engine: str  # "pandas" or "dask"
-    events: int
-    needed_bytes: int
-    available_bytes: int
+    engine: str  # "pandas", "dask", or "none" (neither fits: refused)
+    events: int = 0
+    largest_rank: int = 0  # events of the rank with the most
+    needed_bytes: int = 0  # pandas' peak
+    worker_bytes: int = 0  # a Dask worker's peak (its largest task)
+    client_bytes: int = 0  # the Dask client's peak
+    available_bytes: int = 0
+    worker_limit: int = 0  # --memory-limit (0: a running cluster's own)
+    workers: int = 0
 
     def reason(self) -> str:
-        return (f"{self.events:,} events x {PANDAS_BYTES_PER_EVENT} B = "
-                f"{self.needed_bytes / 2**30:.1f} GiB for pandas, "
-                f"{self.available_bytes / 2**30:.1f} GiB available: {self.engine}")
+        pandas = (f"{self.events:,} events need ~{_gib(self.needed_bytes)} for pandas, "
+                  f"{_gib(self.available_bytes)} available")
+        if self.engine == "pandas":
+            return f"{pandas}: pandas"
+        dask = (f"Dask: the largest rank's {self.largest_rank:,} events need "
+                f"~{_gib(self.worker_bytes)} per worker")
+        if self.worker_limit:
+            dask += (f" (--memory-limit {_gib(self.worker_limit)}, {self.workers} workers), "
+                     f"the client ~{_gib(self.client_bytes)}")
+        else:
+            dask += f" (a running cluster), the client ~{_gib(self.client_bytes)}"
+        return f"{pandas}; {dask}: {self.engine}"
+
+    def refusal(self, trace: Path | str) -> str:
+        return (f"{trace}: too large for this machine's memory ({self.reason()}); "
+                "record fewer events (MPISCOPE_FILTER, a shorter run), give the workers more "
+                "memory (--memory-limit, fewer --workers), or run on a Dask cluster with "
+                "more memory (--scheduler)")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _bounded_counts(trace_dir: Path) -> tuple[int, int]:
+    """(events, events of the largest rank) the definitions claim, each location's
+    count bounded by its event file's size."""
+    from mpiscope.archive import decode, reader
+
+    anchor = reader.anchor_of(trace_dir)
+    d = decode.Definitions(anchor)
+    evt_dir = anchor.parent / anchor.stem
+
+    def bounded(loc: int) -> int:
+        claimed = d.location_events.get(loc, 0)
+        try:
+            size = (evt_dir / f"{loc}.evt").stat().st_size
+        except OSError:
+            return 0  # no events written for it: nothing to load
+        return min(claimed, size)
+
+    per_rank = [sum(bounded(loc) for loc in locs) for locs in d.rank_locations]
+    return sum(per_rank), max(per_rank, default=0)
+
+
+def event_counts(trace_dir: Path | str) -> tuple[int, int]:
+    """(events, events of the largest rank), without reading any event: the definitions'
+    per-location counts, bounded by the files. Never the cache: the plan comes before
+    the cache is validated (a damaged or planted cache, a FIFO in it, must not be read
+    to plan how to read it)."""
+    from mpiscope.archive import salvaged
+
+    if salvaged.is_salvaged(Path(trace_dir)):
+        return 0, 0  # a job that died: its per-rank archives are read by the pandas path
+    return _bounded_counts(Path(trace_dir))
 
 
 def event_count(trace_dir: Path | str) -> int:
-    """Events of the trace, without reading any: the cache's manifest, else the
-    definitions' per-location counts."""
-    from mpiscope.archive import decode, reader, salvaged
-    from mpiscope.engines.daskcache import open_cache
-
-    c = open_cache(trace_dir) if not salvaged.is_salvaged(Path(trace_dir)) else None
-    if c is not None:
-        return int(c.small("ranks")["events"].sum())
-    if salvaged.is_salvaged(Path(trace_dir)):
-        return 0  # a job that died: its per-rank archives are read by the pandas path
-    return int(decode.Definitions(reader.anchor_of(Path(trace_dir))).expected_events)
+    return event_counts(trace_dir)[0]
 
 
 def available_memory() -> int:
+    """Bytes this process may still take: MemAvailable, or less where a cgroup (v2)
+    limit leaves less (a batch job's allocation, a container)."""
     import psutil
 
-    return int(psutil.virtual_memory().available)
+    avail = int(psutil.virtual_memory().available)
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        current = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max":
+            avail = min(avail, max(int(limit) - current, 0))
+    except (OSError, ValueError):
+        pass
+    return avail
 
 
-def engine_for(trace_dir: Path | str, engine: str) -> Choice:
-    """The engine to use for `--engine engine` on this trace."""
+def engine_for(trace_dir: Path | str, engine: str, *, memory_limit: str = "2GB",
+               workers: int = 2, scheduler: str | None = None) -> Choice:
+    """The engine to use for `--engine engine` on this trace ("none": auto found that
+    neither fits; `Choice.refusal` says why)."""
     if engine not in ENGINES:
         from mpiscope.errors import UserError
 
         raise UserError("--engine", f"{engine!r}: one of {', '.join(ENGINES)}")
     if engine != "auto":
-        return Choice(engine, 0, 0, 0)
-    events = event_count(trace_dir)
-    need, avail = events * PANDAS_BYTES_PER_EVENT, available_memory()
-    return Choice("dask" if need > avail else "pandas", events, need, avail)
+        return Choice(engine)
+    from mpiscope.engines.rankfindings import DEFAULT_BUDGET_EVENTS
+    from mpiscope.errors import UserError
+
+    try:
+        events, largest = event_counts(trace_dir)
+    except UserError:
+        # no archive to plan from yet (a job killed outright: its ranks are recovered from
+        # their crash-safe logs by the reading path, which also says what is wrong with
+        # a directory that is no trace at all)
+        return Choice("pandas")
+    need = PANDAS_BASE_BYTES + events * PANDAS_BYTES_PER_EVENT
+    avail = available_memory()
+    worker = DASK_WORKER_BASE_BYTES + largest * DASK_WORKER_BYTES_PER_EVENT
+    client = (DASK_CLIENT_BASE_BYTES + events * DASK_CLIENT_BYTES_PER_EVENT
+              + min(events, DEFAULT_BUDGET_EVENTS) * DASK_CLIENT_REPLAY_BYTES_PER_EVENT)
+    base = Choice("pandas", events, largest, need, worker, client, avail)
+    if need <= avail:
+        return base
+    if scheduler:  # a running cluster: only the client is this machine's
+        fits = client <= avail
+        return Choice("dask" if fits else "none", events, largest, need, worker, client, avail)
+    limit = _parse_bytes(memory_limit, avail // max(workers, 1))
+    fits = worker <= limit and workers * worker + client <= avail
+    return Choice("dask" if fits else "none", events, largest, need, worker, client, avail,
+                  limit, workers)
+
+
+def _parse_bytes(text: str, auto: int) -> int:
+    if text == "auto":
+        return auto
+    from dask.utils import parse_bytes
+
+    return int(parse_bytes(text))
+

@@ -198,13 +198,16 @@ def _calls_partials(c: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Per function and per (rank, thread): the sums a whole-trace result adds up."""
     dur = (c["end"] - c["start"]).to_numpy()
     nbytes = (c["bytes_sent"] + c["bytes_recv"]).to_numpy()
-    df = pd.DataFrame({"function": c["function"], "dur": dur, "bytes": nbytes})
+    n = stats.polls(c)
+    df = pd.DataFrame({"function": c["function"], "dur": dur, "bytes": nbytes, "n": n,
+                       "per_call": dur / n})
     g = df.groupby("function", observed=True)
-    fun = pd.DataFrame({"calls": g.size(), "dur": g["dur"].sum(), "max": g["dur"].max(),
-                        "bytes": g["bytes"].sum()})
+    fun = pd.DataFrame({"calls": g["n"].sum(), "dur": g["dur"].sum(),
+                        "max": g["per_call"].max(), "bytes": g["bytes"].sum()})
     other = (c["kind"] == "other").to_numpy()
-    o = pd.Series(dur[other]).groupby(c["function"].astype(str).to_numpy()[other])
-    unint = pd.DataFrame({"calls": o.size(), "dur": o.sum()})
+    names = c["function"].astype(str).to_numpy()[other]
+    o = pd.Series(dur[other]).groupby(names)
+    unint = pd.DataFrame({"calls": pd.Series(n[other]).groupby(names).sum(), "dur": o.sum()})
     keep = (c["depth"].to_numpy() == 0) & ~c["kind"].isin(["init", "finalize"]).to_numpy()
     thread = c["thread"].to_numpy() if "thread" in c.columns else np.zeros(len(c), np.int16)
     th = pd.DataFrame({"rank": c["rank"].to_numpy()[keep], "thread": thread[keep],

@@ -15,16 +15,18 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from mpiscope.archive import reader, recover
+from mpiscope.archive import reader
+from mpiscope.archive import recover as live
 from mpiscope.archive.trace import Trace
 from mpiscope.render import term
 from mpiscope.render.cutshort import cut_short_warning
 
 
-def load_with_progress(path: Path, use_cache: bool = True) -> Trace:
-    """Read a trace with a progress display on stderr; warn about ranks cut short."""
+def load_with_progress(path: Path, use_cache: bool = True, recover: bool = True) -> Trace:
+    """Read a trace with a progress display on stderr; warn about ranks cut short.
+    `recover`: recover ranks killed outright first (False: the caller did)."""
     err = term.console(stderr=True)
-    for line in recover.before_reading(path):
+    for line in live.before_reading(path) if recover else []:
         err.print(line, highlight=False, soft_wrap=True, markup=False)
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                    TaskProgressColumn(), TimeRemainingColumn(), console=err, transient=True)
