@@ -123,6 +123,29 @@ def with_timestamp(data: bytes, at: int, value: int) -> bytes:
     return data[:at + 1] + (value % (1 << 64)).to_bytes(8, "little") + data[at + 9:]
 
 
+ENTER, LEAVE = 0x0C, 0x0D  # event record types
+
+
+def event_after(data: bytes, stamp: int) -> int:
+    """Offset of the event record after the timestamp record at `stamp` (past its
+    attribute list, if it has one)."""
+    rec = stamp + 9
+    if rec < len(data) and data[rec] == ATTRIBUTES:
+        rec += 2 + data[rec + 1]
+    return rec
+
+
+def with_region_ref(data: bytes, lo: int, hi: int, old: int, new: int) -> bytes:
+    """Every Enter and Leave of region `old` made to name region `new`."""
+    for stamp in reversed(timestamps(data, lo, hi)):
+        at = event_after(data, stamp)
+        if at + 1 < len(data) and data[at] in (ENTER, LEAVE):
+            ref, stop = cint(data, at + 1)
+            if ref == old:
+                data = data[:at + 1] + encode(new) + data[stop:]
+    return data
+
+
 def clock_range(trace: Path) -> tuple[int, int]:
     """(global offset, offset + length) in ticks, from the ClockProperties record."""
     data = (trace / "traces.def").read_bytes()
@@ -192,9 +215,7 @@ def mutate(trace: Path, rng: random.Random) -> str:
         f.write_bytes(with_timestamp(data, at, value))
         return f"timestamp at {f.name}:{at} {t} -> {value % (1 << 64)}"
     # evt_field: a field of the event after a timestamp (its k-th integer) made huge
-    rec = at + 9
-    if rec < len(data) and data[rec] == ATTRIBUTES:
-        rec += 2 + data[rec + 1]
+    rec = event_after(data, at)
     i = rec + 1
     for _ in range(rng.randrange(4)):
         if i >= len(data) or data[i] > 8 and data[i] != 0xFF:

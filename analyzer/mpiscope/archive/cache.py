@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import stat
 import sys
 from collections.abc import Callable
@@ -117,8 +118,15 @@ def sources(trace_dir: Path, anchors: list[Path] | None = None) -> list[dict]:
     return _records(archive_files(trace_dir, anchors), trace_dir)
 
 
+# what the Dask engine derives from a cache and keeps in it (engines/ranktasks.py): made
+# after the manifest, so not among its files; dropped with a copied cache (it cannot be
+# checked: the engine makes it again)
+DERIVED = "derived"
+
+
 def _cache_files(d: Path) -> list[Path]:
-    return sorted(f for f in d.rglob("*") if f.is_file() and f.name != "manifest.json")
+    return sorted(f for f in d.rglob("*") if f.is_file() and f.name != "manifest.json"
+                  and f.relative_to(d).parts[0] != DERIVED)
 
 
 def _current(recorded: object, files: list[Path], base: Path
@@ -185,6 +193,10 @@ def _manifest(d: Path, trace_dir: Path, version: str, anchors: list[Path] | None
     if not isinstance(man, dict) or man.get("version") != version or \
             man.get("layout") != LAYOUT:
         return None  # another reader's or layout's: rebuilt without a word
+    if man.get("self") != _self_hash(man):
+        if problems is not None:
+            problems.append("its manifest is not the one it was written with")
+        return None
     ok, sources_now = _current(man.get("sources"), archive_files(trace_dir, anchors),
                                trace_dir)
     if not ok:
@@ -196,10 +208,11 @@ def _manifest(d: Path, trace_dir: Path, version: str, anchors: list[Path] | None
             problems.append(problem)
         return None
     if sources_now or files_now:  # a copy of the same content: hashed once, not each time
+        shutil.rmtree(d / DERIVED, ignore_errors=True)
         man["sources"] = sources_now or man["sources"]
         man["files"] = files_now or man["files"]
         try:
-            output.write_text(d / "manifest.json", json.dumps(man))
+            output.write_text(d / "manifest.json", json.dumps({**man, "self": _self_hash(man)}))
         except Exception:  # noqa: BLE001 - a cache we cannot update only costs a hash
             pass
     return man
@@ -416,8 +429,6 @@ def notice(trace_dir: Path, problems: list[str]) -> None:
 
 def discard(d: Path) -> None:
     """Remove a cache that cannot be used (the next store writes a new one)."""
-    import shutil
-
     if d.name == CACHE_NAME or d.parent.name == "mpiscope":
         shutil.rmtree(d, ignore_errors=True)
 
@@ -511,10 +522,19 @@ def _write(trace: Trace, tmp: Path, version: str, srcs: list[dict]) -> None:
                          "meta": dataclasses.asdict(trace.meta), "tables": tables})
 
 
+def _self_hash(man: dict) -> str:
+    """SHA-256 of the manifest without this hash (sorted keys): an accidental change of
+    the manifest shows (a deliberate one recomputes it: then the checks decide)."""
+    body = {k: v for k, v in man.items() if k != "self"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+                          ).hexdigest()
+
+
 def write_manifest(tmp: Path, man: dict) -> None:
-    """The manifest, last: with the content hashes of the cache's files (`files`)."""
-    (tmp / "manifest.json").write_text(json.dumps({**man, "files": _records(
-        _cache_files(tmp), tmp)}))
+    """The manifest, last: with the content hashes of the cache's files (`files`) and its
+    own (`self`)."""
+    man = {**man, "files": _records(_cache_files(tmp), tmp)}
+    (tmp / "manifest.json").write_text(json.dumps({**man, "self": _self_hash(man)}))
 
 
 def _write_table(df: pd.DataFrame, tmp: Path, name: str, pool: Executor) -> dict:
