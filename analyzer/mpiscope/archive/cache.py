@@ -134,7 +134,16 @@ def _current(recorded: object, files: list[Path], base: Path
     """(whether `files` are those recorded, by content: a file whose stat key is the one
     recorded is taken as hashed, another is hashed again; the record refreshed with the
     stat keys when some had to be hashed again, else None)."""
-    if not isinstance(recorded, list) or len(recorded) != len(files):
+    try:
+        return _compare(recorded, files, base)
+    except Exception:  # noqa: BLE001 - a record of any other shape is not these files
+        return False, None
+
+
+def _compare(recorded: object, files: list[Path], base: Path
+             ) -> tuple[bool, list[dict] | None]:
+    if not isinstance(recorded, list) or len(recorded) != len(files) or not all(
+            isinstance(r, dict) and isinstance(r.get("path"), str) for r in recorded):
         return False, None
     try:
         rec = {r["path"]: r for r in recorded}
@@ -202,7 +211,10 @@ def _manifest(d: Path, trace_dir: Path, version: str, anchors: list[Path] | None
     if not ok:
         return None  # the trace changed since (or it is another trace's)
     ok, files_now = _current(man.get("files"), _cache_files(d), d)
-    problem = check_manifest(man) if ok else "its files are not those it was written with"
+    try:
+        problem = check_manifest(man) if ok else "its files are not those it was written with"
+    except Exception as err:  # noqa: BLE001 - whatever a manifest holds: not used
+        problem = f"its manifest is malformed ({type(err).__name__})"
     if problem:
         if problems is not None:
             problems.append(problem)
@@ -274,7 +286,8 @@ def check_manifest(man: dict) -> str | None:
         if not isinstance(dtypes, dict) or list(dtypes) != list(want):
             return f"table {name} has other columns than {SCHEMA.tables[name].names}"
         for col, declared in empty_table(name).dtypes.items():
-            if dtypes[col] not in _dtype_names(str(declared)):
+            if not isinstance(dtypes[col], str) or dtypes[col] not in _dtype_names(
+                    str(declared)):
                 return f"column {name}.{col} is {dtypes[col]}, not {declared}"
         cats = info.get("categories")
         if not isinstance(cats, dict) or set(cats) != {
@@ -330,9 +343,32 @@ _NON_NEGATIVE = {"calls": ("start", "bytes_sent", "bytes_recv", "depth", "thread
                  "threads": ("thread", "first_ns", "last_ns", "events")}
 
 
+# calls a row names and the rank whose calls they are (call ids are rank-major: each
+# rank's are a run of its own)
+_OWNED = {"calls": [("rank", "call")], "p2p": [("rank", "call")],
+          "collectives": [("rank", "call")], "unmatched": [("rank", "call")],
+          "messages": [("send_rank", "send_call"), ("send_rank", "send_complete_call"),
+                       ("recv_rank", "recv_call"), ("recv_rank", "recv_complete_call")],
+          "rma": [("rank", "call"), ("rank", "complete_call")], "rma_sync": [("rank", "call")],
+          "io": [("rank", "call"), ("rank", "complete_call")]}
+
+
+def _starts(man: dict, table: str) -> np.ndarray | None:
+    """Where each rank's rows of a rank-partitioned table begin (and the end), from the
+    manifest; None if it is not partitioned."""
+    parts = man["tables"][table].get("partitions")
+    if parts is None:
+        return None
+    rows = np.zeros(man["meta"]["num_ranks"], np.int64)
+    for v, n in parts:
+        rows[v] = n
+    return np.concatenate([[0], np.cumsum(rows)])
+
+
 def check_table(name: str, df: pd.DataFrame, man: dict) -> str | None:
     """What is wrong with table `name` (whole, or one rank's partition) as read from a
-    cache described by `man`: ids, ranks, times and byte counts out of range."""
+    cache described by `man`: ids, ranks, times and byte counts out of range, calls that
+    are another rank's."""
     rows = {t: sum(n for _v, n in man["tables"][t]["partitions"])
             if man["tables"][t].get("partitions") is not None else None for t in TABLES}
     nranks = man["meta"]["num_ranks"]
@@ -360,6 +396,11 @@ def check_table(name: str, df: pd.DataFrame, man: dict) -> str | None:
         return "collectives.instance beyond the collectives there are"
     if name in ("calls", "regions") and not _within(df["callpath"].to_numpy(), -1, 1 << 31):
         return f"{name}.callpath out of range"
+    starts = _starts(man, "calls")
+    for rank_col, col in _OWNED.get(name, []) if starts is not None and len(df) else []:
+        r, ids = df[rank_col].to_numpy().astype(np.int64), df[col].to_numpy()
+        if not bool(((ids == -1) | ((ids >= starts[r]) & (ids < starts[r + 1]))).all()):
+            return f"{name}.{col} names calls of other ranks"
     return None
 
 
