@@ -111,8 +111,11 @@ class ForkRunner:
     """The client: a server process started on enter, ended on exit."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
-        self.env = {**os.environ, **(env or {}), "OPENBLAS_NUM_THREADS": "1",
-                    "OMP_NUM_THREADS": "1", "COLUMNS": "100"}
+        # pytest puts testing/ on its own sys.path only: the server needs it on its own
+        path = os.pathsep.join(filter(None, [str(REPO / "testing"),
+                                             os.environ.get("PYTHONPATH")]))
+        self.env = {**os.environ, **(env or {}), "PYTHONPATH": path,
+                    "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "COLUMNS": "100"}
         self.proc: subprocess.Popen | None = None
         self.count = 0
 
