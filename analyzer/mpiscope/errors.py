@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
+# control characters (a path or a trace's name may hold ESC sequences): shown as \xNN
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
 
 class UserError(Exception):
     """An error caused by the user's input (bad path, corrupt trace, missing tool)."""
@@ -13,5 +18,10 @@ class UserError(Exception):
         super().__init__(f"{subject}: {problem}" if subject else problem)
 
     def one_line(self) -> str:
-        text = f"mpiscope: {self}"
-        return " ".join(text.split())
+        return one_line(f"mpiscope: {self}")
+
+
+def one_line(text: str) -> str:
+    """`text` as one line for stderr: white space runs as one space, other control
+    characters shown as \\xNN."""
+    return " ".join(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text).split())

@@ -24,8 +24,12 @@ typedef struct {
 static inline int table_reserve(table_t *t, uint64_t need)
 {
     if (need <= t->cap) return 0;
+    /* a count from a damaged file must fail here, not wrap the doubling below */
+    if (need > (UINT64_MAX >> 8)) return -1;
     uint64_t nc = t->cap ? t->cap : 1024;
     while (nc < need) nc *= 2;
+    for (int i = 0; i < t->ncols; i++)
+        if (nc > SIZE_MAX / t->cols[i].size) return -1;
     for (int i = 0; i < t->ncols; i++) {
         /* large blocks are mmap'd: realloc remaps instead of copying, and pages never
          * written are never resident, so generous capacity costs no memory */

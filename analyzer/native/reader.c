@@ -17,7 +17,6 @@
  */
 #define _GNU_SOURCE /* qsort_r */
 #include <inttypes.h>
-#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +46,11 @@ typedef struct {
     uint64_t *loc_events;
     int64_t *loc_first, *loc_last;
     uint8_t *loc_truncated;
+    /* per location, what a damaged file made us change (mpsr_damage) */
+    uint64_t *loc_backwards; /* timestamps before the one preceding them: raised to it */
+    uint64_t *loc_outside;   /* timestamps outside the trace's range: the preceding one */
+    uint64_t *loc_bytes;     /* byte counts beyond any real message: dropped (0) */
+    uint8_t *loc_overrun;    /* more events than its bytes can hold: read stopped there */
     uint64_t clock_offsets; /* ClockOffset records in local definitions: libotf2 applied them */
     /* per p2p row, the call `match` pairs it by (posting call of a receive, completing
      * call of a send): kept for matching across separate reads of location subsets */
@@ -168,6 +172,8 @@ typedef struct {
     int64_t mpi_top; /* row of the innermost open MPI call, -1 if none */
     int64_t first, last;
     uint64_t events;
+    int64_t end;         /* the trace's length in ns: no timestamp lies beyond it */
+    uint64_t backwards, outside, bad_bytes; /* damage seen in this location */
     int64_t *coll_count; /* per comm index: collectives so far on this rank */
     reqmap_t isends;     /* request -> p2p row of the MpiIsend */
     reqmap_t irecvs;     /* request -> call that posted the Irecv */
@@ -193,29 +199,79 @@ typedef int32_t CC_COMM_t;
 typedef int64_t CC_SEQ_t;
 static const uint32_t cc_sizes[CC_NCOLS] = {sizeof(CC_COMM_t), sizeof(CC_SEQ_t)};
 
-static inline int64_t ns(const ctx_t *c, uint64_t t)
+/* ns since the trace's start; saturated, never wrapped, whatever a damaged file says */
+static inline int64_t ns_of(const mpsr_config *g, uint64_t t)
 {
-    const mpsr_config *g = c->cfg;
-    if (g->timer_resolution == 1000000000u) return (int64_t)(t - g->global_offset);
-    return (int64_t)(((double)t - (double)g->global_offset) * (1e9 / (double)g->timer_resolution)
-                     + 0.5);
+    uint64_t off = g->global_offset;
+    if (g->timer_resolution == 1000000000u) {
+        if (t >= off) return t - off > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(t - off);
+        return off - t > (uint64_t)INT64_MAX ? -INT64_MAX : -(int64_t)(off - t);
+    }
+    double v = ((double)t - (double)off) * (1e9 / (double)g->timer_resolution) + 0.5;
+    if (!(v > -9.2e18)) return -INT64_MAX; /* also NaN */
+    return v < 9.2e18 ? (int64_t)v : INT64_MAX;
 }
 
+static inline int64_t ns(const ctx_t *c, uint64_t t) { return ns_of(c->cfg, t); }
+
+/* A damaged timestamp must not make a negative or absurd duration: one outside the
+ * trace's range takes the time of the event before it, one before that event is raised
+ * to it (times never go back within a location). Counted for the warning. */
 static inline int64_t stamp(ctx_t *c, uint64_t t)
 {
     int64_t v = ns(c, t);
     c->events++;
-    if (c->first == INT64_MIN) c->first = v;
+    int seen = c->first != INT64_MIN;
+    if (v < 0 || v > c->end) {
+        c->outside++;
+        v = seen ? c->last : v < 0 ? 0 : c->end;
+    } else if (seen && v < c->last) {
+        c->backwards++;
+        v = c->last;
+    }
+    if (!seen) c->first = v;
     c->last = v;
     return v;
+}
+
+/* No real message or I/O moves 2^48 bytes (256 TiB, more than any node's memory): a
+ * larger count is a damaged field, dropped (counted for the warning). */
+#define MAX_BYTES (UINT64_C(1) << 48)
+
+static inline uint64_t plausible(ctx_t *c, uint64_t bytes)
+{
+    if (bytes <= MAX_BYTES) return bytes;
+    c->bad_bytes++;
+    return 0;
+}
+
+/* a call's bytes add up without overflow (each part is plausible, their sum may not be) */
+static inline void add_bytes(int64_t *slot, uint64_t bytes)
+{
+    *slot = (uint64_t)*slot > (uint64_t)INT64_MAX - bytes ? INT64_MAX : *slot + (int64_t)bytes;
+}
+
+/* index of definition ref `ref` in a lookup of n entries: the ref itself (dense refs), or
+ * its place in `refs` (sorted; given when the refs are sparse); -1 if not defined */
+static inline int64_t def_index(uint32_t ref, uint32_t n, const uint32_t *refs)
+{
+    if (!refs) return ref < n ? (int64_t)ref : -1;
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (refs[mid] < ref) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && refs[lo] == ref ? (int64_t)lo : -1;
 }
 
 /* world rank of a comm-local rank; -1 if unknown */
 static inline int32_t world(const ctx_t *c, OTF2_CommRef comm, uint32_t local)
 {
     const mpsr_config *g = c->cfg;
-    if (local == NONE32 || comm >= g->ncommrefs) return -1;
-    int32_t ci = g->comm_index[comm];
+    int64_t cr = local == NONE32 ? -1 : def_index(comm, g->ncommrefs, g->comm_refs);
+    if (cr < 0) return -1;
+    int32_t ci = g->comm_index[cr];
     if (ci < 0) return -1;
     if (g->comm_self[ci] == 1) return c->rank;
     int64_t off = g->comm_offset[ci], size = g->comm_offset[ci + 1] - off;
@@ -242,8 +298,9 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     ctx_t *c = u;
     const mpsr_config *g = c->cfg;
     int64_t time = stamp(c, t);
-    int known = region < g->nregions;
-    uint8_t mpi = known ? g->region_mpi[region] : 0;
+    int64_t ri = def_index(region, g->nregions, g->region_refs);
+    int known = ri >= 0;
+    uint8_t mpi = known ? g->region_mpi[ri] : 0;
     table_t *k = &c->res->tables[mpi ? T_CALLS : T_REGIONS];
     OK_OR_STOP(table_room(k, k->n + 1));
     if (c->depth == c->stack_cap) {
@@ -257,23 +314,26 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     uint32_t scl;
     int have_cs = al && g->attr_callsite != NONE32 &&
         OTF2_AttributeList_GetSourceCodeLocationRef(al, g->attr_callsite, &scl) == OTF2_SUCCESS;
-    if (have_cs)
-        cs = scl < g->nsources ? g->source_code[scl] : g->unknown_source;
+    if (have_cs) {
+        int64_t si = def_index(scl, g->nsources, g->source_refs);
+        cs = si >= 0 ? g->source_code[si] : g->unknown_source;
+    }
     /* the call path: the innermost calling context; without mpiscope:callsite its frame
      * is the call site (the writer may leave the callsite out when it writes the path) */
     int32_t cp = -1;
     OTF2_CallingContextRef ctx;
-    if (al && g->attr_callpath != NONE32 &&
-        OTF2_AttributeList_GetCallingContextRef(al, g->attr_callpath, &ctx) == OTF2_SUCCESS &&
-        ctx < g->ncontexts) {
-        cp = g->context_path[ctx];
-        if (!have_cs) cs = g->context_source[ctx];
+    int64_t xi = al && g->attr_callpath != NONE32 &&
+        OTF2_AttributeList_GetCallingContextRef(al, g->attr_callpath, &ctx) == OTF2_SUCCESS
+        ? def_index(ctx, g->ncontexts, g->context_refs) : -1;
+    if (xi >= 0) {
+        cp = g->context_path[xi];
+        if (!have_cs) cs = g->context_source[xi];
     }
     uint64_t i = k->n++;
     COLUMN(k, C_RANK)[i] = c->rank;
     COLUMN(k, C_THREAD)[i] = c->thread;
-    COLUMN(k, C_FUNCTION)[i] = known ? g->region_func[region] : g->unknown_func;
-    COLUMN(k, C_KIND)[i] = known ? g->region_kind[region] : 0;
+    COLUMN(k, C_FUNCTION)[i] = known ? g->region_func[ri] : g->unknown_func;
+    COLUMN(k, C_KIND)[i] = known ? g->region_kind[ri] : 0;
     COLUMN(k, C_START)[i] = time;
     COLUMN(k, C_END)[i] = time;
     uint32_t depth = mpi ? c->mpi_depth : c->depth; /* deep user recursion: clamp */
@@ -362,8 +422,8 @@ static void attach(ctx_t *c, int32_t peer, uint32_t comm, uint32_t tag, uint64_t
     COLUMN(k, C_PEER)[i] = peer;
     COLUMN(k, C_COMM)[i] = signed32(comm);
     COLUMN(k, C_TAG)[i] = signed32(tag);
-    COLUMN(k, C_BYTES_SENT)[i] += (int64_t)sent;
-    COLUMN(k, C_BYTES_RECV)[i] += (int64_t)recvd;
+    add_bytes(&COLUMN(k, C_BYTES_SENT)[i], sent);
+    add_bytes(&COLUMN(k, C_BYTES_RECV)[i], recvd);
 }
 
 #define EV_HEAD ctx_t *c = u; (void)l; (void)pos; (void)al; int64_t time = stamp(c, t)
@@ -375,6 +435,7 @@ static OTF2_CallbackCode cb_send(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t 
                                  uint32_t tag, uint64_t len)
 {
     EV_HEAD;
+    len = plausible(c, len);
     int32_t peer = world(c, comm, recv);
     attach(c, peer, comm, tag, len, 0);
     /* for sends, `link` holds the call that completes the send: this one */
@@ -386,11 +447,12 @@ static OTF2_CallbackCode cb_recv(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t 
                                  uint32_t tag, uint64_t len)
 {
     EV_HEAD;
+    len = plausible(c, len);
     int32_t peer = world(c, comm, sender);
     int64_t i = c->mpi_top;
     /* Sendrecv: the call keeps the send's peer and gets the received bytes */
     if (i >= 0 && COLUMN(&c->res->tables[T_CALLS], C_PEER)[i] >= 0)
-        COLUMN(&c->res->tables[T_CALLS], C_BYTES_RECV)[i] += (int64_t)len;
+        add_bytes(&COLUMN(&c->res->tables[T_CALLS], C_BYTES_RECV)[i], len);
     else
         attach(c, peer, comm, tag, 0, len);
     DONE(p2p_add(c, P2P_RECV, time, peer, comm, tag, len, -1, c->mpi_top));
@@ -401,6 +463,7 @@ static OTF2_CallbackCode cb_isend(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
                                   uint32_t tag, uint64_t len, uint64_t req)
 {
     EV_HEAD;
+    len = plausible(c, len);
     int32_t peer = world(c, comm, recv);
     attach(c, peer, comm, tag, len, 0);
     int64_t row = p2p_add(c, P2P_ISEND, time, peer, comm, tag, len, (int64_t)req, c->mpi_top);
@@ -436,8 +499,9 @@ static OTF2_CallbackCode cb_irecv(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
                                   uint32_t tag, uint64_t len, uint64_t req)
 {
     EV_HEAD;
+    len = plausible(c, len);
     int64_t i = c->mpi_top;
-    if (i >= 0) COLUMN(&c->res->tables[T_CALLS], C_BYTES_RECV)[i] += (int64_t)len;
+    if (i >= 0) add_bytes(&COLUMN(&c->res->tables[T_CALLS], C_BYTES_RECV)[i], len);
     int64_t posted = reqmap_take(&c->irecvs, req);
     /* for receives, `link` holds the call that posted the receive (MPI matching order) */
     int64_t row = p2p_add(c, P2P_IRECV, time, world(c, comm, sender), comm, tag, len,
@@ -488,13 +552,14 @@ static OTF2_CallbackCode cb_coll_end(OTF2_LocationRef l, OTF2_TimeStamp t, uint6
     COLUMN(k, C_COLL_OP)[i] = (int16_t)op;
     COLUMN(k, C_COMM)[i] = signed32(comm);
     COLUMN(k, C_ROOT)[i] = world(c, comm, root);
-    COLUMN(k, C_BYTES_SENT)[i] = (int64_t)sent;
-    COLUMN(k, C_BYTES_RECV)[i] = (int64_t)recvd;
+    COLUMN(k, C_BYTES_SENT)[i] = (int64_t)plausible(c, sent);
+    COLUMN(k, C_BYTES_RECV)[i] = (int64_t)plausible(c, recvd);
     if (al && g->attr_in != NONE32)
         OTF2_AttributeList_GetUint64(al, g->attr_in, &COLUMN(k, C_IN_HASH)[i]);
     if (al && g->attr_out != NONE32)
         OTF2_AttributeList_GetUint64(al, g->attr_out, &COLUMN(k, C_OUT_HASH)[i]);
-    int32_t ci = comm < g->ncommrefs ? g->comm_index[comm] : -1;
+    int64_t cr = def_index(comm, g->ncommrefs, g->comm_refs);
+    int32_t ci = cr >= 0 ? g->comm_index[cr] : -1;
     if (ci >= 0 && COLUMN(k, C_COLL_SEQ)[i] < 0) {
         int64_t seq = c->coll_count[ci]++;
         COLUMN(k, C_COLL_SEQ)[i] = seq;
@@ -521,8 +586,8 @@ static OTF2_CallbackCode cb_nbc_complete(OTF2_LocationRef l, OTF2_TimeStamp t, u
 {
     EV_HEAD;
     (void)op; (void)recvd;
-    DONE(p2p_add(c, P2P_NBC_COMPLETE, time, world(c, comm, root), comm, NONE32, sent,
-                 (int64_t)req, -1));
+    DONE(p2p_add(c, P2P_NBC_COMPLETE, time, world(c, comm, root), comm, NONE32,
+                 plausible(c, sent), (int64_t)req, -1));
 }
 
 static OTF2_CallbackCode cb_flush(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
@@ -533,7 +598,12 @@ static OTF2_CallbackCode cb_flush(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     OK_OR_STOP(table_reserve(f, f->n + 1));
     COLUMN(f, F_RANK)[f->n] = c->rank;
     COLUMN(f, F_START)[f->n] = time;
-    COLUMN(f, F_END)[f->n] = ns(c, stop);
+    int64_t end = ns(c, stop); /* as its start: within the trace, not before the start */
+    if (end < time || end > c->end) {
+        c->outside++;
+        end = end < time ? time : c->end;
+    }
+    COLUMN(f, F_END)[f->n] = end;
     f->n++;
     return OTF2_CALLBACK_SUCCESS;
 }
@@ -552,7 +622,8 @@ static inline uint64_t op_key(uint32_t ref, uint64_t matching)
 static inline int32_t win_comm(const ctx_t *c, OTF2_RmaWinRef win)
 {
     const mpsr_config *g = c->cfg;
-    return win < g->nwinrefs ? g->win_comm[win] : -1;
+    int64_t wi = def_index(win, g->nwinrefs, g->win_refs);
+    return wi >= 0 ? g->win_comm[wi] : -1;
 }
 
 static void attach_bytes(ctx_t *c, int32_t comm, uint64_t sent, uint64_t recvd)
@@ -561,8 +632,8 @@ static void attach_bytes(ctx_t *c, int32_t comm, uint64_t sent, uint64_t recvd)
     if (i < 0) return;
     table_t *k = &c->res->tables[T_CALLS];
     if (comm >= 0) COLUMN(k, C_COMM)[i] = comm;
-    COLUMN(k, C_BYTES_SENT)[i] += (int64_t)sent;
-    COLUMN(k, C_BYTES_RECV)[i] += (int64_t)recvd;
+    add_bytes(&COLUMN(k, C_BYTES_SENT)[i], sent);
+    add_bytes(&COLUMN(k, C_BYTES_RECV)[i], recvd);
 }
 
 static int64_t rma_add(ctx_t *c, int64_t time, uint8_t op, OTF2_RmaWinRef win, uint32_t remote,
@@ -570,6 +641,8 @@ static int64_t rma_add(ctx_t *c, int64_t time, uint8_t op, OTF2_RmaWinRef win, u
 {
     table_t *r = &c->res->tables[T_RMA];
     if (table_room(r, r->n + 1)) return -1;
+    sent = plausible(c, sent);
+    recvd = plausible(c, recvd);
     int32_t comm = win_comm(c, win);
     uint64_t i = r->n++;
     COLUMN(r, R_RANK)[i] = c->rank;
@@ -748,7 +821,7 @@ static OTF2_CallbackCode cb_io_begin(OTF2_LocationRef l, OTF2_TimeStamp t, uint6
     COLUMN(o, I_MODE)[i] = (uint8_t)(mode <= OTF2_IO_OPERATION_MODE_FLUSH ? mode : IOM_FLUSH);
     COLUMN(o, I_COLLECTIVE)[i] = (flags & OTF2_IO_OPERATION_FLAG_COLLECTIVE) != 0;
     COLUMN(o, I_NONBLOCKING)[i] = (flags & OTF2_IO_OPERATION_FLAG_NON_BLOCKING) != 0;
-    COLUMN(o, I_BYTES_REQUESTED)[i] = (int64_t)request;
+    COLUMN(o, I_BYTES_REQUESTED)[i] = (int64_t)plausible(c, request);
     COLUMN(o, I_BYTES)[i] = 0;
     COLUMN(o, I_MATCHING)[i] = (int64_t)matching;
     if (reqmap_put(&c->io_open, op_key(handle, matching), (int64_t)i)) DONE(-1);
@@ -760,6 +833,7 @@ static OTF2_CallbackCode cb_io_complete(OTF2_LocationRef l, OTF2_TimeStamp t, ui
                                         uint64_t bytes, uint64_t matching)
 {
     EV_HEAD;
+    bytes = plausible(c, bytes);
     int64_t i = reqmap_take(&c->io_open, op_key(handle, matching));
     if (i < 0) return OTF2_CALLBACK_SUCCESS;
     table_t *o = &c->res->tables[T_IO];
@@ -1103,11 +1177,6 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
 {
     g_error[0] = 0;
     OTF2_Error_RegisterCallback(on_error, NULL);
-    /* libotf2 reads an event chunk into a malloc'd buffer and decodes past the end of a
-       truncated file into whatever that buffer held: recycled heap memory made garbage
-       events (millions of rows from a 1 KiB file, now and then). A fixed mmap threshold
-       gives chunk-sized buffers fresh zeroed pages, which decode as the end of the data. */
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     mpsr_result *res = calloc(1, sizeof *res);
     if (!res) return NULL;
     for (int t = 0; t < T_NTABLES; t++)
@@ -1117,20 +1186,33 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
     res->loc_first = calloc(nl, sizeof(int64_t));
     res->loc_last = calloc(nl, sizeof(int64_t));
     res->loc_truncated = calloc(nl, 1);
+    res->loc_backwards = calloc(nl, sizeof(uint64_t));
+    res->loc_outside = calloc(nl, sizeof(uint64_t));
+    res->loc_bytes = calloc(nl, sizeof(uint64_t));
+    res->loc_overrun = calloc(nl, 1);
     ctx_t c = {.res = res, .cfg = cfg};
+    /* the trace's end in ns (its length from the definitions), unbounded if unknown */
+    c.end = INT64_MAX;
+    if (cfg->trace_length && cfg->trace_length <= UINT64_MAX - cfg->global_offset)
+        c.end = ns_of(cfg, cfg->global_offset + cfg->trace_length);
     table_init(&c.link, L_NCOLS, link_sizes);
     table_init(&c.coll_comm, CC_NCOLS, cc_sizes);
     c.coll_count = calloc((size_t)cfg->ncomms + 1, sizeof(int64_t));
     if (!res->loc_events || !res->loc_first || !res->loc_last || !res->loc_truncated ||
+        !res->loc_backwards || !res->loc_outside || !res->loc_bytes || !res->loc_overrun ||
         !c.coll_count || reqmap_init(&c.isends, 1024) || reqmap_init(&c.irecvs, 1024) ||
         reqmap_init(&c.rma_open, 64) || reqmap_init(&c.io_open, 64) ||
         reqmap_init(&c.early_sends, 64) || reqmap_init(&c.early_recvs, 64)) {
         snprintf(res->error, sizeof res->error, "out of memory");
         goto out;
     }
-    /* sizes from the definitions' event counts: calls <= events/2, p2p <= events */
-    if (cfg->expected_events) {
-        uint64_t e = cfg->expected_events;
+    /* sizes from the definitions' event counts: calls <= events/2, p2p <= events; never
+     * more than the files can hold (a damaged count would reserve the machine) */
+    uint64_t e = cfg->expected_events, can_hold = 0;
+    for (int32_t i = 0; cfg->loc_max_events && i < cfg->nloc && can_hold < e; i++)
+        can_hold += cfg->loc_max_events[i] ? cfg->loc_max_events[i] : e;
+    if (cfg->loc_max_events && can_hold < e) e = can_hold;
+    if (e) {
         if (table_reserve(&res->tables[T_CALLS], e / 2 + 16) ||
             table_reserve(&res->tables[T_P2P], e / 4 + 16) || table_reserve(&c.link, e / 4 + 16)) {
             snprintf(res->error, sizeof res->error, "out of memory");
@@ -1144,6 +1226,10 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
         goto out;
     }
     OTF2_Reader_SetSerialCollectiveCallbacks(rd);
+    /* a compressed archive's bytes hold more events than plain ones (zlib: < 1100x) */
+    OTF2_Compression compression = OTF2_COMPRESSION_NONE;
+    OTF2_Reader_GetCompression(rd, &compression);
+    uint64_t per_byte = compression == OTF2_COMPRESSION_NONE ? 1 : 1100;
     for (int32_t i = 0; i < cfg->nloc; i++) OTF2_Reader_SelectLocation(rd, cfg->locs[i]);
     int has_defs = OTF2_Reader_OpenDefFiles(rd) == OTF2_SUCCESS;
     if (OTF2_Reader_OpenEvtFiles(rd) != OTF2_SUCCESS) {
@@ -1196,7 +1282,14 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
         c.first = INT64_MIN;
         c.last = 0;
         c.events = 0;
+        c.backwards = c.outside = c.bad_bytes = 0;
         c.failed = 0;
+        /* each event takes at least a byte of its file: a longer stream is garbage (e.g.
+         * libotf2 decoding past the end of a cut file into its buffer's old contents) */
+        uint64_t most = cfg->loc_max_events ? cfg->loc_max_events[i] : 0;
+        most = most > UINT64_MAX / per_byte ? UINT64_MAX : most * per_byte;
+        uint64_t loc_done = 0;
+        int overrun = 0;
         if (new_rank) { /* request ids and collective sequences are the process's */
             memset(c.coll_count, 0, ((size_t)cfg->ncomms + 1) * sizeof(int64_t));
             reqmap_clear(&c.isends);
@@ -1212,15 +1305,21 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
         if (er) {
             OTF2_Reader_RegisterEvtCallbacks(rd, er, cbs, &c);
             for (;;) {
-                uint64_t got = 0;
-                OTF2_ErrorCode rc = OTF2_Reader_ReadLocalEvents(rd, er, CHUNK_EVENTS, &got);
+                uint64_t got = 0, want = CHUNK_EVENTS;
+                if (most && most - loc_done < want) want = most - loc_done + 1;
+                OTF2_ErrorCode rc = OTF2_Reader_ReadLocalEvents(rd, er, want, &got);
                 done += got;
-                if (progress) progress(done, cfg->expected_events);
+                loc_done += got;
+                if (progress) progress(done, e);
                 if (rc != OTF2_SUCCESS || c.failed) {
                     ok = 0;
                     break;
                 }
-                if (got < CHUNK_EVENTS) break;
+                if (most && loc_done > most) { /* more than the file can hold: stop */
+                    overrun = 1;
+                    break;
+                }
+                if (got < want) break;
             }
             OTF2_Reader_CloseEvtReader(rd, er);
         }
@@ -1229,7 +1328,11 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
             snprintf(first_error, sizeof first_error, "%s", g_error[0] ? g_error : "unreadable");
         any_ok |= ok;
         /* a stream cut short: close what is open at the last timestamp we saw */
-        res->loc_truncated[i] = (uint8_t)(!ok || c.depth > 0);
+        res->loc_truncated[i] = (uint8_t)(!ok || overrun || c.depth > 0);
+        res->loc_overrun[i] = (uint8_t)overrun;
+        res->loc_backwards[i] = c.backwards;
+        res->loc_outside[i] = c.outside;
+        res->loc_bytes[i] = c.bad_bytes;
         while (c.depth) {
             frame_t f = c.stack[--c.depth];
             table_t *t = &res->tables[f.mpi ? T_CALLS : T_REGIONS];
@@ -1290,6 +1393,7 @@ void mpsr_release(mpsr_result *r)
     if (!r) return;
     for (int t = 0; t < T_NTABLES; t++) table_free(&r->tables[t]);
     free(r->loc_events); free(r->loc_first); free(r->loc_last); free(r->loc_truncated);
+    free(r->loc_backwards); free(r->loc_outside); free(r->loc_bytes); free(r->loc_overrun);
     free(r->link);
     free(r);
 }
@@ -1325,6 +1429,17 @@ void mpsr_locations(const mpsr_result *r, int32_t n, uint64_t *events, int64_t *
     memcpy(first, r->loc_first, (size_t)n * sizeof *first);
     memcpy(last, r->loc_last, (size_t)n * sizeof *last);
     memcpy(truncated, r->loc_truncated, (size_t)n);
+}
+
+/* per location: timestamps raised to the one before, timestamps outside the trace, byte
+ * counts dropped, stopped at the most events its bytes can hold (see stamp, plausible) */
+void mpsr_damage(const mpsr_result *r, int32_t n, uint64_t *backwards, uint64_t *outside,
+                 uint64_t *bytes, uint8_t *overrun)
+{
+    memcpy(backwards, r->loc_backwards, (size_t)n * sizeof *backwards);
+    memcpy(outside, r->loc_outside, (size_t)n * sizeof *outside);
+    memcpy(bytes, r->loc_bytes, (size_t)n * sizeof *bytes);
+    memcpy(overrun, r->loc_overrun, (size_t)n);
 }
 
 void mpsr_free_buffer(void *p) { free(p); }

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -160,3 +163,121 @@ def test_a_damaged_cache_is_ignored(trace: Path) -> None:
     os.utime(trace / "traces.otf2")  # touching the trace rebuilds the cache
     assert_same(reader.load(trace), fresh)
     assert part.read_bytes()[:4] == b"PAR1"
+
+
+# ---------------------------------------------------------------- a cache is never trusted
+@pytest.fixture
+def small(synth_trace, tmp_path: Path) -> Path:
+    return copy_trace(synth_trace(4, 2000), tmp_path / "small")
+
+
+def edited(trace: Path, edit, sign: bool = False) -> None:
+    """The cache's manifest edited (`sign`: its own hash recomputed, as a forger would)."""
+    path = trace / ".mpiscope-cache" / "manifest.json"
+    man = json.loads(path.read_text())
+    edit(man)
+    if sign:
+        man["self"] = cache._self_hash(man)
+    path.write_text(json.dumps(man))
+
+
+def set_in(keys: tuple, value: object):
+    def edit(man: dict) -> None:
+        d = man
+        for k in keys[:-1]:
+            d = d[k]
+        d[keys[-1]] = value
+    return edit
+
+
+# what the campaign found (issue 29), and their kin
+EDITS = {
+    "a dtype": set_in(("tables", "calls", "dtypes", "start"), "float64"),
+    "a datetime instance": set_in(("tables", "collectives", "dtypes", "instance"),
+                                  "datetime64[ns]"),
+    "no ranks": set_in(("meta", "num_ranks"), 0),
+    "10^12 rows": set_in(("tables", "calls", "partitions", 0, 1), 10**12),
+    "kinds reordered": lambda m: m["tables"]["calls"]["categories"]["kind"].reverse(),
+    "a rank beyond the ranks": set_in(("meta", "truncated_ranks"), [7]),
+    "a string for a number": set_in(("meta", "duration_ns"), "soon"),
+}
+
+
+@pytest.mark.parametrize("sign", [False, True], ids=["edited", "forged"])
+@pytest.mark.parametrize("what", list(EDITS))
+def test_an_edited_manifest_is_rebuilt_with_one_notice(small: Path, what: str, sign: bool,
+                                                        capfd) -> None:
+    trace = small
+    fresh = reader.load(trace)
+    capfd.readouterr()
+    edited(trace, EDITS[what], sign)
+    assert_same(reader.load(trace), fresh)
+    lines = capfd.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"mpiscope: notice: {trace}: its cache "
+                                                   "is damaged (") and "rebuilding" in lines[0]
+    assert_same(reader.load(trace), fresh)  # and the new one is good
+    assert capfd.readouterr().err == ""
+
+
+def test_damaged_cache_files_are_rebuilt(small: Path, capfd) -> None:
+    trace = small
+    fresh = reader.load(trace)
+    calls = trace / ".mpiscope-cache" / "calls"
+    part = calls / "rank=1" / "part-0.parquet"
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    part.write_bytes(bytes(data))
+    capfd.readouterr()
+    assert_same(reader.load(trace), fresh)
+    assert "its files are not those it was written with" in capfd.readouterr().err
+    # another rank's file in its place, with a manifest that says so (forged): the ids
+    # contradict the other ranks'
+    (calls / "rank=2" / "part-0.parquet").write_bytes(part.read_bytes())
+    edited(trace, lambda m: m.update(files=cache._records(cache._cache_files(
+        trace / ".mpiscope-cache"), trace / ".mpiscope-cache"))
+        or m["tables"]["calls"]["partitions"].__setitem__(2, [2, m["tables"]["calls"][
+            "partitions"][1][1]]), sign=True)
+    assert_same(reader.load(trace), fresh)
+    assert "calls.call" in capfd.readouterr().err
+
+
+def test_a_copied_trace_keeps_its_cache_and_another_traces_cache_is_not_used(
+        small: Path, tmp_path: Path, monkeypatch) -> None:
+    trace = small
+    fresh = reader.load(trace)
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(trace), str(copy)], check=True)  # sizes, mtimes kept
+    built = []
+    build = reader.build
+    monkeypatch.setattr(reader, "build", lambda *a, **k: built.append(1) or build(*a, **k))
+    t = reader.load(copy)  # the same content: hashed once, used
+    assert built == [] and len(t.calls) == len(fresh.calls)
+    # another trace of the same sizes (one timestamp differs), its cache put in place
+    other = copy_trace(trace, tmp_path / "other")
+    evt = other / "traces" / "0.evt"
+    data = bytearray(evt.read_bytes())
+    data[19] ^= 1  # the first timestamp's lowest byte
+    evt.write_bytes(bytes(data))
+    reader.load(other)
+    built.clear()
+    shutil.rmtree(copy / ".mpiscope-cache")
+    shutil.copytree(other / ".mpiscope-cache", copy / ".mpiscope-cache")
+    assert_same(reader.load(copy), fresh)
+    assert built == [1]
+
+
+def test_analyze_with_a_damaged_cache_prints_one_notice_and_no_traceback(small: Path,
+                                                                         tmp_path) -> None:
+    trace = small
+    def analyze(out: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(trace),
+                               "--json", str(out)], capture_output=True, text=True,
+                              timeout=300)
+    first = analyze(tmp_path / "a.json")
+    assert first.returncode == 0, first.stderr
+    edited(trace, EDITS["10^12 rows"], sign=True)
+    again = analyze(tmp_path / "b.json")
+    assert again.returncode == 0 and "Traceback" not in again.stderr
+    assert again.stderr.count("mpiscope: notice:") == 1
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
+    assert a["ranks"] == b["ranks"] and a["functions"] == b["functions"]

@@ -11,6 +11,9 @@
   if (!holder || !src) return;
   const figures = JSON.parse(src.textContent);
   const DTYPES = {f8: Float64Array, f4: Float32Array, u1: Uint8Array, u2: Uint16Array};
+  // names come HTML-escaped for Plotly (render/plottext.py); a canvas draws them as text
+  const ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": "\"", "&#x27;": "'"};
+  const text = (s) => String(s).replace(/&(lt|gt|amp|quot|#x27);/g, (e) => ENTITIES[e]);
 
   function array(spec) {  // a Plotly typed array ({dtype, bdata}) or a plain list
     if (!spec || Array.isArray(spec)) return spec || [];
@@ -90,7 +93,7 @@
       ctx.fillText(t.toFixed(digits), px, m.t + ph + 4);
     }
     if (L.xaxis.title && L.xaxis.title.text) {
-      ctx.fillText(L.xaxis.title.text, m.l + pw / 2, m.t + ph + 6 + font + 4);
+      ctx.fillText(text(L.xaxis.title.text), m.l + pw / 2, m.t + ph + 6 + font + 4);
     }
     // lane labels
     const ya_ = L.yaxis;
@@ -99,7 +102,7 @@
       ctx.textAlign = "right";
       ctx.textBaseline = "middle";
       ctx.fillStyle = "#444444";
-      ya_.ticktext.forEach((s, i) => ctx.fillText(s, m.l - 4, Y(ya_.tickvals[i])));
+      ya_.ticktext.forEach((s, i) => ctx.fillText(text(s), m.l - 4, Y(ya_.tickvals[i])));
     }
 
     ctx.save();
@@ -186,7 +189,7 @@
       const rows = [[]];
       let lx = m.l + 6;
       for (const tr of legend) {
-        const item = 40 + ctx.measureText(tr.name).width;
+        const item = 40 + ctx.measureText(text(tr.name)).width;
         if (lx + item > w && rows[rows.length - 1].length) { rows.push([]); lx = m.l + 6; }
         rows[rows.length - 1].push([tr, lx]);
         lx += item;
@@ -198,7 +201,7 @@
           ctx.fillStyle = tr.fillcolor || "#888888";
           ctx.fillRect(x, ly - 5, 24, 10);
           ctx.fillStyle = "#444444";
-          ctx.fillText(tr.name, x + 30, ly);
+          ctx.fillText(text(tr.name), x + 30, ly);
         }
       });
       ctx.globalAlpha = 1;

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpiscope.render import palette
+from mpiscope.render.plottext import plot_text
 from mpiscope_webui import lod, regions
 from mpiscope_webui.geometry import ARROW_POINTS, arrows, frames, one_per_key, rects, typed
 from mpiscope_webui.model import TraceModel
@@ -57,7 +58,8 @@ Figure = dict  # a Plotly figure as Dash sends it: {"data": [...], "layout": {..
 
 
 def _scatter(name: str, x, y, hidden: set[str] | None = None, **kw) -> dict:
-    tr = {"type": "scatter", "name": name, "x": typed(x), "y": typed(y, "f4"), **kw}
+    # names are data: Plotly would render HTML in them (the first view decodes them)
+    tr = {"type": "scatter", "name": plot_text(name), "x": typed(x), "y": typed(y, "f4"), **kw}
     if hidden is not None:
         tr["visible"] = "legendonly" if name in hidden else True
     return tr
@@ -298,7 +300,8 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
                "showgrid": True, "gridcolor": "#dddddd", "zeroline": False,
                "exponentformat": "none", **FIXED_TICKS},
         yaxis={"range": view.y_range or [nl - 0.5, -0.5], "tickmode": "array",
-               "tickvals": list(range(nl)), "ticktext": lanes.labels(), "showgrid": False,
+               "tickvals": list(range(nl)), "ticktext": [plot_text(s) for s in lanes.labels()],
+               "showgrid": False,
                "zeroline": False, **FIXED_TICKS,
                # lane labels no taller than the lanes, or they overlap (64 ranks: 8 px)
                "tickfont": {"size": max(6, min(11, lane_px - 1))}},

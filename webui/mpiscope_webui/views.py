@@ -9,6 +9,7 @@ from dash import dash_table, html
 
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.render import palette
+from mpiscope.render.plottext import plot_text
 from mpiscope_webui.analysis import Panels
 from mpiscope_webui.model import TraceModel
 
@@ -39,7 +40,7 @@ def breakdown_figure(a: Panels, label: str = "") -> go.Figure:
             fig.add_bar(x=x, y=bd[f"{part}_s"], name=name, marker_color=part_colour(part),
                         hovertemplate=f"%{{x}}<br>{name}: %{{y:.4g}} s<extra></extra>")
     fig.update_layout(barmode="stack", yaxis_title="seconds")
-    return _layout(fig, f"Time per rank {label}".strip())
+    return _layout(fig, f"Time per rank {plot_text(label)}".strip())
 
 
 def functions_table(a: Panels, table_id: dict | str) -> dash_table.DataTable:
@@ -77,10 +78,10 @@ def duration_histogram(model: TraceModel, function: str | None) -> go.Figure:
             counts, edges = np.histogram(d, bins=edges)
             centres = np.sqrt(edges[:-1] * edges[1:]) / 1e9
             fig.add_bar(x=centres, y=counts, width=np.diff(edges) / 1e9,
-                        marker_color=palette.colour(function), name=function,
+                        marker_color=palette.colour(function), name=plot_text(function),
                         hovertemplate="%{x:.3g} s: %{y} calls<extra></extra>")
     fig.update_layout(xaxis={"type": "log", "title": "duration (s)"}, yaxis_title="calls")
-    return _layout(fig, f"Durations of {function or '…'}")
+    return _layout(fig, f"Durations of {plot_text(function) if function else '…'}")
 
 
 def comm_matrix_figure(a: Panels, num_ranks: int) -> go.Figure:
@@ -122,7 +123,8 @@ def message_size_figure(a: Panels) -> go.Figure:
                           line={"color": "#555", "dash": "dash", "width": 1})
             fig.add_annotation(x=x, y=1, yref="paper", showarrow=False, xanchor="left",
                                yanchor="top", font={"size": 11},
-                               text=f"{sw.path}: eager up to {_size(sw.last_below_bytes)}, "
+                               text=f"{plot_text(sw.path)}: eager up to "
+                                    f"{_size(sw.last_below_bytes)}, "
                                     f"rendezvous from {_size(sw.bytes)} ({sw.jump:.1f}x)")
     fig.update_layout(xaxis_title="message size (from)", yaxis_title="messages",
                       yaxis2={"title": "MB/s", "overlaying": "y", "side": "right"},

@@ -14,7 +14,7 @@ import ctypes as C
 import io
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +25,9 @@ from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
 
-# 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads; 7: call paths
-READER_VERSION = "7"
+# 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads; 7: call paths;
+# 8: damaged timestamps and byte counts repaired, the reader's warnings in the metadata
+READER_VERSION = "8"
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
@@ -159,6 +160,46 @@ def _name(obj: object) -> str:
     return getattr(obj, "name", str(obj))
 
 
+class RefIndex:
+    """Where a lookup table over definition refs keeps each ref: at the ref itself (dense,
+    as writers number their definitions), or, when the refs are sparse (a damaged or
+    hostile file may define a region 0xfffffffe), at its place among the sorted refs, so
+    no table is sized by the largest ref. `refs` (sorted, uint32) is what the native
+    reader searches; None when dense."""
+
+    def __init__(self, refs: Iterable[int]) -> None:
+        ordered = sorted({int(r) for r in refs})
+        self.sparse = bool(ordered) and ordered[-1] >= 2 * len(ordered) + 1024
+        self.refs = np.asarray(ordered, np.uint32) if self.sparse else None
+        self.size = len(ordered) if self.sparse else (ordered[-1] + 1 if ordered else 0)
+
+    def __getitem__(self, ref: int) -> int:
+        return int(np.searchsorted(self.refs, ref)) if self.refs is not None else int(ref)
+
+    def slots(self, refs: np.ndarray) -> np.ndarray:
+        """The slot of each ref, -1 where none is defined."""
+        refs = np.asarray(refs, np.int64)
+        if self.refs is None:
+            return np.where((refs >= 0) & (refs < self.size), refs, -1)
+        pos = np.clip(np.searchsorted(self.refs, refs), 0, self.size - 1)
+        return np.where(self.refs[pos] == refs, pos, -1)
+
+
+def event_file_bytes(anchor: Path, location: int) -> int:
+    """Bytes stored for a location's events (its `.evt` file; where there is none, as in
+    a SIONlib container, all files of the archive): each event takes at least one, so
+    this bounds what a damaged event count may make us expect or read."""
+    local = anchor.with_suffix("")
+    try:
+        return (local / f"{location}.evt").stat().st_size
+    except OSError:
+        pass
+    try:
+        return sum(f.stat().st_size for f in local.iterdir() if f.is_file())
+    except OSError:
+        return 0
+
+
 def fix_otf2_intercomm() -> None:
     """The otf2 package's InterComm inherits Comm's fields before its own (name, group,
     parent, flags, groupA, …), so reading any InterComm definition fails: give it the
@@ -184,7 +225,7 @@ class Definitions:
         captured = io.StringIO()
         try:
             with contextlib.redirect_stderr(captured), otf2.reader.open(str(anchor)) as tr:
-                self._load(tr.definitions)
+                self._load(tr.definitions, anchor)
         except UserError:
             raise
         except Exception as err:  # the otf2 package raises its own error types
@@ -195,7 +236,7 @@ class Definitions:
                 msg = f"damaged definition record ({cause[-1].strip()})"
             raise UserError(str(anchor.parent), f"corrupt OTF2 definitions: {msg}") from None
 
-    def _load(self, d) -> None:
+    def _load(self, d, anchor: Path) -> None:
         cp = d.clock_properties
         self.resolution = int(cp.timer_resolution) if cp and cp.timer_resolution else 10**9
         self.offset = int(cp.global_offset) if cp else 0
@@ -223,7 +264,13 @@ class Definitions:
         self.location_events = {int(loc._ref): int(loc.number_of_events or 0)
                                 for g in groups for loc in threads_of[g]}
         self.rank_locations = [[int(loc._ref) for loc in threads_of[g]] for g in groups]
-        self.expected_events = sum(self.events_per_rank)
+        # the events expected, each location's as its file can hold them (a damaged count,
+        # up to 2^64 - 1, would size the reader's tables, groups and buckets by itself)
+        self.loc_max_events = np.asarray([event_file_bytes(anchor, loc)
+                                          for _r, _t, loc, _n in self.threads], np.uint64)
+        self.expected_events = sum(
+            min(self.location_events.get(int(loc), 0), int(most))
+            for (_r, _t, loc, _n), most in zip(self.threads, self.loc_max_events, strict=True))
         rank_of_location = {ref: i for i, ref in enumerate(self.locations)}
         self.hosts = []
         for g in groups:
@@ -233,23 +280,24 @@ class Definitions:
         self.mpi_functions: list[str] = []
         self.other_functions: list[str] = []
         codes: dict[tuple[bool, str], int] = {}
-        refs = [r._ref for r in d.regions]
-        n = max(refs) + 1 if refs else 0
+        self.region_slots = RefIndex(r._ref for r in d.regions)
+        n = self.region_slots.size
         self.region_func = np.zeros(n, np.int32)
         self.region_kind = np.full(n, CALL_KINDS.index("other"), np.int8)
         self.region_mpi = np.zeros(n, np.uint8)
         for r in d.regions:
+            slot = self.region_slots[r._ref]
             name = r.name or f"region {r._ref}"
             mpi = _name(r.paradigm) == "MPI" or name.startswith("MPI_")
             names = self.mpi_functions if mpi else self.other_functions
             if (mpi, name) not in codes:
                 codes[(mpi, name)] = len(names)
                 names.append(name)
-            self.region_func[r._ref] = codes[(mpi, name)]
-            self.region_mpi[r._ref] = mpi
+            self.region_func[slot] = codes[(mpi, name)]
+            self.region_mpi[slot] = mpi
             if mpi:
                 kind = kind_of(name) or _ROLE_KIND.get(_name(r.region_role), "other")
-                self.region_kind[r._ref] = CALL_KINDS.index(kind)
+                self.region_kind[slot] = CALL_KINDS.index(kind)
         self.unknown_func = len(self.other_functions)
         self.other_functions.append("<unknown region>")
 
@@ -257,18 +305,20 @@ class Definitions:
         self.callsites = [""]
         labels: dict[str, int] = {"": 0}
         srcs = list(d.source_code_locations)
-        self.source_code = np.zeros(max((s._ref for s in srcs), default=-1) + 1, np.int32)
+        self.source_slots = RefIndex(s._ref for s in srcs)
+        self.source_code = np.zeros(self.source_slots.size, np.int32)
         for s in srcs:
             label = callsite_label(_name(s.file), int(s.line_number))
             if label not in labels:
                 labels[label] = len(self.callsites)
                 self.callsites.append(label)
-            self.source_code[s._ref] = labels[label]
+            self.source_code[self.source_slots[s._ref]] = labels[label]
         self._load_contexts(d, labels)
 
         self.comms: list[dict] = []
         comm_list = sorted(d.comms, key=lambda c: c._ref)
-        self.comm_index = np.full(max((c._ref for c in comm_list), default=-1) + 1, -1, np.int32)
+        self.comm_slots = RefIndex(c._ref for c in comm_list)
+        self.comm_index = np.full(self.comm_slots.size, -1, np.int32)
         def ranks(group: object) -> list[int]:
             return [rank_of_location.get(getattr(m, "_ref", m), -1) for m in group.members]
 
@@ -282,7 +332,7 @@ class Definitions:
                 a, b = ranks(c.groupA), ranks(c.groupB)
                 members, inter_a, is_self = a + b, len(a), False
             parent = getattr(c, "parent", None)
-            self.comm_index[c._ref] = i
+            self.comm_index[self.comm_slots[c._ref]] = i
             self.comms.append({"comm": c._ref, "name": c.name, "members": members,
                                "self": is_self, "inter_a": inter_a,
                                "parent": parent._ref if parent else -1})
@@ -290,10 +340,10 @@ class Definitions:
         self.windows = sorted(({"win": w._ref, "name": w.name or f"window {w._ref}",
                                 "comm": w.comm._ref if w.comm is not None else -1}
                                for w in d.rma_wins), key=lambda w: w["win"])
-        self.win_comm = np.full(max((w["win"] for w in self.windows), default=-1) + 1, -1,
-                                np.int32)
+        self.win_slots = RefIndex(w["win"] for w in self.windows)
+        self.win_comm = np.full(self.win_slots.size, -1, np.int32)
         for w in self.windows:
-            self.win_comm[w["win"]] = w["comm"]
+            self.win_comm[self.win_slots[w["win"]]] = w["comm"]
         self.files = []
         for h in sorted(d.io_handles, key=lambda h: h._ref):
             f = getattr(h, "file", None)
@@ -317,7 +367,8 @@ class Definitions:
         # (Score-P's unwinding, maybe 10^5 of them) are not read into paths
         contexts = ({c._ref: c for c in d.calling_contexts}
                     if "mpiscope:callpath" in self.attrs else {})
-        n = max(contexts, default=-1) + 1
+        self.context_slots = RefIndex(contexts)
+        n = self.context_slots.size
         self.context_path = np.full(n, -1, np.int32)
         self.context_source = np.zeros(n, np.int32)
         self.callpaths: list[list[tuple[str, str]]] = []
@@ -351,12 +402,12 @@ class Definitions:
             if key not in ids:
                 ids[key] = len(self.callpaths)
                 self.callpaths.append(frames)
-            self.context_path[ref] = ids[key]
+            self.context_path[self.context_slots[ref]] = ids[key]
             label = frames[0][0] if frames else ""
             if label not in labels:
                 labels[label] = len(self.callsites)
                 self.callsites.append(label)
-            self.context_source[ref] = labels[label]
+            self.context_source[self.context_slots[ref]] = labels[label]
 
     def lookup(self) -> _native.Lookup:
         # an intercommunicator's members for the C side: [size of group A, A..., B...]
@@ -382,7 +433,18 @@ class Definitions:
             expected_events=self.expected_events, win_comm=self.win_comm,
             attr_callpath=self.attrs.get("mpiscope:callpath", NONE32),
             attr_calls=self.attrs.get("mpiscope:calls", NONE32),
-            context_path=self.context_path, context_source=self.context_source)
+            context_path=self.context_path, context_source=self.context_source,
+            trace_length=self.length, loc_max_events=self.loc_max_events,
+            refs={name: slots.refs for name, slots in (
+                ("region", self.region_slots), ("source", self.source_slots),
+                ("comm", self.comm_slots), ("win", self.win_slots),
+                ("context", self.context_slots)) if slots.refs is not None})
+
+    def comm_positions(self, refs: np.ndarray) -> np.ndarray:
+        """The comm index (row of `comms`) of each comm ref, -1 where it is not defined."""
+        slots = self.comm_slots.slots(refs)
+        return np.where(slots >= 0, self.comm_index[np.maximum(slots, 0)], -1) \
+            if len(self.comm_index) else np.full(len(slots), -1, np.int64)
 
 
 def _category(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
@@ -473,7 +535,7 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
         fin = defs.mpi_functions.index("MPI_Finalize")
         finalized = set(np.unique(t["calls"]["rank"][t["calls"]["function"] == fin]).tolist())
     meta = trace_meta(defs, props, nranks, set(loc_rank[ev.loc_truncated].tolist()), finalized,
-                      int(ev.loc_last.max(initial=0)), ev.clock_offsets > 0)
+                      int(ev.loc_last.max(initial=0)), ev.clock_offsets > 0, ev.damage)
     return Trace(Path(anchor.parent), meta, ranks, comms, calls, regions, p2p, messages,
                  collectives, flushes, unmatched, windows=windows, files=files, rma=rma,
                  rma_sync=rma_sync, io=io_ops, threads=threads,
@@ -508,7 +570,8 @@ def comms_frame(defs: Definitions) -> pd.DataFrame:
 
 
 def trace_meta(defs: Definitions, props: dict[str, str], nranks: int, truncated: set[int],
-               finalized: set[int], last_ns: int, clock_corrected: bool) -> TraceMeta:
+               finalized: set[int], last_ns: int, clock_corrected: bool,
+               damage: _native.Damage | None = None) -> TraceMeta:
     """The trace's metadata. `truncated`: ranks whose event files are cut; `finalized`:
     ranks that called MPI_Finalize (a job that finalizes does so on every rank, so the
     others were cut short too — and any rank of our own trace without MPI_Finalize)."""
@@ -519,7 +582,9 @@ def trace_meta(defs: Definitions, props: dict[str, str], nranks: int, truncated:
             truncated |= set(range(nranks)) - finalized
     elif ours:
         truncated = set(range(nranks))
-    duration = max(int(round(defs.length * 1e9 / defs.resolution)), last_ns)
+    # the events' span: the definitions' length only when there are none (a damaged one
+    # may say 2^64 ticks; the reader keeps every timestamp within it anyway)
+    duration = last_ns if last_ns > 0 else int(min(defs.length * 1e9 / defs.resolution, 2**62))
     creator = (f"mpiscope {props['MPISCOPE::VERSION']}" if ours
                else props.get("OTF2::CREATOR") or "unknown")
     return TraceMeta(
@@ -531,7 +596,39 @@ def trace_meta(defs: Definitions, props: dict[str, str], nranks: int, truncated:
         timer_resolution=defs.resolution, truncated_ranks=sorted(truncated),
         clock_corrected=bool(clock_corrected),
         filtered=[f for f in props.get("MPISCOPE::FILTERED", "").split(",") if f],
+        warnings=damage_warnings(defs, damage) if damage is not None else [],
     )
+
+
+def _where(defs: Definitions, flagged: np.ndarray, most: int = 6) -> str:
+    """The flagged locations by rank (and thread where a rank has several)."""
+    names = [f"rank {r}" + (f" thread {t}" if t else "")
+             for (r, t, _l, _n), hit in zip(defs.threads, flagged.tolist(), strict=True) if hit]
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def damage_warnings(defs: Definitions, damage: _native.Damage) -> list[str]:
+    """One line per kind of damage the native reader repaired (reader.c): how many and
+    where."""
+    out = []
+    back, outside = damage.backwards.astype(np.int64), damage.outside.astype(np.int64)
+    if (back + outside).any():
+        parts = [f"{n} {what}" for n, what in (
+            (int(back.sum()), "earlier than the event before them (raised to its time)"),
+            (int(outside.sum()), "outside the trace's time range (given the time of the "
+                                 "event before them)")) if n]
+        where = _where(defs, back + outside > 0)
+        out.append(f"damaged timestamps: {' and '.join(parts)} in {where}; times and "
+                   "durations there are uncertain")
+    bad = damage.bytes.astype(np.int64)
+    if bad.any():
+        out.append(f"{int(bad.sum())} byte count(s) beyond 2^48 (256 TiB) dropped as damaged in "
+                   f"{_where(defs, bad > 0)}")
+    if damage.overrun.any():
+        out.append("more events than their event files' bytes can hold (damaged): read as far "
+                   f"as those bytes go in {_where(defs, damage.overrun)}")
+    return out
 
 
 def callpaths_frame(paths: list[list[tuple[str, str]]]) -> pd.DataFrame:
@@ -576,11 +673,13 @@ def _rma_io_frames(t: dict[str, dict[str, np.ndarray]], defs: Definitions
     o["nonblocking"] = o["nonblocking"].astype(bool)
     paths = sorted({f["file"] for f in defs.files} | {""})
     code_of_handle = {f["handle"]: paths.index(f["file"]) for f in defs.files}
-    handles = o["handle"]
-    lut = np.zeros(max([*code_of_handle, int(handles.max(initial=-1))]) + 2, np.int32)
-    for h, code in code_of_handle.items():
-        lut[h] = code
-    o["file"] = _category(lut[np.where(handles >= 0, handles, len(lut) - 1)].astype(np.int32),
+    # by the handles' refs, not a table as long as the largest (an event may name any)
+    refs = np.asarray(sorted(code_of_handle), np.int64)
+    codes = np.asarray([code_of_handle[h] for h in refs.tolist()], np.int32)
+    handles = o["handle"].astype(np.int64)
+    pos = np.clip(np.searchsorted(refs, handles), 0, max(len(refs) - 1, 0))
+    known = (refs[pos] == handles) if len(refs) else np.zeros(len(handles), bool)
+    o["file"] = _category(np.where(known, codes[pos] if len(refs) else 0, 0).astype(np.int32),
                           paths)
     io_ops = _frame({n: o[n] for n in SCHEMA.tables["io"].names})
     windows = _records_frame(defs.windows, "windows")

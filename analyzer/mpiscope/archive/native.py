@@ -6,9 +6,13 @@ numpy arrays that own the C buffers (no copy: `free` runs when the array is coll
 
 from __future__ import annotations
 
+import contextlib
 import ctypes as C
-from collections.abc import Callable
-from dataclasses import dataclass
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
@@ -59,6 +63,12 @@ class Lookup:
     attr_calls: int = NONE32
     context_path: np.ndarray | None = None  # int32 call path id per CallingContext ref
     context_source: np.ndarray | None = None  # int32 call-site code of its innermost frame
+    trace_length: int = 0  # clock ticks (ClockProperties), 0 if unknown
+    # per location: most events its stored bytes can hold (0: no bound)
+    loc_max_events: np.ndarray | None = None
+    # sparse definition refs: the sorted refs a lookup's entries belong to (None: dense,
+    # entry i is ref i); see Refs in decode.py
+    refs: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -74,6 +84,29 @@ class Events:
     link: np.ndarray | None = None
     # read with subset=True: why none of the locations was readable ("" if one was)
     error: str = ""
+    damage: Damage | None = None
+
+
+@dataclass
+class Damage:
+    """Per location, what the reader changed of a damaged file (reader.c's stamp and
+    plausible): timestamps raised to the one before them, timestamps outside the trace's
+    range, byte counts dropped, and whether it held more events than its bytes can."""
+
+    backwards: np.ndarray  # uint64
+    outside: np.ndarray  # uint64
+    bytes: np.ndarray  # uint64
+    overrun: np.ndarray  # bool
+
+    @staticmethod
+    def none(n: int) -> Damage:
+        z = np.zeros(n, np.uint64)
+        return Damage(z, z.copy(), z.copy(), np.zeros(n, bool))
+
+    @staticmethod
+    def concat(parts: list[Damage]) -> Damage:
+        return Damage(*(np.concatenate([getattr(d, f) for d in parts])
+                        for f in ("backwards", "outside", "bytes", "overrun")))
 
 
 PROGRESS = C.CFUNCTYPE(None, C.c_uint64, C.c_uint64)
@@ -100,6 +133,7 @@ def library() -> C.CDLL:
         lib.mpsr_error.restype = C.c_char_p
         lib.mpsr_error.argtypes = [C.c_void_p]
         lib.mpsr_locations.argtypes = [C.c_void_p, C.c_int32] + [C.c_void_p] * 4
+        lib.mpsr_damage.argtypes = [C.c_void_p, C.c_int32] + [C.c_void_p] * 4
         lib.mpsr_free_buffer.argtypes = [C.c_void_p]
         lib.mpsr_properties.restype = C.c_void_p
         lib.mpsr_properties.argtypes = [C.c_char_p]
@@ -147,8 +181,73 @@ def _take(lib: C.CDLL, res: int, table: int, col: int, n: int, dtype: str) -> np
     return np.asarray(_Buffer(lib, ptr, n, dt))
 
 
-def _ptr(a: np.ndarray) -> int:
-    return a.ctypes.data if len(a) else 0
+def _ptr(a: np.ndarray | None) -> int:
+    return a.ctypes.data if a is not None and len(a) else 0
+
+
+_END = b"\x02\x01"  # a complete OTF2 buffer file ends with END_OF_CHUNK, END_OF_FILE
+_CHUNK_MAX = 16 << 20  # OTF2's largest chunk size
+
+
+def _chunk_sizes(anchor: Path) -> tuple[int, int]:
+    """The archive's chunk sizes (events, definitions), the largest possible if unknown."""
+    try:
+        import _otf2  # the otf2 package's binding (its own libotf2)
+
+        rd = _otf2.Reader_Open(str(anchor))
+        try:
+            evt, defs = _otf2.Reader_GetChunkSize(rd)
+        finally:
+            _otf2.Reader_Close(rd)
+        if 0 < evt <= _CHUNK_MAX and 0 < defs <= _CHUNK_MAX:
+            return int(evt), int(defs)
+    except Exception:  # noqa: BLE001 - the package raises its own types: assume the worst
+        pass
+    return _CHUNK_MAX, _CHUNK_MAX
+
+
+@contextlib.contextmanager
+def _complete(anchor: Path, locations: np.ndarray) -> Iterator[Path]:
+    """The anchor to read: `anchor`, or when a location's event or local definition file
+    is cut short (it does not end as libotf2 ends a file), a temporary archive of links
+    to the files with a zero-padded copy of each cut one. libotf2 reads a chunk into a
+    buffer and decodes past the end of a cut file into the buffer's old contents (another
+    location's events: garbage rows); zeros to the chunk's end, and in the next chunk,
+    decode as the end of the data."""
+    local = anchor.with_suffix("")
+    cut = []
+    for loc in locations.tolist():
+        for f in (local / f"{loc}.evt", local / f"{loc}.def"):
+            try:
+                size = f.stat().st_size
+                if size >= len(_END):
+                    with open(f, "rb") as fh:
+                        fh.seek(size - len(_END))
+                        if fh.read() != _END:
+                            cut.append(f)
+            except OSError:
+                continue  # missing or unreadable: libotf2 reports it
+    if not cut:
+        yield anchor
+        return
+    chunk = dict(zip((".evt", ".def"), _chunk_sizes(anchor), strict=True))
+    with tempfile.TemporaryDirectory(prefix="mpiscope-cut-") as tmp:
+        t = Path(tmp)
+        os.symlink(anchor.resolve(), t / anchor.name)
+        defs = anchor.with_suffix(".def")
+        os.symlink(defs.resolve(), t / defs.name)
+        (t / local.name).mkdir()
+        for f in local.iterdir():
+            if f in cut:
+                shutil.copyfile(f, t / local.name / f.name)
+                size, step = f.stat().st_size, chunk[f.suffix]
+                with open(t / local.name / f.name, "r+b") as fh:
+                    # zeros to the end of its chunk, and a chunk of them after it: the
+                    # next read must find zeros too, not fail into the old buffer
+                    fh.truncate(-(-size // step) * step + step)  # sparse: costs no disk
+            else:
+                os.symlink(f.resolve(), t / local.name / f.name)
+        yield t / anchor.name
 
 
 def read_events(anchor: Path, lk: Lookup,
@@ -174,9 +273,12 @@ def read_events(anchor: Path, lk: Lookup,
         comm_self=_ptr(lk.comm_self), expected_events=lk.expected_events,
         nwinrefs=len(lk.win_comm), win_comm=_ptr(lk.win_comm),
         attr_callpath=lk.attr_callpath, attr_calls=lk.attr_calls, ncontexts=len(ctx_path),
-        context_path=_ptr(ctx_path), context_source=_ptr(ctx_src), subset=int(subset))
+        context_path=_ptr(ctx_path), context_source=_ptr(ctx_src), subset=int(subset),
+        trace_length=lk.trace_length, loc_max_events=_ptr(lk.loc_max_events),
+        **{f"{name}_refs": _ptr(refs) for name, refs in lk.refs.items()})
     callback = PROGRESS(progress) if progress else PROGRESS()
-    res = lib.mpsr_read(str(anchor).encode(), C.byref(cfg), callback)
+    with _complete(anchor, lk.locations) as readable:
+        res = lib.mpsr_read(str(readable).encode(), C.byref(cfg), callback)
     if not res:
         raise UserError(str(anchor.parent), "out of memory while reading events")
     try:
@@ -195,6 +297,11 @@ def read_events(anchor: Path, lk: Lookup,
         last = np.zeros(nloc, np.int64)
         trunc = np.zeros(nloc, np.uint8)
         lib.mpsr_locations(res, nloc, _ptr(events), _ptr(first), _ptr(last), _ptr(trunc))
+        damage = Damage.none(nloc)
+        overrun = np.zeros(nloc, np.uint8)
+        lib.mpsr_damage(res, nloc, _ptr(damage.backwards), _ptr(damage.outside),
+                        _ptr(damage.bytes), _ptr(overrun))
+        damage.overrun = overrun.astype(bool)
         np2p = len(tables["p2p"]["rank"])
         link_ptr = lib.mpsr_take_link(res)
         if link_ptr and np2p:
@@ -204,7 +311,7 @@ def read_events(anchor: Path, lk: Lookup,
                 lib.mpsr_free_buffer(link_ptr)
             link = np.full(np2p, -1, np.int64)
         return Events(tables, events, first, last, trunc.astype(bool),
-                      int(lib.mpsr_clock_offsets(res)), link, error)
+                      int(lib.mpsr_clock_offsets(res)), link, error, damage)
     finally:
         lib.mpsr_release(res)
 

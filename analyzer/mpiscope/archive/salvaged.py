@@ -367,8 +367,8 @@ def build(trace_dir: Path, progress: decode.Progress | None = None) -> Trace:
         timer_resolution=1_000_000_000,  # every part was converted to ns above
         clock_corrected=all(m.clock_corrected for m in metas),
         truncated_ranks=list(range(nranks)),  # none finalized
-        warnings=[f"{p}: unreadable, so the analysis has none of its events"
-                  for p in problems],
+        warnings=list(dict.fromkeys([*(w for m in metas for w in m.warnings), *(
+            f"{p}: unreadable, so the analysis has none of its events" for p in problems)])),
     )
     return Trace(Path(trace_dir), meta, ranks, comms, calls_df, _concat(regions)
                  .reset_index(drop=True), p2p_df, messages, collectives,
@@ -390,7 +390,8 @@ def load(trace_dir: Path, *, use_cache: bool = True,
     """The merged trace, from the Parquet cache in DIR when it is current."""
     key = cache_key(trace_dir) if use_cache else ""
     trace = cache.load_or_build(trace_dir, key, lambda: build(trace_dir, progress),
-                                use_cache=use_cache, progress=progress)
+                                use_cache=use_cache, progress=progress,
+                                anchors=list(archives(trace_dir).values()))
     # not cached: whether a log is still unrecovered changes without the archives changing
     trace.meta.warnings = [*trace.meta.warnings, *(
         w for w in unrecovered_warnings(trace_dir) if w not in trace.meta.warnings)]

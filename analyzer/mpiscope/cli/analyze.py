@@ -42,15 +42,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from mpiscope import output
     from mpiscope.analysis.session import Analysis
     from mpiscope.archive import recover
-    from mpiscope.render import summary
+    from mpiscope.render import summary, term
     from mpiscope.render.loading import load_with_progress
 
-    err = Console(stderr=True)
+    err = term.console(stderr=True)
     # killed ranks first: the engine is chosen for the trace their recovery completes
     for line in recover.before_reading(args.trace):
         err.print(line, highlight=False, soft_wrap=True, markup=False)
@@ -66,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         analysis = Analysis(load_with_progress(args.trace, not args.no_cache, recover=False),
                             skip_frames=args.skip_frames, group_by=args.group_by)
-    summary.print_summary(analysis, Console(), top=args.top)
+    summary.print_summary(analysis, term.console(), top=args.top)
     if args.json:
         output.write_text(args.json, analysis.to_json())
     return 0

@@ -28,17 +28,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from mpiscope import output
     from mpiscope.analysis.comparison import compare_traces
     from mpiscope.analysis.explanation import explain
     from mpiscope.archive import recover
     from mpiscope.render import explain as explained
-    from mpiscope.render import html, markdown, summary
+    from mpiscope.render import html, markdown, summary, term
     from mpiscope.render.cutshort import cut_short_warning
 
-    console = Console(stderr=True)
+    console = term.console(stderr=True)
     for path in (args.a, args.b):
         for line in recover.before_reading(path):
             console.print(line, highlight=False, soft_wrap=True, markup=False)

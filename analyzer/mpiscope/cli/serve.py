@@ -11,6 +11,7 @@ from urllib.parse import quote
 from mpiscope.cli import engine
 from mpiscope.errors import UserError
 from mpiscope.render.cutshort import cut_short_warning
+from mpiscope.render.term import clean
 
 HELP = "open the web UI on one trace, or two to compare (http://127.0.0.1:8050)"
 
@@ -50,7 +51,7 @@ def warn_cut_short(path: Path, trace) -> None:
     """The warning `mpiscope analyze` prints for ranks cut short, word for word."""
     line = cut_short_warning(path, trace.meta.truncated_ranks)
     if line:
-        print(line, file=sys.stderr, flush=True)
+        print(clean(line), file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     for d in dirs:  # ranks killed outright: their crash-safe logs become traces first
         for line in recover.before_reading(Path(d)):
-            print(line, file=sys.stderr, flush=True)
+            print(clean(line), file=sys.stderr, flush=True)
     engine.prepare(args, [Path(d) for d in dirs])  # --engine dask: caches built on Dask
     guard = security.Guard.for_address(args.host, args.port, token)
     from mpiscope_webui import ooc
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     url = f"http://{'[' + shown + ']' if ':' in shown else shown}:{args.port}"
     if token:
         url += f"/?token={quote(token, safe='')}"
-    print(f"mpiscope: serving {' vs '.join(labels)} on {url} "
+    print(f"mpiscope: serving {clean(' vs '.join(labels))} on {url} "
           f"(Ctrl-C stops)", file=sys.stderr, flush=True)
     import logging
 

@@ -41,10 +41,9 @@ def parse_ranks(text: str) -> tuple[int, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from mpiscope.jobs.study import StudyConfig, run_all
     from mpiscope.render import study as pages
+    from mpiscope.render import term
 
     ranks = parse_ranks(args.ranks)
     # checked here, in one line, before any job starts (Himeno checks the rest itself)
@@ -62,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = StudyConfig(out=args.out, size=args.size, iterations=args.iterations, ranks=ranks,
                       allreduce_every=args.allreduce_every, cluster=args.cluster,
                       repeat=args.repeat)
-    console = Console(stderr=True)
+    console = term.console(stderr=True)
     with console.status("running Himeno") as status:
         def progress(run):
             mflops = run.mflops or 0.0

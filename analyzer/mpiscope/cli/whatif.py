@@ -101,10 +101,9 @@ def write_prediction(trace, path: Path, scenario_text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from mpiscope import output
     from mpiscope.analysis import simulate
+    from mpiscope.render import term
     from mpiscope.render.loading import load_with_progress
     from mpiscope.render.whatif import print_summary
 
@@ -113,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         _check_out(args.out)
     trace = load_with_progress(args.trace)
     result = simulate.replay(trace, scenario)
-    print_summary(result, Console(highlight=False))
+    print_summary(result, term.console(highlight=False))
     if args.out is not None:
         write_prediction(result.trace, args.out, json.dumps(result.scenario.to_dict()))
     if args.json is not None:

@@ -38,7 +38,6 @@ seen.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import time
 import uuid
@@ -84,6 +83,7 @@ class Summary:
     clock_offsets: int
     finalized: list[int]
     unreadable: str  # why none of the group's locations could be read, "" if one could
+    damage: _native.Damage  # per location, what the reader changed of damaged files
 
 
 @dataclass
@@ -108,6 +108,7 @@ def decode_group(anchor: str, defs: decode.Definitions, index: int, ranks: list[
     sel = _locations(defs, ranks)
     lk = dataclasses.replace(lk, locations=lk.locations[sel], loc_rank=lk.loc_rank[sel],
                              loc_thread=lk.loc_thread[sel],
+                             loc_max_events=lk.loc_max_events[sel],
                              expected_events=0)  # only a hint for the progress line
     # a group none of whose locations is readable is not an error yet: the serial reader
     # fails only when no location of the whole archive is (its ranks are then cut short)
@@ -129,9 +130,8 @@ def decode_group(anchor: str, defs: decode.Definitions, index: int, ranks: list[
     coll["instance"] = np.full(len(rows), -1, np.int64)  # set in `finish`
     collectives = decode._frame({name: coll[name] for name in decode.COLLECTIVE_COLUMNS})
     rma, rma_sync, io_ops, _windows, _files = decode._rma_io_frames(t, defs)
-    comm_idx = defs.comm_index
     seq = collectives["coll_seq"].to_numpy()
-    cidx = comm_idx[collectives["comm"].to_numpy()] if len(seq) else np.zeros(0, np.int32)
+    cidx = defs.comm_positions(collectives["comm"].to_numpy())
     coll_max: dict[int, int] = {}
     if len(seq):
         top = pd.Series(seq + 1).groupby(cidx).max()
@@ -142,7 +142,7 @@ def decode_group(anchor: str, defs: decode.Definitions, index: int, ranks: list[
         finalized = np.unique(t["calls"]["rank"][t["calls"]["function"] == fin]).tolist()
     summary = Summary(index, ranks, len(calls), len(regions), len(p2p), coll_max,
                       ev.loc_events, ev.loc_first, ev.loc_last, ev.loc_truncated,
-                      ev.clock_offsets, [int(r) for r in finalized], ev.error)
+                      ev.clock_offsets, [int(r) for r in finalized], ev.error, ev.damage)
     return Group(summary, {"calls": calls, "regions": regions, "p2p": p2p, "flushes": flushes,
                            "collectives": collectives, "rma": rma, "rma_sync": rma_sync,
                            "io": io_ops}, ev.link)
@@ -330,7 +330,7 @@ def match(*pieces: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return messages.reset_index(drop=True), unmatched
 
 
-def finish(g: int, tmp: str, nbuckets: int, base: np.ndarray, comm_index: np.ndarray,
+def finish(g: int, tmp: str, nbuckets: int, base: np.ndarray, comm_refs: np.ndarray,
            *_matched: pd.DataFrame) -> dict[str, dict]:
     """Group g's messages (by sender, in the senders' p2p order) and collectives (with
     instance ids: comm's base + sequence number, as reader.c numbers them). `_matched`:
@@ -340,7 +340,9 @@ def finish(g: int, tmp: str, nbuckets: int, base: np.ndarray, comm_index: np.nda
     messages = [m for k in range(nbuckets)
                 if (m := _load(_scratch(tmp, f"messages-b{k}-g{g}"))) is not None]
     if len(c):
-        c["instance"] = base[comm_index[c["comm"].to_numpy()]] + c["coll_seq"].to_numpy()
+        # a comm's index is its place among the comms' refs (sorted), as reader.c's
+        c["instance"] = base[np.searchsorted(comm_refs, c["comm"].to_numpy())] + \
+            c["coll_seq"].to_numpy()
     m = pd.concat(messages, ignore_index=True) if messages else empty_table(
         "messages").assign(order=np.zeros(0, np.int64))
     m = m.sort_values("order", kind="stable").drop(columns="order").reset_index(drop=True)
@@ -390,8 +392,9 @@ def convert(trace_dir: Path | str, client, *, events_per_group: int = 2_000_000,
     groups = groups_of(defs, events_per_group, 2 * workers)
     local, fallback = cache.candidates(anchor.parent)
     target = local if cache._writable(anchor.parent) else fallback
+    srcs = cache.sources(anchor.parent)  # as read: a file changed meanwhile is read again
     with output.publish_dir(target) as tmp:
-        _run(client, anchor, defs, groups, tmp, workers, say)
+        _run(client, anchor, defs, groups, tmp, workers, say, srcs)
     return target
 
 
@@ -445,7 +448,7 @@ def _failed(err: BaseException, anchor: Path) -> UserError:
 
 
 def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]], tmp: Path,
-         workers: int, say: Callable[[str], None]) -> None:
+         workers: int, say: Callable[[str], None], srcs: list[dict]) -> None:
     from distributed import as_completed
 
     # keys unique per conversion: a key the scheduler still knows would return that
@@ -501,7 +504,8 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
             for ci, v in s.coll_max.items():
                 top[ci + 1] = max(top[ci + 1], v)
         base = np.cumsum(top)
-        finished = [submit(finish, i, str(tmp), nbuckets, base, defs.comm_index, *matched,
+        comm_refs = np.asarray([c["comm"] for c in defs.comms], np.int64)
+        finished = [submit(finish, i, str(tmp), nbuckets, base, comm_refs, *matched,
                            pure=False, retries=RETRIES) for i in range(n)]
         infos_ranked = _gather(client, [submit(lambda p: p.infos, p, pure=False)
                                         for p in order])
@@ -515,13 +519,13 @@ def _run(client, anchor: Path, defs: decode.Definitions, groups: list[list[int]]
     shutil.rmtree(tmp / SCRATCH, ignore_errors=True)
     say("writing cache")
     _write_rest(anchor, defs, groups, tmp, summaries, infos_ranked, infos_last, singles,
-                unmatched)
+                unmatched, srcs)
 
 
 def _write_rest(anchor: Path, defs: decode.Definitions, groups: list[list[int]], tmp: Path,
                 summaries: dict[int, Summary], infos_ranked: list[dict],
-                infos_last: list[dict], singles: list[dict], unmatched: list[pd.DataFrame]
-                ) -> None:
+                infos_last: list[dict], singles: list[dict], unmatched: list[pd.DataFrame],
+                srcs: list[dict]) -> None:
     """The small tables, the single-file ones, and the manifest (last)."""
     n = len(groups)
     s = [summaries[i] for i in range(n)]
@@ -563,8 +567,9 @@ def _write_rest(anchor: Path, defs: decode.Definitions, groups: list[list[int]],
     loc_rank = threads["rank"].to_numpy()
     meta = decode.trace_meta(defs, props, nranks, set(loc_rank[loc_trunc].tolist()),
                              {r for x in s for r in x.finalized}, int(loc_last.max(initial=0)),
-                             sum(x.clock_offsets for x in s) > 0)
-    (tmp / "manifest.json").write_text(json.dumps({
-        "fingerprint": cache.fingerprint(anchor.parent), "version": version_of(anchor),
+                             sum(x.clock_offsets for x in s) > 0,
+                             _native.Damage.concat([x.damage for x in s]))
+    cache.write_manifest(tmp, {
+        "sources": srcs, "version": version_of(anchor),
         "layout": cache.LAYOUT, "meta": dataclasses.asdict(meta),
-        "tables": {name: infos[name] for name in cache.TABLES}}))
+        "tables": {name: infos[name] for name in cache.TABLES}})

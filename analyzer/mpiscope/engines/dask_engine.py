@@ -36,11 +36,12 @@ import pandas as pd
 from mpiscope.analysis import callpaths, stats
 from mpiscope.analysis.session import Analysis, Overview
 from mpiscope.analysis.threads import COLUMNS as THREAD_COLUMNS
-from mpiscope.archive import cache
+from mpiscope.archive import cache, reader
 from mpiscope.archive.trace import Trace
 from mpiscope.engines import (
     cluster,
     convert,
+    daskcache,
     fused,
     rankcritical,
     rankfindings,
@@ -261,6 +262,17 @@ def analyze(trace_dir: Path | str, spec: cluster.ClusterSpec | None = None, *,
         with cluster.connect(spec) as c:
             return analyze(trace_dir, client=c, progress=progress,
                            skip_frames=skip_frames, group_by=group_by)
+    # a cache found on disk is checked before use, and rebuilt if damaged
+    problems: list[str] = []
+    found = daskcache.find(trace_dir, problems)
+    if found is not None:
+        problem = daskcache.validate(
+            CacheTables(found[0], reader.anchor_of(Path(trace_dir)).parent, found[1]), client)
+        if problem:
+            problems.append(problem)
+            cache.discard(found[0])
+    if problems:
+        cache.notice(Path(trace_dir), problems)
     convert.convert(trace_dir, client, progress=progress)
     tables = open_cache(trace_dir)
     if tables is None:  # written a moment ago; gone means someone removed it

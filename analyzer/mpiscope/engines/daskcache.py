@@ -31,15 +31,62 @@ def version_of(anchor: Path) -> str:
     return f"{READER_VERSION}:{anchor.name}"
 
 
-def find(trace_dir: Path | str) -> tuple[Path, dict] | None:
-    """(cache directory, manifest) of the complete, current cache of a trace, or None."""
+def find(trace_dir: Path | str, problems: list[str] | None = None
+         ) -> tuple[Path, dict] | None:
+    """(cache directory, manifest) of the complete, current cache of a trace (its
+    manifest checked: cache.check_manifest), or None; what is wrong with a cache of this
+    trace that cannot be used goes to `problems`."""
     anchor = reader.anchor_of(Path(trace_dir))
     version = version_of(anchor)
     for d in cache.candidates(anchor.parent):
-        man = cache._manifest(d, anchor.parent, version) if d.is_dir() else None
+        man = cache._manifest(d, anchor.parent, version, problems=problems) \
+            if d.is_dir() else None
         if man is not None:
             return d, man
     return None
+
+
+def _check_ranks(d: Path, name: str, values: list[int], man: dict) -> str | None:
+    """What is wrong with these ranks' partitions of table `name` (on a worker)."""
+    info = man["tables"][name]
+    rows = dict(map(tuple, info["partitions"]))
+    for v in values:
+        try:
+            df = read_partition(d, name, v, info)
+        except Exception as err:  # noqa: BLE001 - any failure is a damaged cache
+            return f"table {name} of rank {v} is unreadable ({type(err).__name__})"
+        if len(df) != rows[v]:
+            return f"table {name} has other row counts than its manifest says"
+        problem = cache.check_table(name, df, man)
+        if problem:
+            return problem
+    return None
+
+
+def validate(t: CacheTables, client, chunks: int = 32) -> str | None:
+    """What is wrong with a cache found on disk (its manifest checked already): the small
+    tables here, every partition on the cluster (a few tasks of ranks each). None if
+    nothing: then it can be used."""
+    import numpy as np
+
+    for name in cache.TABLES:
+        if t.partitioned(name):
+            continue
+        try:
+            problem = cache.check_table(name, t.small(name), t.manifest)
+        except Exception as err:  # noqa: BLE001 - any failure is a damaged cache
+            problem = f"table {name} is unreadable ({type(err).__name__})"
+        if problem:
+            return problem
+    ranks = t.small("ranks")
+    if len(ranks) != t.meta.num_ranks or not np.array_equal(ranks["rank"].to_numpy(),
+                                                            np.arange(len(ranks))):
+        return f"its ranks table does not list its {t.meta.num_ranks} ranks"
+    futures = [client.submit(_check_ranks, t.dir, name, [int(v) for v in part], t.manifest,
+                             pure=False)
+               for name in cache.TABLES if t.partitioned(name)
+               for part in np.array_split(t.ranks_of(name), chunks) if len(part)]
+    return next((p for p in client.gather(futures) if p), None)
 
 
 def read_partition(d: Path, name: str, value: int, info: dict) -> pd.DataFrame:
@@ -97,7 +144,8 @@ class CacheTables:
         if info.get("partitions") is None:
             import pyarrow.parquet as pq
 
-            df = pq.ParquetFile(self.dir / f"{name}.parquet").read().to_pandas()
+            df = pq.ParquetFile(self.dir / f"{name}.parquet",
+                                page_checksum_verification=True).read().to_pandas()
             out = cache._restore(df, info)
             if name in ("comms", "rma_sync"):  # lists of world ranks come back as arrays
                 out["members"] = out["members"].map(lambda m: [int(x) for x in m])

@@ -46,7 +46,7 @@ from mpiscope.engines.slices import RankSlice
 
 T = TypeVar("T")
 WHOLE = ("ranks", "comms", "windows", "files", "callpaths")  # small, whole in every slice
-DERIVED = "derived"
+DERIVED = cache.DERIVED
 FAN_IN = 16  # results a combining task (or the client) takes at once, `slices.Reduced`
 
 

@@ -13,8 +13,11 @@ from rich.console import Console
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.explanation import Explanation, per_iteration
+from mpiscope.render import term
+from mpiscope.render.mdtext import md
 from mpiscope.render.numbers import fmt_s
 from mpiscope.render.palette import PART_COLOURS
+from mpiscope.render.plottext import plot_text
 
 MAX_ITERATION_ROWS = 12  # Markdown: more iterations are shown in this many groups
 
@@ -69,7 +72,7 @@ def iteration_figure(cmp: Comparison) -> go.Figure | None:
         return None
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, shared_yaxes=True,
                         vertical_spacing=0.08,
-                        subplot_titles=[f"{run.label} ({len(it)} iterations)"
+                        subplot_titles=[f"{plot_text(run.label)} ({len(it)} iterations)"
                                         for run, it in runs])
     for row, (_, it) in enumerate(runs, start=1):
         for part in PARTS:
@@ -152,21 +155,21 @@ def html_section(cmp: Comparison, ex: Explanation, table, figure_div) -> str:
 def md_lines(cmp: Comparison, ex: Explanation, md_table) -> list[str]:
     """The Markdown report's section (`md_table` is the report's table writer)."""
     lines = ["", "#### Predicted vs measured: where the time went", ""]
-    lines += [f"- {s}" for s in ex.sentences]
-    lines += ["", f"_{noise_text(ex)}_", ""]
+    lines += [f"- {md(s)}" for s in ex.sentences]
+    lines += ["", f"_{md(noise_text(ex))}_", ""]
     if ex.findings:
         lines += md_table(FINDING_HEADERS, finding_rows(ex), "lll" + "r" * 4 + "l")
         lines.append("")
     lines += md_table(SITE_HEADERS, site_rows(ex, top=8), "ll" + "r" * 5 + "l")
     rows = iteration_rows(cmp)
     if rows:
-        lines += ["", f"#### Per iteration, {cmp.a.label} → {cmp.b.label}", ""]
+        lines += ["", f"#### Per iteration, {md(cmp.a.label)} → {md(cmp.b.label)}", ""]
         lines += md_table(iteration_headers(cmp), rows, "lrrr" * 2)
     return lines
 
 
 def print_explanation(ex: Explanation, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or term.console()
     for s in ex.sentences:
         console.print(s, highlight=False, markup=False, soft_wrap=True)
     console.print(noise_text(ex), highlight=False, markup=False, soft_wrap=True)

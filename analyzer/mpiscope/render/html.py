@@ -24,6 +24,7 @@ from mpiscope.render import timeline
 from mpiscope.render.cutshort import cut_short_notes
 from mpiscope.render.numbers import fmt_pct, fmt_s
 from mpiscope.render.palette import PART_COLOURS
+from mpiscope.render.plottext import plot_text
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
@@ -76,7 +77,7 @@ def breakdown_figure(runs: Sequence[RunSummary]) -> go.Figure:
         runs_axis, ranks_axis, y = [], [], []
         for run in runs:
             for r in run.report["ranks"]:
-                runs_axis.append(run.label)
+                runs_axis.append(plot_text(run.label))
                 ranks_axis.append(f"rank {r['rank']}")
                 y.append(r.get(f"{part}_s", 0.0))
         fig.add_bar(name=PART_LABELS[part], x=[runs_axis, ranks_axis], y=y,

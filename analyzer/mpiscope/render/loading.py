@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     Progress,
@@ -19,13 +18,14 @@ from rich.progress import (
 from mpiscope.archive import reader
 from mpiscope.archive import recover as live
 from mpiscope.archive.trace import Trace
+from mpiscope.render import term
 from mpiscope.render.cutshort import cut_short_warning
 
 
 def load_with_progress(path: Path, use_cache: bool = True, recover: bool = True) -> Trace:
     """Read a trace with a progress display on stderr; warn about ranks cut short.
     `recover`: recover ranks killed outright first (False: the caller did)."""
-    err = Console(stderr=True)
+    err = term.console(stderr=True)
     for line in live.before_reading(path) if recover else []:
         err.print(line, highlight=False, soft_wrap=True, markup=False)
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),

@@ -13,17 +13,14 @@ from mpiscope.analysis.comparison import Comparison, RunSummary
 from mpiscope.analysis.explanation import Explanation, explain
 from mpiscope.render import explain as explained
 from mpiscope.render.cutshort import cut_short_notes
+from mpiscope.render.mdtext import Markdown, code, md
 from mpiscope.render.numbers import fmt_pct, fmt_s
-
-
-def md(value: object) -> str:
-    """Text safe inside a Markdown table cell (labels and messages may hold `|`)."""
-    return " ".join(str(value).split()).replace("|", "\\|")
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]],
              align: str = "") -> list[str]:
-    """A GitHub table; `align` is one letter per column, l or r (default: l then r...)."""
+    """A GitHub table; `align` is one letter per column, l or r (default: l then r...).
+    Cells are data (mdtext.md) unless they are Markdown already."""
     align = align or "l" + "r" * (len(headers) - 1)
     rule = "|" + "|".join("---" if a == "l" else "---:" for a in align) + "|"
     return ["| " + " | ".join(md(h) for h in headers) + " |", rule,
@@ -42,12 +39,12 @@ def md_run_rows(a: RunSummary, b: RunSummary) -> list[list[object]]:
         return ", ".join(sorted({r["host"] for r in run.report["ranks"]}))
 
     return [
-        ["command", f"`{meta(a).get('cmdline', '?')}`", f"`{meta(b).get('cmdline', '?')}`"],
+        ["command", code(meta(a).get("cmdline", "?")), code(meta(b).get("cmdline", "?"))],
         ["ranks", len(a.report["ranks"]), len(b.report["ranks"])],
         ["hosts", hosts(a), hosts(b)],
         ["MPI library", meta(a).get("mpi_library", "?"), meta(b).get("mpi_library", "?")],
         ["date", meta(a).get("start_time", "?"), meta(b).get("start_time", "?")],
-        ["trace", f"`{a.trace_dir}`", f"`{b.trace_dir}`"],
+        ["trace", code(a.trace_dir), code(b.trace_dir)],
     ]
 
 
@@ -65,12 +62,12 @@ def md_rank_rows(a: RunSummary, b: RunSummary) -> list[list[object]]:
             for rank in sorted(set(ra) | set(rb))]
 
 
-def md_site(finding: dict) -> str:
+def md_site(finding: dict) -> Markdown:
     """`app.c:10`, and its call path where it has more frames: via `a <- b <- c`."""
     site = finding.get("callsite", "")
     v = callpaths.via(finding.get("callpath") or [], site)
-    text = f"`{site}`" if site else ""
-    return f"{text} via `{v.removeprefix('via ')}`" if v else text
+    text = code(site)
+    return Markdown(f"{text} via {code(v.removeprefix('via '))}") if v else text
 
 
 def render_markdown(cmp: Comparison, ex: Explanation | None = None) -> str:
@@ -79,7 +76,7 @@ def render_markdown(cmp: Comparison, ex: Explanation | None = None) -> str:
     a, b = cmp.a, cmp.b
     lines = [f"### mpiscope: {md(a.label)} vs {md(b.label)}", ""]
     for run, text in cut_short_notes(cmp):
-        lines += [f"> **warning:** {md(run.label)} (`{run.trace_dir}`): {md(text)}", ""]
+        lines += [f"> **warning:** {md(run.label)} ({code(run.trace_dir)}): {md(text)}", ""]
 
     headline: list[list[object]] = []
     fa, fb = cmp.figure("mflops")

@@ -15,7 +15,9 @@ from rich.table import Table
 from mpiscope import output
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.errors import UserError
+from mpiscope.render import term
 from mpiscope.render.palette import PART_COLOURS
+from mpiscope.render.term import name
 
 
 def figure(df: pd.DataFrame) -> go.Figure:
@@ -59,11 +61,11 @@ def print_table(df: pd.DataFrame, console: Console | None = None) -> None:
     for r in df.to_dict("records"):
         tab.add_row(str(r["ranks"]), f"{r['wall_s']:.4f}", f"{r['speedup']:.2f}×",
                     f"{r['efficiency']:.0%}", *(f"{r[f'{p}_share']:.1%}" for p in PARTS),
-                    r["trace"])
-    (console or Console()).print(tab)
+                    name(r["trace"]))
+    (console or term.console()).print(tab)
     if len(df):
         fewest = int(df["ranks"].min())
-        (console or Console()).print(
+        (console or term.console()).print(
             f"speed-up and efficiency against the {fewest}-rank run (the fastest of them "
             "if several)", highlight=False)
 

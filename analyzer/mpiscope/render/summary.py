@@ -1,10 +1,9 @@
 """Terminal rendering (rich): the summary of one trace's analysis, and a comparison's
-table."""
+table. Every name from a trace goes through term.name (data, not markup)."""
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from mpiscope.analysis import callpaths, critical_path, findings, stats, threads
@@ -12,6 +11,8 @@ from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.session import Analysis
 from mpiscope.analysis.stats import ProtocolSwitch
+from mpiscope.render import term
+from mpiscope.render.term import name
 
 
 def _s(x: float) -> str:
@@ -36,7 +37,7 @@ def size_text(n: float) -> str:
 
 
 def _switch_line(p: ProtocolSwitch, hosts: int) -> str:
-    where = f" ({p.path})" if hosts > 1 else ""
+    where = f" ({name(p.path)})" if hosts > 1 else ""
     trend = _us(p.alpha_s)
     if p.beta_Bps != float("inf"):
         trend += f", {p.beta_Bps / 1e6:.0f} MB/s"
@@ -56,7 +57,7 @@ def _messages(analysis: Analysis, console: Console, hosts: int) -> None:
         for col in ("path", "messages", "bytes", "bandwidth (MB/s)"):
             ht.add_column(col, justify="left" if col == "path" else "right")
         for r in split.itertuples():
-            ht.add_row(r.path, str(r.messages), str(r.bytes), f"{r.bandwidth_MBps:.1f}")
+            ht.add_row(name(r.path), str(r.messages), str(r.bytes), f"{r.bandwidth_MBps:.1f}")
         console.print(ht)
     for p in analysis.protocol_switches:
         console.print(_switch_line(p, hosts))
@@ -65,7 +66,7 @@ def _messages(analysis: Analysis, console: Console, hosts: int) -> None:
     named = {p.path for p in analysis.protocol_switches}
     for path, sizes in analysis.switch_evidence.items():
         if path not in named and sizes >= stats.SWITCH_MIN_BELOW + stats.SWITCH_MIN_ABOVE:
-            where = f" ({path})" if hosts > 1 else ""
+            where = f" ({name(path)})" if hosts > 1 else ""
             console.print(f"No protocol switch visible{where}: the transfer times of {sizes} "
                           "message sizes follow one latency/bandwidth trend")
 
@@ -87,13 +88,13 @@ def _critical_path(analysis: Analysis, console: Console, top: int) -> None:
                       overflow="fold")
     for r in path.profile().head(top).itertuples():
         what = f"compute before {r.before}" if r.name == critical_path.COMPUTE else r.name
-        ct.add_row(what, r.callsite, _s(r.time_s), f"{100 * r.share:.1f}%")
+        ct.add_row(name(what), name(r.callsite), _s(r.time_s), f"{100 * r.share:.1f}%")
     console.print(ct)
     off = [f for f in analysis.findings
            if not critical_path.finding_fields(path, f.kind, f.function,
                                                f.group or f.callsite)["on_critical_path"]]
     for f in off:
-        console.print(f"[dim]• {f.kind} {findings.where(f.function, f.callsite)}: not on "
+        console.print(f"[dim]• {f.kind} {name(findings.where(f.function, f.callsite))}: not on "
                       "the critical path: fixing it cannot shorten the run[/dim]")
 
 
@@ -104,7 +105,7 @@ def site_text(callsite: str, callpath: list[str]) -> str:
 
 
 def _site(analysis: Analysis, function: str, group: str) -> str:
-    return escape(site_text(*analysis.callpath(function, group)))
+    return name(site_text(*analysis.callpath(function, group)))
 
 
 def _callsites(analysis: Analysis, console: Console, top: int) -> None:
@@ -117,7 +118,7 @@ def _callsites(analysis: Analysis, console: Console, top: int) -> None:
         ct.add_column(col, justify="right" if col in ("calls", "time (s)", "waiting (s)")
                       else "left", overflow="fold")
     for r in cs.itertuples():
-        ct.add_row(str(r.function), escape(site_text(str(r.callsite), list(r.callpath))),
+        ct.add_row(name(r.function), name(site_text(str(r.callsite), list(r.callpath))),
                    str(r.calls), _s(r.time_s), _s(r.wait_s))
     console.print(ct)
 
@@ -134,21 +135,22 @@ def _threads(analysis: Analysis, console: Console) -> None:
     for col in ("rank", "thread", "location", "MPI calls", "time in MPI"):
         tt.add_column(col, justify="left" if col == "location" else "right")
     for r in th.itertuples():
-        tt.add_row(str(r.rank), str(r.thread), str(r.name), str(r.calls), _s(r.mpi_s))
+        tt.add_row(str(r.rank), str(r.thread), name(r.name), str(r.calls), _s(r.mpi_s))
     console.print(tt)
 
 
 def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
     t = analysis.overview
-    console.print(f"[bold]{t.meta.program or t.path}[/bold]  {t.meta.num_ranks} ranks on "
-                  f"{t.ranks['host'].nunique()} host(s), {t.meta.duration_ns / 1e9:.3f} s, "
-                  f"{t.calls} MPI calls  [dim]{t.meta.creator} {t.meta.mpi_library}[/dim]")
+    console.print(f"[bold]{name(t.meta.program or t.path)}[/bold]  {t.meta.num_ranks} ranks "
+                  f"on {t.ranks['host'].nunique()} host(s), {t.meta.duration_ns / 1e9:.3f} s, "
+                  f"{t.calls} MPI calls  [dim]{name(t.meta.creator)} "
+                  f"{name(t.meta.mpi_library)}[/dim]")
     tab = Table(title="Time per rank (s)", show_lines=False)
     for col in ("rank", "host", "total", *(PART_LABELS[p] for p in PARTS)):
         tab.add_column(col, justify="right" if col not in ("host",) else "left")
     for r in analysis.ranks.to_dict("records"):
         tot = r["total_s"] or 1.0
-        tab.add_row(str(r["rank"]), r["host"], _s(r["total_s"]),
+        tab.add_row(str(r["rank"]), name(r["host"]), _s(r["total_s"]),
                     *(f"{_s(r[f'{p}_s'])} ({100 * r[f'{p}_s'] / tot:.0f}%)" for p in PARTS))
     console.print(tab)
     _threads(analysis, console)
@@ -156,7 +158,8 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
     for col in ("function", "calls", "time (s)", "mean", "max", "bytes"):
         ft.add_column(col, justify="left" if col == "function" else "right")
     for f in analysis.functions.head(top).itertuples():
-        ft.add_row(f.name, str(f.calls), _s(f.time_s), _s(f.mean_s), _s(f.max_s), str(f.bytes))
+        ft.add_row(name(f.name), str(f.calls), _s(f.time_s), _s(f.mean_s), _s(f.max_s),
+                   str(f.bytes))
     console.print(ft)
     ws = analysis.wait_states.totals()
     # the contract's four always; RMA's and the rest where they occur
@@ -166,7 +169,7 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
     un = analysis.uninterpreted
     if len(un):
         console.print("Not interpreted (counted as time only): " + ", ".join(
-            f"{u.name} ({u.calls} call{'s' if u.calls != 1 else ''}, {_s(u.time_s)} s)"
+            f"{name(u.name)} ({u.calls} call{'s' if u.calls != 1 else ''}, {_s(u.time_s)} s)"
             for u in un.head(top).itertuples())
             + (f" and {len(un) - top} more" if len(un) > top else ""))
     _callsites(analysis, console, top)
@@ -177,13 +180,13 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
             wt.add_column(col, justify="right" if col in ("calls", "waiting (s)") else "left",
                           overflow="fold")
         for w in sites.itertuples():
-            wt.add_row(str(w.wait_kind).replace("_", " "), str(w.function),
+            wt.add_row(str(w.wait_kind).replace("_", " "), name(w.function),
                        _site(analysis, str(w.function), str(w.callsite)),
                        str(w.calls), _s(w.wait_ns / 1e9))
         console.print(wt)
     if analysis.loop:
         console.print(f"Main loop: {analysis.loop.iterations} iterations, marked by "
-                      f"{findings.where(analysis.loop.function, analysis.loop.callsite)}")
+                      f"{name(findings.where(analysis.loop.function, analysis.loop.callsite))}")
     _messages(analysis, console, int(t.ranks["host"].nunique()))
     if analysis.findings:
         fd = Table(title=f"Top {top} findings (by estimated savings)")
@@ -191,12 +194,12 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
             fd.add_column(col, justify="right" if col in ("calls", "time (s)", "saves (s)")
                           else "left", overflow="fold")
         for f in analysis.findings[:top]:
-            fd.add_row(f.kind, f.function, f.callsite, str(f.calls), _s(f.time_s),
+            fd.add_row(f.kind, name(f.function), name(f.callsite), str(f.calls), _s(f.time_s),
                        _s(f.estimated_savings_s))
         console.print(fd)
         for f in analysis.findings[:top]:
-            console.print(f"[dim]• {f.kind} {escape(site_text(f.callsite, f.callpath))}: "
-                          f"{f.message}[/dim]", highlight=False)
+            console.print(f"[dim]• {f.kind} {name(site_text(f.callsite, f.callpath))}: "
+                          f"{name(f.message)}[/dim]", highlight=False)
     else:
         console.print("No findings.")
     _critical_path(analysis, console, top)
@@ -211,14 +214,14 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
     if unmatched:
         console.print(f"[yellow]{unmatched} unmatched send/receive events[/yellow]")
     for w in analysis.warnings:  # names in them are data: never markup
-        console.print(f"[yellow]warning: {escape(w)}[/yellow]", highlight=False)
+        console.print(f"[yellow]warning: {name(w)}[/yellow]", highlight=False)
 
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or term.console()
     a, b = cmp.a, cmp.b
-    t = Table(title=f"{a.label} → {b.label}")
-    for col in ("", a.label, b.label):
+    t = Table(title=f"{name(a.label)} → {name(b.label)}")
+    for col in ("", name(a.label), name(b.label)):
         t.add_column(col, justify="right" if col else "left")
     fa, fb = cmp.figure("mflops")
     if fa is not None and fb is not None:
@@ -228,7 +231,7 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
         t.add_row(f"{PART_LABELS[part]} share", f"{100 * a.share(part):.1f}%",
                   f"{100 * b.share(part):.1f}%")
     for f in cmp.functions[:5]:
-        t.add_row(f"{f.name} share", f"{100 * f.share_a:.1f}%", f"{100 * f.share_b:.1f}%")
+        t.add_row(f"{name(f.name)} share", f"{100 * f.share_a:.1f}%", f"{100 * f.share_b:.1f}%")
     console.print(t)
     if cmp.speedup:
         console.print(f"speed-up {cmp.speedup:.3f}× ({cmp.speedup_basis}); predicted gain "

@@ -1,4 +1,5 @@
-"""A static Jumpshot-style timeline of a few iterations, for the comparison reports."""
+"""A static Jumpshot-style timeline of a few iterations, for the comparison reports.
+Names go to Plotly escaped (render.plottext)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.iterations import iteration_window
 from mpiscope.analysis.session import Analysis
 from mpiscope.render.palette import COMPUTE, colour  # same colours as the web UI
+from mpiscope.render.plottext import plot_text
 
 
 def figure(analysis: Analysis, title: str, window: tuple[int, int] | None = None,
@@ -24,17 +26,19 @@ def figure(analysis: Analysis, title: str, window: tuple[int, int] | None = None
     # the call path under the call site, where one was recorded
     via = {p: "via " + " <- ".join(f) for p, f in analysis.paths.frames.items() if len(f) > 1}
     pids = c["callpath"].to_numpy() if "callpath" in c.columns else np.full(len(c), -1)
-    c = c.assign(via=[via.get(int(p), "") for p in pids])
+    c = c.assign(via=[plot_text(via.get(int(p), "")) for p in pids])
     for fn, g in c.groupby("function", observed=True):
         s = (g["start"].clip(lower=lo) - lo) / 1e6
         d = (g["end"].clip(upper=hi) - g["start"].clip(lower=lo)) / 1e6
-        fig.add_bar(name=str(fn), orientation="h", y=g["rank"], x=d, base=s,
+        fig.add_bar(name=plot_text(fn), orientation="h", y=g["rank"], x=d, base=s,
                     marker_color=colour(str(fn)), width=0.6,
-                    customdata=g[["callsite", "via"]].astype(str).to_numpy(),
+                    customdata=np.stack([g["callsite"].astype(str).map(plot_text),
+                                         g["via"]], axis=1) if len(g) else None,
                     hovertemplate="%{fullData.name}<br>rank %{y}<br>start %{base:.3f} ms"
                                   "<br>%{x:.3f} ms<br>%{customdata[0]}<br>%{customdata[1]}"
                                   "<extra></extra>")
-    fig.update_layout(title=title, barmode="overlay", height=120 + 40 * trace.num_ranks,
+    fig.update_layout(title=plot_text(title), barmode="overlay",
+                      height=120 + 40 * trace.num_ranks,
                       xaxis_title="time in window (ms)", yaxis_title="rank",
                       yaxis=dict(autorange="reversed", dtick=1), plot_bgcolor=COMPUTE,
                       margin=dict(l=50, r=20, t=50, b=40), legend_orientation="h")

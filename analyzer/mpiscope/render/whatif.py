@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mpiscope.analysis.simulate import Replay
+from mpiscope.render.term import name
 
 
 def _s(x: float) -> str:
@@ -32,7 +33,8 @@ def print_summary(r: Replay, console: Console) -> None:
         if v not in (None, [], False)), highlight=False, markup=False)
     gain = r.replayed_s - r.predicted_s
     console.print(f"Predicted         {_s(r.predicted_s)}  (gain {gain:+.4f} s, "
-                  f"{gain / r.replayed_s:+.1%} of the replay) on {m.name}", highlight=False)
+                  f"{gain / r.replayed_s:+.1%} of the replay) on {name(m.name)}",
+                  highlight=False)
     t = Table("rank", "replayed", "predicted", "predicted MPI", "predicted compute",
               title="Per rank", title_justify="left")
     for row in r.ranks.itertuples():
