@@ -25,8 +25,9 @@ from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
 
-# 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads; 7: call paths
-READER_VERSION = "7"
+# 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads; 7: call paths;
+# 8: MPI-4 large-count functions (MPI_X_c) have their int twin's call kind
+READER_VERSION = "8"
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
