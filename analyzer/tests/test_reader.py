@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mpiscope.archive import reader
+from mpiscope.archive import decode, reader
 from mpiscope.archive.trace import Trace
 from mpiscope_testing.tracegen import TraceBuilder
 
@@ -194,3 +194,16 @@ def test_scorep_trace(scorep_trace: Path) -> None:
     assert set(m["comm"]) == {t.comms.set_index("name").loc["MPI_COMM_WORLD", "comm"]}
     assert t.regions["function"].tolist() == ["int main(int, char**)"] * 2
     assert t.meta.truncated_ranks == [] and t.meta.clock_corrected  # Score-P's offsets
+
+
+def test_large_count_functions_have_their_int_twin_s_kind() -> None:
+    """MPI-4's MPI_X_c is recorded by the interposer exactly as MPI_X (mpi4py calls them on
+    MPICH 4): the same call kind; a `_c` function with no interpreted twin stays `other`."""
+    assert {n: decode.kind_of(n) for n in (
+        "MPI_Send_c", "MPI_Irecv_c", "MPI_Mrecv_c", "MPI_Sendrecv_c", "MPI_Allgatherv_c",
+        "MPI_Iallreduce_c", "MPI_Put_c", "MPI_Win_create_c", "MPI_File_read_at_c",
+        "MPI_Type_contiguous_c", "MPI_Pack_c")} == {
+        "MPI_Send_c": "p2p_send", "MPI_Irecv_c": "p2p_recv", "MPI_Mrecv_c": "p2p_recv",
+        "MPI_Sendrecv_c": "p2p_sendrecv", "MPI_Allgatherv_c": "collective",
+        "MPI_Iallreduce_c": "collective", "MPI_Put_c": "rma", "MPI_Win_create_c": "rma",
+        "MPI_File_read_at_c": "io", "MPI_Type_contiguous_c": None, "MPI_Pack_c": None}

@@ -78,6 +78,25 @@ def test_collective_wait_states():
     assert totals["wait_at_barrier"] == pytest.approx(70e-9)
 
 
+def test_large_count_collectives_wait_as_their_int_twins():
+    """MPI-4's MPI_X_c (what mpi4py calls on MPICH 4) is MPI_X with 64-bit counts: the
+    same wait states, blocking and nonblocking."""
+    sc = Scenario()
+    b0 = sc.call(0, "MPI_Bcast_c", 100, 145, root=1, kind="collective")
+    sc.call(1, "MPI_Bcast_c", 130, 140, root=1, kind="collective")
+    red0 = sc.call(0, "MPI_Reduce_c", 200, 260, root=0, kind="collective")
+    sc.call(1, "MPI_Reduce_c", 250, 255, root=0, kind="collective")
+    all0 = sc.call(0, "MPI_Allreduce_c", 300, 390, kind="collective")
+    sc.call(1, "MPI_Allreduce_c", 370, 390, kind="collective")
+    t = sc.trace()
+    assert wait_of(t, b0) == (30, "late_broadcast")
+    assert wait_of(t, red0) == (50, "early_reduce")
+    assert wait_of(t, all0) == (70, "wait_at_nxn")
+    assert {"MPI_Allreduce_c", "MPI_Iallreduce_c"} <= waitstates.NXN | waitstates.NBC_NXN
+    assert "MPI_Ibcast_c" in waitstates.NBC_ONE2ALL and "MPI_Igatherv_c" in \
+        waitstates.NBC_ALL2ONE
+
+
 # --- a real MPI program, traced by the interposer -------------------------------------
 
 ITERATIONS = 10

@@ -509,6 +509,21 @@ def coverage(spec: list[Function], local: list[str], protos: dict[str, Prototype
     return out
 
 
+# What a spec entry's parameter may become in its large-count twin, by the header's name
+# for it: a count `MPI_Count`, a displacement unit `MPI_Aint`, count arrays `MPI_Count[]`,
+# displacement arrays `MPI_Aint[]` (what the hooks' runtime takes either way). Anything
+# else differing needs a decision.
+WIDENED = {("int", "MPI_Count"): r"\w*count", ("int", "MPI_Aint"): r"disp_unit",
+           ("const int[]", "const MPI_Count[]"): r"\w*counts",
+           ("const int[]", "const MPI_Aint[]"): r"\w*displs"}
+
+
+def type_key(p: Param) -> str:
+    """A parameter's type in one spelling: `const void*`, `MPI_Status*`, `const int[]`."""
+    return re.sub(r"\s*\*\s*", "*", " ".join(p.ctype.split())) + ("[]" if p.array is not None
+                                                                   else "")
+
+
 def large_count_twins(spec: list[Function], protos: dict[str, Prototype],
                       pmpi: set[str] | None) -> list[Function]:
     """MPI-4's large-count functions (`MPI_X_c`: MPI_Count counts, MPI_Aint displacements)
@@ -525,6 +540,11 @@ def large_count_twins(spec: list[Function], protos: dict[str, Prototype],
         if len(proto.params) != len(f.params):
             raise SystemExit(f"wrapgen: {proto.name} has {len(proto.params)} parameters, "
                              f"the spec's {f.name} {len(f.params)}")
+        for i, (h, s) in enumerate(zip(proto.params, f.params, strict=True)):
+            a, b = type_key(s), type_key(h)
+            if a != b and not re.fullmatch(WIDENED.get((a, b), "(?!)"), h.name):
+                raise SystemExit(f"wrapgen: {proto.name}: parameter {i + 1} is `{h.decl}` where "
+                                 f"{f.name} has `{s.c_decl}`: not a large-count widening")
         params = [Param(h.ctype, s.name, h.array,
                         re.sub(rf"\b{re.escape(h.name)}\b", s.name, h.decl, count=1))
                   for h, s in zip(proto.params, f.params, strict=True)]

@@ -46,7 +46,7 @@ int mps_hash_wanted(MPI_Comm comm, int64_t count, MPI_Datatype type)
 {
     if (tl_skip || mps_rt.state != 1 || count < 0 || type == MPI_DATATYPE_NULL) return 0;
     if (!hash_comm_ok(comm)) return 0;
-    int size = 0;
+    int64_t size = 0;
     /* only contiguous predefined types: their bytes are exactly count * size in memory */
     int named = type_info(type, &size);
     return named && (uint64_t)count * (uint64_t)size <= mps_cfg.hash_bytes;
@@ -103,7 +103,7 @@ static uint64_t fnv(uint64_t h, const unsigned char *p, uint64_t n)
  * exactly count * size in memory, displacements in elements are size-strided). */
 static uint64_t buf_bytes(const struct mps_buf *b, int *named)
 {
-    int sz = 0;
+    int64_t sz = 0;
     uint64_t total = 0;
     *named = 1;
     if (!b->buf || b->buf == MPI_IN_PLACE) return 0;
@@ -142,7 +142,7 @@ static int block_of(const struct mps_buf *b, int i, uint64_t *at, struct span *o
 {
     int64_t c = mps_at(b->counts, b->cw, i);
     if (c <= 0) return 0;
-    int sz = 0;
+    int64_t sz = 0;
     type_info(b->types ? b->types[i] : b->type, &sz);
     uint64_t len = (uint64_t)c * (uint64_t)sz;
     /* displacements: bytes with one type per block (w), else elements; none: packed */

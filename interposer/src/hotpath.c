@@ -308,7 +308,7 @@ void mps_leave(enum mps_fn fn)
 
 uint64_t mps_type_bytes(int64_t count, MPI_Datatype type)
 {
-    int sz = 0;
+    int64_t sz = 0;
     if (count <= 0 || type == MPI_DATATYPE_NULL) return 0;
     type_info(type, &sz);
     return (uint64_t)count * (uint64_t)sz;
@@ -337,8 +337,7 @@ void mps_send(int dest, int tag, MPI_Comm comm, int64_t count, MPI_Datatype type
 void mps_recv_done(const MPI_Status *st, MPI_Comm comm)
 {
     if (tl_skip || mps_rt.state != 1 || !st || st->MPI_SOURCE == MPI_PROC_NULL) return;
-    int n = 0;
-    PMPI_Get_count(st, MPI_BYTE, &n);
+    int64_t n = status_bytes(st);
     uint64_t *x = ev(MPS_EV_RECV, 0, 0, (uint32_t)st->MPI_SOURCE, 2);
     x[0] = comm_ref(comm) | (uint64_t)(uint32_t)st->MPI_TAG << 32;
     x[1] = (uint64_t)(n > 0 ? n : 0);

@@ -85,13 +85,10 @@ static void complete(uint32_t ref, uint64_t bytes, uint64_t id)
 }
 
 /* Bytes the status says were moved; `fallback` where it says nothing. */
-static uint64_t status_bytes(const MPI_Status *st, uint64_t fallback)
+static uint64_t io_bytes(const MPI_Status *st, uint64_t fallback)
 {
-    int n = MPI_UNDEFINED;
-    if (!st || st == MPI_STATUS_IGNORE || PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS ||
-        n == MPI_UNDEFINED || n < 0)
-        return fallback;
-    return (uint64_t)n;
+    int64_t n = !st || st == MPI_STATUS_IGNORE ? -1 : status_bytes(st);
+    return n < 0 ? fallback : (uint64_t)n;
 }
 
 uint64_t mps_io_begin(MPI_File fh, int mode, int flags, int64_t count, MPI_Datatype type)
@@ -112,7 +109,7 @@ uint64_t mps_io_begin(MPI_File fh, int mode, int flags, int64_t count, MPI_Datat
 void mps_io_end(MPI_File fh, uint64_t id, const MPI_Status *st, int64_t count, MPI_Datatype type)
 {
     if (!on() || !id) return;
-    uint64_t bytes = st ? status_bytes(st, mps_type_bytes(count, type)) : 0;
+    uint64_t bytes = st ? io_bytes(st, mps_type_bytes(count, type)) : 0;
     LOCK();
     file_slot *s = file_of(fh);
     if (s) complete(s->ref, bytes, id);
@@ -144,7 +141,7 @@ void mps_io_ipost(MPI_File fh, int mode, int flags, int64_t count, MPI_Datatype 
 
 void mps_io_req_done(const req_slot *r, const MPI_Status *st)
 {
-    complete(r->comm, status_bytes(st, r->bytes), r->id);
+    complete(r->comm, io_bytes(st, r->bytes), r->id);
 }
 
 void mps_io_split_begin(MPI_File fh, int mode, int64_t count, MPI_Datatype type)
@@ -169,7 +166,7 @@ void mps_io_split_end(MPI_File fh, const MPI_Status *st)
     LOCK();
     file_slot *s = file_of(fh);
     if (s && s->split_id) {
-        complete(s->ref, status_bytes(st, s->split_bytes), s->split_id);
+        complete(s->ref, io_bytes(st, s->split_bytes), s->split_id);
         s->split_id = 0;
     }
     UNLOCK();

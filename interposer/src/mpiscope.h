@@ -81,18 +81,25 @@ struct mps_buf {
     int64_t count;
     MPI_Datatype type;
     /* counts and displacements: int arrays, or MPI_Count / MPI_Aint arrays (the MPI-4
-     * large-count `_c` functions): elements of cw / dw bytes (mps_at) */
+     * large-count `_c` functions): their element types cw / dw (MPS_W, read by mps_at) */
     const void *counts, *displs;
     const MPI_Datatype *types;
     int n;
     unsigned char cw, dw;
 };
-/* Bytes of one element of an int / MPI_Count / MPI_Aint array (NULL: int, unused). */
-#define MPS_W(p) _Generic((p), const long long *: 8, long long *: 8, const long *: 8, \
-                          long *: 8, default: 4)
+/* An int / MPI_Count / MPI_Aint array's element type, from its C type (a plain NULL: none,
+ * never read). By type, not size: MPI_Count is `long` in MPICH, `long long` in Open MPI 5,
+ * each read through its own type; an array of any other type does not compile. */
+enum { MPS_W_INT, MPS_W_LONG, MPS_W_LLONG };
+#define MPS_W(p) _Generic((p), int *: MPS_W_INT, const int *: MPS_W_INT, \
+                          long *: MPS_W_LONG, const long *: MPS_W_LONG, \
+                          long long *: MPS_W_LLONG, const long long *: MPS_W_LLONG, \
+                          void *: MPS_W_INT)
 static inline int64_t mps_at(const void *a, int w, int i)
 {
-    return w == 8 ? ((const int64_t *)a)[i] : ((const int *)a)[i];
+    if (w == MPS_W_INT) return ((const int *)a)[i];
+    if (w == MPS_W_LONG) return ((const long *)a)[i];
+    return ((const long long *)a)[i];
 }
 #define MPS_BUF(b, c, t) ((struct mps_buf){.buf = (b), .count = (c), .type = (t)})
 #define MPS_BUFV(b, t, cs, ds, ts, nb) \

@@ -100,8 +100,7 @@ static void complete_one(req_slot *r, const MPI_Status *st)
         } else if (r->kind == REQ_SEND) {
             ev(MPS_EV_ISEND_DONE, 0, 0, 0, 1)[0] = r->id;
         } else if (r->kind == REQ_RECV && st && st->MPI_SOURCE != MPI_PROC_NULL) {
-            int n = 0;
-            PMPI_Get_count(st, MPI_BYTE, &n);
+            int64_t n = status_bytes(st);
             uint64_t *x = ev(MPS_EV_IRECV, 0, 0, (uint32_t)st->MPI_SOURCE, 3);
             x[0] = r->comm | (uint64_t)(uint32_t)st->MPI_TAG << 32;
             x[1] = (uint64_t)(n > 0 ? n : 0);
@@ -240,8 +239,7 @@ void mps_mrecv_done(const MPI_Message *saved, const MPI_Status *st)
     LOCK();
     uint32_t comm = message_comm(saved);
     if (!tl_skip && st && st->MPI_SOURCE != MPI_PROC_NULL) {
-        int n = 0;
-        PMPI_Get_count(st, MPI_BYTE, &n);
+        int64_t n = status_bytes(st);
         uint64_t *x = ev(MPS_EV_RECV, 0, 0, (uint32_t)st->MPI_SOURCE, 2);
         x[0] = comm | (uint64_t)(uint32_t)st->MPI_TAG << 32;
         x[1] = (uint64_t)(n > 0 ? n : 0);

@@ -386,7 +386,7 @@ static inline uint32_t comm_ref(MPI_Comm c)
 
 /* Size of a datatype, and whether it is predefined (those are remembered: Open MPI's
  * MPI_Type_size and MPI_Type_get_envelope cost ~50 instructions each, several per call) */
-static inline int type_info(MPI_Datatype type, int *size)
+static inline int type_info(MPI_Datatype type, int64_t *size)
 {
     uint64_t k = HANDLE_KEY(type);
     type_slot *e = &mps_types[(k ^ k >> 6 ^ k >> 12) & (MPS_TYPE_SLOTS - 1)];
@@ -395,9 +395,14 @@ static inline int type_info(MPI_Datatype type, int *size)
         *size = e->size;
         return 1;
     }
-    *size = 0;
-    PMPI_Type_size(type, size);
-    if (*size < 0) *size = 0; /* MPI_UNDEFINED: larger than an int */
+    /* a derived type may exceed 2 GiB, where MPI_Type_size's int says MPI_UNDEFINED */
+    MPI_Count n = 0;
+#if MPI_VERSION >= 4
+    PMPI_Type_size_c(type, &n);
+#else
+    PMPI_Type_size_x(type, &n);
+#endif
+    *size = n > 0 ? (int64_t)n : 0;
     if (known) return 0; /* derived: its size may change with the handle's reuse */
     int ni, na, nd, combiner;
     PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
@@ -406,11 +411,25 @@ static inline int type_info(MPI_Datatype type, int *size)
      * entry stay true */
     if (!mps_rt.mt) {
         e->key = k;
-        e->size = *size;
+        e->size = named ? (int32_t)*size : 0; /* a predefined type's size: a few bytes */
         e->named = (uint8_t)named;
         e->used = 1;
     }
     return named;
+}
+
+/* Bytes a status says were received, also beyond 2 GiB on an MPI-4 library (there
+ * MPI_Get_count's int says MPI_UNDEFINED); -1 where it says nothing. */
+static inline int64_t status_bytes(const MPI_Status *st)
+{
+#if MPI_VERSION >= 4
+    MPI_Count n = MPI_UNDEFINED;
+    if (PMPI_Get_count_c(st, MPI_BYTE, &n) != MPI_SUCCESS) return -1;
+#else
+    int n = MPI_UNDEFINED;
+    if (PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS) return -1;
+#endif
+    return n < 0 ? -1 : (int64_t)n; /* MPI_UNDEFINED is negative */
 }
 
 #endif

@@ -445,3 +445,115 @@ def test_fortran_doors_of_windows_files_offsets_and_names(wrapgen, tmp_path):
     # MPICH: the hidden length is forwarded to its own binding as one more argument
     assert "void *a0, void *a1, void *a2, void *a3, void *a4, void *a5, void *a6)" in \
         wrapgen.forward_door(fopen)
+
+
+# ---------------------------------------------------------------- MPI-4 large-count twins
+
+# MPICH 4's spelling: the header's own parameter names (MPI_Isend_c's differ from SPEC's)
+HEADER_C = """\
+int MPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
+               MPI_Comm comm);
+int MPI_Isend_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
+                MPI_Comm comm, MPI_Request *request);
+int MPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int MPI_Get_count_c(const MPI_Status *status, MPI_Datatype datatype, MPI_Count *count);
+"""
+
+
+def test_a_c_twin_runs_its_spec_entry_s_hooks_with_the_header_s_types(wrapgen, functions):
+    twins = wrapgen.large_count_twins(list(functions.values()),
+                                      wrapgen.parse_header(HEADER_C), None)
+    assert [(t.name, t.role, t.fortran, t.pre, t.post) for t in twins] == [
+        (f"{f.name}_c", f.role, False, f.pre, f.post)
+        for f in (functions["MPI_Send"], functions["MPI_Isend"], functions["MPI_Bcast"])]
+    isend = wrapgen.impl(twins[1])
+    # the entry's parameter names (its hooks name them), the header's types
+    assert isend.startswith("static int impl_MPI_Isend_c(void *ra_, const void *buf, "
+                            "MPI_Count n, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, "
+                            "MPI_Request *req)")
+    assert in_order(isend, "mps_enter(MPS_FN_MPI_Isend_c, ra_);",
+                    "int rc = PMPI_Isend_c(buf, n, dt, dest, tag, comm, req);",
+                    "mps_isend(dest, tag, comm, n, dt, req, 0);",
+                    "mps_leave(MPS_FN_MPI_Isend_c);")
+    assert wrapgen.c_door(twins[1]).startswith(
+        "int MPI_Isend_c(const void *buf, MPI_Count n, MPI_Datatype dt, int dest, int tag, "
+        "MPI_Comm comm, MPI_Request *req)\n")
+    bcast = wrapgen.impl(twins[2])
+    assert in_order(bcast, "mps_coll_begin();", "int rc = PMPI_Bcast_c(",
+                    "uint64_t b_ = mps_type_bytes(count, datatype);",
+                    "mps_coll_end(MPS_COLL_BCAST, comm, root, b_, b_, 0, 0, 0);")
+    # the twin is the entry's, not a generated timed wrapper as well
+    gen = wrapgen.coverage(list(functions.values()) + twins, ["MPI_Get_count_c"],
+                           wrapgen.parse_header(HEADER_C), None)
+    assert gen == []
+    # a library without PMPI_Bcast_c: no twin (it could not be forwarded)
+    assert [t.name for t in wrapgen.large_count_twins(
+        list(functions.values()), wrapgen.parse_header(HEADER_C),
+        {"PMPI_Send_c", "PMPI_Isend_c"})] == ["MPI_Send_c", "MPI_Isend_c"]
+
+
+@pytest.mark.parametrize("decl, message", [
+    ("int MPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype datatype, MPI_Count dest,"
+     " int tag, MPI_Comm comm);", r"MPI_Send_c: parameter 4 is `MPI_Count dest` where "
+                                   r"MPI_Send has `int dest`"),
+    ("int MPI_Send_c(const void *buf, MPI_Count count, MPI_Count datatype, int dest, int tag,"
+     " MPI_Comm comm);", r"parameter 3 is `MPI_Count datatype`"),
+    ("int MPI_Send_c(const void *buf, MPI_Aint count, MPI_Datatype datatype, int dest, int tag,"
+     " MPI_Comm comm);", r"parameter 2 is `MPI_Aint count`"),
+    ("int MPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype datatype, int dest, "
+     "int tag);", r"MPI_Send_c has 5 parameters, the spec's MPI_Send 6"),
+])
+def test_a_c_twin_unlike_its_entry_stops_the_build(wrapgen, functions, decl, message):
+    """Only the large-count widenings (a count, a displacement unit, count and displacement
+    arrays, as the header names them) are the entry's hooks' to handle: a rank or a
+    datatype made something else, or a count made an address, needs a decision."""
+    with pytest.raises(SystemExit, match=message):
+        wrapgen.large_count_twins([functions["MPI_Send"]], wrapgen.parse_header(decl), None)
+
+
+def test_v_collective_twins_take_count_and_aint_arrays(wrapgen, tmp_path):
+    path = tmp_path / "mpi.spec"
+    path.write_text("MPI_Allgatherv COLL_ALL2ALL\n  args: const void *sendbuf, int sendcount, "
+                    "MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], "
+                    "const int displs[], MPI_Datatype recvtype, MPI_Comm comm\n"
+                    "MPI_Win_create FUNCTION\n  args: void *base, MPI_Aint size, "
+                    "int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win\n")
+    header = ("int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype "
+              "sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],"
+              " MPI_Datatype recvtype, MPI_Comm comm);\nint MPI_Win_create_c(void *base, "
+              "MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win);")
+    twins = wrapgen.large_count_twins(wrapgen.parse_spec(path), wrapgen.parse_header(header),
+                                      None)
+    assert [p.c_decl for p in twins[0].params][3:6] == [
+        "void *recvbuf", "const MPI_Count recvcounts[]", "const MPI_Aint displs[]"]
+    assert [p.c_decl for p in twins[1].params][2] == "MPI_Aint disp_unit"
+
+
+@pytest.mark.skipif(not mpijobs.have("mpicc.mpich"), reason="no MPICH")
+def test_mpich_s_c_functions_are_twins_of_spec_entries_without_fortran(tmp_path):
+    """MPICH 4 declares `_c` twins of ~100 spec entries: each is wrapped with its entry's
+    hooks (after the spec's wrappers, before the generated ones), none gets a Fortran door;
+    `_c` functions of no spec entry stay timed wrappers."""
+    gen = [sys.executable, str(GEN / "wrapgen.py"), str(GEN / "mpi.spec"), str(tmp_path),
+           "--fortran-forward", "--mpicc", "mpicc.mpich"]
+    subprocess.run(gen, check=True)
+    names = re.findall(r"^    MPS_FN_(\w+),$", (tmp_path / "functions.h").read_text(), re.M)
+    c = (tmp_path / "wrappers.c").read_text()
+    assert names.index("MPI_Finalize") < names.index("MPI_Send_c") < names.index(
+        "MPI_Type_contiguous_c")
+    allgatherv = body(c, "static int impl_MPI_Allgatherv_c(")
+    assert "const MPI_Count recvcounts[], const MPI_Aint displs[]" in allgatherv
+    assert "mps_coll_end(MPS_COLL_ALLGATHERV, comm, -1," in allgatherv
+    assert "mps_io_begin(fh, MPS_IO_READ" in body(c, "static int impl_MPI_File_read_at_c(")
+    assert "mps_win_created(comm, win)" in body(c, "static int impl_MPI_Win_create_c(")
+    # no spec entry: timed only, no hook
+    timed = body(c, "static int impl_MPI_Type_contiguous_c(")
+    assert "mps_" not in re.sub(r"mps_(active|enter|after|leave|failed)\(", "", timed)
+    assert not re.search(r"\bvoid mpi_\w+_c_\(", c)  # no Fortran door for a `_c` function
+
+
+@pytest.mark.skipif(not mpijobs.have("mpicc.openmpi"), reason="no Open MPI")
+def test_open_mpi_4_1_has_no_c_twins(wrapgen):
+    """Open MPI 4.1's mpi.h declares no large-count function: its build is as before."""
+    protos = wrapgen.parse_header(wrapgen.preprocess_header("mpicc.openmpi"))
+    assert wrapgen.large_count_twins(wrapgen.parse_spec(GEN / "mpi.spec"), protos, None) == []

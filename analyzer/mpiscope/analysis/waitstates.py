@@ -28,21 +28,28 @@ import pandas as pd
 from mpiscope.analysis import skew
 from mpiscope.archive.trace import Trace
 
-NXN = {"MPI_Allreduce", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall", "MPI_Alltoallv",
-       "MPI_Alltoallw", "MPI_Reduce_scatter", "MPI_Reduce_scatter_block"}
-ONE2ALL = {"MPI_Bcast", "MPI_Scatter", "MPI_Scatterv"}
-ALL2ONE = {"MPI_Reduce", "MPI_Gather", "MPI_Gatherv"}
+
+def _with_large_count(names: set[str]) -> set[str]:
+    """MPI_X and its MPI-4 large-count twin MPI_X_c, which the interposer records alike."""
+    return names | {f"{n}_c" for n in names}
+
+
+NXN = _with_large_count({"MPI_Allreduce", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall",
+                         "MPI_Alltoallv", "MPI_Alltoallw", "MPI_Reduce_scatter",
+                         "MPI_Reduce_scatter_block"})
+ONE2ALL = _with_large_count({"MPI_Bcast", "MPI_Scatter", "MPI_Scatterv"})
+ALL2ONE = _with_large_count({"MPI_Reduce", "MPI_Gather", "MPI_Gatherv"})
 KINDS = ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
          "early_reduce", "wait_at_fence", "late_post", "early_wait", "lock_contention")
 # per-call kinds that also count in a broader total (`totals`): a fence is an N×N wait
 ALSO_COUNTED_IN = {"wait_at_fence": "wait_at_nxn"}
 # non-blocking collectives, by the waiting their completion can show (as the blocking ones)
 NBC_BARRIER = {"MPI_Ibarrier"}
-NBC_ONE2ALL = {"MPI_Ibcast", "MPI_Iscatter", "MPI_Iscatterv"}
-NBC_ALL2ONE = {"MPI_Ireduce", "MPI_Igather", "MPI_Igatherv"}
-NBC_NXN = {"MPI_Iallreduce", "MPI_Iallgather", "MPI_Iallgatherv", "MPI_Ialltoall",
-           "MPI_Ialltoallv", "MPI_Ialltoallw", "MPI_Ireduce_scatter",
-           "MPI_Ireduce_scatter_block"}
+NBC_ONE2ALL = _with_large_count({"MPI_Ibcast", "MPI_Iscatter", "MPI_Iscatterv"})
+NBC_ALL2ONE = _with_large_count({"MPI_Ireduce", "MPI_Igather", "MPI_Igatherv"})
+NBC_NXN = _with_large_count({"MPI_Iallreduce", "MPI_Iallgather", "MPI_Iallgatherv",
+                             "MPI_Ialltoall", "MPI_Ialltoallv", "MPI_Ialltoallw",
+                             "MPI_Ireduce_scatter", "MPI_Ireduce_scatter_block"})
 KIND = {k: i for i, k in enumerate(KINDS)}  # codes of the wait_kind categorical
 
 

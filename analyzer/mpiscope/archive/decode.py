@@ -26,8 +26,9 @@ from mpiscope.archive.trace import Trace, TraceMeta
 from mpiscope.errors import UserError
 
 # 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads; 7: call paths;
-# 8: damaged timestamps and byte counts repaired, the reader's warnings in the metadata
-READER_VERSION = "8"
+# 8: damaged timestamps and byte counts repaired, the reader's warnings in the metadata;
+# 9: MPI-4 large-count functions (MPI_X_c) have their int twin's call kind
+READER_VERSION = "9"
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
