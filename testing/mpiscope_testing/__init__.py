@@ -5,6 +5,8 @@ what several of them share lives here, one module per job:
 
 - `tracegen`: write small synthetic OTF2 traces in mpiscope's format (`TraceBuilder`).
 - `scenarios`: `Trace` objects built by hand, and real traced runs of analyzer/tests/programs.
+- `truth`: a real run's waits and their culprits from its own timestamps (what a test of a
+  real run compares mpiscope with: never how the run was meant to be scheduled).
 - `mpijobs`: compile interposer/tests/programs and run them under mpirun with LD_PRELOAD.
 - `traceread`: read a trace back two independent ways (otf2 Python reader, otf2-print).
 - `tracechecks`: properties every mpiscope trace must have.
