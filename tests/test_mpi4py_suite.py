@@ -68,7 +68,7 @@ def run_suite(testdir: Path, tmp: Path, mpi: str, np: int, modules: list[str],
     prefix = tmp / name
     cmd = [*launcher, "-np", str(np), "python3", "-m", "mpiscope_testing.mpi4py_suite",
            str(testdir), str(prefix), *modules]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    proc = mpijobs.run_job(cmd, env, TIMEOUT)
     per_rank: dict[int, dict[str, str]] = {}
     died = []
     for r in range(np):
@@ -124,3 +124,16 @@ def test_mpich_two_ranks(testdir: Path, tmp_path: Path) -> None:
     # mpi4py 4 on MPICH 4 calls the large-count functions (MPI_Send_c, MPI_Isend_c...):
     # their messages are matched as their int twins' (0 before they were interpreted)
     assert doc["messages"]["matched"] > 1000
+
+
+def test_a_hung_job_is_killed_whole(tmp_path: Path) -> None:
+    """The guard above: a job past its timeout is killed with every rank (Open MPI starts
+    each in a process group of its own), and the caller gets its exit code, not an
+    exception."""
+    marker = tmp_path / "hung"
+    env = dict(os.environ)
+    p = mpijobs.run_job([*mpijobs.MPIRUN, "-np", "2", "sh", "-c", f"sleep 300; : {marker}"],
+                        env, timeout=3)
+    assert p.returncode != 0 and "killed after 3 s" in p.stderr
+    left = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True)
+    assert left.stdout == "", f"ranks left running: {left.stdout}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,3 +127,39 @@ def tmpfs(mnt: Path, size: str):
         yield mnt
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
+
+
+def session_members(sid: int) -> list[int]:
+    """Every live process of session `sid`: an MPI launcher's ranks run in process groups
+    of their own, so killing the launcher's group leaves them spinning."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            stat = (d / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        # after the command's ")": state ppid pgrp session
+        fields = stat[stat.rindex(")") + 2:].split()
+        if d.name.isdigit() and int(fields[3]) == sid:
+            pids.append(int(d.name))
+    return pids
+
+
+def run_job(cmd: list[str], env: dict[str, str], timeout: float
+            ) -> subprocess.CompletedProcess:
+    """Run an MPI job in a session of its own; past `timeout` every process of the session
+    is killed (exit code -SIGKILL, stderr saying so) instead of raising, so that the caller
+    can still read what the job left behind (which test each rank hung in)."""
+    job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    try:
+        out, err = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in session_members(job.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out, err = job.communicate()
+        err = f"killed after {timeout:g} s (a hang)\n{err}"
+    return subprocess.CompletedProcess(cmd, job.returncode, out, err)
