@@ -194,6 +194,17 @@ def test_lammps_call_paths_reach_past_its_comm_layer(lammps: AppRun) -> None:
     assert any(r["callsite"].startswith("LAMMPS_NS::Verlet::run(") for r in through_comm)
 
 
+def test_lammps_main_loop_is_its_time_step(lammps: AppRun) -> None:
+    """in.melt runs 100 steps and rebuilds its neighbour lists every 20th (other calls in
+    that step), so only 19 steps in a row repeat exactly: the loop is still the step, one
+    per force computation (the set-up's and the 100 steps'), opened by the reverse
+    communication of the forces."""
+    loop = lammps.analysis["main_loop"]
+    assert loop["iterations"] == 101, loop
+    assert loop["callsite"].startswith("LAMMPS_NS::CommBrick::reverse_comm"), loop
+    assert len(lammps.analysis["iterations"]) == 100
+
+
 # ------------------------------------------------------------------------- MUMPS
 
 DSIMPLETEST = "/usr/lib/mumps/dsimpletest"

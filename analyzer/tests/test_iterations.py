@@ -176,3 +176,50 @@ def test_patched_himeno_reducing_every_5th_iteration(tmp_path):
     allreduce = next(i for i, s in enumerate(src, 1) if "MPI_Allreduce(&wgosa" in s)
     assert loop.iterations == 60
     assert loop.every("MPI_Allreduce", f"himeno.c:{allreduce}") == 5
+
+
+def md_steps(steps: int, rebuild_every: int) -> Scenario:
+    """A molecular-dynamics loop as LAMMPS runs it (by construction): each step computes,
+    then sends ghost positions forward (Irecv/Send/Wait per neighbour), computes forces
+    and sends them back (reverse); every `rebuild_every`-th step exchanges atoms and
+    rebuilds the ghosts (other calls, more of them) instead of the forward pass, and
+    reduces the thermodynamic output."""
+    sc = Scenario()
+    for r in range(2):
+        sc.call(r, "MPI_Init", 0, 10)
+        t = 100
+
+        def swap(site: str) -> None:
+            nonlocal t
+            for peer in (1 - r, 1 - r):
+                sc.call(r, "MPI_Irecv", t, t + 1, callsite=f"comm.cpp:{site}", peer=peer)
+                sc.call(r, "MPI_Send", t + 1, t + 3, callsite=f"comm.cpp:{site}+1", peer=peer)
+                sc.call(r, "MPI_Wait", t + 3, t + 5, callsite=f"comm.cpp:{site}+2")
+                t += 5
+
+        for step in range(steps):
+            t += 200  # integrate
+            if step % rebuild_every == 0:
+                swap("exchange")
+                swap("borders")
+                swap("borders2")
+            else:
+                swap("forward")
+            t += 500  # forces
+            swap("reverse")
+            if step % rebuild_every == 0:
+                sc.call(r, "MPI_Allreduce", t, t + 10, callsite="thermo.cpp:7")
+                t += 10
+        sc.call(r, "MPI_Finalize", t + 100, t + 110)
+    return sc
+
+
+def test_a_time_step_whose_calls_change_every_kth_step_is_the_loop():
+    """Neighbouring steps' calls differ every 20th step, so no stretch longer than 19
+    steps repeats exactly: the loop is still the step, whose reverse pass recurs a regular
+    number of calls apart."""
+    loop = iterations.detect(md_steps(100, 20).trace())
+    assert loop.iterations == 100
+    assert (loop.function, loop.callsite) == ("MPI_Irecv", "comm.cpp:reverse")
+    every = {row.callsite: row.every for row in loop.sites.itertuples()}
+    assert every["comm.cpp:reverse"] == 1 and every["thermo.cpp:7"] == 20

@@ -147,7 +147,8 @@ def polling() -> Scenario:
 
 
 def changing_peers() -> Scenario:
-    """Each iteration sends to a neighbour chosen at random: only call sites repeat."""
+    """Each iteration sends to and receives from neighbours chosen at random: only call
+    sites repeat, neither exactly nor regularly with their peers."""
     rng = random.Random(7)
     sc = Scenario()
     for it in range(12):
@@ -155,7 +156,8 @@ def changing_peers() -> Scenario:
         for r in range(3):
             sc.call(r, "MPI_Send", t + 300, t + 320, callsite="nb.c:5",
                     peer=rng.choice([p for p in range(3) if p != r]))
-            sc.call(r, "MPI_Allreduce", t + 600, t + 650, callsite="nb.c:9")
+            sc.call(r, "MPI_Recv", t + 600, t + 650, callsite="nb.c:9",
+                    peer=rng.choice([p for p in range(3) if p != r]))
     return sc
 
 

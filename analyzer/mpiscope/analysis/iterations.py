@@ -11,6 +11,11 @@ aside:
   as such and listed in `Loop.sites` with their k;
 - repeated polling (back-to-back MPI_Test* / MPI_Iprobe calls count once).
 
+Besides sequences that repeat exactly, loops whose iterations hold mostly, not always,
+the same calls are candidates (`_regular`), and the finest loop that fills the run wins:
+a time step that does other communication every k-th step (LAMMPS rebuilding its
+neighbour lists) is the step, not k steps.
+
 The peer tells apart the three halo exchanges of one Himeno iteration, which run from
 the same lines with different neighbours; where the peers make no period (they change
 from iteration to iteration), call sites alone are used. Every rank must show the same
@@ -43,6 +48,7 @@ COUNT_LEVELS = 4  # most distinct call counts tried as the loop's anchor
 COVERAGE = 0.9  # a loop must span this share of the longest repeating stretch found
 DOMINANT = 0.5  # a loop spanning this share of a rank's calls ends the search there
 HOLLOW = 0.1  # iterations computing less than this share of the mean are empty
+REGULAR = 0.75  # share of an inexactly repeating loop's iterations of the common length
 
 
 @dataclass
@@ -133,35 +139,87 @@ def _periods(tok: np.ndarray, start: np.ndarray, end: np.ndarray,
     levels = np.unique(counts[counts > min_iterations])[::-1][:COUNT_LEVELS]
     whole = int(end[-1] - start[0]) if len(tok) else 0
     found: list[_Period] = []
-    for level in levels:
-        anchor = int(np.flatnonzero(counts == level)[np.argmin(first[counts == level])])
-        for m in range(1, min(MAX_GROUP, int(level) // (min_iterations + 1)) + 1):
-            # calls in at most about half of the iterations run every k-th: set aside
-            keep = counts[tok] > max(level / m / 2 + 1, 1)
-            pos = np.flatnonzero(keep)
-            f = tok[pos]
-            at = np.flatnonzero(f == anchor)
-            if len(at) <= m:
-                continue
-            period = int(np.median(at[m:] - at[:-m]))
-            if period <= 0 or period >= len(f):
-                continue
-            a, b = _runs(f[:-period] == f[period:])
-            n = (b - a + period) // period if b > a else 0
-            if n < min_iterations + 1:
-                continue
-            starts = pos[a + period * np.arange(n)]
-            last = pos[a + period * n - 1]
-            # the loop ends before the next repeating call after it (occasional calls that
-            # close the last iteration, e.g. a final reduction, still belong to it)
-            nxt = a + period * n
-            stop = int(pos[nxt]) if nxt < len(pos) else len(tok)
-            p = _Period(n, int(end[last] - start[starts[0]]), _hollow(start[starts], busy),
-                        starts, stop)
-            found.append(p)
-            if not p.hollow and p.span_ns >= DOMINANT * whole:
-                return found  # the loop that fills the run: coarser groupings add nothing
+    # calls that repeat exactly, then calls that repeat with variations: a time step
+    # whose calls change every k-th step repeats exactly only every k steps
+    for stretch in (_exact, _regular):
+        done = len(found)
+        for level in levels:
+            anchor = int(np.flatnonzero(counts == level)[np.argmin(first[counts == level])])
+            for m in range(1, min(MAX_GROUP, int(level) // (min_iterations + 1)) + 1):
+                starts, stop = stretch(tok, counts, anchor, level, m, min_iterations)
+                if starts is None:
+                    continue
+                p = _Period(len(starts), int(end[stop - 1] - start[starts[0]]),
+                            _hollow(start[starts], busy), starts, stop)
+                found.append(p)
+                if not p.hollow and p.span_ns >= DOMINANT * whole:
+                    break  # the loop that fills the run: coarser groupings add nothing
+            if len(found) > done and not found[-1].hollow \
+                    and found[-1].span_ns >= DOMINANT * whole:
+                break
     return found
+
+
+Stretch = tuple[np.ndarray, int] | tuple[None, None]
+
+
+def _exact(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: int,
+           min_iterations: int) -> Stretch:
+    """The longest stretch in which the calls repeat exactly, every m-th `anchor` call
+    starting an iteration: (positions of each iteration's first call, position after
+    the loop's last call), or (None, None)."""
+    # calls in at most about half of the iterations run every k-th: set aside
+    keep = counts[tok] > max(level / m / 2 + 1, 1)
+    pos = np.flatnonzero(keep)
+    f = tok[pos]
+    at = np.flatnonzero(f == anchor)
+    if len(at) <= m:
+        return None, None
+    period = int(np.median(at[m:] - at[:-m]))
+    if period <= 0 or period >= len(f):
+        return None, None
+    a, b = _runs(f[:-period] == f[period:])
+    n = (b - a + period) // period if b > a else 0
+    if n < min_iterations + 1:
+        return None, None
+    # the loop ends before the next repeating call after it (occasional calls that close
+    # the last iteration, e.g. a final reduction, still belong to it)
+    nxt = a + period * n
+    return pos[a + period * np.arange(n)], int(pos[nxt]) if nxt < len(pos) else len(tok)
+
+
+def _regular(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: int,
+             min_iterations: int) -> Stretch:
+    """The longest stretch in which every m-th `anchor` call opens an iteration that
+    mostly holds the same calls as the one before, though not always: LAMMPS exchanges
+    atoms and rebuilds its ghosts instead of sending ghost positions every 20th step, so
+    no more than 19 steps repeat exactly. In the stretch, no iteration has under half or
+    over twice the most common number of calls, and at least REGULAR of them hold the
+    same calls as the one before (so an inner loop whose repetitions differ in turn, one
+    Himeno halo exchange per dimension, is not taken for the loop)."""
+    at = np.flatnonzero(tok == anchor)
+    if len(at) < m * (min_iterations + 1):
+        return None, None
+    # which of the anchor's calls opens a group of m: the one after the widest gaps
+    gap_before = np.diff(at, prepend=at[0] - int(np.max(np.diff(at), initial=1)) - 1)
+    phase = int(np.argmax([np.median(gap_before[o::m]) for o in range(m)]))
+    opens = at[phase::m]
+    gaps = np.diff(opens)
+    if not len(gaps):
+        return None, None
+    mode = int(np.bincount(gaps).argmax())
+    a, b = _runs((gaps * 2 >= mode) & (gaps <= 2 * mode))
+    if b - a < min_iterations:
+        return None, None
+    # the calls of an iteration as a multiset: the sum of a random word per call
+    word = np.random.default_rng(0).integers(0, 2**63, len(counts), dtype=np.uint64)
+    cum = np.r_[np.uint64(0), np.cumsum(word[tok], dtype=np.uint64)]
+    calls = cum[opens[a + 1:b + 1]] - cum[opens[a:b]]
+    same = (calls[1:] == calls[:-1]) & (gaps[a + 1:b] == gaps[a:b - 1])
+    if len(same) and same.mean() < REGULAR:
+        return None, None
+    # b - a gaps between b - a + 1 openings; the last iteration is as long as the common one
+    return opens[a:b + 1], min(int(opens[b]) + mode, len(tok))
 
 
 @dataclass
