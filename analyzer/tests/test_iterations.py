@@ -185,29 +185,25 @@ def md_steps(steps: int, rebuild_every: int) -> Scenario:
     rebuilds the ghosts (other calls, more of them) instead of the forward pass, and
     reduces the thermodynamic output."""
     sc = Scenario()
+
+    def swap(r: int, t: int, site: str) -> int:
+        for _ in range(2):  # two neighbours, both the other rank
+            sc.call(r, "MPI_Irecv", t, t + 1, callsite=f"comm.cpp:{site}", peer=1 - r)
+            sc.call(r, "MPI_Send", t + 1, t + 3, callsite=f"comm.cpp:{site}+1", peer=1 - r)
+            sc.call(r, "MPI_Wait", t + 3, t + 5, callsite=f"comm.cpp:{site}+2")
+            t += 5
+        return t
+
     for r in range(2):
         sc.call(r, "MPI_Init", 0, 10)
         t = 100
-
-        def swap(site: str) -> None:
-            nonlocal t
-            for peer in (1 - r, 1 - r):
-                sc.call(r, "MPI_Irecv", t, t + 1, callsite=f"comm.cpp:{site}", peer=peer)
-                sc.call(r, "MPI_Send", t + 1, t + 3, callsite=f"comm.cpp:{site}+1", peer=peer)
-                sc.call(r, "MPI_Wait", t + 3, t + 5, callsite=f"comm.cpp:{site}+2")
-                t += 5
-
         for step in range(steps):
             t += 200  # integrate
-            if step % rebuild_every == 0:
-                swap("exchange")
-                swap("borders")
-                swap("borders2")
-            else:
-                swap("forward")
-            t += 500  # forces
-            swap("reverse")
-            if step % rebuild_every == 0:
+            rebuild = step % rebuild_every == 0
+            for site in ("exchange", "borders", "borders2") if rebuild else ("forward",):
+                t = swap(r, t, site)
+            t = swap(r, t + 500, "reverse")  # after the forces
+            if rebuild:
                 sc.call(r, "MPI_Allreduce", t, t + 10, callsite="thermo.cpp:7")
                 t += 10
         sc.call(r, "MPI_Finalize", t + 100, t + 110)
