@@ -148,6 +148,9 @@ def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarra
             raise UserError("--aggregate", f"{site} sends no message in this trace")
         sub = m.iloc[rows]
         rows = rows[(sub["bytes"].to_numpy() <= SMALL_MESSAGE_BYTES)]
+        if not len(rows):
+            raise UserError("--aggregate", f"{site} sends no small message (<= "
+                            f"{SMALL_MESSAGE_BYTES} B): nothing to aggregate")
         sub = m.iloc[rows]
         o = ordinal[sub["send_call"].to_numpy()]
         pair = (sub["send_rank"].to_numpy().astype(np.int64) * 1_000_003
@@ -159,11 +162,30 @@ def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarra
         last = np.r_[new[1:], True]
         total = np.bincount(burst, weights=nbytes[rows])
         size = np.bincount(burst)
+        if not (size > 1).any():
+            raise UserError("--aggregate", f"{site} sends no burst (>= 2 small messages "
+                            "back to back to one receiver): nothing to aggregate")
         merged = last & (size[burst] > 1)
         nbytes[rows[merged]] = total[burst[merged]]
         drop = ~last & (size[burst] > 1)
         gone[m["send_call"].to_numpy()[rows[drop]]] = True
     return gone, nbytes
+
+
+def _check_not_completing(trace: Trace, site: object, sel: np.ndarray) -> None:
+    """Removing a call that completes requests other calls started leaves them
+    incomplete: the program it predicts would be wrong, so refuse."""
+    m = trace.messages
+    if not len(m):
+        return
+    for done, post in (("recv_complete_call", "recv_call"), ("send_complete_call", "send_call")):
+        d, p = m[done].to_numpy(), m[post].to_numpy()
+        hit = (d >= 0) & (d != p)
+        hit[hit] &= sel[d[hit]] & ~sel[p[hit]]
+        if hit.any():
+            raise UserError("--remove", f"{site} completes {int(hit.sum())} requests "
+                            "started elsewhere; without it they never complete (remove "
+                            "the calls that start them too, or keep it)")
 
 
 def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
@@ -179,6 +201,7 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
         sel = _site_mask(calls, site.function, site.callsite, trace.callpaths)
         if not sel.any():
             raise UserError("--remove", f"no call {site} in this trace")
+        _check_not_completing(trace, site, sel)
         gone |= sel
     for every in scenario.collective_every:
         sel = _site_mask(calls, every.site.function, every.site.callsite, trace.callpaths)
@@ -274,6 +297,9 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     start = calls["start"].to_numpy()[op_call].astype(np.float64)
     end = calls["end"].to_numpy()[op_call].astype(np.float64)
     nr = trace.num_ranks
+    if scenario.nodes is not None and scenario.nodes > nr:
+        raise UserError("--nodes", f"{scenario.nodes} nodes for {nr} ranks: each node "
+                        f"needs a rank (at most --nodes {nr})")
     op_lo = np.searchsorted(rank, np.arange(nr + 1))
     n_ops = len(op_call)
     removed = _removed_calls(trace, scenario)[op_call]

@@ -64,6 +64,9 @@ class Scenario:
     balance: bool = False
     latency_s: float | None = None
     bandwidth_Bps: float | None = None
+    # the inter-node path alone (after latency_s / bandwidth_Bps, which set every path)
+    inter_latency_s: float | None = None
+    inter_bandwidth_Bps: float | None = None
     cpu_factor: float | None = None
     nodes: int | None = None  # ranks placed block-wise on this many nodes
     machine: str | None = None  # name or file of the machine model (None: fitted)
@@ -84,6 +87,8 @@ class Scenario:
                 "remove": [str(s) for s in self.remove],
                 "aggregate": [str(s) for s in self.aggregate], "balance": self.balance,
                 "latency_s": self.latency_s, "bandwidth_Bps": self.bandwidth_Bps,
+                "inter_node_latency_s": self.inter_latency_s,
+                "inter_node_bandwidth_Bps": self.inter_bandwidth_Bps,
                 "cpu_factor": self.cpu_factor, "nodes": self.nodes,
                 "machine": self.machine,
                 **({"removed_calls": len(self.remove_calls)} if self.remove_calls else {}),
