@@ -36,7 +36,7 @@ DEFAULT_PATHS = {
     INTER: (50e-6, 117e6, 65536),
 }
 QUANTILE = 0.10  # low envelope of the transfer times per size bucket
-MIN_SAMPLES = 3  # messages a bucket needs to count
+MIN_SAMPLES = 10  # messages a size bucket needs to count (fewer: its 10th percentile is noise)
 
 
 @dataclass(frozen=True)
@@ -142,19 +142,24 @@ def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, 
         return PathModel(float(max(t_s[i] - nbytes[i] / bandwidth, 0.0)), bandwidth,
                          eager_limit)
     x, y = np.array(xs), np.maximum(np.array(ys), 1e-9)
-    bulk = y >= 2 * y[0]
+    bulk = y >= 2 * y.min()
     if bulk.sum() >= 2 and np.ptp(x[bulk]) > 0:
         slope = np.polyfit(x[bulk], y[bulk], 1)[0]
     elif bulk.sum() == 1:
-        slope = (y[bulk][0] - y[0]) / max(x[bulk][0] - x[0], 1.0)
+        f = int(np.argmin(y))
+        slope = (y[bulk][0] - y[f]) / max(x[bulk][0] - x[f], 1.0)
     elif len(x) > 1 and np.ptp(x) > 0:
         slope = np.polyfit(x, y, 1, w=1 / y)[0]
     else:
         slope = 0.0
     if slope > 0:
         bandwidth = 1 / slope
-    small = ~bulk
-    latency = float(np.median(y[small] - x[small] / bandwidth))
+    # the fastest latency-dominated bucket (its transfer at most half its time): no
+    # such size is slower in the model than its low envelope, so the replay does not
+    # stretch measured transfers; sizes a burst passed faster than the rate say nothing
+    # about the latency
+    small = ~bulk & (x / bandwidth <= y / 2)
+    latency = float(np.min(y[small] - x[small] / bandwidth)) if small.any() else float(y.min())
     return PathModel(max(latency, 0.0), float(bandwidth), eager_limit)
 
 

@@ -78,6 +78,12 @@ class Program:
     op_waits_inst: np.ndarray  # bool: the op completes on its instance
     inst_size: np.ndarray  # participants per instance
     inst_cost: np.ndarray  # float ns, algorithm cost per instance (target machine)
+    # each op's own time (after its dependencies) = overhead + noise, as traced; `cost`
+    # holds both, or the overhead alone when the scenario leaves the noise out
+    overhead: np.ndarray  # float ns: its function's undisturbed own time
+    noise: np.ndarray  # float ns: the rest (descheduling, interference on the traced host)
+    absorb: np.ndarray  # float ns: noise a longer wait than `waited` hides (engine)
+    waited: np.ndarray  # float ns: the op's wait for its dependencies as traced
 
     @property
     def num_ops(self) -> int:
@@ -283,6 +289,28 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
     return gap
 
 
+OVERHEAD_QUANTILE = 0.10  # a call's software overhead: its function's low own time
+
+
+def _overhead(function: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Per op, the software overhead its function shows when undisturbed: the 10th
+    percentile of the own times of that function's calls (at most the op's own)."""
+    if not len(own):
+        return own.copy()
+    codes = pd.factorize(pd.Series(function))[0]
+    low = pd.Series(own).groupby(codes).quantile(OVERHEAD_QUANTILE)
+    return np.minimum(low.reindex(codes).to_numpy(), own)
+
+
+def keeps_noise(scenario: Scenario, target: Machine) -> bool:
+    """Whether the replay keeps each call's noise (own time above its function's
+    overhead): by default yes, whatever the scenario (a scenario changes the program or
+    the machine's network and CPU speed, not how the traced host descheduled its
+    ranks); `--noise drop` leaves it out (a quiet machine, each rank on its own cores)."""
+    del target  # the machine does not say how noisy its hosts are
+    return True if scenario.noise is None else scenario.noise
+
+
 def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) -> Program:
     calls = trace.calls
     n_calls = len(calls)
@@ -348,7 +376,21 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     _, f_lat, f_xfer, f_eager = path_params(fitted, traced)
     t_inter, t_lat, t_xfer, t_eager = path_params(target, placed)
     # measured arrival on the trace's machine (posts at the posting calls' starts)
-    s_post, r_post = start[s_op], start[r_op]
+    # no asynchronous progress: a rendezvous transfer starts once the receiver's MPI
+    # library can answer the request, in the first of its calls (from the receive's
+    # post to the call completing it) still running when the send was posted, not at
+    # the Irecv if it returned before; chosen from the trace's order, so it cannot
+    # make the replay wait in a cycle
+    progress_op = r_op.copy()
+    for r in np.unique(r_rank):
+        sel = np.flatnonzero(r_rank == r)
+        lo, hi = op_lo[r], op_lo[r + 1]
+        first = lo + np.searchsorted(end[lo:hi], start[s_op[sel]])
+        first = np.maximum(first, r_op[sel])
+        cap = np.where(rdone[sel] >= 0, rdone[sel], r_op[sel])
+        progress_op[sel] = np.minimum(first, cap)
+    progress_op = np.where(removed[progress_op], r_op, progress_op)
+    s_post, r_post = start[s_op], start[progress_op]
     arrival = np.where(f_eager, s_post + f_lat + f_xfer,
                        np.maximum(s_post + f_lat, r_post) + 2 * f_lat + f_xfer)
     ready = np.full(n_ops, -np.inf)
@@ -415,8 +457,15 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
                                     inst_maxstart[inst[waits]] + f_cost[inst[waits]])
 
     dur = end - start
-    cost = np.clip(end - np.maximum(start, ready), 0.0, dur)
+    own = np.clip(end - np.maximum(start, ready), 0.0, dur)
+    overhead = _overhead(_strings(calls["function"])[op_call], own)
+    noise = own - overhead
+    kept = keeps_noise(scenario, target)
+    cost = overhead + noise if kept else overhead.copy()
     cost[removed] = 0.0
+    # descheduled while waiting: noise hides behind a longer wait than the traced one
+    absorb = np.where(removed | (not kept), 0.0, noise)
+    waited = np.clip(ready - start, 0.0, dur)
     # no posts or waits for removed ops; messages were filtered above
     keys_ok = rdone >= 0
     rdv_t = ~t_eager
@@ -428,7 +477,9 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
         msg_xfer=t_xfer,
         msg_contended=t_inter,
         post_send=_csr(s_op, np.arange(len(rows)), n_ops),
-        post_recv=_csr(r_op, np.arange(len(rows)), n_ops),
+        post_recv=_csr(np.where(t_eager, r_op, progress_op), np.arange(len(rows)), n_ops),
         wait_recv=_csr(rdone[keys_ok], np.flatnonzero(keys_ok), n_ops),
         wait_send=_csr(sdone[sd_ok], np.flatnonzero(sd_ok), n_ops),
-        op_inst=op_inst, op_waits_inst=op_waits, inst_size=inst_size, inst_cost=t_cost)
+        op_inst=op_inst, op_waits_inst=op_waits, inst_size=inst_size, inst_cost=t_cost,
+        overhead=np.where(removed, 0.0, overhead), noise=np.where(removed, 0.0, noise),
+        absorb=absorb, waited=waited)
