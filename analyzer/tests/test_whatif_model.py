@@ -85,7 +85,7 @@ def _noisy_barriers(tmp_path: Path):
     return finish(tb, tmp_path)
 
 
-def test_noise_is_kept_by_default_and_dropped_on_request(tmp_path):
+def test_noise_is_kept_on_the_traced_hosts_and_dropped_on_request(tmp_path):
     trace = _noisy_barriers(tmp_path)
     kept = simulate.replay(trace, Scenario(cpu_factor=1.0), fitted=_known())
     assert kept.predicted_s == pytest.approx(kept.replayed_s)  # nothing changed
@@ -188,3 +188,23 @@ def test_inter_node_changes_only_the_inter_node_path(tmp_path):
     # the 100 kB message now crosses 100 Mbit/s: at least 8 ms
     assert d["predicted_s"] - d["replayed_s"] > 100_000 / 12.5e6 - 1e-3
     assert np.isfinite(d["predicted_s"])
+
+
+def test_noise_drop_from_the_command_line(tmp_path):
+    import json
+
+    trace = _noisy_barriers(tmp_path)
+    js = tmp_path / "w.json"
+    rc, out, err = whatif(str(trace.path), "--noise", "drop", "--json", str(js))
+    assert rc == 0, err
+    d = json.loads(js.read_text())
+    assert d["own_time"]["noise_kept"] is False
+    assert d["own_time"]["noise_s"] == pytest.approx(9e-6)
+    assert "noise 0.0000 s dropped (--noise drop)" in " ".join(out.split())
+
+
+def test_noise_is_dropped_on_other_nodes_unless_kept(tmp_path):
+    trace = _noisy_barriers(tmp_path)
+    moved = simulate.replay(trace, Scenario(nodes=2), fitted=_known())
+    kept = simulate.replay(trace, Scenario(nodes=2, noise=True), fitted=_known())
+    assert (kept.predicted_s - moved.predicted_s) * 1e9 == pytest.approx(9000)

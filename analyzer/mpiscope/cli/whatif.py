@@ -40,6 +40,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the inter-node path alone: bandwidth and/or latency, e.g. "
                    "100Mbit,50us (shared memory keeps its own)")
     p.add_argument("--cpu", metavar="F", help="computation takes F times its measured time")
+    p.add_argument("--noise", choices=("keep", "drop"), default=None,
+                   help="each MPI call's noise (its own time above its function's "
+                   "overhead: descheduling on the traced host): keep or drop it "
+                   "(default: kept on the traced hosts, dropped with --nodes or a "
+                   "machine with nodes)")
     p.add_argument("--machine", metavar="NAME|FILE",
                    help="machine model: a shipped name (beowulf-2008) or a TOML file")
     p.add_argument("--out", type=Path, metavar="PRED_DIR",
@@ -84,6 +89,7 @@ def scenario_of(args: argparse.Namespace):
         bandwidth_Bps=(model.parse_rate(args.bandwidth) if args.bandwidth is not None
                        else None),
         inter_latency_s=inter_lat, inter_bandwidth_Bps=inter_bw,
+        noise=None if args.noise is None else args.noise == "keep",
         cpu_factor=cpu, machine=args.machine)
 
 

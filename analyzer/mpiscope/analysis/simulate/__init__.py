@@ -64,6 +64,10 @@ class Replay:
                 "replay_error": self.error,
                 "scenario": self.scenario.to_dict(), "machine": self.machine.to_dict(),
                 "fitted": self.fitted.to_dict(),
+                "own_time": {"overhead_s": float(self._program.overhead.sum()) / 1e9,
+                             "noise_s": float(self._program.noise.sum()) / 1e9,
+                             "noise_kept": program.keeps_noise(self.scenario,
+                                                               self.machine)},
                 "ranks": self.ranks.to_dict(orient="records")}
 
 

@@ -304,11 +304,13 @@ def _overhead(function: np.ndarray, own: np.ndarray) -> np.ndarray:
 
 def keeps_noise(scenario: Scenario, target: Machine) -> bool:
     """Whether the replay keeps each call's noise (own time above its function's
-    overhead): by default yes, whatever the scenario (a scenario changes the program or
-    the machine's network and CPU speed, not how the traced host descheduled its
-    ranks); `--noise drop` leaves it out (a quiet machine, each rank on its own cores)."""
-    del target  # the machine does not say how noisy its hosts are
-    return True if scenario.noise is None else scenario.noise
+    overhead): on the traced hosts yes (a scenario changes the program or the network,
+    not how the host scheduled its ranks); once the ranks are placed on other nodes
+    (`--nodes`, a machine file's node count) no: that descheduling was the traced
+    host's, not theirs. `--noise keep|drop` decides when given."""
+    if scenario.noise is not None:
+        return scenario.noise
+    return scenario.nodes is None and target.nodes is None
 
 
 def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) -> Program:
