@@ -18,6 +18,9 @@ typedef struct {
     const int64_t *msg_sender;
     const int64_t *inst_size;
     const double *inst_cost;
+    /* noise an op may hide behind waiting longer than it did on the traced machine
+     * (descheduled while it would be waiting anyway), and that traced wait */
+    const double *absorb, *waited;
     /* out */
     double *start, *end, *arrival, *s_post, *rank_clock;
     int64_t stuck_rank;
@@ -116,7 +119,8 @@ int mpsim_run(mpsim_program *p)
                     else if (inst_max[k] + p->inst_cost[k] > ready) ready = inst_max[k] + p->inst_cost[k];
                 }
                 if (blocked) break;
-                t = ready + p->cost[i];
+                double extra = ready - t0 - p->waited[i];
+                t = ready + p->cost[i] - (extra > 0 ? (extra < p->absorb[i] ? extra : p->absorb[i]) : 0);
                 p->end[i] = t;
                 i++;
                 moved = 1;

@@ -33,8 +33,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="place the ranks block-wise on N nodes (intra- and inter-node "
                    "paths of the machine model)")
     p.add_argument("--latency", metavar="T", help="network latency, e.g. 60us (every path)")
-    p.add_argument("--bandwidth", metavar="B", help="network bandwidth, e.g. 100Mbit, 1GB")
+    p.add_argument("--bandwidth", metavar="B",
+                   help="network bandwidth of every path: bits as 100Mbit or 100Mbps, "
+                   "bytes as 12.5MB/s")
+    p.add_argument("--inter-node", metavar="B[,T]",
+                   help="the inter-node path alone: bandwidth and/or latency, e.g. "
+                   "100Mbit,50us (shared memory keeps its own)")
     p.add_argument("--cpu", metavar="F", help="computation takes F times its measured time")
+    p.add_argument("--noise", choices=("keep", "drop"), default=None,
+                   help="each MPI call's noise (its own time above its function's "
+                   "overhead: descheduling on the traced host): keep or drop it "
+                   "(default: kept on the traced hosts, dropped with --nodes or a "
+                   "machine with nodes)")
     p.add_argument("--machine", metavar="NAME|FILE",
                    help="machine model: a shipped name (beowulf-2008) or a TOML file")
     p.add_argument("--out", type=Path, metavar="PRED_DIR",
@@ -65,6 +75,9 @@ def scenario_of(args: argparse.Namespace):
         if nodes < 1:
             raise UserError("--nodes", f"expected a whole number of nodes >= 1, not "
                             f"{args.nodes!r}")
+    inter_lat = inter_bw = None
+    if args.inter_node is not None:
+        inter_lat, inter_bw = model.parse_path(args.inter_node, "--inter-node")
     if args.machine is not None:
         model.load_machine(args.machine)  # a bad name or file fails before the reading
     return Scenario(
@@ -75,6 +88,8 @@ def scenario_of(args: argparse.Namespace):
         latency_s=model.parse_time(args.latency) if args.latency is not None else None,
         bandwidth_Bps=(model.parse_rate(args.bandwidth) if args.bandwidth is not None
                        else None),
+        inter_latency_s=inter_lat, inter_bandwidth_Bps=inter_bw,
+        noise=None if args.noise is None else args.noise == "keep",
         cpu_factor=cpu, machine=args.machine)
 
 

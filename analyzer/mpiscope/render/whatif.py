@@ -26,6 +26,7 @@ def print_summary(r: Replay, console: Console) -> None:
     console.print(f"Measured runtime  {_s(r.measured_s)}", highlight=False)
     console.print(f"Replayed          {_s(r.replayed_s)}  ({r.error:+.2%} against measured, "
                   "on the machine fitted from the trace)", highlight=False)
+    console.print(f"Fitted machine    {r.fitted.describe()}", highlight=False, markup=False)
     if r.scenario.is_baseline:
         return
     console.print("Scenario          " + "; ".join(
@@ -35,6 +36,11 @@ def print_summary(r: Replay, console: Console) -> None:
     console.print(f"Predicted         {_s(r.predicted_s)}  (gain {gain:+.4f} s, "
                   f"{gain / r.replayed_s:+.1%} of the replay) on {name(m.name)}",
                   highlight=False)
+    own = r.to_dict()["own_time"]
+    noise = "kept" if own["noise_kept"] else "dropped (--noise drop)"
+    console.print(f"Predicted machine {m.describe()}; MPI calls' own time: overhead "
+                  f"{own['overhead_s']:.4f} s, noise {own['noise_s']:.4f} s {noise}",
+                  highlight=False, markup=False)
     t = Table("rank", "replayed", "predicted", "predicted MPI", "predicted compute",
               title="Per rank", title_justify="left")
     for row in r.ranks.itertuples():

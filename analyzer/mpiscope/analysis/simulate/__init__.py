@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from mpiscope.analysis.simulate import engine, program, timeline
-from mpiscope.analysis.simulate.model import Machine, fit, load_machine
+from mpiscope.analysis.simulate.model import INTER, Machine, fit, load_machine
 from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.archive.trace import Trace
 
@@ -64,6 +64,10 @@ class Replay:
                 "replay_error": self.error,
                 "scenario": self.scenario.to_dict(), "machine": self.machine.to_dict(),
                 "fitted": self.fitted.to_dict(),
+                "own_time": {"overhead_s": float(self._program.overhead.sum()) / 1e9,
+                             "noise_s": float(self._program.noise.sum()) / 1e9,
+                             "noise_kept": program.keeps_noise(self.scenario,
+                                                               self.machine)},
                 "ranks": self.ranks.to_dict(orient="records")}
 
 
@@ -72,6 +76,8 @@ def target_machine(fitted: Machine, scenario: Scenario) -> Machine:
     network and CPU overrides."""
     base = load_machine(scenario.machine) if scenario.machine else fitted
     machine = base.with_network(scenario.latency_s, scenario.bandwidth_Bps)
+    machine = machine.with_network(scenario.inter_latency_s, scenario.inter_bandwidth_Bps,
+                                   only=INTER)
     if scenario.cpu_factor is not None:
         machine = replace(machine, cpu_factor=scenario.cpu_factor)
     if scenario.nodes is not None:

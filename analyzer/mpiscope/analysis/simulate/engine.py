@@ -5,9 +5,11 @@ replay.c), `reference` the same algorithm in Python.
 Ranks advance one at a time, each as far as it can: an op starts when the previous one
 ends plus the computation between them, makes its posts (a send's arrival is known once
 it is posted eagerly, or once its receive is posted for a rendezvous), and ends at
-`max(start, its dependencies) + cost`. A rank whose next op depends on something not yet
-known waits while the others run; no rank able to move means the program deadlocks
-(which a trace of a finished run cannot do, short of a scenario removing a partner).
+`max(start, its dependencies) + cost`, less the noise that waiting longer than on
+the traced machine hides (`absorb`, at most that extra wait). A rank whose next op
+depends on something not yet known waits while the others run; no rank able to move
+means the program deadlocks (which a trace of a finished run cannot do, short of a
+scenario removing a partner).
 Times are float ns from the replay's start.
 """
 
@@ -64,7 +66,8 @@ def run(p: Program) -> Timeline:
         "eager": c(p.msg_eager, u8), "contended": c(p.msg_contended, u8),
         "lat": c(p.msg_latency, f64), "xfer": c(p.msg_xfer, f64),
         "msg_sender": c(p.op_rank()[p.msg_send_op], i64),
-        "inst_size": c(p.inst_size, i64), "inst_cost": c(p.inst_cost, f64), **out}
+        "inst_size": c(p.inst_size, i64), "inst_cost": c(p.inst_cost, f64),
+        "absorb": c(p.absorb, f64), "waited": c(p.waited, f64), **out}
     rc = native.run(arrays, {"nranks": p.num_ranks, "nops": p.num_ops, "nmsg": n_msg,
                              "ninst": len(p.inst_size)})
     if rc:
@@ -89,6 +92,7 @@ def reference(p: Program) -> Timeline:
     msg_sender = p.op_rank()[p.msg_send_op].tolist() if n_msg else []
     inst_left = p.inst_size.tolist()
     inst_cost = p.inst_cost.tolist()
+    absorb, waited = p.absorb.tolist(), p.waited.tolist()
     inst_max = [-np.inf] * len(inst_left)
 
     start = [NAN] * n_ops
@@ -167,7 +171,8 @@ def reference(p: Program) -> Timeline:
                             ready = a
                 if blocked:
                     break
-                t = ready + cost[i]
+                # noise hides behind waiting longer than on the traced machine
+                t = ready + cost[i] - min(max(ready - t0 - waited[i], 0.0), absorb[i])
                 end[i] = t
                 i += 1
                 moved = True

@@ -36,7 +36,7 @@ DEFAULT_PATHS = {
     INTER: (50e-6, 117e6, 65536),
 }
 QUANTILE = 0.10  # low envelope of the transfer times per size bucket
-MIN_SAMPLES = 3  # messages a bucket needs to count
+MIN_SAMPLES = 10  # messages a size bucket needs to count (fewer: its 10th percentile is noise)
 
 
 @dataclass(frozen=True)
@@ -69,17 +69,64 @@ class Machine:
                           for p, m in self.paths.items()}}
 
     def with_network(self, latency_s: float | None = None,
-                     bandwidth_Bps: float | None = None) -> Machine:
-        """The same machine with every path's latency and/or bandwidth replaced."""
+                     bandwidth_Bps: float | None = None,
+                     only: str | None = None) -> Machine:
+        """The same machine with the latency and/or bandwidth of every path (or of the
+        path `only`) replaced."""
         paths = {p: replace(m, latency_s=m.latency_s if latency_s is None else latency_s,
                             bandwidth_Bps=m.bandwidth_Bps if bandwidth_Bps is None
-                            else bandwidth_Bps)
+                            else bandwidth_Bps) if only in (None, p) else m
                  for p, m in self.paths.items()}
         return replace(self, paths=paths)
+
+    def describe(self) -> str:
+        """One line: the paths, the CPU factor and the placement a prediction ran on."""
+        def path(m: PathModel) -> str:
+            return (f"{format_time(m.latency_s)} + n / {format_rate(m.bandwidth_Bps)}, "
+                    f"eager <= {m.eager_limit} B")
+        nodes = (f"{self.nodes} nodes" if self.nodes is not None
+                 else "ranks on their traced hosts")
+        cpu = f"CPU factor {self.cpu_factor:g}"
+        if self.cpu_factor != 1:
+            cpu += f" (computation takes {self.cpu_factor:g}x its measured time)"
+        return (f"{self.name}: inter-node {path(self.paths[INTER])}; intra-node "
+                f"{path(self.paths[INTRA])}; {cpu}; {nodes}")
+
+
+def format_time(s: float) -> str:
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    if s >= 1e-6 or s == 0:
+        return f"{s * 1e6:.3g} us"
+    return f"{s * 1e9:.3g} ns"
+
+
+def format_rate(bytes_per_s: float) -> str:
+    """Bytes per second as HPC people write it, with the bit rate: `12.5 MB/s (100 Mbit/s)`."""
+    bits = bytes_per_s * 8
+    for unit, f in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if bytes_per_s >= f:
+            byte_text = f"{bytes_per_s / f:.3g} {unit}B/s"
+            break
+    else:
+        byte_text = f"{bytes_per_s:.3g} B/s"
+    for unit, f in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if bits >= f:
+            return f"{byte_text} ({bits / f:.3g} {unit}bit/s)"
+    return f"{byte_text} ({bits:.3g} bit/s)"
 
 
 def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, int],
               eager_limit: int) -> PathModel:
+    """Latency and bandwidth from the low envelope of the transfer times.
+
+    Per power-of-two size bucket the 10th percentile (a message neither rank was
+    descheduled for). The bandwidth is the slope through the buckets whose time is
+    mostly transfer (at least twice the smallest bucket's), so the largest messages set
+    it: a link that passes a few packets faster than its rate (a token bucket's burst)
+    or a latency-dominated bucket cannot inflate it. The latency is what the
+    latency-dominated buckets leave at that bandwidth (their median, >= 0). Too few
+    transfer-dominated buckets: a relative-error line through all, else the default."""
     latency, bandwidth, _ = default
     if not len(nbytes):
         return PathModel(latency, bandwidth, eager_limit)
@@ -90,18 +137,30 @@ def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, 
         if sel.sum() >= MIN_SAMPLES:
             xs.append(float(np.median(nbytes[sel])))
             ys.append(float(np.quantile(t_s[sel], QUANTILE)))
-    if len(xs) > 1:
-        slope, alpha = np.polyfit(xs, ys, 1)
-        if slope > 0:
-            bandwidth = 1 / slope
-    q = QUANTILE if len(xs) else 0.0  # too few messages for a percentile: the fastest
-    if np.quantile(t_s - nbytes / bandwidth, q) < 0 and (nbytes > 0).any():
-        # faster than the bandwidth assumed: the fastest rates the trace shows
-        bandwidth = float(np.quantile(nbytes[nbytes > 0] / np.maximum(t_s[nbytes > 0], 1e-9),
-                                      1 - q))
-    # the latency: as low as the trace's own transfers go at that bandwidth
-    latency = float(np.quantile(t_s - nbytes / bandwidth, q))
-    return PathModel(max(latency, 0.0), bandwidth, eager_limit)
+    if not xs:  # too few messages for a percentile: the fastest one, as latency
+        i = int(np.argmin(t_s))
+        return PathModel(float(max(t_s[i] - nbytes[i] / bandwidth, 0.0)), bandwidth,
+                         eager_limit)
+    x, y = np.array(xs), np.maximum(np.array(ys), 1e-9)
+    bulk = y >= 2 * y.min()
+    if bulk.sum() >= 2 and np.ptp(x[bulk]) > 0:
+        slope = np.polyfit(x[bulk], y[bulk], 1)[0]
+    elif bulk.sum() == 1:
+        f = int(np.argmin(y))
+        slope = (y[bulk][0] - y[f]) / max(x[bulk][0] - x[f], 1.0)
+    elif len(x) > 1 and np.ptp(x) > 0:
+        slope = np.polyfit(x, y, 1, w=1 / y)[0]
+    else:
+        slope = 0.0
+    if slope > 0:
+        bandwidth = 1 / slope
+    # the fastest latency-dominated bucket (its transfer at most half its time): no
+    # such size is slower in the model than its low envelope, so the replay does not
+    # stretch measured transfers; sizes a burst passed faster than the rate say nothing
+    # about the latency
+    small = ~bulk & (x / bandwidth <= y / 2)
+    latency = float(np.min(y[small] - x[small] / bandwidth)) if small.any() else float(y.min())
+    return PathModel(max(latency, 0.0), float(bandwidth), eager_limit)
 
 
 def fit(trace: Trace) -> Machine:
@@ -141,8 +200,12 @@ def fit(trace: Trace) -> Machine:
 
 # ---------------------------------------------------------------------- machine files
 _UNITS_TIME = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+# HPC's and tc's units: "bit"/"bps" count bits (100Mbit = 100Mbps = 12.5 MB/s), "B"
+# counts bytes (MB = MB/s = 10^6 bytes per second); a bare "mb" says neither
 _UNITS_RATE = {"bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8,
-               "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9}
+               "bps": 1 / 8, "kbps": 1e3 / 8, "mbps": 1e6 / 8, "gbps": 1e9 / 8,
+               "B": 1.0, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9,
+               "KiB": 1024.0, "MiB": 1024.0 ** 2, "GiB": 1024.0 ** 3}
 
 
 def _number_unit(text: str, what: str) -> tuple[float, str]:
@@ -168,13 +231,39 @@ def parse_time(text: str, what: str = "--latency") -> float:
 
 
 def parse_rate(text: str, what: str = "--bandwidth") -> float:
-    """`100Mbit`, `1Gbit`, `117MB` (per second) -> bytes per second (no unit: B/s)."""
+    """A rate -> bytes per second: `100Mbit` and `100Mbps` are bits (12.5e6 B/s),
+    `117MB` and `117MB/s` bytes; no unit: bytes per second."""
     value, unit = _number_unit(text, what)
-    u = unit.lower().removesuffix("/s").removesuffix("ps")
-    if u not in {**_UNITS_RATE, "": 1}:
-        raise UserError(what, f"unknown rate unit {unit!r} in {text!r} "
-                        "(bit, kbit, Mbit, Gbit, B, kB, MB, GB per second)")
-    return value * _UNITS_RATE.get(u, 1.0)
+    u = unit.removesuffix("/s")
+    if u == "":
+        return value
+    if u.lower() in {"bit", "kbit", "mbit", "gbit", "bps", "kbps", "mbps", "gbps"}:
+        return value * _UNITS_RATE[u.lower()]
+    if u in _UNITS_RATE:
+        return value * _UNITS_RATE[u]
+    raise UserError(what, f"unknown rate unit {unit!r} in {text!r}: bits as in 100Mbit or "
+                    "100Mbps, bytes as in 12.5MB or 12.5MB/s")
+
+
+def parse_path(text: str, what: str = "--inter-node") -> tuple[float | None, float | None]:
+    """`100Mbit`, `50us` or `100Mbit,50us` -> (latency_s, bandwidth_Bps), None: unchanged."""
+    latency = bandwidth = None
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            raise UserError(what, f"expected BANDWIDTH[,LATENCY], e.g. 100Mbit,50us; "
+                            f"got {text!r}")
+        _, unit = _number_unit(part, what)
+        if unit.lower() in _UNITS_TIME:
+            if latency is not None:
+                raise UserError(what, f"two latencies in {text!r}")
+            latency = parse_time(part, what)
+        else:
+            if bandwidth is not None:
+                raise UserError(what, f"two bandwidths in {text!r}")
+            if not unit:
+                raise UserError(what, f"{part!r} needs a unit: 100Mbit, 12.5MB/s, 50us")
+            bandwidth = parse_rate(part, what)
+    return latency, bandwidth
 
 
 def machine_names() -> list[str]:

@@ -15,7 +15,8 @@ _FIELDS = [("nranks", C.c_int64), ("nops", C.c_int64), ("nmsg", C.c_int64),
                "op_lo", "gap", "cost", "removed", "ps_ptr", "ps_idx", "pr_ptr", "pr_idx",
                "wr_ptr", "wr_idx", "ws_ptr", "ws_idx", "op_inst", "op_waits", "eager",
                "contended", "lat", "xfer", "msg_sender", "inst_size", "inst_cost",
-               "start", "end", "arrival", "s_post", "rank_clock")] + [("stuck_rank", C.c_int64)]
+               "absorb", "waited", "start", "end", "arrival", "s_post", "rank_clock")] + [
+                   ("stuck_rank", C.c_int64)]
 
 
 class Program(C.Structure):

@@ -78,6 +78,12 @@ class Program:
     op_waits_inst: np.ndarray  # bool: the op completes on its instance
     inst_size: np.ndarray  # participants per instance
     inst_cost: np.ndarray  # float ns, algorithm cost per instance (target machine)
+    # each op's own time (after its dependencies) = overhead + noise, as traced; `cost`
+    # holds both, or the overhead alone when the scenario leaves the noise out
+    overhead: np.ndarray  # float ns: its function's undisturbed own time
+    noise: np.ndarray  # float ns: the rest (descheduling, interference on the traced host)
+    absorb: np.ndarray  # float ns: noise a longer wait than `waited` hides (engine)
+    waited: np.ndarray  # float ns: the op's wait for its dependencies as traced
 
     @property
     def num_ops(self) -> int:
@@ -148,6 +154,9 @@ def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarra
             raise UserError("--aggregate", f"{site} sends no message in this trace")
         sub = m.iloc[rows]
         rows = rows[(sub["bytes"].to_numpy() <= SMALL_MESSAGE_BYTES)]
+        if not len(rows):
+            raise UserError("--aggregate", f"{site} sends no small message (<= "
+                            f"{SMALL_MESSAGE_BYTES} B): nothing to aggregate")
         sub = m.iloc[rows]
         o = ordinal[sub["send_call"].to_numpy()]
         pair = (sub["send_rank"].to_numpy().astype(np.int64) * 1_000_003
@@ -159,11 +168,30 @@ def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarra
         last = np.r_[new[1:], True]
         total = np.bincount(burst, weights=nbytes[rows])
         size = np.bincount(burst)
+        if not (size > 1).any():
+            raise UserError("--aggregate", f"{site} sends no burst (>= 2 small messages "
+                            "back to back to one receiver): nothing to aggregate")
         merged = last & (size[burst] > 1)
         nbytes[rows[merged]] = total[burst[merged]]
         drop = ~last & (size[burst] > 1)
         gone[m["send_call"].to_numpy()[rows[drop]]] = True
     return gone, nbytes
+
+
+def _check_not_completing(trace: Trace, site: object, sel: np.ndarray) -> None:
+    """Removing a call that completes requests other calls started leaves them
+    incomplete: the program it predicts would be wrong, so refuse."""
+    m = trace.messages
+    if not len(m):
+        return
+    for done, post in (("recv_complete_call", "recv_call"), ("send_complete_call", "send_call")):
+        d, p = m[done].to_numpy(), m[post].to_numpy()
+        hit = (d >= 0) & (d != p)
+        hit[hit] &= sel[d[hit]] & ~sel[p[hit]]
+        if hit.any():
+            raise UserError("--remove", f"{site} completes {int(hit.sum())} requests "
+                            "started elsewhere; without it they never complete (remove "
+                            "the calls that start them too, or keep it)")
 
 
 def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
@@ -179,6 +207,7 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
         sel = _site_mask(calls, site.function, site.callsite, trace.callpaths)
         if not sel.any():
             raise UserError("--remove", f"no call {site} in this trace")
+        _check_not_completing(trace, site, sel)
         gone |= sel
     for every in scenario.collective_every:
         sel = _site_mask(calls, every.site.function, every.site.callsite, trace.callpaths)
@@ -260,6 +289,30 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
     return gap
 
 
+OVERHEAD_QUANTILE = 0.10  # a call's software overhead: its function's low own time
+
+
+def _overhead(function: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Per op, the software overhead its function shows when undisturbed: the 10th
+    percentile of the own times of that function's calls (at most the op's own)."""
+    if not len(own):
+        return own.copy()
+    codes = pd.factorize(pd.Series(function))[0]
+    low = pd.Series(own).groupby(codes).quantile(OVERHEAD_QUANTILE)
+    return np.minimum(low.reindex(codes).to_numpy(), own)
+
+
+def keeps_noise(scenario: Scenario, target: Machine) -> bool:
+    """Whether the replay keeps each call's noise (own time above its function's
+    overhead): on the traced hosts yes (a scenario changes the program or the network,
+    not how the host scheduled its ranks); once the ranks are placed on other nodes
+    (`--nodes`, a machine file's node count) no: that descheduling was the traced
+    host's, not theirs. `--noise keep|drop` decides when given."""
+    if scenario.noise is not None:
+        return scenario.noise
+    return scenario.nodes is None and target.nodes is None
+
+
 def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) -> Program:
     calls = trace.calls
     n_calls = len(calls)
@@ -274,6 +327,9 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     start = calls["start"].to_numpy()[op_call].astype(np.float64)
     end = calls["end"].to_numpy()[op_call].astype(np.float64)
     nr = trace.num_ranks
+    if scenario.nodes is not None and scenario.nodes > nr:
+        raise UserError("--nodes", f"{scenario.nodes} nodes for {nr} ranks: each node "
+                        f"needs a rank (at most --nodes {nr})")
     op_lo = np.searchsorted(rank, np.arange(nr + 1))
     n_ops = len(op_call)
     removed = _removed_calls(trace, scenario)[op_call]
@@ -322,7 +378,21 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     _, f_lat, f_xfer, f_eager = path_params(fitted, traced)
     t_inter, t_lat, t_xfer, t_eager = path_params(target, placed)
     # measured arrival on the trace's machine (posts at the posting calls' starts)
-    s_post, r_post = start[s_op], start[r_op]
+    # no asynchronous progress: a rendezvous transfer starts once the receiver's MPI
+    # library can answer the request, in the first of its calls (from the receive's
+    # post to the call completing it) still running when the send was posted, not at
+    # the Irecv if it returned before; chosen from the trace's order, so it cannot
+    # make the replay wait in a cycle
+    progress_op = r_op.copy()
+    for r in np.unique(r_rank):
+        sel = np.flatnonzero(r_rank == r)
+        lo, hi = op_lo[r], op_lo[r + 1]
+        first = lo + np.searchsorted(end[lo:hi], start[s_op[sel]])
+        first = np.maximum(first, r_op[sel])
+        cap = np.where(rdone[sel] >= 0, rdone[sel], r_op[sel])
+        progress_op[sel] = np.minimum(first, cap)
+    progress_op = np.where(removed[progress_op], r_op, progress_op)
+    s_post, r_post = start[s_op], start[progress_op]
     arrival = np.where(f_eager, s_post + f_lat + f_xfer,
                        np.maximum(s_post + f_lat, r_post) + 2 * f_lat + f_xfer)
     ready = np.full(n_ops, -np.inf)
@@ -389,8 +459,15 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
                                     inst_maxstart[inst[waits]] + f_cost[inst[waits]])
 
     dur = end - start
-    cost = np.clip(end - np.maximum(start, ready), 0.0, dur)
+    own = np.clip(end - np.maximum(start, ready), 0.0, dur)
+    overhead = _overhead(_strings(calls["function"])[op_call], own)
+    noise = own - overhead
+    kept = keeps_noise(scenario, target)
+    cost = overhead + noise if kept else overhead.copy()
     cost[removed] = 0.0
+    # descheduled while waiting: noise hides behind a longer wait than the traced one
+    absorb = np.where(removed | (not kept), 0.0, noise)
+    waited = np.clip(ready - start, 0.0, dur)
     # no posts or waits for removed ops; messages were filtered above
     keys_ok = rdone >= 0
     rdv_t = ~t_eager
@@ -402,7 +479,9 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
         msg_xfer=t_xfer,
         msg_contended=t_inter,
         post_send=_csr(s_op, np.arange(len(rows)), n_ops),
-        post_recv=_csr(r_op, np.arange(len(rows)), n_ops),
+        post_recv=_csr(np.where(t_eager, r_op, progress_op), np.arange(len(rows)), n_ops),
         wait_recv=_csr(rdone[keys_ok], np.flatnonzero(keys_ok), n_ops),
         wait_send=_csr(sdone[sd_ok], np.flatnonzero(sd_ok), n_ops),
-        op_inst=op_inst, op_waits_inst=op_waits, inst_size=inst_size, inst_cost=t_cost)
+        op_inst=op_inst, op_waits_inst=op_waits, inst_size=inst_size, inst_cost=t_cost,
+        overhead=np.where(removed, 0.0, overhead), noise=np.where(removed, 0.0, noise),
+        absorb=absorb, waited=waited)

@@ -64,9 +64,15 @@ class Scenario:
     balance: bool = False
     latency_s: float | None = None
     bandwidth_Bps: float | None = None
+    # the inter-node path alone (after latency_s / bandwidth_Bps, which set every path)
+    inter_latency_s: float | None = None
+    inter_bandwidth_Bps: float | None = None
     cpu_factor: float | None = None
     nodes: int | None = None  # ranks placed block-wise on this many nodes
     machine: str | None = None  # name or file of the machine model (None: fitted)
+    # keep each call's noise (own time above its function's overhead)? None: on the
+    # traced hosts yes, on other nodes no (program.keeps_noise)
+    noise: bool | None = None
     # for the findings (Python only): single calls (rows of trace.calls) taken out, the
     # balance only for the phases that end at these call sites, one rank's computation
     # shared out equally among all ranks
@@ -84,8 +90,10 @@ class Scenario:
                 "remove": [str(s) for s in self.remove],
                 "aggregate": [str(s) for s in self.aggregate], "balance": self.balance,
                 "latency_s": self.latency_s, "bandwidth_Bps": self.bandwidth_Bps,
+                "inter_node_latency_s": self.inter_latency_s,
+                "inter_node_bandwidth_Bps": self.inter_bandwidth_Bps,
                 "cpu_factor": self.cpu_factor, "nodes": self.nodes,
-                "machine": self.machine,
+                "machine": self.machine, "noise": self.noise,
                 **({"removed_calls": len(self.remove_calls)} if self.remove_calls else {}),
                 **({"balance_at": [str(s) for s in self.balance_at]}
                    if self.balance_at else {}),

@@ -35,9 +35,19 @@ class UpResult:
     warnings: list[str]
 
 
+FRAME_BYTES = 1514  # an Ethernet frame at MTU 1500 (tbf splits GSO segments to fit)
+BURST_FRAMES = 4
+
+
 def burst_bytes(rate_bps: float) -> int:
-    """tbf bucket: ≥ one timer tick of traffic at `rate` (HZ 250), ≥ 16 KiB (a few MTUs)."""
-    return max(16 * 1024, int(rate_bps / 8 / 250))
+    """tbf bucket: a few frames, so the link runs at `rate` for every message size.
+
+    tbf's watchdog is an hrtimer, so a small bucket does not cap the rate at one timer
+    tick's worth; a bucket of one tick (50 KB at 100 Mbit, HZ 250) let whole halo
+    exchanges through at the veth's own speed, and a 100 Mbit link was not 100 Mbit.
+    """
+    del rate_bps  # the same few frames at every rate
+    return BURST_FRAMES * FRAME_BYTES
 
 
 def plan(spec: ClusterSpec, delay_applied: bool) -> ClusterState:
@@ -65,7 +75,8 @@ def healthy(state: ClusterState) -> bool:
 
 def _matches(state: ClusterState, spec: ClusterSpec) -> bool:
     return (len(state.nodes) == spec.nodes and state.rate_bps == spec.rate_bps
-            and state.delay_ms == spec.delay_ms and state.slots == spec.slots)
+            and state.delay_ms == spec.delay_ms and state.slots == spec.slots
+            and state.burst_bytes == burst_bytes(spec.rate_bps))  # else: shaped by an older rule
 
 
 def ensure_up(spec: ClusterSpec) -> UpResult:
