@@ -358,8 +358,9 @@ def test_compare_reports_show_the_path(tmp_path):
     page = html.read_text()
     assert "<code>app.c:10</code><br>" in page
     assert "via comm_inner.c:5 &lt;- comm_layer.c:20 &lt;- app.c:10" in page
-    # the timeline's hover data (Plotly JSON escapes "<")
-    assert "via comm_inner.c:5 \\u003c- comm_layer.c:20 \\u003c- app.c:10" in page
+    # the timeline's hover data: HTML-escaped text, which Plotly shows as "<-"
+    # (render.plottext: a name is never read as markup)
+    assert '"via comm_inner.c:5 &lt;- comm_layer.c:20 &lt;- app.c:10"]' in page
 
 
 def test_whatif_accepts_the_call_site_a_finding_names(tmp_path):
