@@ -78,7 +78,9 @@ class Replays:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        self._base: simulate.Replay | None = None
+        # the base replay, or why it failed: kept either way, as a failed replay (e.g. a
+        # deadlock) would only fail again, once per finding asking for a saving
+        self._base: simulate.Replay | UserError | None = None
 
     @property
     def replayed_s(self) -> float:
@@ -87,7 +89,12 @@ class Replays:
     @property
     def base(self) -> simulate.Replay:
         if self._base is None:
-            self._base = simulate.replay(self.trace)
+            try:
+                self._base = simulate.replay(self.trace)
+            except UserError as err:
+                self._base = err
+        if isinstance(self._base, UserError):
+            raise self._base
         return self._base
 
     def saving(self, scenario: Scenario) -> float | None:
