@@ -165,3 +165,40 @@ def test_injected_problems_of_a_real_program(tmp_path):
     # only rank 1 sends to rank 0's receive
     if site["recv"] in imb:
         assert imb[site["recv"]].evidence["late_rank"] == 1
+
+
+def test_failed_base_replay_is_kept_for_the_session(monkeypatch):
+    """A trace whose own replay deadlocks by construction (each rank receives before it
+    sends what the other receives): the base replay is tried once for the session, not
+    once per finding asking for a saving, and the findings state no saving."""
+    sc = Scenario()
+    recv = {r: sc.call(r, "MPI_Recv", 0, 100, callsite="ring.c:3", bytes_recv=8)
+            for r in range(2)}
+    send = {r: sc.call(r, "MPI_Send", 110, 120, callsite="ring.c:4", bytes_sent=8)
+            for r in range(2)}
+    for r in range(2):
+        sc.message(send[r], recv[1 - r], 8, send_time=110, recv_time=100)
+    t = 200
+    for _ in range(3):  # the 2nd and 3rd provably redundant (equal hashes)
+        for r in range(2):
+            sc.call(r, "MPI_Allreduce", t, t + 10, callsite="x.c:5", in_hash=11, out_hash=22)
+        t += 100
+    for r in range(2):  # a barrier right after a synchronizing collective
+        sc.call(r, "MPI_Allreduce", t, t + 10, callsite="y.c:1")
+        sc.call(r, "MPI_Barrier", t + 10, t + 15, callsite="y.c:2")
+    tried = []
+    replay = findings.simulate.replay
+
+    def counted(*args, **kwargs):
+        tried.append(1)
+        return replay(*args, **kwargs)
+
+    monkeypatch.setattr(findings.simulate, "replay", counted)
+    a = Analysis(sc.trace())
+    found = a.findings
+    a.to_json()
+    assert {(f.kind, f.callsite) for f in found} >= {("redundant_collective", "x.c:5"),
+                                                     ("redundant_collective", "y.c:2")}
+    assert len(found) >= 3  # three findings asked for a saving
+    assert all(f.estimated_savings_s == 0 and findings.WHY_NONE in f.message for f in found)
+    assert len(tried) == 1

@@ -78,7 +78,10 @@ class Replays:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        self._base: simulate.Replay | None = None
+        # the base replay, or why it failed: kept either way, as a failed replay (e.g. a
+        # deadlock) would only fail again, once per finding asking for a saving
+        self._base: simulate.Replay | UserError | None = None
+        self._program_prepared: tuple[Trace, simulate.program.Prepared] | None = None
 
     @property
     def replayed_s(self) -> float:
@@ -87,13 +90,27 @@ class Replays:
     @property
     def base(self) -> simulate.Replay:
         if self._base is None:
-            self._base = simulate.replay(self.trace)
+            try:
+                self._base = simulate.replay(self.trace, prepared=self._prepared_program())
+            except UserError as err:
+                self._base = err
+        if isinstance(self._base, UserError):
+            raise self._base
         return self._base
+
+    def _prepared_program(self) -> simulate.program.Prepared:
+        """What every scenario's program takes from `trace`, made once (a subclass may set
+        `trace` late: it is made on first use, for the trace then)."""
+        pre = getattr(self, "_program_prepared", None)
+        if pre is None or pre[0] is not self.trace:
+            pre = self._program_prepared = (self.trace,
+                                            simulate.program.Prepared.of(self.trace))
+        return pre[1]
 
     def saving(self, scenario: Scenario) -> float | None:
         try:
-            return self.base.replayed_s - simulate.predicted_s(self.trace, scenario,
-                                                               self.base.fitted)
+            return self.base.replayed_s - simulate.predicted_s(
+                self.trace, scenario, self.base.fitted, self._prepared_program())
         except UserError:  # e.g. the replay deadlocks without a call a partner needs
             return None
 

@@ -479,8 +479,17 @@ def per_iteration(trace: Trace, loop: Loop, ws) -> pd.DataFrame:
     c = c[(c["depth"] == 0)]
     wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
     frame = call_frame(c, wait, io_completing(trace))
-    return combine_sums([iteration_sums(frame[frame["rank"] == rank], rank, row)
-                         for rank, row in loop.starts_by_rank().items()])
+    # each rank's rows in their order: one stable sort by rank (none when read back in
+    # rank order), then a slice per rank, not a mask over every row per rank
+    rank = frame["rank"].to_numpy()
+    if len(rank) > 1 and not (rank[1:] >= rank[:-1]).all():
+        order = np.argsort(rank, kind="stable")
+        frame, rank = frame.take(order), rank[order]
+    starts = loop.starts_by_rank()
+    lo = np.searchsorted(rank, list(starts), side="left")
+    hi = np.searchsorted(rank, list(starts), side="right")
+    return combine_sums([iteration_sums(frame.iloc[a:z], r, row)
+                         for (r, row), a, z in zip(starts.items(), lo, hi, strict=True)])
 
 
 # --- the window the timelines open on ---------------------------------------------------

@@ -110,24 +110,29 @@ def _timed_run(prog: program.Program) -> tuple[engine.Timeline, float]:
     return tl, time.perf_counter() - t0
 
 
-def predicted_s(trace: Trace, scenario: Scenario, fitted: Machine) -> float:
+def predicted_s(trace: Trace, scenario: Scenario, fitted: Machine,
+                prepared: program.Prepared | None = None) -> float:
     """The runtime `scenario` gives on `trace` (no breakdown, no predicted trace): for
-    trying several scenarios against one `replay(trace)`."""
+    trying several scenarios against one `replay(trace)` (`prepared`: what they share,
+    program.Prepared.of(trace), made once)."""
     machine = target_machine(fitted, scenario)
-    return engine.run(program.build(trace, fitted, machine, scenario)).runtime_ns / 1e9
+    return engine.run(program.build(trace, fitted, machine, scenario,
+                                    prepared)).runtime_ns / 1e9
 
 
 def replay(trace: Trace, scenario: Scenario | None = None, *,
-           fitted: Machine | None = None) -> Replay:
+           fitted: Machine | None = None,
+           prepared: program.Prepared | None = None) -> Replay:
     """Replay `trace` on its own fitted machine, then with `scenario` (if any)."""
     scenario = scenario or Scenario()
     fitted = fitted or fit(trace)
-    base_prog = program.build(trace, fitted, fitted, Scenario())
+    prepared = prepared if prepared is not None else program.Prepared.of(trace)
+    base_prog = program.build(trace, fitted, fitted, Scenario(), prepared)
     base, engine_s = _timed_run(base_prog)
     machine, prog, tl = fitted, base_prog, base
     if not scenario.is_baseline:
         machine = target_machine(fitted, scenario)
-        prog = program.build(trace, fitted, machine, scenario)
+        prog = program.build(trace, fitted, machine, scenario, prepared)
         tl, engine_s = _timed_run(prog)
     measured = _measured(trace)
     ranks = measured.rename(columns=lambda c: c if c == "rank" else f"measured_{c}")

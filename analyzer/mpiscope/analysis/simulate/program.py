@@ -95,10 +95,14 @@ class Program:
 
 def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> Csr:
     """values grouped by key (0..n-1)."""
-    order = np.argsort(keys, kind="stable")
+    order = _order(keys)
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
     return Csr(ptr, values[order].astype(np.int64))
+
+
+def _sorted(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
 
 
 def _strings(col: pd.Series) -> np.ndarray:
@@ -110,13 +114,22 @@ def _strings(col: pd.Series) -> np.ndarray:
     return col.astype(str).to_numpy()
 
 
+def _equal(col: pd.Series, value: str) -> np.ndarray:
+    """col == value, on the codes of a categorical column (no string per row)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        names = np.asarray(col.cat.categories.astype(str), dtype=object)
+        codes = np.flatnonzero(names == value)
+        return np.isin(col.cat.codes.to_numpy(), codes)
+    return _strings(col) == value
+
+
 def _site_mask(calls: pd.DataFrame, function: str, callsite: str,
                callpaths: pd.DataFrame | None = None) -> np.ndarray:
     """Calls of `function` at `callsite`: their call site, or (a call site a finding
     named from the call path, e.g. the code calling a wrapper layer) a frame of their
     path."""
-    fn = _strings(calls["function"]) == function
-    hit = _strings(calls["callsite"]) == callsite
+    fn = _equal(calls["function"], function)
+    hit = _equal(calls["callsite"], callsite)
     if callpaths is not None and len(callpaths) and "callpath" in calls.columns:
         ids = np.unique(callpaths["callpath"].to_numpy()[
             callpaths["frame"].astype(str).to_numpy() == callsite])
@@ -231,9 +244,12 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
             s, r = m["send_call"].to_numpy(), m["recv_call"].to_numpy()
             dropped = gone[s] | gone[r]
             for side in (s, r):
-                kept = pd.Series(~dropped).groupby(side).any()
-                only_dropped = kept.index[~kept.to_numpy()].to_numpy()
-                kinds = _strings(calls["kind"])[only_dropped]
+                # calls with messages, none of which is kept (shifted by one: a message
+                # without a call on this side has -1, which the groups kept as a key)
+                has = np.bincount(side + 1, minlength=len(calls) + 1) > 0
+                kept = np.bincount(side + 1, weights=~dropped, minlength=len(calls) + 1) > 0
+                only_dropped = np.flatnonzero(has & ~kept) - 1
+                kinds = _strings(calls["kind"].take(only_dropped))
                 # a blocking send/recv without its message has nothing left to do
                 gone[only_dropped[np.isin(kinds, ["p2p_send", "p2p_recv"])]] = True
     return gone
@@ -254,7 +270,8 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
     # the time before a rank's MPI_Init is its start, not its work
     first = np.zeros(len(gap), bool)
     first[op_lo[:-1][op_lo[:-1] < len(gap)]] = True
-    first &= np.isin(_strings(calls["function"])[op_call], ["MPI_Init", "MPI_Init_thread"])
+    first &= (_equal(calls["function"], "MPI_Init")
+              | _equal(calls["function"], "MPI_Init_thread"))[op_call]
     if scenario.balance or scenario.balance_at:
         # phases: between the collectives of each rank (where all the ranks of the run
         # meet); a collective ends the phase it closes
@@ -313,55 +330,121 @@ def keeps_noise(scenario: Scenario, target: Machine) -> bool:
     return scenario.nodes is None and target.nodes is None
 
 
-def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) -> Program:
-    calls = trace.calls
-    n_calls = len(calls)
-    top = (calls["depth"].to_numpy() == 0)
-    op_call = np.flatnonzero(top)
-    # in rank order, then time (a trace read back is; one built by hand need not be)
-    op_call = op_call[np.lexsort((calls["start"].to_numpy()[op_call],
-                                  calls["rank"].to_numpy()[op_call]))]
-    op_of = np.full(n_calls + 1, -1, np.int64)  # index -1 (no call) maps to -1 too
-    op_of[op_call] = np.arange(len(op_call))
-    rank = calls["rank"].to_numpy()[op_call].astype(np.int64)
-    start = calls["start"].to_numpy()[op_call].astype(np.float64)
-    end = calls["end"].to_numpy()[op_call].astype(np.float64)
+@dataclass
+class Prepared:
+    """What `build` takes from a trace whatever the scenario and machine: made once for
+    the several scenarios replayed against one trace (findings' savings)."""
+
+    op_call: np.ndarray  # the outermost calls, in rank order, then time
+    rank: np.ndarray  # int64 per op
+    start: np.ndarray  # float ns per op
+    end: np.ndarray
+    op_lo: np.ndarray  # int64, num_ranks + 1
+    gap: np.ndarray  # float ns: computation before each op, before any CPU factor
+    trailing: np.ndarray  # float ns per rank after its last op, before any CPU factor
+    # per message: the ops that post and complete it (-1: none)
+    s_op: np.ndarray
+    r_op: np.ndarray
+    sdone: np.ndarray
+    rdone: np.ndarray
+    c_op: np.ndarray  # per collectives row: its op (-1: none)
+    # the messages in the order of s_op, r_op, sdone, rdone (stable): the programs' CSRs
+    # of any subset of the messages, with no sort per scenario
+    by_s_op: np.ndarray
+    by_r_op: np.ndarray
+    by_sdone: np.ndarray
+    by_rdone: np.ndarray
+
+    @classmethod
+    def of(cls, trace: Trace) -> Prepared:
+        calls = trace.calls
+        op_call = np.flatnonzero(calls["depth"].to_numpy() == 0)
+        c_rank = calls["rank"].to_numpy()[op_call]
+        c_start = calls["start"].to_numpy()[op_call]
+        # in rank order, then time (a trace read back is; one built by hand need not be)
+        d_rank, d_start = np.diff(c_rank), np.diff(c_start)
+        if not ((d_rank > 0) | ((d_rank == 0) & (d_start >= 0))).all():
+            order = np.lexsort((c_start, c_rank))
+            op_call, c_rank, c_start = op_call[order], c_rank[order], c_start[order]
+        del d_rank, d_start
+        op_of = np.full(len(calls) + 1, -1, np.int64)  # index -1 (no call) maps to -1 too
+        op_of[op_call] = np.arange(len(op_call))
+        rank = c_rank.astype(np.int64)
+        start = c_start.astype(np.float64)
+        end = calls["end"].to_numpy()[op_call].astype(np.float64)
+        nr = trace.num_ranks
+        op_lo = np.searchsorted(rank, np.arange(nr + 1))
+        n_ops = len(op_call)
+        # computation between operations, per rank
+        prev_end = np.concatenate([[0.0], end[:-1]])
+        first = np.zeros(n_ops, bool)
+        first[op_lo[:-1][op_lo[:-1] < n_ops]] = True
+        prev_end[first] = 0.0
+        gap = np.maximum(start - prev_end, 0.0)
+        del prev_end, first
+        last_ns = trace.ranks.sort_values("rank")["last_ns"].to_numpy().astype(np.float64)
+        trailing = np.zeros(nr)
+        for r in range(nr):
+            if op_lo[r + 1] > op_lo[r]:
+                trailing[r] = max(last_ns[r] - end[op_lo[r + 1] - 1], 0.0)
+        m = trace.messages
+
+        def ops(col: str) -> np.ndarray:
+            return op_of[m[col].to_numpy()] if len(m) else np.zeros(0, np.int64)
+
+        coll = trace.collectives
+        c_op = op_of[coll["call"].to_numpy()] if len(coll) else np.zeros(0, np.int64)
+        msg_ops = [ops(c) for c in ("send_call", "recv_call", "send_complete_call",
+                                    "recv_complete_call")]
+        return cls(op_call, rank, start, end, op_lo, gap, trailing, *msg_ops, c_op,
+                   *(_order(k) for k in msg_ops))
+
+
+def _order(keys: np.ndarray) -> np.ndarray:
+    """The stable order of `keys` (none needed where they are sorted already)."""
+    return np.arange(len(keys)) if _sorted(keys) else np.argsort(keys, kind="stable")
+
+
+def _grouped(order: np.ndarray, keys: np.ndarray, sel: np.ndarray, pos: np.ndarray,
+             n: int) -> Csr:
+    """The messages `sel` selects, as their `pos`itions in the program, grouped by their
+    `keys` (0..n-1) in message order within a key: `order` (Prepared's) restricted to
+    them is that order."""
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys[sel], minlength=n), out=ptr[1:])
+    return Csr(ptr, pos[order[sel[order]]].astype(np.int64))
+
+
+def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
+          prepared: Prepared | None = None) -> Program:
+    """The program of `trace` with `scenario` on `target` (`prepared`: Prepared.of(trace),
+    when several scenarios are built from one trace)."""
+    pre = prepared if prepared is not None else Prepared.of(trace)
+    op_call, rank, start, end, op_lo = pre.op_call, pre.rank, pre.start, pre.end, pre.op_lo
     nr = trace.num_ranks
     if scenario.nodes is not None and scenario.nodes > nr:
         raise UserError("--nodes", f"{scenario.nodes} nodes for {nr} ranks: each node "
                         f"needs a rank (at most --nodes {nr})")
-    op_lo = np.searchsorted(rank, np.arange(nr + 1))
     n_ops = len(op_call)
     removed = _removed_calls(trace, scenario)[op_call]
 
-    # computation between operations, per rank
-    prev_end = np.concatenate([[0.0], end[:-1]])
-    first = np.zeros(n_ops, bool)
-    first[op_lo[:-1][op_lo[:-1] < n_ops]] = True
-    prev_end[first] = 0.0
     cpu = scenario.cpu_factor if scenario.cpu_factor is not None else target.cpu_factor
-    gap = np.maximum(start - prev_end, 0.0) * cpu
+    gap = pre.gap * cpu
     gap = _balanced(trace, scenario, gap, rank, op_call, op_lo, nr)
-    ranks_tab = trace.ranks.sort_values("rank")
-    last_ns = ranks_tab["last_ns"].to_numpy().astype(np.float64)
-    trailing = np.zeros(nr)
-    for r in range(nr):
-        if op_lo[r + 1] > op_lo[r]:
-            trailing[r] = max(last_ns[r] - end[op_lo[r + 1] - 1], 0.0) * cpu
+    trailing = pre.trailing * cpu
 
     traced = Placement.of(trace, fitted)
     placed = Placement.of(trace, target)
 
     # messages
     m = trace.messages
-    s_op = op_of[m["send_call"].to_numpy()] if len(m) else np.zeros(0, np.int64)
-    r_op = op_of[m["recv_call"].to_numpy()] if len(m) else np.zeros(0, np.int64)
+    s_op, r_op = pre.s_op, pre.r_op
     keep = (s_op >= 0) & (r_op >= 0)
     keep[keep] &= ~removed[s_op[keep]] & ~removed[r_op[keep]]
     rows = np.flatnonzero(keep)
     s_op, r_op = s_op[rows], r_op[rows]
-    sdone = op_of[m["send_complete_call"].to_numpy()[rows]] if len(m) else s_op
-    rdone = op_of[m["recv_complete_call"].to_numpy()[rows]] if len(m) else r_op
+    sdone = pre.sdone[rows] if len(m) else s_op
+    rdone = pre.rdone[rows] if len(m) else r_op
     nbytes = _aggregated(trace, scenario)[1][rows]
     s_rank = rank[s_op]
     r_rank = rank[r_op]
@@ -405,7 +488,7 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     coll = trace.collectives
     op_inst = np.full(n_ops, -1, np.int64)
     op_waits = np.zeros(n_ops, bool)
-    c_op = op_of[coll["call"].to_numpy()] if len(coll) else np.zeros(0, np.int64)
+    c_op = pre.c_op
     csel = c_op >= 0
     csel[csel] &= ~removed[c_op[csel]]
     inst_ids, inst = np.unique(coll["instance"].to_numpy()[csel], return_inverse=True)
@@ -460,7 +543,10 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
 
     dur = end - start
     own = np.clip(end - np.maximum(start, ready), 0.0, dur)
-    overhead = _overhead(_strings(calls["function"])[op_call], own)
+    fcol = trace.calls["function"]
+    functions = (fcol.cat.codes.to_numpy() if isinstance(fcol.dtype, pd.CategoricalDtype)
+                 else _strings(fcol))
+    overhead = _overhead(functions[op_call], own)
     noise = own - overhead
     kept = keeps_noise(scenario, target)
     cost = overhead + noise if kept else overhead.copy()
@@ -472,16 +558,24 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario) ->
     keys_ok = rdone >= 0
     rdv_t = ~t_eager
     sd_ok = (sdone >= 0) & rdv_t
+    # over all the trace's messages: those replayed, and their position in the program
+    pos = np.full(len(keep), -1, np.int64)
+    pos[rows] = np.arange(len(rows))
+    waited_recv = np.zeros(len(keep), bool)
+    waited_recv[rows] = keys_ok
+    waited_send = np.zeros(len(keep), bool)
+    waited_send[rows] = sd_ok
     return Program(
         num_ranks=nr, op_lo=op_lo.astype(np.int64), op_call=op_call, gap=gap, cost=cost,
         removed=removed, trailing=trailing, msg_row=rows, msg_send_op=s_op,
         msg_recv_op=r_op, msg_bytes=nbytes, msg_eager=t_eager, msg_latency=t_lat,
         msg_xfer=t_xfer,
         msg_contended=t_inter,
-        post_send=_csr(s_op, np.arange(len(rows)), n_ops),
+        post_send=_grouped(pre.by_s_op, pre.s_op, keep, pos, n_ops),
+        # grouped by the op where the transfer can start, which depends on the scenario
         post_recv=_csr(np.where(t_eager, r_op, progress_op), np.arange(len(rows)), n_ops),
-        wait_recv=_csr(rdone[keys_ok], np.flatnonzero(keys_ok), n_ops),
-        wait_send=_csr(sdone[sd_ok], np.flatnonzero(sd_ok), n_ops),
+        wait_recv=_grouped(pre.by_rdone, pre.rdone, waited_recv, pos, n_ops),
+        wait_send=_grouped(pre.by_sdone, pre.sdone, waited_send, pos, n_ops),
         op_inst=op_inst, op_waits_inst=op_waits, inst_size=inst_size, inst_cost=t_cost,
         overhead=np.where(removed, 0.0, overhead), noise=np.where(removed, 0.0, noise),
         absorb=absorb, waited=waited)
