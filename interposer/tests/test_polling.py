@@ -169,3 +169,14 @@ def test_merged_polls_keep_every_count_and_request_of_p2p(programs, tmp_path) ->
     tc.check_well_formed(tc.read_both(job.out), 2)
     functions = mpiscope.analyze(job.out).functions.set_index("name")["calls"]
     assert {f: int(functions[f]) for f in said} == dict(said)
+
+
+def test_whatif_trace_keeps_the_calls(merged, tmp_path) -> None:
+    """A what-if replay's trace (`whatif --out`) still counts every polling call."""
+    run, _t = merged
+    pred = tmp_path / "pred"
+    job = subprocess.run(["mpiscope", "whatif", str(run.out), "--latency", "1e-6", "--out",
+                          str(pred)], capture_output=True, text=True)
+    assert job.returncode == 0, job.stderr
+    functions = mpiscope.analyze(pred).functions.set_index("name")["calls"]
+    assert {f: int(functions[f]) for f in POLLING} == dict(run.calls)
