@@ -199,6 +199,7 @@ HANDLE_F2C = {
     "MPI_Win": "PMPI_Win_f2c",
     "MPI_File": "PMPI_File_f2c",
     "MPI_Message": "PMPI_Message_f2c",
+    "MPI_Request": "PMPI_Request_f2c",  # by value: MPI_Request_get_status
 }
 # handles a call creates or frees: converted in, and back out after the call
 HANDLE_OUT = {"MPI_Comm *": "Comm", "MPI_Win *": "Win", "MPI_File *": "File",

@@ -330,3 +330,13 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
 }
 
 size_t mps_evbuf_record_words(const uint64_t *p) { return record_words(p); }
+
+void mps_evbuf_shift(uint64_t *p, const uint64_t *end, uint64_t d)
+{
+    uint64_t *rec[64]; /* record starts; at most 2 words each */
+    size_t k = 0;
+    for (size_t n; p < end && k < sizeof rec / sizeof rec[0] && (n = record_words(p)) != 0;
+         p += n)
+        rec[k++] = p;
+    while (k-- > 0) rec[k][0] += d;
+}

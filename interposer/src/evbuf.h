@@ -146,6 +146,9 @@ int mps_evbuf_remap(mps_evbuf *b, int fd, uint64_t off);
 uint64_t *mps_evbuf_valid_end(uint64_t *p, uint64_t *lim, int cut);
 /* Words of the record at p (within a range mps_evbuf_valid_end returned): 2..MAX_WORDS. */
 size_t mps_evbuf_record_words(const uint64_t *p);
+/* Add d to the time of each whole record in [p, end) (at most 64 records), newest first:
+ * times never go back at any moment (a polling visit growing, hotpath.c). */
+void mps_evbuf_shift(uint64_t *p, const uint64_t *end, uint64_t d);
 /* 1 if the TSC may stand in for CLOCK_MONOTONIC here (override: MPISCOPE_CLOCK) */
 int mps_tsc_usable(void);
 /* a (raw, ns) anchor pair, the raw reading bracketing the ns one */

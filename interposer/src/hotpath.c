@@ -18,7 +18,8 @@ __thread int tl_skip __attribute__((tls_model("initial-exec")));
 __thread void *tl_fcaller __attribute__((tls_model("initial-exec")));
 __thread uint64_t tl_t __attribute__((tls_model("initial-exec")));
 __thread struct mps_recorder *tl_rec __attribute__((tls_model("initial-exec")));
-/* the current call is a polling call that completed nothing (mps_poll_idle) */
+/* the current call is a polling call that completed nothing (mps_poll_idle): 1 its
+ * Leave starts a visit, 2 it was merged into one (no Leave) */
 static __thread int tl_poll __attribute__((tls_model("initial-exec")));
 
 int mps_active(void) { return mps_rt.state == 1; }
@@ -34,7 +35,8 @@ void mps_flush_recorder(struct mps_recorder *r, int record)
     mps_io_guard_begin(); /* OTF2 writes full chunks to disk while encoding */
     r->encoding = 1;
     r->call_mark = NULL; /* the buffer is emptied: nothing of the current call to take back */
-    r->poll_end = NULL;  /* nor a polling visit to extend */
+    r->poll_end = NULL;  /* nor polling visits to extend */
+    r->poll_n = 0;
     mps_anchor(mps_rt.tsc, &r->tm.raw1, &r->tm.ns1);
     mps_timemap_fix(&r->tm);
     uint64_t t_start = r->tm.ns1 + (uint64_t)r->tm.offset;
@@ -235,22 +237,30 @@ void mps_after(void)
 
 /* ------------------------------------------------------------- polling
  *
- * A polling call (Test*, Iprobe, Improbe) that completed nothing, from the same call site
- * (and call path) as the idle polling call just before it, with nothing recorded in
- * between and at most MPS_POLL_GAP_NS since that call returned, is not a visit of its
- * own: the previous visit stands for it too. Its records (Enter, its MpiRequestTested)
- * are taken back, the visit's call count (MPS_EV_POLL, encoded as mpiscope:calls on the
- * Leave) goes up by one, and the visit's Leave moves later by the time this call spent
- * inside MPI. So the visit lasts exactly the time its calls spent in MPI, and the time
- * the program spent between them follows it: a reader that ignores the attribute still
- * gets MPI and compute time right, only their order inside the polling loop is lost
- * (MPI first). The call that completes something is recorded as any call. */
-#define MPS_POLL_GAP_NS 10000 /* a polling loop's own work between two calls: 10 us at most */
-
-void mps_poll_idle(void)
-{
-    if (!tl_skip && mps_rt.state == 1 && !mps_cfg.poll_all) tl_poll = 1;
-}
+ * A polling call (Test*, Iprobe, Improbe, Request_get_status, Win_test) that completed
+ * nothing calls mps_poll_idle right after the PMPI call, before its other hooks. Its own
+ * [PATH] Enter are then the buffer's last records. Before them may stand a chain of idle
+ * visits back to back (a polling loop's cycle, at most MPS_POLL_CHAIN: MPI_Test at one
+ * site, MPI_Testany at another, as in hpcc's HPL), the newest returned at most
+ * MPS_POLL_GAP_NS before this call entered, nothing recorded since. If one of them is
+ * of the same function, call site and call path, this call is not a visit of its own:
+ * its records are taken back, that visit's call count (MPS_EV_POLL, encoded as
+ * mpiscope:calls on the Leave) goes up by one, and its Leave and every record after it
+ * move later by the time this call spent inside MPI. So each visit lasts exactly the
+ * time its calls spent in MPI and the time the program spent between them follows the
+ * chain: a reader that ignores the attribute still gets MPI and compute time right,
+ * only their order inside the polling loop is lost (MPI first). The merged call stores
+ * nothing new and skips its other hooks (no request lookup). Otherwise the idle call is
+ * recorded as any call, with a POLL record before its Leave, and joins the chain. The
+ * call that completes something is recorded as any call and ends the chain, as does any
+ * other record, a flush (a visit never grows across a batch already encoded) or a gap
+ * beyond the bound.
+ * Bound: a polling loop comes back in tens to a few hundred ns (its own loop and our
+ * wrapper); a longer gap is the program computing between polls, which is kept where it
+ * happened rather than moved after the loop. */
+#define MPS_POLL_GAP_NS 1000
+/* records after a merged visit that a merge may move (the visits after it in the cycle) */
+#define MPS_POLL_SHIFT_WORDS 64
 
 /* MPS_POLL_GAP_NS in raw clock units, measured once (a 20 us spin) */
 static uint64_t poll_gap_ticks(void)
@@ -265,40 +275,73 @@ static uint64_t poll_gap_ticks(void)
     return gap;
 }
 
-/* Leave of an idle polling call: extend the visit before it, or record its Leave with a
- * call count of 1 so that later ones can extend it. */
+void mps_poll_idle(void)
+{
+    struct mps_recorder *r = tl_rec;
+    /* only this call's [PATH] Enter since it entered (no error, no flush, no nested call) */
+    if (tl_skip || mps_rt.state != 1 || mps_cfg.poll_all || !r || !r->call_mark ||
+        r->eb.pos != r->call_mark)
+        return;
+    uint64_t *enter = r->call_mark - 2;
+    uint64_t head = enter[1], path = enter > r->call_start ? r->call_start[1] : 0;
+    unsigned n = r->poll_n;
+    if (!n || r->poll_end != r->call_start || (int64_t)(enter[0] - r->poll_returned) < 0 ||
+        enter[0] - r->poll_returned > poll_gap_ticks()) {
+        n = 0; /* something else, or the program's own work, since the last idle poll */
+    } else {
+        for (unsigned i = n; i-- > 0;) {
+            struct mps_poll_visit *v = &r->poll[i];
+            if (v->head != head || v->path != path) continue;
+            if (r->call_start - (v->leave + 2) > MPS_POLL_SHIFT_WORDS) break;
+            uint64_t d = tl_t - enter[0];
+            /* this call's records back to zero first (the live log's fresh space), then
+             * the later records and this visit's Leave moved, newest first: a rank killed
+             * at any point leaves whole records whose times never go back */
+            memset(r->call_start, 0, (size_t)(r->eb.pos - r->call_start) * sizeof *r->eb.pos);
+            r->eb.pos = r->call_start;
+            mps_evbuf_shift(v->leave + 2, r->eb.pos, d);
+            v->leave[0] += d;
+            v->calls[0]++;
+            r->poll_returned = tl_t;
+            tl_skip = 1; /* its other hooks record nothing, mps_leave no Leave */
+            tl_poll = 2;
+            return;
+        }
+    }
+    r->poll_n = n;
+    r->poll_head = head;
+    r->poll_path = path;
+    tl_poll = 1;
+}
+
+/* Leave of an idle polling call that starts a visit: its call count (1 so far) and Leave,
+ * and the visit joins the chain if its Enter is still in the buffer (no flush since). */
 static void poll_leave(struct mps_recorder *r, enum mps_fn fn)
 {
-    uint64_t *enter = r->call_mark ? r->call_mark - 2 : NULL; /* its Enter record */
-    uint64_t path = enter && enter > r->call_start ? r->call_start[1] : 0;
-    if (enter && r->poll_end && r->poll_end == r->call_start && enter[1] == r->poll_enter &&
-        path == r->poll_path && (int64_t)(enter[0] - r->poll_returned) >= 0 &&
-        enter[0] - r->poll_returned <= poll_gap_ticks()) {
-        r->poll_leave[0] += tl_t - enter[0];
-        r->poll_rec[0]++;
-        r->poll_returned = tl_t;
-        memset(r->call_start, 0, (size_t)(r->eb.pos - r->call_start) * sizeof *r->eb.pos);
-        r->eb.pos = r->call_start;
-        return;
-    }
     uint64_t *calls = ev(MPS_EV_POLL, 0, 0, 0, 1);
     *calls = 1;
     uint64_t *leave = ev(MPS_EV_LEAVE, 0, fn, 0, 0) - 2;
-    /* a flush in between (it clears call_mark) leaves nothing here to extend */
-    r->poll_end = enter && r->call_mark ? r->eb.pos : NULL;
-    r->poll_rec = calls;
-    r->poll_leave = leave;
-    r->poll_enter = enter ? enter[1] : 0;
-    r->poll_path = path;
+    if (!r->call_mark) { /* a flush emptied the buffer: nothing here to extend */
+        r->poll_n = 0;
+        r->poll_end = NULL;
+        return;
+    }
+    if (r->poll_n == MPS_POLL_CHAIN) { /* the oldest leaves the chain */
+        memmove(r->poll, r->poll + 1, (MPS_POLL_CHAIN - 1) * sizeof r->poll[0]);
+        r->poll_n--;
+    }
+    r->poll[r->poll_n++] = (struct mps_poll_visit){r->poll_head, r->poll_path, calls, leave};
+    r->poll_end = r->eb.pos;
     r->poll_returned = tl_t;
 }
 
 void mps_leave(enum mps_fn fn)
 {
     if (mps_cfg.filtered[fn] || mps_rt.state != 1 || !tl_rec) return;
-    if (__builtin_expect(tl_poll, 0)) {
+    if (__builtin_expect(tl_poll != 0, 0)) {
+        int merged = tl_poll == 2;
         tl_poll = 0;
-        poll_leave(tl_rec, fn);
+        if (!merged) poll_leave(tl_rec, fn);
         return;
     }
     ev(MPS_EV_LEAVE, 0, fn, 0, 0);

@@ -106,6 +106,15 @@ typedef struct {
  * recorder uses only the per-thread fields. A thread's buffer, time map and OTF2 writer
  * are only ever touched by that thread, and by the main thread at MPI_Finalize, when the
  * others have finished calling MPI. So the hot path takes no lock. */
+/* An idle polling visit that later idle calls from its call site may merge into: its
+ * Enter's header (function, call site) and call path record's header (0: none), and
+ * its POLL and Leave records in the buffer. */
+#define MPS_POLL_CHAIN 4 /* idle visits a polling loop may cycle through and still merge */
+struct mps_poll_visit {
+    uint64_t head, path;
+    uint64_t *calls, *leave;
+};
+
 struct mps_recorder {
     int state; /* 0: not initialised, 1: tracing, 2: pass-through */
     int tsc;   /* raw times are TSC ticks */
@@ -130,11 +139,14 @@ struct mps_recorder {
      * a failed call recorded before MPI said so is taken back from here (mps_failed) */
     uint64_t *call_mark;
     uint64_t *call_start; /* the buffer where the current call's records begin */
-    /* the last polling visit that completed nothing (hotpath.c, mps_leave): its Leave and
-     * POLL records, where the buffer stood after it (NULL: nothing to extend), its Enter's
-     * header and call path, and when that call really returned (raw clock) */
-    uint64_t *poll_leave, *poll_rec, *poll_end;
-    uint64_t poll_enter, poll_path, poll_returned;
+    /* the idle polling visits back to back at the end of the buffer (hotpath.c,
+     * mps_poll_idle): a polling loop's cycle, oldest first; where the buffer stood after
+     * the newest (NULL: nothing to extend), when its call really returned (raw clock),
+     * and the current idle call's Enter header and call path until its Leave */
+    struct mps_poll_visit poll[MPS_POLL_CHAIN];
+    unsigned poll_n;
+    uint64_t *poll_end;
+    uint64_t poll_returned, poll_head, poll_path;
     /* call paths (depth > 1): (return address, stack pointer) → path id, callpath.c */
     unsigned char *cp_cache;
 };

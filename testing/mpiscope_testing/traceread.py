@@ -75,6 +75,14 @@ class Trace:
     def enters(self, rank: int) -> Counter[str]:
         return Counter(e["region"] for e in self.of(rank, "Enter"))
 
+    def calls(self, rank: int) -> Counter[str]:
+        """MPI calls per region: a merged polling visit counts the calls its Leave's
+        `mpiscope:calls` says it stands for."""
+        n = Counter(self.enters(rank))
+        for e in self.of(rank, "Leave"):
+            n[str(e["region"])] += int(e.fields.get("mpiscope:calls", 1)) - 1
+        return n
+
     def comm_world_ranks(self, comm: int) -> list[int]:
         return self.comms[comm].members
 

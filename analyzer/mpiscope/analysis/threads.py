@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from mpiscope.analysis.stats import polls
 from mpiscope.archive.trace import Trace
 
 COLUMNS = ["rank", "thread", "name", "mpi_s", "calls"]
@@ -34,14 +35,17 @@ def on_main_thread(calls: pd.DataFrame) -> np.ndarray:
 
 def per_thread(trace: Trace) -> pd.DataFrame:
     """rank, thread, name, mpi_s, calls: every thread's outermost MPI calls other than
-    MPI_Init/MPI_Finalize, and the time in them (thread 0 included: the main thread)."""
+    MPI_Init/MPI_Finalize (a merged polling visit as its calls), and the time in them
+    (thread 0 included: the main thread)."""
     th = trace.threads
     c = trace.calls
     keep = (c["depth"].to_numpy() == 0) & ~c["kind"].isin(["init", "finalize"]).to_numpy()
     thread = c["thread"].to_numpy() if "thread" in c.columns else np.zeros(len(c), np.int16)
     df = pd.DataFrame({"rank": c["rank"].to_numpy()[keep], "thread": thread[keep],
-                       "ns": (c["end"] - c["start"]).to_numpy()[keep]})
-    g = df.groupby(["rank", "thread"])["ns"].agg(["sum", "size"])
+                       "ns": (c["end"] - c["start"]).to_numpy()[keep], "n": polls(c)[keep]})
+    # a merged polling visit counts as the calls it stands for
+    g = df.groupby(["rank", "thread"])[["ns", "n"]].sum().rename(
+        columns={"ns": "sum", "n": "size"})
     out = th[["rank", "thread", "name"]].copy()
     idx = pd.MultiIndex.from_arrays([out["rank"], out["thread"]])
     out["mpi_s"] = g["sum"].reindex(idx, fill_value=0).to_numpy() / 1e9

@@ -194,6 +194,11 @@ def _write(trace: Trace, w: otf2.writer.Writer) -> None:
     rank, depth = calls["rank"].to_numpy(), calls["depth"].to_numpy()
     path_of = (calls["callpath"].to_numpy() if "callpath" in calls.columns
                else np.full(len(calls), -1))
+    # a merged polling visit keeps the calls it stands for (mpiscope:calls on its Leave)
+    polls = (calls["polls"].to_numpy(np.int64) if "polls" in calls.columns
+             else np.ones(len(calls), np.int64))
+    a_calls = (d.attribute("mpiscope:calls", "calls of a merged polling visit", Type.UINT64)
+               if (polls > 1).any() else None)
     for r in range(len(hosts)):
         ew = w.event_writer_from_location(locs[r])
         for i in np.flatnonzero((rank == r) & (depth == 0)):
@@ -237,4 +242,7 @@ def _write(trace: Trace, w: otf2.writer.Writer) -> None:
                 ew.mpi_collective_end(t1, op, comms[int(coll["comm"])], root_rank,
                                       int(coll["bytes_sent"]), int(coll["bytes_recv"]),
                                       attributes=at or None)
-            ew.leave(t1, reg)
+            if a_calls is not None and polls[i] > 1:
+                ew.leave(t1, reg, attributes={a_calls: int(polls[i])})
+            else:
+                ew.leave(t1, reg)

@@ -211,7 +211,8 @@ def _calls_partials(c: pd.DataFrame) -> dict[str, pd.DataFrame]:
     keep = (c["depth"].to_numpy() == 0) & ~c["kind"].isin(["init", "finalize"]).to_numpy()
     thread = c["thread"].to_numpy() if "thread" in c.columns else np.zeros(len(c), np.int16)
     th = pd.DataFrame({"rank": c["rank"].to_numpy()[keep], "thread": thread[keep],
-                       "ns": dur[keep]}).groupby(["rank", "thread"])["ns"].agg(["sum", "size"])
+                       "ns": dur[keep], "n": n[keep]}).groupby(["rank", "thread"])[
+        ["ns", "n"]].sum().rename(columns={"ns": "sum", "n": "size"})
     return {"functions": fun, "uninterpreted": unint, "threads": th}
 
 
