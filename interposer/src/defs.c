@@ -312,6 +312,11 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CALLSITE, mps_gstr(gw, "mpiscope:callsite"),
                                         mps_gstr(gw, "call site of the MPI call"),
                                         OTF2_TYPE_SOURCE_CODE_LOCATION);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_PRIOR_HASH,
+                                        mps_gstr(gw, "mpiscope:prior_hash"),
+                                        mps_gstr(gw, "FNV-1a 64 of the collective's receive "
+                                                     "buffer at entry"),
+                                        OTF2_TYPE_UINT64);
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_IN_HASH, mps_gstr(gw, "mpiscope:in_hash"),
                                         mps_gstr(gw, "FNV-1a 64 of the collective's input"),
                                         OTF2_TYPE_UINT64);

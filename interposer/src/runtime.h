@@ -249,7 +249,7 @@ MPS_INTERNAL void mps_config_read(void);
 /* clocksync.c */
 MPS_INTERNAL int64_t mps_clock_offset(void);
 /* collectives.c: a hashed nonblocking collective's input hash and its result's, now */
-MPS_INTERNAL int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out);
+MPS_INTERNAL int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out, uint64_t *prior);
 /* communicators.c */
 MPS_INTERNAL comm_def *mps_comm_def_slot(void);
 MPS_INTERNAL int32_t *mps_serialize_comm(const comm_def *d, int32_t *p);

@@ -149,14 +149,34 @@ class Analysis:
         return callpaths.name_sites(df, self.paths, self._best_paths)
 
     @result
-    def findings(self) -> list[findings.Finding]:
-        """Improvement opportunities, largest estimated savings first."""
+    def all_findings(self) -> list[findings.Finding]:
+        """Every finding, listed or below the noise floor, largest saving first."""
         found = self._find()
         out = []
         for f in found:
             site, path = self.callpath(f.function, f.callsite)
             out.append(dataclasses.replace(f, callsite=site, callpath=path, group=f.callsite))
         return out
+
+    @result
+    def noise_floor(self) -> findings.NoiseFloor:
+        """The least saving a listed finding has (findings.noise_floor)."""
+        return findings.noise_floor(self.ranks, self.loop)
+
+    @result
+    def _split_findings(self) -> tuple[list[findings.Finding], list[findings.Finding]]:
+        return findings.split(self.all_findings, self.noise_floor, len(self.ranks))
+
+    @property
+    def findings(self) -> list[findings.Finding]:
+        """Improvement opportunities above the noise floor, largest estimated savings
+        first."""
+        return self._split_findings[0]
+
+    @property
+    def minor_findings(self) -> list[findings.Finding]:
+        """What the rules found below the noise floor (evidence `minor_reason`)."""
+        return self._split_findings[1]
 
     def _find(self) -> list[findings.Finding]:
         """The findings before their call paths are named (the Dask engine's runs per
@@ -269,6 +289,9 @@ class Analysis:
             "wait_states": {f"{k}_s": v for k, v in ws.totals().items()},
             "wait_states_per_rank": _records(ws.per_rank().reset_index(names="rank")),
             "findings": [self._finding(f) for f in self.findings],
+            "minor": [{**self._finding(f), "minor_reason": f.evidence["minor_reason"]}
+                      for f in self.minor_findings],
+            "noise_floor": self.noise_floor.to_dict(),
             "message_sizes": _records(self.message_sizes),
             "protocol_switches": [p.to_dict() for p in self.protocol_switches],
             "comm_matrix": _records(self.comm_matrix),

@@ -423,6 +423,7 @@ class Definitions:
             attr_callsite=self.attrs.get("mpiscope:callsite", NONE32),
             attr_in=self.attrs.get("mpiscope:in_hash", NONE32),
             attr_out=self.attrs.get("mpiscope:out_hash", NONE32),
+            attr_prior=self.attrs.get("mpiscope:prior_hash", NONE32),
             timer_resolution=self.resolution, global_offset=self.offset,
             region_func=self.region_func, region_kind=self.region_kind,
             region_mpi=self.region_mpi, unknown_func=self.unknown_func,
