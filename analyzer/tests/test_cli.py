@@ -48,12 +48,15 @@ def test_analyze_prints_the_summary_and_writes_json(trace, tmp_path):
     assert savings == sorted(savings, reverse=True)
     # the summary shows each finding of the JSON (the default top 10 holds them all);
     # the barrier right after the Allreduce is provably redundant whatever the timing
-    assert 0 < len(doc["findings"]) <= 10
+    # (listed or below the noise floor, as this run's timing has it)
+    assert len(doc["findings"]) <= 10
     for f in doc["findings"]:
         assert f"• {f['kind']} {f['callsite']}: " in p.stdout, f
     barrier = f"imbalance.c:{marker_line(PROGRAMS / 'imbalance.c', 'barrier')}"
     assert ("redundant_collective", barrier) in {(f["kind"], f["callsite"])
-                                                  for f in doc["findings"]}
+                                                  for f in doc["findings"] + doc["minor"]}
+    floor = doc["noise_floor"]["floor_s"]
+    assert all(f["estimated_savings_s"] >= floor for f in doc["findings"])
     # where the ranks waited, as this run's own timestamps show (how long rank 0 waits
     # for rank 1's late sends is up to the scheduler of a busy machine)
     recv = f"imbalance.c:{marker_line(PROGRAMS / 'imbalance.c', 'recv')}"

@@ -239,3 +239,39 @@ def test_noise_floor_lists_only_what_the_run_could_show():
     [listed] = [f for f in doc["findings"] if f["kind"] == "redundant_collective"]
     share = listed["estimated_savings_s"] / floor.run_s
     assert f"{share:.1%} of the run" in listed["message"]
+
+
+def test_no_aggregation_of_an_exchange_or_of_single_messages():
+    """A ping-pong of MPI_Sendrecv (each call also receives the partner's reply) and two
+    sends from different call sites back to back are no bursts; two back-to-back sends
+    from one call site to one partner are one."""
+    sc = Scenario()
+    t = 0
+    for _ in range(20):  # ping-pong: 0 <-> 1, one Sendrecv each
+        a = sc.call(0, "MPI_Sendrecv", t, t + 500, callsite="pp.c:5")
+        b = sc.call(1, "MPI_Sendrecv", t, t + 500, callsite="pp.c:5")
+        sc.message(a, b, 8, send_time=t, recv_time=t + 400)
+        sc.message(b, a, 8, send_time=t, recv_time=t + 450)
+        t += 1000
+    for _ in range(20):  # one message from each of two lines, back to back
+        s1 = sc.call(0, "MPI_Send", t, t + 500, callsite="two.c:1", bytes_sent=8)
+        s2 = sc.call(0, "MPI_Send", t + 500, t + 1000, callsite="two.c:2", bytes_sent=8)
+        r1 = sc.call(1, "MPI_Recv", t, t + 500, callsite="two.c:9", bytes_recv=8)
+        r2 = sc.call(1, "MPI_Recv", t + 500, t + 1000, callsite="two.c:9", bytes_recv=8)
+        sc.message(s1, r1, 8, send_time=t, recv_time=t + 500)
+        sc.message(s2, r2, 8, send_time=t + 500, recv_time=t + 1000)
+        t += 2000
+    for _ in range(20):  # a real burst of two from one line
+        for k in range(2):
+            s = sc.call(0, "MPI_Send", t + 500 * k, t + 500 * k + 500, callsite="burst.c:3",
+                        bytes_sent=8)
+            r = sc.call(1, "MPI_Recv", t + 500 * k, t + 500 * k + 500, callsite="burst.c:8",
+                        bytes_recv=8)
+            sc.message(s, r, 8, send_time=t + 500 * k, recv_time=t + 500 * k + 500)
+        for rank in (0, 1):  # bursts apart
+            sc.call(rank, "MPI_Barrier", t + 1000, t + 1100, callsite="burst.c:12")
+        t += 2000
+    a = Analysis(sc.trace())
+    agg = by_kind(a.all_findings, "message_aggregation")
+    assert [f.callsite for f in agg] == ["burst.c:3"]
+    assert agg[0].evidence["bursts"] == 20 and agg[0].evidence["mean_burst"] == 2.0

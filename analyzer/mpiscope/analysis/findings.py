@@ -260,9 +260,13 @@ def _frequent_part(coll: pd.DataFrame) -> pd.DataFrame:
 
 def _aggregation_part(s: Any) -> pd.DataFrame | None:
     """Bursts of small back-to-back messages this part's ranks sent: per function, call
-    site and (sender, receiver) pair, the messages, bursts, bytes and send time."""
+    site and (sender, receiver) pair, the messages, bursts, bytes and send time. A burst
+    is MIN_BURST messages at least, from consecutive calls of one call site to one
+    partner; a call that also receives from that partner (a Sendrecv exchange, a
+    ping-pong) is no part of one, and a trace with calls filtered out proves nothing
+    back to back."""
     m = s.trace.messages
-    if m.empty:
+    if m.empty or s.trace.meta.filtered:
         return None
     calls = s.trace.calls
     # ordinal of each call among its rank's outermost calls: back-to-back = consecutive
@@ -276,9 +280,21 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
                       "bytes": m["bytes"].to_numpy(), "o": ordinal[sc], "sc": sc,
                       "ns": dur[sc]})
     b = b[(b["bytes"] <= SMALL_MESSAGE_BYTES) & (b["o"] >= 0)]
+    got = s.received
+    got = got[got["recv_complete_call"] >= 0]
+    if len(b) and len(got):
+        # the partner's message completed in the sending call itself: an exchange
+        key = (got["recv_complete_call"].to_numpy().astype(np.int64) * 1_000_003
+               + got["send_rank"].to_numpy())
+        mine = (m["send_call"].to_numpy()[b.index.to_numpy()].astype(np.int64) * 1_000_003
+                + b["recv_rank"].to_numpy())
+        b = b[~np.isin(mine, key)]
+    site = calls["callsite"].cat.codes.to_numpy() if hasattr(calls["callsite"], "cat") \
+        else pd.factorize(calls["callsite"])[0]
+    b = b.assign(site=site[b["sc"].to_numpy()])
     b = b.sort_values(["send_rank", "recv_rank", "o"])
     pair = b["send_rank"].astype(np.int64) * 1_000_003 + b["recv_rank"]
-    new = (pair.diff() != 0) | (b["o"].diff() != 1)
+    new = (pair.diff() != 0) | (b["o"].diff() != 1) | (b["site"].diff() != 0)
     b = b.assign(burst=new.cumsum())
     size = b.groupby("burst")["burst"].transform("size")
     b = b[size >= MIN_BURST]
@@ -667,18 +683,40 @@ def load_imbalance(parts: pd.DataFrame | None, breakdown: pd.DataFrame,
         found_text = _imbalance_text(str(function), str(callsite), total_wait / 1e9,
                                      str(kinds.index[0]), by_rank, caused, compute, saving,
                                      replays)
+        unexplained = _not_compute(late_rank, caused, by_rank, compute)
         found.append(Finding(
             "load_imbalance", str(function), str(callsite), int(g["n"].sum()),
             float(g["ns"].sum() / 1e9), max(saving or 0.0, 0.0),
             found_text,
             {"late_rank": late_rank, "late_share": late_share,
              "saving_replayed": saving is not None,
+             **({"minor_reason": unexplained} if unexplained else {}),
              "caused_by_rank_s": {int(r): float(s) for r, s in caused.items()},
              "wait_by_rank_s": {int(r): float(s) for r, s in by_rank.items()},
              "wait_kinds": {str(k): int(v) for k, v in kinds.items()},
              "compute_by_rank_s": {int(r): float(s) for r, s in compute.items()},
              "model": replays.model}))
     return found
+
+
+def _not_compute(late: int | None, caused: pd.Series, by_rank: pd.Series,
+                 compute: pd.Series) -> str | None:
+    """Why the waiting is not a load imbalance (None: it is): the late rank must compute
+    longer than the ranks that waited for it, by half the mean wait it caused each at
+    least; waiting nobody's extra computation explains is transfer time, descheduling
+    or the late rank's own communication."""
+    if late is None:
+        return "no rank is late here: the waiting is not explained by computation"
+    waiters = [int(r) for r in by_rank.index if int(r) != late]
+    if not waiters:
+        return None
+    extra = float(compute.get(late, np.nan) - compute.reindex(waiters).mean())
+    need = 0.5 * float(caused.iloc[0]) / len(waiters)
+    if extra >= need:
+        return None
+    return (f"rank {late} is late but computes {extra:.3g} s more than the ranks waiting "
+            f"for it (at least {need:.3g} s would explain the waiting): not a load "
+            "imbalance — e.g. transfer time, descheduling or its own communication")
 
 
 def _hot_rank(num_ranks: int, path: CriticalPath | None) -> tuple[int, float] | None:
@@ -832,6 +870,9 @@ def split(found: list[Finding], floor: NoiseFloor,
     """(the findings to list, the minor ones with `minor_reason` in their evidence)."""
     listed, minor = [], []
     for f in found:
+        if "minor_reason" in f.evidence:  # the rule itself did not stand behind it
+            minor.append(f)
+            continue
         replayed = f.evidence.get("saving_replayed", True)
         worth = f.estimated_savings_s if replayed else f.time_s / max(num_ranks, 1)
         if worth >= floor.floor_s and worth > 0:

@@ -21,6 +21,7 @@ from mpiscope.analysis import (
     callpaths,
     critical_path,
     findings,
+    hosts,
     iterations,
     stats,
     waitstates,
@@ -189,11 +190,22 @@ class Analysis:
         """The run's critical path across ranks and what lies on it."""
         return critical_path.compute(self.trace, self.wait_states)
 
+    @property
+    def oversubscribed(self) -> list[hosts.HostLoad]:
+        """Hosts that ran more ranks than they have CPUs (as the tracer recorded them)."""
+        o = self.overview
+        return hosts.oversubscribed(o.ranks, o.meta.host_cpus)
+
     def _finding(self, f: findings.Finding) -> dict[str, Any]:
         """A finding's JSON, with where it stands to the critical path (off it, the
-        message says that fixing it cannot shorten the run)."""
+        message says that fixing it cannot shorten the run) and, on an oversubscribed
+        run, marked where timing drives it (all but a redundancy proof's verdict)."""
         d = {**f.to_dict(), **critical_path.finding_fields(
             self.critical_path, f.kind, f.function, f.group or f.callsite)}
+        over = self.oversubscribed
+        d["oversubscribed"] = bool(over) and f.kind != "redundant_collective"
+        if d["oversubscribed"]:
+            d["message"] += hosts.note(over)
         if f.kind == "hot_spot":  # a rank, not a call site, holds the path there
             share = float(f.evidence["critical_path_share"])
             d.update(on_critical_path=True, critical_path_share=share,
@@ -260,6 +272,9 @@ class Analysis:
                        "(a receive before its send): wait states near them are uncertain")
         if meta.filtered:
             out.append("functions not recorded (MPISCOPE_FILTER): " + ", ".join(meta.filtered))
+        over = hosts.warning(self.oversubscribed)
+        if over:
+            out.append(over)
         un = self.uninterpreted
         if len(un):
             out.append(f"{len(un)} MPI function(s) recorded only as time, not interpreted "

@@ -599,7 +599,19 @@ def trace_meta(defs: Definitions, props: dict[str, str], nranks: int, truncated:
         clock_corrected=bool(clock_corrected),
         filtered=[f for f in props.get("MPISCOPE::FILTERED", "").split(",") if f],
         warnings=damage_warnings(defs, damage) if damage is not None else [],
+        host_cpus=_host_cpus(props.get("MPISCOPE::HOST_CPUS", "")),
     )
+
+
+def _host_cpus(text: str) -> list[int]:
+    """MPISCOPE::HOST_CPUS: positive whole numbers, space-separated; anything else (a
+    damaged or foreign property) is not guessed at: no CPU counts."""
+    words = text.split()
+    if not words or len(words) > 1_000_000 or not all(w.isdigit() and len(w) < 10
+                                                       for w in words):
+        return []
+    cpus = [int(w) for w in words]
+    return cpus if all(c > 0 for c in cpus) else []
 
 
 def _where(defs: Definitions, flagged: np.ndarray, most: int = 6) -> str:
