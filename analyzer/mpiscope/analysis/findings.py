@@ -23,8 +23,9 @@ difference. The message says so.
 - load_imbalance: ranks waiting at a synchronizing call site because others are late;
   the waiting is attributed to the rank(s) that caused it (the late sender of each
   message, the last rank to arrive at each collective), weighted by the time it cost;
-  saving: the computation of the phases ending at that call site balanced (each rank's
-  the ranks' mean).
+  saving: the computation of the phases ending at that call site balanced (every rank
+  computing the ranks' mean). Only where the late rank computes longer than those waiting
+  for it (else the waiting is transfer time, descheduling or communication: `minor`).
 - hot_spot: one rank holding most of the critical path that many ranks send to or wait
   for (a master serving workers, a root reading for all); saving: its computation
   shared out equally among all ranks.
@@ -640,8 +641,8 @@ def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
     """Who is late, who waits and how much; "computes longer" only where it does."""
     text = (f"ranks wait {wait_s:.3g} s in {where(function, callsite)} "
             f"({kind.replace('_', ' ')})")
-    balanced = (f"Balancing the computation of the phases that end here (each rank's "
-                f"the ranks' mean) {_saved(saving, replays)}.")
+    balanced = (f"Balancing the computation of the phases that end here (every rank "
+                f"computing the ranks' mean) {_saved(saving, replays)}.")
     if caused.empty:
         return text + f"; waiting: {_ranks(by_rank.head(3))}. " + balanced
     late = int(caused.index[0])
