@@ -28,7 +28,8 @@ from mpiscope.errors import UserError
 # 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads; 7: call paths;
 # 8: damaged timestamps and byte counts repaired, the reader's warnings in the metadata;
 # 9: MPI-4 large-count functions (MPI_X_c) have their int twin's call kind
-READER_VERSION = "9"
+# 10: calls.prior_hash (the receive buffer at entry), the hosts' CPUs in the metadata
+READER_VERSION = "10"
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
