@@ -350,6 +350,7 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     COLUMN(k, C_COLL_OP)[i] = -1;
     COLUMN(k, C_IN_HASH)[i] = 0;
     COLUMN(k, C_OUT_HASH)[i] = 0;
+    COLUMN(k, C_PRIOR_HASH)[i] = 0;
     COLUMN(k, C_TRUNCATED)[i] = 0;
     COLUMN(k, C_POLLS)[i] = 1;
     c->stack[c->depth++] = (frame_t){(int64_t)i, mpi};
@@ -558,6 +559,8 @@ static OTF2_CallbackCode cb_coll_end(OTF2_LocationRef l, OTF2_TimeStamp t, uint6
         OTF2_AttributeList_GetUint64(al, g->attr_in, &COLUMN(k, C_IN_HASH)[i]);
     if (al && g->attr_out != NONE32)
         OTF2_AttributeList_GetUint64(al, g->attr_out, &COLUMN(k, C_OUT_HASH)[i]);
+    if (al && g->attr_prior != NONE32)
+        OTF2_AttributeList_GetUint64(al, g->attr_prior, &COLUMN(k, C_PRIOR_HASH)[i]);
     int64_t cr = def_index(comm, g->ncommrefs, g->comm_refs);
     int32_t ci = cr >= 0 ? g->comm_index[cr] : -1;
     if (ci >= 0 && COLUMN(k, C_COLL_SEQ)[i] < 0) {

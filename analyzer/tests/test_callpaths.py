@@ -44,7 +44,7 @@ def allreduce_run(paths: list[tuple[list, int]], ranks: int = 2) -> TraceBuilder
         for _ in range(n):
             for r in range(ranks):
                 tb.collective(r, t + 400 * r, t + 1000, "MPI_Allreduce", sent=8, received=8,
-                              in_hash=7, out_hash=7, callpath=path)
+                              in_hash=7, out_hash=7, prior_hash=7, callpath=path)
             t += 2000
     for r in range(ranks):
         tb.call(r, t, t + 10, "MPI_Finalize", callpath=[("main.c:40", "main")])
@@ -127,7 +127,7 @@ def test_otf2_print_shows_the_calling_contexts(tmp_path):
         'Region: "main" <5>, Source code location: "main.c:40" <4>, Parent: UNDEFINED']
     events = subprocess.run(["otf2-print", "-A", str(path / "traces.otf2")],
                             capture_output=True, text=True, timeout=60).stdout
-    assert ('("mpiscope:callpath" <3>; CALLING_CONTEXT; "comm_inner@comm_inner.c:5" <2>)'
+    assert ('("mpiscope:callpath" <4>; CALLING_CONTEXT; "comm_inner@comm_inner.c:5" <2>)'
             in events)
 
 
@@ -137,7 +137,8 @@ def test_a_trace_without_contexts_gives_callpath_equal_to_callsite(tmp_path):
         tb.call(r, 0, 10, "MPI_Init", callsite="main.c:2")
         for i in range(5):
             tb.collective(r, 1000 + 2000 * i + 400 * r, 2000 + 2000 * i, "MPI_Allreduce",
-                          sent=8, received=8, in_hash=7, out_hash=7, callsite="app.c:10")
+                          sent=8, received=8, in_hash=7, out_hash=7, prior_hash=7,
+                          callsite="app.c:10")
         tb.call(r, 20000, 20010, "MPI_Finalize", callsite="main.c:40")
     trace = reader.load(tb.write(tmp_path / "t"), use_cache=False)
     assert trace.callpaths.empty and (trace.calls["callpath"] == -1).all()
@@ -349,7 +350,7 @@ def test_summary_and_json_show_the_path(tmp_path):
 
 def test_compare_reports_show_the_path(tmp_path):
     a = allreduce_run([(through_layer("app.c:10"), 10)]).write(tmp_path / "a")
-    b = allreduce_run([(through_layer("app.c:10"), 2)]).write(tmp_path / "b")
+    b = allreduce_run([(through_layer("app.c:10"), 3)]).write(tmp_path / "b")
     html, md = tmp_path / "r.html", tmp_path / "r.md"
     p = mpiscope("compare", a, b, "--skip-frames", "comm_*", "--html", html, "--md", md)
     assert p.returncode == 0, p.stderr

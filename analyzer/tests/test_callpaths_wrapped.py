@@ -39,7 +39,8 @@ def analysis(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_redundant_reduction_is_named_at_the_applications_line(analysis) -> None:
-    found = [f for f in analysis["json"]["findings"] if f["kind"] == "redundant_collective"
+    doc = analysis["json"]  # listed or below the noise floor: the same naming
+    found = [f for f in doc["findings"] + doc["minor"] if f["kind"] == "redundant_collective"
              and f["function"] == "MPI_Allreduce"]
     assert [f["callsite"] for f in found] == [line("STEP_MASS_LINE")]
     # innermost first: the wrapper's MPI call, the application's call, main's loop

@@ -25,12 +25,14 @@ def scenario() -> TraceBuilder:
     tb.enter(0, 170, "MPI_Waitall", callsite="app.c:31")
     tb.isend_complete(0, 180, request=1)
     tb.leave(0, 180, "MPI_Waitall")
-    # an Allreduce where rank 0 waits 40 for rank 1, then the same one again: redundant
+    # an Allreduce where rank 0 waits 40 for rank 1 (its buffer held 4), then the same
+    # one twice again into the buffer that holds its result: those two are redundant
     for r, start in ((0, 300), (1, 340)):
         tb.collective(r, start, 350, "MPI_Allreduce", sent=8, received=8, in_hash=5,
-                      out_hash=9, callsite="app.c:60")
-        tb.collective(r, 400, 410, "MPI_Allreduce", sent=8, received=8, in_hash=5,
-                      out_hash=9, callsite="app.c:60")
+                      out_hash=9, prior_hash=4, callsite="app.c:60")
+        for t in (400, 420):
+            tb.collective(r, t, t + 10, "MPI_Allreduce", sent=8, received=8, in_hash=5,
+                          out_hash=9, prior_hash=9, callsite="app.c:60")
     return tb
 
 
@@ -44,11 +46,11 @@ def test_breakdown_and_wait_states_from_an_otf2_archive(archive):
     ranks = {r["rank"]: r for r in doc["ranks"]}
     ns = {r: {k: round(v * 1e9) for k, v in row.items() if k.endswith("_s")}
           for r, row in ranks.items()}
-    # interval 10..500; rank 0: MPI 10+10+50+10, waiting 40 in the first Allreduce
-    assert ns[0] == {"total_s": 490, "compute_s": 410, "communication_s": 40,
+    # interval 10..500; rank 0: MPI 10+10+50+10+10, waiting 40 in the first Allreduce
+    assert ns[0] == {"total_s": 490, "compute_s": 400, "communication_s": 50,
                      "synchronization_s": 40, "io_s": 0}
-    # rank 1: MPI 5+80+10+10, waiting 30 of its 80 ns Waitall for the late sender
-    assert ns[1] == {"total_s": 490, "compute_s": 385, "communication_s": 75,
+    # rank 1: MPI 5+80+10+10+10, waiting 30 of its 80 ns Waitall for the late sender
+    assert ns[1] == {"total_s": 490, "compute_s": 375, "communication_s": 85,
                      "synchronization_s": 30, "io_s": 0}
     assert (ranks[0]["host"], ranks[1]["host"]) == ("node0", "node1")
     ws = {k: round(v * 1e9) for k, v in doc["wait_states"].items()}
@@ -64,8 +66,8 @@ def test_findings_from_an_otf2_archive(archive):
     red = [f for f in doc["findings"] if f["kind"] == "redundant_collective"]
     assert len(red) == 1
     f = red[0]
-    assert (f["function"], f["callsite"], f["calls"]) == ("MPI_Allreduce", "app.c:60", 2)
-    assert round(f["time_s"] * 1e9) == 20 and round(f["estimated_savings_s"] * 1e9) == 10
+    assert (f["function"], f["callsite"], f["calls"]) == ("MPI_Allreduce", "app.c:60", 4)
+    assert round(f["time_s"] * 1e9) == 40 and round(f["estimated_savings_s"] * 1e9) == 20
 
 
 def test_cli_json_matches(archive, tmp_path):

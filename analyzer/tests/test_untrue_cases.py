@@ -80,8 +80,9 @@ def line_of(marker: str) -> str:
 
 def test_barrier_after_rma_is_not_proven_redundant(untrue: Path, tmp_path: Path) -> None:
     res = analyzed(untrue, tmp_path, "barrier_fence")
-    redundant = {f["callsite"] for f in res["findings"] if f["kind"] == "redundant_collective"
-                 and f["function"] == "MPI_Barrier"}
+    # the verdict, listed or below the noise floor (as this run's timing has it)
+    redundant = {f["callsite"] for f in res["findings"] + res["minor"]
+                 if f["kind"] == "redundant_collective" and f["function"] == "MPI_Barrier"}
     assert line_of("AFTER_RMA") not in redundant, res["findings"]
     # the loop's back-to-back barriers (nothing between them) are still proven redundant
     assert line_of("AFTER_BARRIER") in redundant, res["findings"]
@@ -95,7 +96,7 @@ def test_no_barrier_proof_when_calls_were_filtered_out(untrue: Path, tmp_path: P
     res = analyzed(untrue, tmp_path, "barrier_fence",
                    MPISCOPE_FILTER="MPI_Win_fence,MPI_Put")
     assert "MPI_Win_fence" not in {f["name"] for f in res["functions"]}
-    assert not [f for f in res["findings"] if f["kind"] == "redundant_collective"
+    assert not [f for f in res["findings"] + res["minor"] if f["kind"] == "redundant_collective"
                 and f["function"] == "MPI_Barrier"], res["findings"]
 
 

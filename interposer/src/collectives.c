@@ -66,24 +66,25 @@ uint64_t mps_hash_buf(const void *buf, int64_t count, MPI_Datatype type)
 }
 
 void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
-                  int have_hash, uint64_t in_hash, uint64_t out_hash)
+                  int have_hash, uint64_t in_hash, uint64_t out_hash, uint64_t prior_hash)
 {
     if (tl_skip || mps_rt.state != 1) return;
     uint64_t *x = ev(MPS_EV_COLL_END, coll_ops[op], 0,
-                     root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)root, have_hash ? 5 : 3);
+                     root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)root, have_hash ? 6 : 3);
     x[0] = comm_ref(comm) | (uint64_t)(have_hash != 0) << 32;
     x[1] = sent;
     x[2] = recvd;
     if (have_hash) {
         x[3] = in_hash;
         x[4] = out_hash;
+        x[5] = prior_hash;
     }
 }
 
 void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
                const MPI_Request *req)
 {
-    mps_icoll_hashed(op, comm, root, sent, recvd, req, 0, 0, NULL);
+    mps_icoll_hashed(op, comm, root, sent, recvd, req, 0, 0, 0, NULL);
 }
 
 /* ------------------------------------------------------------ payload hashing */
@@ -173,7 +174,7 @@ uint64_t mps_hash_of(const struct mps_buf *b)
  * operation's until it completes. So the blocks are kept as byte ranges of our own. */
 #define MPS_NBC_HASHED 64
 static struct {
-    uint64_t id, in;
+    uint64_t id, in, prior; /* prior: the result buffer's hash at the posting call */
     const unsigned char *base;
     uint32_t n;
     struct span *spans; /* n byte ranges at base, in rank order (malloc'd) */
@@ -198,7 +199,7 @@ static struct span *spans_of(const struct mps_buf *b, uint32_t *n)
     return s;
 }
 
-int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out)
+int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out, uint64_t *prior)
 {
     for (int i = 0; i < MPS_NBC_HASHED; i++)
         if (nbc_hashed[i].id == id) {
@@ -207,6 +208,7 @@ int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out)
                 h = fnv(h, nbc_hashed[i].base + nbc_hashed[i].spans[k].off,
                         nbc_hashed[i].spans[k].len);
             *in = nbc_hashed[i].in;
+            *prior = nbc_hashed[i].prior;
             *out = nbc_hashed[i].spans ? h : 0;
             free(nbc_hashed[i].spans);
             nbc_hashed[i].spans = NULL;
@@ -218,7 +220,7 @@ int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out)
 
 void mps_icoll_hashed(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
                       uint64_t recvd, const MPI_Request *req, int have_hash,
-                      uint64_t in_hash, const struct mps_buf *out)
+                      uint64_t in_hash, uint64_t prior_hash, const struct mps_buf *out)
 {
     if (tl_skip || mps_rt.state != 1 || *req == MPI_REQUEST_NULL) return;
     LOCK();
@@ -241,6 +243,7 @@ void mps_icoll_hashed(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
                 if (!s && out->buf && out->buf != MPI_IN_PLACE) break; /* no memory: unhashed */
                 nbc_hashed[i].id = r->id;
                 nbc_hashed[i].in = in_hash;
+                nbc_hashed[i].prior = prior_hash;
                 nbc_hashed[i].base = out->buf;
                 nbc_hashed[i].n = n;
                 nbc_hashed[i].spans = s;

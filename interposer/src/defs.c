@@ -133,6 +133,49 @@ void mps_set_properties(OTF2_Archive *ar)
     OTF2_Archive_SetProperty(ar, "MPISCOPE::VERSION", MPS_VERSION, true);
 }
 
+int mps_host_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) return 0; /* unknown: the reader then says nothing */
+    /* a container's CPU quota ("max 100000" or "200000 100000": 2 CPUs' worth) */
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        long long quota = 0, period = 0;
+        char word[32];
+        if (fscanf(f, "%31s %lld", word, &period) == 2 && strcmp(word, "max") != 0 &&
+            period > 0) {
+            quota = strtoll(word, NULL, 10);
+            long q = (long)((quota + period - 1) / period);
+            if (q >= 1 && q < n) n = q;
+        }
+        fclose(f);
+    }
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+/* Hosts are named by the program's environment (MPISCOPE_HOSTNAME may be anything): the
+ * property holds numbers only, one per distinct host in the order the system tree
+ * defines them (first rank on each), so the reader pairs them with its host names */
+#define HOST_CPUS_MAX (16u << 10)
+
+void mps_set_host_cpus(OTF2_Archive *ar, const char *hosts, size_t hostlen, const int *cpus,
+                       int size)
+{
+    if (!ar || !hosts || !cpus || size < 1) return;
+    char *v = malloc(HOST_CPUS_MAX), *p = v;
+    if (!v) return;
+    for (int r = 0; r < size; r++) {
+        const char *h = hosts + (size_t)r * hostlen;
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++) seen = strcmp(h, hosts + (size_t)q * hostlen) == 0;
+        if (seen) continue;
+        if (cpus[r] < 1 || (size_t)(p - v) + 16 >= HOST_CPUS_MAX) { free(v); return; }
+        p += sprintf(p, "%s%d", p == v ? "" : " ", cpus[r]);
+    }
+    OTF2_Archive_SetProperty(ar, "MPISCOPE::HOST_CPUS", v, true);
+    free(v);
+}
+
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -312,6 +355,11 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CALLSITE, mps_gstr(gw, "mpiscope:callsite"),
                                         mps_gstr(gw, "call site of the MPI call"),
                                         OTF2_TYPE_SOURCE_CODE_LOCATION);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_PRIOR_HASH,
+                                        mps_gstr(gw, "mpiscope:prior_hash"),
+                                        mps_gstr(gw, "FNV-1a 64 of the collective's receive "
+                                                     "buffer at entry"),
+                                        OTF2_TYPE_UINT64);
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_IN_HASH, mps_gstr(gw, "mpiscope:in_hash"),
                                         mps_gstr(gw, "FNV-1a 64 of the collective's input"),
                                         OTF2_TYPE_UINT64);

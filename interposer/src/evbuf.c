@@ -128,8 +128,8 @@ static size_t record_words(const uint64_t *p)
     case MPS_EV_TEST: case MPS_EV_NBC_REQUEST: return 3;
     case MPS_EV_SEND: case MPS_EV_RECV: return 4;
     case MPS_EV_ISEND: case MPS_EV_IRECV: return 5;
-    case MPS_EV_NBC_DONE: return p[2] >> 32 ? 8 : 6;
-    case MPS_EV_COLL_END: return p[2] >> 32 ? 7 : 5;
+    case MPS_EV_NBC_DONE: return p[2] >> 32 ? 9 : 6;
+    case MPS_EV_COLL_END: return p[2] >> 32 ? 8 : 5;
     }
     return 0;
 }
@@ -299,6 +299,7 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
             if (have_hash) {
                 OTF2_AttributeList_AddUint64(al, MPS_ATTR_IN_HASH, x[3]);
                 OTF2_AttributeList_AddUint64(al, MPS_ATTR_OUT_HASH, x[4]);
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_PRIOR_HASH, x[5]);
             }
             OTF2_EvtWriter_MpiCollectiveEnd(w, have_hash ? al : NULL, t, (OTF2_CollectiveOp)op,
                                             (uint32_t)x[0], a, x[1], x[2]);
@@ -312,6 +313,7 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
             if (have_hash) {
                 OTF2_AttributeList_AddUint64(al, MPS_ATTR_IN_HASH, x[4]);
                 OTF2_AttributeList_AddUint64(al, MPS_ATTR_OUT_HASH, x[5]);
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_PRIOR_HASH, x[6]);
             }
             OTF2_EvtWriter_NonBlockingCollectiveComplete(w, have_hash ? al : NULL, t,
                                                          (OTF2_CollectiveOp)op, (uint32_t)x[0],

@@ -27,10 +27,11 @@
 #define MPS_ATTR_OUT_HASH 2
 #define MPS_ATTR_ERROR 3    /* on the Leave of a call that returned an error */
 #define MPS_ATTR_CALLS 4    /* on the Leave of a visit that stands for several polling calls */
+#define MPS_ATTR_PRIOR_HASH 5 /* a collective's receive buffer at entry */
 /* defined only when call paths are recorded (depth > 1), after every other definition
  * (callpath.c): the largest ref, as OTF2 wants definitions in the order of their refs */
-#define MPS_ATTR_CALLPATH 5
-#define MPS_EV_MAX_WORDS 8 /* largest record (hashed NonBlockingCollectiveComplete) */
+#define MPS_ATTR_CALLPATH 6
+#define MPS_EV_MAX_WORDS 9 /* largest record (hashed NonBlockingCollectiveComplete) */
 
 /* record kinds; payload words after the header in brackets */
 enum mps_ev {
@@ -46,10 +47,11 @@ enum mps_ev {
     MPS_EV_TEST,          /* [request id] */
     MPS_EV_COLL_BEGIN,    /* */
     MPS_EV_COLL_END,      /* op; a = root; [comm | have_hash << 32] [sent] [recvd]
-                             (+ [in hash] [out hash] when have_hash) */
+                             (+ [in hash] [out hash] [prior hash] when have_hash) */
     MPS_EV_NBC_REQUEST,   /* [request id] */
     MPS_EV_NBC_DONE,      /* op; a = root; [comm | have_hash << 32] [sent] [recvd]
-                             [request id] (+ [in hash] [out hash] when have_hash) */
+                             [request id] (+ [in hash] [out hash] [prior hash] when
+                             have_hash) */
     /* RMA (rma.c), a = window ref */
     MPS_EV_RMA_WIN,       /* op 0 create, 1 destroy */
     MPS_EV_RMA_OP,        /* op 0 put, 1 get, else 16 + atomic type; [remote] [sent] [recvd]

@@ -119,6 +119,12 @@ void mps_finalize_before(void)
     uint32_t *map = NULL;
     uint32_t nscl = mps_unify_callsites(gw, &map);
     char *hosts = mps_gather_hosts();
+    /* each host's CPUs beside its name: more ranks than CPUs is a verdict of its own */
+    int cpus = mps_host_cpus();
+    int *all_cpus = rank == 0 ? calloc((size_t)size, sizeof(int)) : NULL;
+    PMPI_Gather(&cpus, 1, MPI_INT, all_cpus, 1, MPI_INT, 0, icomm);
+    if (gw) mps_set_host_cpus(mps_out.archive, hosts, sizeof mps_job.host, all_cpus, size);
+    free(all_cpus);
     int ncw = 0;
     int32_t *cw = mps_gather_comms(&ncw);
     mps_objects_gather();

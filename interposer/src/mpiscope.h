@@ -68,8 +68,11 @@ void mps_coll_begin(void);
 /* Hashes of small payloads; `in` may be MPI_IN_PLACE (then `out` before the call). */
 uint64_t mps_hash_buf(const void *buf, int64_t count, MPI_Datatype type);
 int mps_hash_wanted(MPI_Comm comm, int64_t count, MPI_Datatype type);
+/* prior_hash: the receive buffer's hash at entry (before MPI writes it), so a reader can
+ * tell a call that left every byte as it was from one that filled a fresh buffer */
 void mps_coll_end(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
-                  uint64_t recvd, int have_hash, uint64_t in_hash, uint64_t out_hash);
+                  uint64_t recvd, int have_hash, uint64_t in_hash, uint64_t out_hash,
+                  uint64_t prior_hash);
 void mps_icoll(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent, uint64_t recvd,
                const MPI_Request *req);
 /* A collective's input or result buffer, for payload hashing: `count` elements of `type`
@@ -116,7 +119,7 @@ uint64_t mps_hash_of(const struct mps_buf *b);
  * operation's until then. */
 void mps_icoll_hashed(enum mps_coll op, MPI_Comm comm, int root, uint64_t sent,
                       uint64_t recvd, const MPI_Request *req, int have_hash,
-                      uint64_t in_hash, const struct mps_buf *out);
+                      uint64_t in_hash, uint64_t prior_hash, const struct mps_buf *out);
 /* Neighbourhood collectives: blocks in the receive (`out` 0) or send (`out` 1) buffer
  * of comm's topology, and the bytes moved (neighbours that are MPI_PROC_NULL move none):
  * `counts` per neighbour or `count` each, of `type` or of types[i]. */

@@ -106,11 +106,11 @@ static void complete_one(req_slot *r, const MPI_Status *st)
             x[1] = (uint64_t)(n > 0 ? n : 0);
             x[2] = r->id;
         } else if (r->kind == REQ_COLL) {
-            uint64_t in = 0, out = 0;
-            int hashed = r->hashed && mps_nbc_hashes(r->id, &in, &out);
+            uint64_t in = 0, out = 0, prior = 0;
+            int hashed = r->hashed && mps_nbc_hashes(r->id, &in, &out, &prior);
             uint64_t *x = ev(MPS_EV_NBC_DONE, r->coll_op, 0,
                              r->root < 0 ? OTF2_UNDEFINED_UINT32 : (uint32_t)r->root,
-                             hashed ? 6 : 4);
+                             hashed ? 7 : 4);
             x[0] = r->comm | (uint64_t)hashed << 32;
             x[1] = r->sent;
             x[2] = r->recvd;
@@ -118,6 +118,7 @@ static void complete_one(req_slot *r, const MPI_Status *st)
             if (hashed) {
                 x[4] = in;
                 x[5] = out;
+                x[6] = prior;
             }
         } else if (r->kind == REQ_RMA) {
             mps_rma_req_done(r);

@@ -261,7 +261,7 @@ MPS_INTERNAL void mps_config_read(void);
 /* clocksync.c */
 MPS_INTERNAL int64_t mps_clock_offset(void);
 /* collectives.c: a hashed nonblocking collective's input hash and its result's, now */
-MPS_INTERNAL int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out);
+MPS_INTERNAL int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out, uint64_t *prior);
 /* communicators.c */
 MPS_INTERNAL comm_def *mps_comm_def_slot(void);
 MPS_INTERNAL int32_t *mps_serialize_comm(const comm_def *d, int32_t *p);
@@ -278,6 +278,12 @@ MPS_INTERNAL char *mps_region_names(void);
 MPS_INTERNAL void mps_run_properties(void (*put)(enum mps_live_key, const char *,
                                                  const char *));
 MPS_INTERNAL void mps_set_properties(OTF2_Archive *ar);
+/* defs.c: the CPUs this rank's host offers (online, within a cgroup v2 quota) */
+MPS_INTERNAL int mps_host_cpus(void);
+/* defs.c: MPISCOPE::HOST_CPUS, the CPUs of each distinct host in first-rank order, from
+ * every rank's host name (`hostlen` bytes each) and CPU count, at rank 0 */
+MPS_INTERNAL void mps_set_host_cpus(OTF2_Archive *ar, const char *hosts, size_t hostlen,
+                                    const int *cpus, int size);
 MPS_INTERNAL int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin,
                                        uint64_t gmax, const char *hosts,
                                        const uint64_t *nevents, const int32_t *cw, int ncw,

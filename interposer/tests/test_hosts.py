@@ -25,3 +25,50 @@ def test_ranks_on_named_hosts(programs, tmp_path) -> None:
              if line.startswith("SYSTEM_TREE_NODE")]
     assert len(nodes) == 3  # machine + two hosts
     assert sum('Class: "node"' in n for n in nodes) == 2
+
+
+def host_cpus() -> int:
+    """This machine's CPUs as the tracer counts them: online CPUs, within a cgroup v2
+    quota (`cpu.max`)."""
+    import math
+    import os
+    from pathlib import Path
+
+    n = os.sysconf("SC_NPROCESSORS_ONLN")
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max" and int(period) > 0:
+            n = min(n, max(math.ceil(int(quota) / int(period)), 1))
+    except (OSError, ValueError):
+        pass
+    return n
+
+
+def test_host_cpus_recorded_and_oversubscription_warned(programs, tmp_path) -> None:
+    """4 ranks on this host (2 CPUs on the CI machine): the archive records the host's
+    CPUs as measured here, and `mpiscope analyze` warns exactly when the ranks outnumber
+    them — from what is recorded, never from how the run happened to be scheduled."""
+    import json
+    import subprocess
+
+    out = tmp_path / "trace"
+    job = mpijobs.run([str(programs["colls.c"])], np=4, out=out)
+    assert job.returncode == 0, job.stderr
+    lines = [" ".join(line.split()) for line in otf2_print(out, "-A").splitlines()]
+    cpus = host_cpus()
+    at = lines.index("Property name MPISCOPE::HOST_CPUS")
+    assert lines[at + 1] == f"Property value {cpus}"  # one host: one number
+    js = tmp_path / "a.json"
+    ana = subprocess.run(["mpiscope", "analyze", str(out), "--json", str(js)],
+                         capture_output=True, text=True, timeout=300)
+    assert ana.returncode == 0, ana.stderr
+    warned = [w for w in json.loads(js.read_text())["warnings"] if "oversubscribed" in w]
+    host = tc.read_both(out).hosts[0]
+    if cpus < 4:
+        assert warned == [f"oversubscribed: 4 ranks on {host} with {cpus} CPU"
+                          f"{'s' if cpus != 1 else ''} — ranks took turns on the CPUs, so "
+                          "waiting, imbalance and the timing-driven findings (marked "
+                          "`oversubscribed`) may be descheduling, not the program"]
+        assert warned[0] in " ".join(ana.stdout.split())
+    else:
+        assert warned == []

@@ -91,13 +91,14 @@ def build(sc: Scenario) -> Trace:
             "bytes_sent": c.get("bytes_sent", 0), "bytes_recv": c.get("bytes_recv", 0),
             "root": c.get("root", -1), "coll_seq": -1, "coll_op": -1,
             "in_hash": c.get("in_hash", 0), "out_hash": c.get("out_hash", 0),
+            "prior_hash": c.get("prior_hash", 0),
             "truncated": False})
     calls = pd.DataFrame(rows).astype({
         "call": np.int64, "rank": np.int32, "start": np.int64, "end": np.int64,
         "depth": np.int8, "comm": np.int32, "peer": np.int32, "tag": np.int32,
         "bytes_sent": np.int64, "bytes_recv": np.int64, "root": np.int32,
         "coll_seq": np.int64, "coll_op": np.int16, "in_hash": np.uint64,
-        "out_hash": np.uint64})
+        "out_hash": np.uint64, "prior_hash": np.uint64})
     for col in ("function", "kind", "callsite"):
         calls[col] = calls[col].astype("category")
     is_coll = calls["kind"].isin(["collective", "barrier"]).to_numpy()
@@ -105,7 +106,8 @@ def build(sc: Scenario) -> Trace:
     seq = order.groupby(["rank", "comm"]).cumcount()
     calls.loc[seq.index, "coll_seq"] = seq.to_numpy()
     coll = calls[is_coll][["rank", "call", "function", "comm", "coll_seq", "start", "end",
-                           "root", "bytes_sent", "bytes_recv", "in_hash", "out_hash"]].copy()
+                           "root", "bytes_sent", "bytes_recv", "in_hash", "out_hash",
+                           "prior_hash"]].copy()
     coll["instance"] = coll.groupby(["comm", "coll_seq"]).ngroup().astype(np.int64)
     coll = coll.reset_index(drop=True)
 

@@ -207,11 +207,12 @@ class TraceBuilder:
 
     def coll_end(self, rank: int, t: int, function: str, comm: int = 0, root: int | None = None,
                  sent: int = 0, received: int = 0, in_hash: int | None = None,
-                 out_hash: int | None = None) -> None:
-        """MpiCollectiveEnd; `root` is a world rank (None: rootless)."""
+                 out_hash: int | None = None, prior_hash: int | None = None) -> None:
+        """MpiCollectiveEnd; `root` is a world rank (None: rootless); `prior_hash`: the
+        receive buffer's hash at entry."""
         self._add(rank, t, "coll_end", collective_op(function), comm,
                   self._local(comm, root, rank), sent, received, in_hash=in_hash,
-                  out_hash=out_hash)
+                  out_hash=out_hash, prior_hash=prior_hash)
 
     def nbc_request(self, rank: int, t: int, request: int) -> None:
         """NonBlockingCollectiveRequest (in the posting call, e.g. MPI_Ialltoall)."""
@@ -335,12 +336,13 @@ class TraceBuilder:
     def collective(self, rank: int, start: int, end: int, function: str, *, comm: int = 0,
                    root: int | None = None, sent: int = 0, received: int = 0,
                    in_hash: int | None = None, out_hash: int | None = None,
-                   callsite: str | None = None,
+                   prior_hash: int | None = None, callsite: str | None = None,
                    callpath: Sequence[str | tuple[str, str]] | None = None) -> None:
         """A blocking collective: Enter, MpiCollectiveBegin, MpiCollectiveEnd, Leave."""
         self.enter(rank, start, function, callsite, callpath)
         self.coll_begin(rank, start)
-        self.coll_end(rank, end, function, comm, root, sent, received, in_hash, out_hash)
+        self.coll_end(rank, end, function, comm, root, sent, received, in_hash, out_hash,
+                      prior_hash)
         self.leave(rank, end, function)
 
     def fence(self, rank: int, start: int, end: int, win: int,
@@ -414,6 +416,8 @@ class TraceBuilder:
                 "in_hash": d.attribute("mpiscope:in_hash", "FNV-1a of the input", Type.UINT64),
                 "out_hash": d.attribute("mpiscope:out_hash", "FNV-1a of the result",
                                         Type.UINT64),
+                "prior_hash": d.attribute("mpiscope:prior_hash",
+                                          "FNV-1a of the receive buffer at entry", Type.UINT64),
             }
         regions: dict[str, otf2.definitions.Region] = {}
         sources: dict[str, otf2.definitions.SourceCodeLocation] = {}
@@ -488,7 +492,7 @@ class TraceBuilder:
                 elif ev.kind == "coll_begin":
                     ew.mpi_collective_begin(t)
                 elif ev.kind == "coll_end":
-                    at = {attrs[k]: ev.attrs[k] for k in ("in_hash", "out_hash")
+                    at = {attrs[k]: ev.attrs[k] for k in ("in_hash", "out_hash", "prior_hash")
                           if attrs and ev.attrs.get(k) is not None}
                     ew.mpi_collective_end(t, a[0], comms[a[1]], a[2], a[3], a[4],
                                           attributes=at or None)

@@ -7,9 +7,13 @@ once with the finding fixed (the scenario `mpiscope whatif` takes); the saving i
 difference. The message says so.
 
 - redundant_collective: a collective whose input and result hashes equal those of the
-  previous call from the same call site on the same communicator on every rank, or a
-  barrier directly after a synchronizing collective on the same communicator; saving:
-  those instances removed.
+  previous call from the same call site on the same communicator on every rank, and
+  whose receive buffer already held the result at entry on every rank (the prior hash:
+  deleting the call leaves every byte as it was; a fresh buffer filled anew each time is
+  not redundant), or a barrier directly after a synchronizing collective on the same
+  communicator. Claimed for a call site only where every call after its first on each
+  communicator is so (never one instance in set-up or tear-down: at least
+  MIN_REDUNDANT_INSTANCES); saving: those instances removed.
 - frequent_collective: a small collective run every iteration of the main loop from one
   call site at a notable share of run time; saving replayed by the simulator
   (mpiscope.analysis.simulate) on the machine fitted from the trace, with the collective
@@ -19,11 +23,18 @@ difference. The message says so.
 - load_imbalance: ranks waiting at a synchronizing call site because others are late;
   the waiting is attributed to the rank(s) that caused it (the late sender of each
   message, the last rank to arrive at each collective), weighted by the time it cost;
-  saving: the computation of the phases ending at that call site balanced (each rank's
-  the ranks' mean).
+  saving: the computation of the phases ending at that call site balanced (every rank
+  computing the ranks' mean). Only where the late rank computes longer than those waiting
+  for it (else the waiting is transfer time, descheduling or communication: `minor`).
 - hot_spot: one rank holding most of the critical path that many ranks send to or wait
   for (a master serving workers, a root reading for all); saving: its computation
   shared out equally among all ranks.
+
+Noise floor (`noise_floor`, `split`): a finding whose saving is below the larger of
+RUN_SHARE_FLOOR of the run and the run's measured iteration-to-iteration spread is not
+listed (the JSON keeps it under `minor`, with the reason): it could not be told from the
+run's own variation. Where no saving could be replayed, the time in the calls (per rank)
+stands in for it. Every saving is also stated as a share of the run.
 
 How it runs: the detection is written per rank (`_part1`, `_part2`, `_part3` take one
 rank's slice, engines.slices.RankSlice, or the whole trace as one part, `whole`) plus a
@@ -36,6 +47,7 @@ someone waited in), and per call site aggregates. The replays are the `replays` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -54,17 +66,20 @@ from mpiscope.errors import UserError
 SYNCHRONIZING = NXN | {"MPI_Barrier"}
 SMALL_COLLECTIVE_BYTES = 1024  # per rank and call
 SMALL_MESSAGE_BYTES = 4096
-MIN_BURST = 3
+MIN_BURST = 2  # messages back to back, one pair, one call site
+MIN_REDUNDANT_INSTANCES = 2
 NOTABLE_SHARE = 0.02  # of the summed rank time
 FREQUENT_KS = (2, 5, 10, 20, 50)  # every k-th iteration: the k tried (2 k <= iterations)
 FREQUENT_MIN_ITERATIONS = 20  # a loop this long at least, for a collective to be frequent
 FREQUENT_ENOUGH = 0.9  # of the best saving: the smallest k that gets it is proposed
+RUN_SHARE_FLOOR = 0.01  # of the run: a saving below it is not listed as a finding
 HOT_SHARE = 0.5  # of the critical path on one rank, for a hot spot
 HOT_PARTNERS = 0.5  # of the other ranks (2 at least) sending to it or waiting for it
 REPLAYED = ("replayed: the trace's ranks with their messages and collectives on the "
             "machine fitted from its own timings")
 MODEL = "simulate (fitted machine)"
-WHY_NONE = "the replay cannot run without them, so no saving is stated"
+WHY_NONE = ("cannot be replayed (the replay deadlocks with this change), so no saving is "
+            "stated")
 
 
 class Replays:
@@ -75,6 +90,7 @@ class Replays:
     replayed = REPLAYED
     model = MODEL
     why_none = WHY_NONE  # what the message says where `saving` gives None
+    run_s = 0.0  # the measured run (longest rank), for savings as its share; detect sets it
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
@@ -109,8 +125,15 @@ class Replays:
 
     def saving(self, scenario: Scenario) -> float | None:
         try:
-            return self.base.replayed_s - simulate.predicted_s(
-                self.trace, scenario, self.base.fitted, self._prepared_program())
+            base = self.base
+        except UserError as err:  # the trace itself cannot be replayed: say so, not the change
+            self.why_none = (f"cannot be estimated: the trace cannot be replayed as it ran "
+                             f"({err.problem}), so no "
+                             "saving is stated")
+            return None
+        try:
+            return base.replayed_s - simulate.predicted_s(self.trace, scenario, base.fitted,
+                                                         self._prepared_program())
         except UserError:  # e.g. the replay deadlocks without a call a partner needs
             return None
 
@@ -118,7 +141,9 @@ class Replays:
 def _saved(saving: float | None, replays: Replays) -> str:
     if saving is None:
         return replays.why_none
-    return f"saves ~{max(saving, 0.0):.3g} s ({replays.replayed})"
+    s = max(saving, 0.0)
+    share = f", {s / replays.run_s:.1%} of the run" if replays.run_s > 0 else ""
+    return f"saves ~{s:.3g} s{share} ({replays.replayed})"
 
 
 @dataclass
@@ -192,18 +217,39 @@ NO_INSTANCES = np.zeros(0, dtype=np.int64)
 ENTRIES_PER_PASS = 4_000_000  # collective entries (~25 B each) the client takes per pass
 
 
+def _writes(coll: pd.DataFrame) -> np.ndarray:
+    """The rows whose call writes a result on this rank: all but hashed calls without a
+    result here (a reduce's or gather's non-root ranks: input hash, no result hash)."""
+    return ~((coll["in_hash"].to_numpy() != 0) & (coll["out_hash"].to_numpy() == 0))
+
+
 def _same_as_previous(coll: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """(the collectives with recorded hashes, whether each has the input and result of
-    the previous call of its rank, call site, communicator and function)."""
+    """(the collectives with recorded hashes, whether each left its rank's memory as it
+    was: input and result those of the previous call of its rank, call site,
+    communicator and function, and its receive buffer already holding the result at
+    entry; a trace without prior hashes proves nothing)."""
     c = coll[(coll["in_hash"] != 0) & (coll["out_hash"] != 0)]
     key = c.groupby(["rank", "callsite", "comm", "function"], observed=True,
                     sort=False).ngroup().to_numpy()
     order = np.lexsort((c["start"].to_numpy(), key))
     k, ih, oh = key[order], c["in_hash"].to_numpy()[order], c["out_hash"].to_numpy()[order]
-    same_sorted = np.r_[False, (k[1:] == k[:-1]) & (ih[1:] == ih[:-1]) & (oh[1:] == oh[:-1])]
+    held = (c["prior_hash"].to_numpy() == c["out_hash"].to_numpy())[order]
+    same_sorted = np.r_[False, (k[1:] == k[:-1]) & (ih[1:] == ih[:-1]) & (oh[1:] == oh[:-1])
+                        & held[1:]]
     same = np.empty(len(c), dtype=bool)
     same[order] = same_sorted
     return c, same
+
+
+def _site_calls(coll: pd.DataFrame) -> pd.DataFrame:
+    """Per function, call site and rank: the calls that write a result here and the
+    communicators they ran on (every call after the first on each could be redundant)."""
+    w = coll[_writes(coll)]
+    df = pd.DataFrame({"function": w["function"].astype(str).to_numpy(),
+                       "callsite": w["callsite"].astype(str).to_numpy(),
+                       "rank": w["rank"].to_numpy(), "comm": w["comm"].to_numpy()})
+    return (df.groupby(["function", "callsite", "rank"])
+            .agg(calls=("comm", "size"), comms=("comm", "nunique")).reset_index())
 
 
 def _barriers_after(s: Any, coll: pd.DataFrame) -> pd.DataFrame:
@@ -233,9 +279,13 @@ def _frequent_part(coll: pd.DataFrame) -> pd.DataFrame:
 
 def _aggregation_part(s: Any) -> pd.DataFrame | None:
     """Bursts of small back-to-back messages this part's ranks sent: per function, call
-    site and (sender, receiver) pair, the messages, bursts, bytes and send time."""
+    site and (sender, receiver) pair, the messages, bursts, bytes and send time. A burst
+    is MIN_BURST messages at least, from consecutive calls of one call site to one
+    partner; a call that also receives from that partner (a Sendrecv exchange, a
+    ping-pong) is no part of one, and a trace with calls filtered out proves nothing
+    back to back."""
     m = s.trace.messages
-    if m.empty:
+    if m.empty or s.trace.meta.filtered:
         return None
     calls = s.trace.calls
     # ordinal of each call among its rank's outermost calls: back-to-back = consecutive
@@ -249,9 +299,21 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
                       "bytes": m["bytes"].to_numpy(), "o": ordinal[sc], "sc": sc,
                       "ns": dur[sc]})
     b = b[(b["bytes"] <= SMALL_MESSAGE_BYTES) & (b["o"] >= 0)]
+    got = s.received
+    got = got[got["recv_complete_call"] >= 0]
+    if len(b) and len(got):
+        # the partner's message completed in the sending call itself: an exchange
+        key = (got["recv_complete_call"].to_numpy().astype(np.int64) * 1_000_003
+               + got["send_rank"].to_numpy())
+        mine = (m["send_call"].to_numpy()[b.index.to_numpy()].astype(np.int64) * 1_000_003
+                + b["recv_rank"].to_numpy())
+        b = b[~np.isin(mine, key)]
+    site = calls["callsite"].cat.codes.to_numpy() if hasattr(calls["callsite"], "cat") \
+        else pd.factorize(calls["callsite"])[0]
+    b = b.assign(site=site[b["sc"].to_numpy()])
     b = b.sort_values(["send_rank", "recv_rank", "o"])
     pair = b["send_rank"].astype(np.int64) * 1_000_003 + b["recv_rank"]
-    new = (pair.diff() != 0) | (b["o"].diff() != 1)
+    new = (pair.diff() != 0) | (b["o"].diff() != 1) | (b["site"].diff() != 0)
     b = b.assign(burst=new.cumsum())
     size = b.groupby("burst")["burst"].transform("size")
     b = b[size >= MIN_BURST]
@@ -277,11 +339,12 @@ def _part1(s: Any) -> dict[str, Any]:
     coll = _with_callsite(s, t.collectives)
     out: dict[str, Any] = {"num_ranks": int(t.num_ranks), "same": coll[ROWS].iloc[:0],
                            "barriers": None, "frequent": None, "need": NO_INSTANCES,
-                           "aggregation": _aggregation_part(s)}
+                           "aggregation": _aggregation_part(s), "site_calls": None}
     if coll.empty:
         return out
     c, same = _same_as_previous(coll)
     out["same"] = c.loc[same, ROWS]
+    out["site_calls"] = _site_calls(coll)
     # unprovable when the tracer filtered calls out: one may have run in between
     if not t.meta.filtered:
         out["barriers"] = _barriers_after(s, coll)
@@ -437,43 +500,69 @@ def _concat(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
 # -------------------------------------------------------------------- the combines
 def redundant_collectives(same: pd.DataFrame | None, bad: np.ndarray,
                           barriers: pd.DataFrame | None, counts: pd.Series | None,
+                          site_calls: pd.DataFrame | None,
                           replays: Replays) -> list[Finding]:
     """From the parts' calls equal to their previous one and the candidate instances
-    where some call is not (proved: every call of the instance is), and the barriers
-    after a synchronizing collective with the rows per instance."""
+    where some call is not (proved: every call of the instance is), the barriers after a
+    synchronizing collective with the rows per instance, and the calls per site and rank
+    (a site is claimed only where all its calls but the first are proved)."""
     out: list[Finding] = []
+    if site_calls is None or site_calls.empty:
+        return out
     if same is not None and len(same):
         proved = same[~np.isin(same["instance"].to_numpy(), bad)]
-        out += _group_redundant(proved, replays,
-                                "input and result equal those of the previous call from "
-                                "this call site on the same communicator (recorded hashes)",
-                                "hash")
+        out += _group_redundant(proved, site_calls, 1, replays, _hash_why, "hash")
     if barriers is not None and len(barriers) and counts is not None:
         b = barriers
         ok = (b.groupby("instance")["call"].transform("size").to_numpy()
               == counts.reindex(b["instance"].to_numpy()).to_numpy())
-        b = b[ok]
-        for prev, g in b.groupby("prev"):
-            out += _group_redundant(g, replays, f"barrier directly follows {prev} on the same "
-                                    "communicator with no MPI call in between", "barrier_after")
+        out += _group_redundant(b[ok], site_calls, 0, replays, _barrier_why, "barrier_after")
     return out
 
 
-def _group_redundant(rows: pd.DataFrame, replays: Replays, why: str,
+def _hash_why(rows: pd.DataFrame) -> str:
+    return ("on every rank its input and result equal those of the previous call from this "
+            "call site on the same communicator and its receive buffer already held the "
+            "result when the call began (recorded hashes): deleting the call leaves every "
+            "byte as it was")
+
+
+def _barrier_why(rows: pd.DataFrame) -> str:
+    prev = " or ".join(sorted({str(p) for p in rows["prev"]}))
+    return (f"each directly follows {prev} on the same communicator with no MPI call in "
+            "between, which already synchronized every rank")
+
+
+def _group_redundant(rows: pd.DataFrame, site_calls: pd.DataFrame, firsts: int,
+                     replays: Replays, why: Callable[[pd.DataFrame], str],
                      proof: str) -> list[Finding]:
+    """One finding per call site whose every call (but the first on each communicator
+    where `firsts` is 1) on every rank is in `rows`, in MIN_REDUNDANT_INSTANCES
+    instances at least."""
     found = []
     rows = rows.assign(function=rows["function"].astype(str),
                        callsite=rows["callsite"].astype(str))
     for (function, callsite), g in rows.groupby(["function", "callsite"]):
+        sc = site_calls[(site_calls["function"] == function)
+                        & (site_calls["callsite"] == callsite)]
+        sc = sc.groupby("rank")[["calls", "comms"]].sum()
+        want = sc["calls"] - firsts * sc["comms"]
+        have = g.groupby("rank")["call"].size().reindex(want.index, fill_value=0)
+        n = int(g["instance"].nunique())
+        if n < MIN_REDUNDANT_INSTANCES or not (have == want).all():
+            continue
+        total = int(sc["calls"].max())
+        which = (f"all {n} calls after the first" if firsts else f"all {n} calls") + \
+            f" of this run ({_plural(total, 'call')} per rank in all)"
         saving = replays.saving(Scenario(remove_calls=tuple(
             sorted(int(c) for c in g["call"]))))
         found.append(Finding(
             "redundant_collective", str(function), str(callsite), len(g),
             float((g["end"] - g["start"]).sum() / 1e9), max(saving or 0.0, 0.0),
-            f"{where(str(function), str(callsite))} is provably redundant in "
-            f"{_plural(int(g['instance'].nunique()), 'instance')}: {why}; removing those "
-            f"{_saved(saving, replays)}.",
-            {"proof": proof, "instances": int(g["instance"].nunique()),
+            f"{where(str(function), str(callsite))} is provably redundant in {which}: "
+            f"{why(g)}. Removing those calls {_saved(saving, replays)}.",
+            {"proof": proof, "instances": n, "calls_per_rank": total,
+             "saving_replayed": saving is not None,
              "ranks": sorted(int(r) for r in g["rank"].unique()), "model": replays.model}))
     return found
 
@@ -529,7 +618,7 @@ def frequent_collectives(parts: pd.DataFrame | None, loop: iterations.Loop | Non
             f"per rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
             f"iteration {_saved(saving[k], replays)}; tried k: "
             f"{', '.join(f'{j}: {v:.3g} s' for j, v in saving.items())}.",
-            {"k": k, "share": share, "bytes_per_call": size,
+            {"k": k, "share": share, "bytes_per_call": size, "saving_replayed": True,
              "iterations": loop.iterations, "per_iteration": per_iteration,
              "model": replays.model, "replayed_with_all_s": base_s,
              "replayed_every_k_s": base_s - saving[k],
@@ -555,6 +644,7 @@ def message_aggregation(parts: pd.DataFrame | None, replays: Replays) -> list[Fi
             f"{where(str(function), str(callsite))}; sending each burst as one message "
             f"{_saved(saving, replays)}.",
             {"bursts": bursts, "mean_burst": msgs / bursts, "model": replays.model,
+             "saving_replayed": saving is not None,
              "top_pairs": [[int(a), int(b), int(n)] for (a, b), n in pairs.head(5).items()]}))
     return found
 
@@ -569,8 +659,8 @@ def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
     """Who is late, who waits and how much; "computes longer" only where it does."""
     text = (f"ranks wait {wait_s:.3g} s in {where(function, callsite)} "
             f"({kind.replace('_', ' ')})")
-    balanced = (f"Balancing the computation of the phases that end here (each rank's "
-                f"the ranks' mean) {_saved(saving, replays)}.")
+    balanced = (f"Balancing the computation of the phases that end here (every rank "
+                f"computing the ranks' mean) {_saved(saving, replays)}.")
     if caused.empty:
         return text + f"; waiting: {_ranks(by_rank.head(3))}. " + balanced
     late = int(caused.index[0])
@@ -612,17 +702,40 @@ def load_imbalance(parts: pd.DataFrame | None, breakdown: pd.DataFrame,
         found_text = _imbalance_text(str(function), str(callsite), total_wait / 1e9,
                                      str(kinds.index[0]), by_rank, caused, compute, saving,
                                      replays)
+        unexplained = _not_compute(late_rank, caused, by_rank, compute)
         found.append(Finding(
             "load_imbalance", str(function), str(callsite), int(g["n"].sum()),
             float(g["ns"].sum() / 1e9), max(saving or 0.0, 0.0),
             found_text,
             {"late_rank": late_rank, "late_share": late_share,
+             "saving_replayed": saving is not None,
+             **({"minor_reason": unexplained} if unexplained else {}),
              "caused_by_rank_s": {int(r): float(s) for r, s in caused.items()},
              "wait_by_rank_s": {int(r): float(s) for r, s in by_rank.items()},
              "wait_kinds": {str(k): int(v) for k, v in kinds.items()},
              "compute_by_rank_s": {int(r): float(s) for r, s in compute.items()},
              "model": replays.model}))
     return found
+
+
+def _not_compute(late: int | None, caused: pd.Series, by_rank: pd.Series,
+                 compute: pd.Series) -> str | None:
+    """Why the waiting is not a load imbalance (None: it is): the late rank must compute
+    longer than the ranks that waited for it, by half the mean wait it caused each at
+    least; waiting nobody's extra computation explains is transfer time, descheduling
+    or the late rank's own communication."""
+    if late is None:
+        return "no rank is late here: the waiting is not explained by computation"
+    waiters = [int(r) for r in by_rank.index if int(r) != late]
+    if not waiters:
+        return None
+    extra = float(compute.get(late, np.nan) - compute.reindex(waiters).mean())
+    need = 0.5 * float(caused.iloc[0]) / len(waiters)
+    if extra >= need:
+        return None
+    return (f"rank {late} is late but computes {extra:.3g} s more than the ranks waiting "
+            f"for it (at least {need:.3g} s would explain the waiting): not a load "
+            "imbalance — e.g. transfer time, descheduling or its own communication")
 
 
 def _hot_rank(num_ranks: int, path: CriticalPath | None) -> tuple[int, float] | None:
@@ -672,6 +785,7 @@ def hot_spot(parts: list[dict[str, Any]], num_ranks: int, hot: int, share: float
         f"bottleneck. Sharing its computation out equally among all ranks "
         f"{_saved(saving, replays)}.",
         {"rank": hot, "critical_path_share": share, "senders": sorted(senders),
+         "saving_replayed": saving is not None,
          "waiting_ranks": sorted(waiters),
          "waited_for_s": float(waited_ns / 1e9), "model": replays.model})]
 
@@ -683,6 +797,7 @@ def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,
     (maps a function over the parts, in rank order) and the combines; savings from
     `replays`."""
     total_rank_ns = float(breakdown["total_s"].sum() * 1e9)
+    replays.run_s = float(breakdown["total_s"].max()) if len(breakdown) else 0.0
     p1 = run(_part1)
     num_ranks = max(p["num_ranks"] for p in p1)
     offsets = np.zeros(max(num_ranks, 1), dtype=np.int64)
@@ -720,7 +835,8 @@ def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,
     hot = _hot_rank(num_ranks, path)
     p3 = run(partial(_part3, offsets=offsets, last=last,
                      hot=hot[0] if hot is not None else None))
-    found = (redundant_collectives(same, bad, barriers, counts, replays)
+    found = (redundant_collectives(same, bad, barriers, counts,
+                                   _concat([p["site_calls"] for p in p1]), replays)
              + frequent_collectives(_concat([p["frequent"] for p in p1]), loop,
                                     total_rank_ns, replays)
              + message_aggregation(_concat([p["aggregation"] for p in p1]), replays)
@@ -729,6 +845,64 @@ def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,
              + (hot_spot(p3, num_ranks, hot[0], hot[1], path, replays)
                 if hot is not None and path is not None else []))
     return sorted(found, key=lambda f: f.estimated_savings_s, reverse=True)
+
+
+@dataclass
+class NoiseFloor:
+    """The least saving a listed finding has: the larger of `run_share` of the run and
+    the run's iteration-to-iteration spread (module doc)."""
+
+    floor_s: float
+    run_s: float
+    run_share: float
+    iteration_spread_s: float  # robust σ of an iteration × √iterations; 0 without a loop
+    iterations: int
+
+    @property
+    def rule(self) -> str:
+        spread = (f", or the spread of its {self.iterations} iterations "
+                  f"({self.iteration_spread_s:.3g} s: robust σ of an iteration × √iterations)"
+                  if self.iterations else "")
+        return (f"findings saving less than {self.floor_s:.3g} s are not listed "
+                f"({self.run_share:.0%} of the run's {self.run_s:.3g} s{spread}, "
+                "whichever is larger): they are under `minor`")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "rule": self.rule}
+
+
+def noise_floor(breakdown: pd.DataFrame, loop: iterations.Loop | None) -> NoiseFloor:
+    """The floor of this run (module doc): its length (longest rank's measured interval)
+    and, with a main loop, the spread of its iterations' durations (mean over ranks)."""
+    run_s = float(breakdown["total_s"].max()) if len(breakdown) else 0.0
+    spread, n = 0.0, 0
+    if loop is not None and loop.iterations >= 4 and loop.starts.size:
+        d = np.diff(loop.starts.astype(np.float64), axis=1).mean(axis=0) / 1e9
+        n = len(d)
+        sigma = 1.4826 * float(np.median(np.abs(d - np.median(d))))
+        spread = sigma * float(np.sqrt(n))
+    return NoiseFloor(max(RUN_SHARE_FLOOR * run_s, spread), run_s, RUN_SHARE_FLOOR, spread, n)
+
+
+def split(found: list[Finding], floor: NoiseFloor,
+          num_ranks: int) -> tuple[list[Finding], list[Finding]]:
+    """(the findings to list, the minor ones with `minor_reason` in their evidence)."""
+    listed, minor = [], []
+    for f in found:
+        if "minor_reason" in f.evidence:  # the rule itself did not stand behind it
+            minor.append(f)
+            continue
+        replayed = f.evidence.get("saving_replayed", True)
+        worth = f.estimated_savings_s if replayed else f.time_s / max(num_ranks, 1)
+        if worth >= floor.floor_s and worth > 0:
+            listed.append(f)
+            continue
+        what = (f"its saving ({worth:.3g} s)" if replayed
+                else f"the time in these calls per rank ({worth:.3g} s; no saving replayed)")
+        minor.append(dataclasses.replace(f, evidence={
+            **f.evidence, "minor_reason": f"{what} is below the noise floor of "
+                                          f"{floor.floor_s:.3g} s"}))
+    return listed, minor
 
 
 def find(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,

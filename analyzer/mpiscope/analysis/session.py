@@ -21,6 +21,7 @@ from mpiscope.analysis import (
     callpaths,
     critical_path,
     findings,
+    hosts,
     iterations,
     stats,
     waitstates,
@@ -149,14 +150,34 @@ class Analysis:
         return callpaths.name_sites(df, self.paths, self._best_paths)
 
     @result
-    def findings(self) -> list[findings.Finding]:
-        """Improvement opportunities, largest estimated savings first."""
+    def all_findings(self) -> list[findings.Finding]:
+        """Every finding, listed or below the noise floor, largest saving first."""
         found = self._find()
         out = []
         for f in found:
             site, path = self.callpath(f.function, f.callsite)
             out.append(dataclasses.replace(f, callsite=site, callpath=path, group=f.callsite))
         return out
+
+    @result
+    def noise_floor(self) -> findings.NoiseFloor:
+        """The least saving a listed finding has (findings.noise_floor)."""
+        return findings.noise_floor(self.ranks, self.loop)
+
+    @result
+    def _split_findings(self) -> tuple[list[findings.Finding], list[findings.Finding]]:
+        return findings.split(self.all_findings, self.noise_floor, len(self.ranks))
+
+    @property
+    def findings(self) -> list[findings.Finding]:
+        """Improvement opportunities above the noise floor, largest estimated savings
+        first."""
+        return self._split_findings[0]
+
+    @property
+    def minor_findings(self) -> list[findings.Finding]:
+        """What the rules found below the noise floor (evidence `minor_reason`)."""
+        return self._split_findings[1]
 
     def _find(self) -> list[findings.Finding]:
         """The findings before their call paths are named (the Dask engine's runs per
@@ -169,11 +190,22 @@ class Analysis:
         """The run's critical path across ranks and what lies on it."""
         return critical_path.compute(self.trace, self.wait_states)
 
+    @property
+    def oversubscribed(self) -> list[hosts.HostLoad]:
+        """Hosts that ran more ranks than they have CPUs (as the tracer recorded them)."""
+        o = self.overview
+        return hosts.oversubscribed(o.ranks, o.meta.host_cpus)
+
     def _finding(self, f: findings.Finding) -> dict[str, Any]:
         """A finding's JSON, with where it stands to the critical path (off it, the
-        message says that fixing it cannot shorten the run)."""
+        message says that fixing it cannot shorten the run) and, on an oversubscribed
+        run, marked where timing drives it (all but a redundancy proof's verdict)."""
         d = {**f.to_dict(), **critical_path.finding_fields(
             self.critical_path, f.kind, f.function, f.group or f.callsite)}
+        over = self.oversubscribed
+        d["oversubscribed"] = bool(over) and f.kind != "redundant_collective"
+        if d["oversubscribed"]:
+            d["message"] += hosts.note(over)
         if f.kind == "hot_spot":  # a rank, not a call site, holds the path there
             share = float(f.evidence["critical_path_share"])
             d.update(on_critical_path=True, critical_path_share=share,
@@ -240,6 +272,9 @@ class Analysis:
                        "(a receive before its send): wait states near them are uncertain")
         if meta.filtered:
             out.append("functions not recorded (MPISCOPE_FILTER): " + ", ".join(meta.filtered))
+        over = hosts.warning(self.oversubscribed)
+        if over:
+            out.append(over)
         un = self.uninterpreted
         if len(un):
             out.append(f"{len(un)} MPI function(s) recorded only as time, not interpreted "
@@ -269,6 +304,9 @@ class Analysis:
             "wait_states": {f"{k}_s": v for k, v in ws.totals().items()},
             "wait_states_per_rank": _records(ws.per_rank().reset_index(names="rank")),
             "findings": [self._finding(f) for f in self.findings],
+            "minor": [{**self._finding(f), "minor_reason": f.evidence["minor_reason"]}
+                      for f in self.minor_findings],
+            "noise_floor": self.noise_floor.to_dict(),
             "message_sizes": _records(self.message_sizes),
             "protocol_switches": [p.to_dict() for p in self.protocol_switches],
             "comm_matrix": _records(self.comm_matrix),

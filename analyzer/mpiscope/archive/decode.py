@@ -28,7 +28,8 @@ from mpiscope.errors import UserError
 # 5: RMA and MPI-IO tables, call kinds io/rma/rma_sync; 6: threads; 7: call paths;
 # 8: damaged timestamps and byte counts repaired, the reader's warnings in the metadata;
 # 9: MPI-4 large-count functions (MPI_X_c) have their int twin's call kind
-READER_VERSION = "9"
+# 10: calls.prior_hash (the receive buffer at entry), the hosts' CPUs in the metadata
+READER_VERSION = "10"
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
@@ -423,6 +424,7 @@ class Definitions:
             attr_callsite=self.attrs.get("mpiscope:callsite", NONE32),
             attr_in=self.attrs.get("mpiscope:in_hash", NONE32),
             attr_out=self.attrs.get("mpiscope:out_hash", NONE32),
+            attr_prior=self.attrs.get("mpiscope:prior_hash", NONE32),
             timer_resolution=self.resolution, global_offset=self.offset,
             region_func=self.region_func, region_kind=self.region_kind,
             region_mpi=self.region_mpi, unknown_func=self.unknown_func,
@@ -598,7 +600,19 @@ def trace_meta(defs: Definitions, props: dict[str, str], nranks: int, truncated:
         clock_corrected=bool(clock_corrected),
         filtered=[f for f in props.get("MPISCOPE::FILTERED", "").split(",") if f],
         warnings=damage_warnings(defs, damage) if damage is not None else [],
+        host_cpus=_host_cpus(props.get("MPISCOPE::HOST_CPUS", "")),
     )
+
+
+def _host_cpus(text: str) -> list[int]:
+    """MPISCOPE::HOST_CPUS: positive whole numbers, space-separated; anything else (a
+    damaged or foreign property) is not guessed at: no CPU counts."""
+    words = text.split()
+    if not words or len(words) > 1_000_000 or not all(w.isdigit() and len(w) < 10
+                                                       for w in words):
+        return []
+    cpus = [int(w) for w in words]
+    return cpus if all(c > 0 for c in cpus) else []
 
 
 def _where(defs: Definitions, flagged: np.ndarray, most: int = 6) -> str:

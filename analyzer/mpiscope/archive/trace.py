@@ -28,6 +28,9 @@ class TraceMeta:
     filtered: list[str] = field(default_factory=list)
     # what reading had to drop, clamp or distrust, one line each (the JSON's `warnings`)
     warnings: list[str] = field(default_factory=list)
+    # CPUs of each distinct host, in the order of its first rank (MPISCOPE::HOST_CPUS);
+    # empty where the tracer did not record them
+    host_cpus: list[int] = field(default_factory=list)
 
 
 def empty_table(name: str) -> pd.DataFrame:

@@ -165,6 +165,8 @@ def _write(trace: Trace, w: otf2.writer.Writer) -> None:
                          Type.SOURCE_CODE_LOCATION)
     a_in = d.attribute("mpiscope:in_hash", "FNV-1a of the input", Type.UINT64)
     a_out = d.attribute("mpiscope:out_hash", "FNV-1a of the result", Type.UINT64)
+    a_prior = d.attribute("mpiscope:prior_hash", "FNV-1a of the receive buffer at entry",
+                          Type.UINT64)
     regions: dict[str, object] = {}
     sources: dict[str, object] = {}
     contexts = CallingContexts(d, sources)
@@ -235,7 +237,8 @@ def _write(trace: Trace, w: otf2.writer.Writer) -> None:
                         ew.mpi_request_cancelled(t, e.request)
             if coll is not None:
                 op = collective_op(fn[i])
-                at = {a: int(coll[k]) for a, k in ((a_in, "in_hash"), (a_out, "out_hash"))
+                at = {a: int(coll[k]) for a, k in ((a_in, "in_hash"), (a_out, "out_hash"),
+                                                   (a_prior, "prior_hash"))
                       if int(coll[k])}
                 root_rank = (UNDEFINED_ROOT if int(coll["root"]) < 0
                              else peer(int(coll["comm"]), int(coll["root"])))

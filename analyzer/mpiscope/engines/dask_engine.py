@@ -160,7 +160,7 @@ class DaskAnalysis(Analysis):
             ])
             self._find = lambda: rankfindings.find(run, ws, self.ranks, self.loop,
                                                    self.critical_path)
-            self._keep(lambda: Analysis.findings.fget(self), "findings")  # named paths
+            self._keep(lambda: Analysis.all_findings.fget(self), "all_findings")  # named paths
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from mpiscope.analysis import callpaths, critical_path, findings, stats, threads
+from mpiscope.analysis import callpaths, critical_path, findings, hosts, stats, threads
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.session import Analysis
@@ -193,15 +193,23 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
         for col in ("kind", "function", "call site", "calls", "time (s)", "saves (s)"):
             fd.add_column(col, justify="right" if col in ("calls", "time (s)", "saves (s)")
                           else "left", overflow="fold")
+        run_s = analysis.noise_floor.run_s
+        fd.add_column("of run", justify="right")
         for f in analysis.findings[:top]:
             fd.add_row(f.kind, name(f.function), name(f.callsite), str(f.calls), _s(f.time_s),
-                       _s(f.estimated_savings_s))
+                       _s(f.estimated_savings_s),
+                       f"{f.estimated_savings_s / run_s:.1%}" if run_s > 0 else "-")
         console.print(fd)
+        over = hosts.note(analysis.oversubscribed) if analysis.oversubscribed else ""
         for f in analysis.findings[:top]:
+            mark = over if f.kind != "redundant_collective" else ""
             console.print(f"[dim]• {f.kind} {name(site_text(f.callsite, f.callpath))}: "
-                          f"{name(f.message)}[/dim]", highlight=False)
+                          f"{name(f.message + mark)}[/dim]", highlight=False)
     else:
         console.print("No findings.")
+    if analysis.minor_findings:
+        console.print(f"[dim]{len(analysis.minor_findings)} more below the noise floor: "
+                      f"{name(analysis.noise_floor.rule)} (JSON)[/dim]", highlight=False)
     _critical_path(analysis, console, top)
     fl = analysis.flushes
     if len(fl):

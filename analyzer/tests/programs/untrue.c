@@ -2,7 +2,8 @@
  *   fence          rank 1 reaches MPI_Win_fence 200 ms late: the others wait in the fence
  *   barrier_fence  Barrier; Win_fence; Put; Win_fence; Barrier in a loop: the barrier after
  *                  the RMA is not redundant; the next iteration's first barrier is (nothing
- *                  between it and the previous one)
+ *                  between it and the previous one), in every iteration: a barrier before
+ *                  the loop precedes the first
  *   ialltoall      rank 1 posts MPI_Ialltoall 100 ms late; the others wait in MPI_Wait
  *   io             every rank writes 4 MiB collectively with MPI_File_write_at_all
  */
@@ -28,6 +29,7 @@ static void barrier_fence(int r, int n)
     double buf[16] = {0}, x = r;
     MPI_Win win;
     MPI_Win_create(buf, sizeof buf, sizeof(double), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < 5; i++) {
         MPI_Barrier(MPI_COMM_WORLD); /* AFTER_BARRIER: follows the last iteration's barrier */
         MPI_Win_fence(0, win);
