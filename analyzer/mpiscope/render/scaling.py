@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from rich.console import Console
 from rich.table import Table
 
-from mpiscope import output
+from mpiscope import numbers, output
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.errors import UserError
 from mpiscope.render import term
@@ -53,19 +53,50 @@ def speedup_figure(df: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def _shown_parts(df: pd.DataFrame) -> list[str]:
+    """The parts with time in some run (I/O only where there was I/O)."""
+    return [p for p in PARTS if p != "io" or (df.get("io_share", pd.Series(dtype=float)) > 0).any()]
+
+
+def _cells(df: pd.DataFrame, parts: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Headers and, per run, its cells: one time unit for the wall-time column."""
+    wall = numbers.Column.of(df["wall_s"])
+    headers = ["ranks", wall.header("wall"), "speed-up", "efficiency",
+               *(PART_LABELS[p] for p in parts)]
+    rows = [[str(r["ranks"]), wall.cell(r["wall_s"]), f"{r['speedup']:.2f}×",
+             f"{r['efficiency']:.0%}", *(f"{r[f'{p}_share']:.1%}" for p in parts)]
+            for r in df.to_dict("records")]
+    return headers, rows
+
+
 def print_table(df: pd.DataFrame, console: Console | None = None) -> None:
+    """One row per run; where that is wider than the terminal, one column per run (a
+    header is never cut, a number never wrapped). The traces are listed below it."""
+    console = console or term.console()
+    parts = _shown_parts(df)
+    headers, rows = _cells(df, parts)
     tab = Table(title="Breakdown vs rank count")
-    for col in ("ranks", "wall (s)", "speed-up", "efficiency", *(PART_LABELS[p] for p in PARTS),
-                "trace"):
-        tab.add_column(col, justify="left" if col == "trace" else "right", overflow="fold")
+    for h in headers:
+        tab.add_column(h, justify="right", no_wrap=True)
+    for r in rows:
+        tab.add_row(*r)
+    # each column: its widest text, a space either side and a border (plus the last)
+    needed = 1 + sum(3 + max(len(h), *(len(r[i]) for r in rows)) if rows else 3 + len(h)
+                     for i, h in enumerate(headers))
+    if needed > console.width:
+        tab = Table(title="Breakdown vs rank count")
+        tab.add_column("", justify="left", no_wrap=True)
+        for r in rows:
+            tab.add_column(f"{r[0]} ranks", justify="right", no_wrap=True)
+        for i, h in enumerate(headers[1:], 1):
+            tab.add_row(h, *(r[i] for r in rows))
+    console.print(tab)
     for r in df.to_dict("records"):
-        tab.add_row(str(r["ranks"]), f"{r['wall_s']:.4f}", f"{r['speedup']:.2f}×",
-                    f"{r['efficiency']:.0%}", *(f"{r[f'{p}_share']:.1%}" for p in PARTS),
-                    name(r["trace"]))
-    (console or term.console()).print(tab)
+        console.print(f"  {numbers.count(int(r['ranks']), 'rank')}: {name(r['trace'])}",
+                      highlight=False)
     if len(df):
         fewest = int(df["ranks"].min())
-        (console or term.console()).print(
+        console.print(
             f"speed-up and efficiency against the {fewest}-rank run (the fastest of them "
             "if several)", highlight=False)
 
