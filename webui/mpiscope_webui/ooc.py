@@ -216,13 +216,14 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int) -> tuple[dict,
     depth = out.index.depth[v.states] if out.index is not None else np.empty(0, np.int64)
     half = np.maximum(timeline.HALF - timeline.NEST * depth, 0.08)
     xs0, xs1 = to_s(v.state_start), to_s(v.state_end)
+    cs = palette.colours(names)
     for code, name in enumerate(names):
         sel = fcode == code
         x, y = rects(xs0[sel], xs1[sel], rank[sel] - half[sel], rank[sel] + half[sel])
         if not len(x):
             x, y = np.array([a]), np.array([-100.0], np.float32)  # keeps its legend entry
         traces.append({"type": "scatter", "name": name, "x": typed(x), "y": typed(y, "f4"),
-                       "fill": "toself", "fillcolor": palette.colour(name), "mode": "none",
+                       "fill": "toself", "fillcolor": cs[name], "mode": "none",
                        "hoverinfo": "skip"})
     n = p.num_ranks
     lane_px = int(np.clip(560 / max(n, 1), 8, 28))

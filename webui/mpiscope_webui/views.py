@@ -78,7 +78,8 @@ def duration_histogram(model: TraceModel, function: str | None) -> go.Figure:
             counts, edges = np.histogram(d, bins=edges)
             centres = np.sqrt(edges[:-1] * edges[1:]) / 1e9
             fig.add_bar(x=centres, y=counts, width=np.diff(edges) / 1e9,
-                        marker_color=palette.colour(function), name=plot_text(function),
+                        marker_color=palette.colours(model.index.functions).get(
+                            function, palette.colour(function)), name=plot_text(function),
                         hovertemplate="%{x:.3g} s: %{y} calls<extra></extra>")
     fig.update_layout(xaxis={"type": "log", "title": "duration (s)"}, yaxis_title="calls")
     return _layout(fig, f"Durations of {plot_text(function) if function else '…'}")

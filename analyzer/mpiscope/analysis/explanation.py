@@ -52,8 +52,8 @@ WAIT_REASON = {
 
 
 def _num(x: float) -> str:
-    """Seconds as the explanation writes them: 3 significant digits."""
-    return f"{seconds(x)}"
+    """Seconds as the explanation writes them: 3 significant digits, an SI prefix."""
+    return seconds(x)
 
 
 @dataclass
