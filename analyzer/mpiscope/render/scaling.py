@@ -15,6 +15,7 @@ from rich.table import Table
 from mpiscope import numbers, output
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.errors import UserError
+from mpiscope.render import html as html_report
 from mpiscope.render import term
 from mpiscope.render.palette import PART_COLOURS
 from mpiscope.render.term import name
@@ -22,7 +23,7 @@ from mpiscope.render.term import name
 
 def figure(df: pd.DataFrame) -> go.Figure:
     """Stacked bars of the breakdown shares (`scaling.table`) against rank count."""
-    x = [f"{n} ranks" for n in df["ranks"]]
+    x = [numbers.count(int(n), "rank") for n in df["ranks"]]
     fig = go.Figure([go.Bar(name=PART_LABELS[p], x=x, y=100 * df[f"{p}_share"],
                             marker_color=PART_COLOURS[p],
                             hovertemplate=f"{PART_LABELS[p]}: %{{y:.1f}}%<extra></extra>")
@@ -45,7 +46,10 @@ def speedup_figure(df: pd.DataFrame) -> go.Figure:
     fig.add_scatter(x=df["ranks"], y=100 * df["efficiency"], name="efficiency",
                     mode="lines+markers", hovertemplate="%{x} ranks: %{y:.0f}%<extra></extra>",
                     row=1, col=2)
-    fig.update_xaxes(title_text="ranks")
+    # ticks at the rank counts run, never at 1.5 ranks
+    ranks = sorted(int(n) for n in df["ranks"].unique()) if len(df) else []
+    fig.update_xaxes(title_text="ranks", tickmode="array", tickvals=ranks,
+                     ticktext=[str(n) for n in ranks])
     fig.update_yaxes(title_text=f"× the {fewest}-rank run", row=1, col=1)
     fig.update_yaxes(title_text="%", rangemode="tozero", row=1, col=2)
     fig.update_layout(title=f"Speed-up and parallel efficiency against {fewest} "
@@ -106,9 +110,10 @@ def write_html(df: pd.DataFrame, out: Path) -> None:
     divs = "".join(plotly.offline.plot(f, output_type="div", include_plotlyjs=False)
                    for f in (figure(df), speedup_figure(df)))
     output.write_text(out, "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-                      "<title>mpiscope scaling</title><script type='text/javascript'>"
-                      f"{plotly.offline.get_plotlyjs()}</script></head><body>{divs}"
-                      "</body></html>")
+                      f"<title>mpiscope scaling</title><style>{html_report.CSS}</style>"
+                      "<script type='text/javascript'>"
+                      f"{plotly.offline.get_plotlyjs()}</script></head><body>"
+                      f"<h1>Scaling</h1>{divs}</body></html>")
 
 
 def write_png(df: pd.DataFrame, out: Path) -> None:
