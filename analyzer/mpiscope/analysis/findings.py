@@ -544,7 +544,8 @@ def message_aggregation(parts: pd.DataFrame | None, replays: Replays) -> list[Fi
 
 
 def _ranks(per_rank: pd.Series) -> str:
-    return ", ".join(f"rank {r} {seconds(s)}" for r, s in per_rank.items())
+    # "rank 3 (508 ms)": a rank's number never runs into its time
+    return ", ".join(f"rank {r} ({seconds(s)})" for r, s in per_rank.items())
 
 
 def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
