@@ -22,6 +22,7 @@ import numpy as np
 from dash import Dash, Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 
+from mpiscope import numbers
 from mpiscope.errors import UserError
 from mpiscope.render import palette
 from mpiscope_webui import bundle, firstview, inputs, pyramid, safety_net, security, timeline
@@ -104,7 +105,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     bundle.install_compression(server)
     bundle.install_compile_hints(server, lambda: app.compile_hints)
     full = [p.origin / 1e9, (p.origin + p.span - 2) / 1e9]
-    info = (f"{p.num_ranks} ranks · {(p.span - 2) / 1e9:.4g} s · {sum(man['calls']):,} MPI "
+    info = (f"{numbers.count(p.num_ranks, 'rank')} · {numbers.seconds((p.span - 2) / 1e9, 4)} · "
+            f"{sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
 
     @functools.lru_cache(maxsize=16)  # a few widths, not one per resize forever

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mpiscope import numbers
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
 from mpiscope_webui import lod, regions
@@ -78,12 +79,12 @@ class Rendered:
         ns = model.index.origin
         out = (f"{(v.t0 + ns) / 1e9:.6f} – {(v.t1 + ns) / 1e9:.6f} s · "
                f"{len(v.states)} states drawn, {v.summary_cells()} summary cells "
-               f"(shorter than {v.threshold_ns / 1e3:.3g} µs merged) · "
+               f"(shorter than {numbers.seconds(v.threshold_ns / 1e9)} merged) · "
                f"{self.arrows} of {self.arrows_total} messages")
         if self.regions is not None:
             r = self.regions
             out += (f" · {len(r.positions)} user regions drawn (shorter than "
-                    f"{r.threshold_ns / 1e3:.3g} µs left out)")
+                    f"{numbers.seconds(r.threshold_ns / 1e9)} left out)")
         return out
 
 
