@@ -5,7 +5,7 @@
 
 Layers, bottom to top (a module may import its own layer's sub-package and any lower one):
 
-    base      mpiscope.errors, mpiscope.paths, mpiscope.output
+    base      mpiscope.errors, mpiscope.paths, mpiscope.output, mpiscope.numbers
     archive   mpiscope.archive      reading traces
     analysis  mpiscope.analysis     what the traces mean
     engines   mpiscope.engines      where analyses run: pandas here, or a Dask cluster
@@ -35,7 +35,7 @@ from pathlib import Path
 
 PACKAGES = {"mpiscope": Path("analyzer/mpiscope"), "mpiscope_webui": Path("webui/mpiscope_webui")}
 FACADE = "mpiscope"
-BASE = {"mpiscope.errors", "mpiscope.paths", "mpiscope.output"}
+BASE = {"mpiscope.errors", "mpiscope.paths", "mpiscope.output", "mpiscope.numbers"}
 # mpiscope.X is in layer X
 SUBPACKAGES = {"archive", "analysis", "engines", "render", "jobs", "cli"}
 LEVEL = {"base": 0, "archive": 1, "analysis": 2, "engines": 2.5, "render": 3, "webui": 3,

@@ -54,7 +54,7 @@ def assert_printed(text: str, seconds: float) -> None:
     """`text` ("1.46 ms", "0.1234 s") shows `seconds` to the digits it prints: it is the
     ground truth rounded there, so it may differ by half a unit of its last digit."""
     number, unit = text.split()
-    scale = {"s": 1.0, "ms": 1e-3}[unit]
+    scale = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}[unit]
     decimals = len(number.partition(".")[2])  # %g drops trailing zeros: never too strict
     half_unit = 0.5 * 10.0 ** -decimals * scale
     assert abs(float(number) * scale - seconds) <= half_unit * (1 + 1e-9), (text, seconds)

@@ -233,7 +233,7 @@ def test_analyze_json_and_summary(tmp_path):
     out = subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(trace)],
                          capture_output=True, text=True, check=True,
                          env=dict(os.environ, COLUMNS="200")).stdout
-    assert "Critical path: 0.001 ms (the run, first rank's start to last rank's end), " \
+    assert "Critical path: 990 ns (the run, first rank's start to last rank's end), " \
            "0 rank switches; rank 2 holds 100% of it" in out
     assert "compute before MPI_Finalize" in out
     assert ("load_imbalance MPI_Recv at c.c:81: not on the critical path: fixing it cannot "

@@ -145,8 +145,8 @@ def test_load_imbalance_names_who_is_late_and_who_waits():
     # more shrink to a third (the Allreduce still ends 10 ns after the last entry)
     assert f.estimated_savings_s == pytest.approx(2 * 5 * 800e-9 / 3)
     assert "Balancing the computation" in f.message and "replayed" in f.message
-    assert f.message.startswith("ranks wait 8e-06 s in MPI_Allreduce at solve.c:77 (wait "
-                                "at nxn): rank 2 is late, causing 8e-06 s of it (100%)")
+    assert f.message.startswith("ranks wait 8 µs in MPI_Allreduce at solve.c:77 (wait "
+                                "at nxn): rank 2 is late, causing 8 µs of it (100%)")
 
 
 def test_findings_are_ranked_by_savings():

@@ -74,9 +74,9 @@ def test_point_to_point_names_the_sender_that_causes_the_waiting(tmp_path):
     assert "replayed" in f["message"]
     # measured 5090 ns each; rank 0 spends 5 x 60 + 1200 in MPI, the senders 5 x 5:
     # rank 3 computes 5065 vs the mean (3590 + 3 x 5065) / 4, i.e. 368.75 ns more
-    assert "rank 3 is late, causing 1.2e-06 s of it (96%" in f["message"]
-    assert "waiting: rank 0 1.25e-06 s" in f["message"]
-    assert "Rank 3 computes longer: 3.69e-07 s more than the mean" in f["message"]
+    assert "rank 3 is late, causing 1.2 µs of it (96%" in f["message"]
+    assert "waiting: rank 0 (1.25 µs)" in f["message"]
+    assert "Rank 3 computes longer: 369 ns more than the mean" in f["message"]
 
 
 def allreduce_late_from_its_own_mpi() -> TraceBuilder:

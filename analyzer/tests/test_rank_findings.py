@@ -191,7 +191,7 @@ def test_a_small_window_of_a_regular_run_scales_to_its_savings(
     assert any(v > 0 for v in full.values())
     for key, saved in savings(found).items():
         assert saved == pytest.approx(full[key], rel=0.15), key
-    named = "iterations 95..103 of 198 of the main loop" if loop else "s of the run's"
+    named = "iterations 95..103 of 198 of the main loop" if loop else " of the run's"
     assert all(named in f.message and named in f.evidence["model"] for f in found)
 
 

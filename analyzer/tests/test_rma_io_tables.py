@@ -270,7 +270,7 @@ def test_io_s_in_json_summary_and_compare_report(tmp_path):
     assert [r["io_s"] for r in doc["ranks"]] == pytest.approx([0.030, 0.030])
     assert "I/O" in p.stdout
     rows = [line for line in p.stdout.splitlines() if "node0" in line]
-    assert len(rows) == 2 and all(r.rstrip(" │").endswith("0.0300 (60%)") for r in rows)
+    assert len(rows) == 2 and all(r.rstrip(" │").endswith("30.00 (60%)") for r in rows)
     p = mpiscope("compare", a, b, "--md", tmp_path / "cmp.md", "--html", tmp_path / "cmp.html")
     assert p.returncode == 0, p.stderr
     md = (tmp_path / "cmp.md").read_text()

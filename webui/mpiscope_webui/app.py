@@ -10,6 +10,7 @@ import flask
 from dash import ALL, MATCH, Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from mpiscope import numbers
 from mpiscope_webui import (
     bundle,
     compare,
@@ -85,8 +86,9 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
 
 
 def _info(m: TraceModel) -> str:
-    return (f"{m.trace.num_ranks} ranks on {len(set(m.lanes.hosts))} host(s) · "
-            f"{m.duration / 1e9:.4g} s · {len(m.trace.calls):,} MPI calls · "
+    return (f"{numbers.count(m.trace.num_ranks, 'rank')} on "
+            f"{numbers.count(len(set(m.lanes.hosts)), 'host')} · "
+            f"{numbers.seconds(m.duration / 1e9, 4)} · {len(m.trace.calls):,} MPI calls · "
             f"{len(m.trace.messages):,} messages · {m.trace.meta.creator or '?'}")
 
 

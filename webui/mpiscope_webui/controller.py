@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from dash import html
 
+from mpiscope import numbers
 from mpiscope_webui import inputs, timeline
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
@@ -17,11 +18,7 @@ DETAIL_MESSAGES = 8
 
 
 def _fmt_s(s: float) -> str:
-    if abs(s) >= 1:
-        return f"{s:.6g} s"
-    if abs(s) >= 1e-3:
-        return f"{s * 1e3:.4g} ms"
-    return f"{s * 1e6:.4g} µs"
+    return numbers.seconds(s, digits=4)
 
 
 def parse_relayout(rd: object) -> tuple[list[float] | None, list[float] | None, bool]:

@@ -22,6 +22,7 @@ import numpy as np
 from dash import Dash, Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 
+from mpiscope import numbers
 from mpiscope.errors import UserError
 from mpiscope.render import palette
 from mpiscope_webui import bundle, firstview, inputs, pyramid, safety_net, security, timeline
@@ -104,7 +105,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     bundle.install_compression(server)
     bundle.install_compile_hints(server, lambda: app.compile_hints)
     full = [p.origin / 1e9, (p.origin + p.span - 2) / 1e9]
-    info = (f"{p.num_ranks} ranks · {(p.span - 2) / 1e9:.4g} s · {sum(man['calls']):,} MPI "
+    info = (f"{numbers.count(p.num_ranks, 'rank')} · {numbers.seconds((p.span - 2) / 1e9, 4)} · "
+            f"{sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
 
     @functools.lru_cache(maxsize=16)  # a few widths, not one per resize forever
@@ -216,13 +218,14 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int) -> tuple[dict,
     depth = out.index.depth[v.states] if out.index is not None else np.empty(0, np.int64)
     half = np.maximum(timeline.HALF - timeline.NEST * depth, 0.08)
     xs0, xs1 = to_s(v.state_start), to_s(v.state_end)
+    cs = palette.colours(names)
     for code, name in enumerate(names):
         sel = fcode == code
         x, y = rects(xs0[sel], xs1[sel], rank[sel] - half[sel], rank[sel] + half[sel])
         if not len(x):
             x, y = np.array([a]), np.array([-100.0], np.float32)  # keeps its legend entry
         traces.append({"type": "scatter", "name": name, "x": typed(x), "y": typed(y, "f4"),
-                       "fill": "toself", "fillcolor": palette.colour(name), "mode": "none",
+                       "fill": "toself", "fillcolor": cs[name], "mode": "none",
                        "hoverinfo": "skip"})
     n = p.num_ranks
     lane_px = int(np.clip(560 / max(n, 1), 8, 28))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mpiscope import numbers
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
 from mpiscope_webui import lod, regions
@@ -78,12 +79,12 @@ class Rendered:
         ns = model.index.origin
         out = (f"{(v.t0 + ns) / 1e9:.6f} – {(v.t1 + ns) / 1e9:.6f} s · "
                f"{len(v.states)} states drawn, {v.summary_cells()} summary cells "
-               f"(shorter than {v.threshold_ns / 1e3:.3g} µs merged) · "
+               f"(shorter than {numbers.seconds(v.threshold_ns / 1e9)} merged) · "
                f"{self.arrows} of {self.arrows_total} messages")
         if self.regions is not None:
             r = self.regions
             out += (f" · {len(r.positions)} user regions drawn (shorter than "
-                    f"{r.threshold_ns / 1e3:.3g} µs left out)")
+                    f"{numbers.seconds(r.threshold_ns / 1e9)} left out)")
         return out
 
 
@@ -111,8 +112,9 @@ def _colourscale(functions: list[str]) -> list:
     levels = summary_levels(nf)
     zmax = nf * levels
     scale = [[0, "rgba(0,0,0,0)"]]
+    cs = palette.colours(functions)
     for k, name in enumerate(functions):
-        c = palette.colour(name)
+        c = cs[name]
         scale.append([(1 + k * levels) / zmax, palette.blend(c, amount=0.75)])
         scale.append([(k + 1) * levels / zmax, c])
     return scale
@@ -198,12 +200,13 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     s_per_px = (view.t1 - view.t0) / plot_px
     xs0, xs1 = to_s(v.state_start), to_s(v.state_end)
     xs1 = xs1 - np.minimum(GAP_PX * s_per_px, 0.25 * (xs1 - xs0))
+    cs = palette.colours(idx.functions)
     for code, name in enumerate(idx.functions):
         sel = idx.fcode[st] == code
         x, y = rects(xs0[sel], xs1[sel], lane_of[sel] - half[sel], lane_of[sel] + half[sel])
         if not len(x):
             x, y = _placeholder(view)
-        c = palette.colour(name)
+        c = cs[name]
         traces.append(_scatter(name, x, y, hidden, fill="toself", fillcolor=c, mode="none",
                                legendgroup=name, hoverinfo="skip"))
 
@@ -341,7 +344,7 @@ def _region_shapes(model: TraceModel, rv: regions.RegionView | None, view: View,
         path = "".join(f"M{a!r},{b!r}H{c!r}V{d!r}H{a!r}Z" for a, b, c, d in zip(
             x0[sel].tolist(), y0[sel].tolist(), x1[sel].tolist(), y1[sel].tolist(),
             strict=True))
-        c = palette.colour(idx.functions[int(code)])
+        c = palette.colours(idx.functions)[idx.functions[int(code)]]
         shapes.append({"type": "path", "name": f"region {idx.functions[int(code)]}",
                        "xref": "x", "yref": "y", "layer": "between", "path": path,
                        "fillcolor": palette.blend(c, towards="#ffffff", amount=0.7),

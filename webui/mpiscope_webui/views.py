@@ -7,6 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import dash_table, html
 
+from mpiscope import numbers
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
@@ -78,27 +79,90 @@ def duration_histogram(model: TraceModel, function: str | None) -> go.Figure:
             counts, edges = np.histogram(d, bins=edges)
             centres = np.sqrt(edges[:-1] * edges[1:]) / 1e9
             fig.add_bar(x=centres, y=counts, width=np.diff(edges) / 1e9,
-                        marker_color=palette.colour(function), name=plot_text(function),
+                        marker_color=palette.colours(model.index.functions).get(
+                            function, palette.colour(function)), name=plot_text(function),
                         hovertemplate="%{x:.3g} s: %{y} calls<extra></extra>")
     fig.update_layout(xaxis={"type": "log", "title": "duration (s)"}, yaxis_title="calls")
     return _layout(fig, f"Durations of {plot_text(function) if function else '…'}")
 
 
-def comm_matrix_figure(a: Panels, num_ranks: int) -> go.Figure:
+# the matrix's colours: empty pairs stay white, any pair with messages is visibly blue
+MATRIX_SCALE = [[0.0, "#dbe9f6"], [0.5, "#4f8fc0"], [1.0, "#08306b"]]
+CELL_TEXT_MAX_RANKS = 16  # more ranks: numbers on hover only (cells too small to read)
+
+
+def rank_axis(n: int) -> dict:
+    """An axis of ranks: whole numbers only (never a tick at 0.5), at most ~16 ticks."""
+    return {"tickmode": "linear", "tick0": 0, "dtick": max(1, -(-n // 16)),
+            "tickformat": "d", "range": [-0.5, n - 0.5]}
+
+
+def matrix_metrics(a: Panels, num_ranks: int) -> dict[str, tuple[np.ndarray, list]]:
+    """metric -> (values, cell texts) of the sender × receiver matrix; NaN where no
+    message went. Bandwidth is bytes over the summed send-to-receive time."""
     m = a.comm_matrix
-    z = np.zeros((num_ranks, num_ranks))
-    n = np.zeros((num_ranks, num_ranks), np.int64)
+    shape = (num_ranks, num_ranks)
+    z = {k: np.full(shape, np.nan) for k in ("bytes", "messages", "time", "bandwidth")}
     if not m.empty:
         s, r = m["send_rank"].to_numpy(np.int64), m["recv_rank"].to_numpy(np.int64)
-        z[s, r] = m["bytes"].to_numpy()
-        n[s, r] = m["messages"].to_numpy()
-    fig = go.Figure(go.Heatmap(
-        z=np.where(z > 0, z, np.nan), customdata=n, colorscale="Blues",
-        x=list(range(num_ranks)), y=list(range(num_ranks)), colorbar={"title": "bytes"},
-        hovertemplate="rank %{y} → rank %{x}<br>%{z:,} bytes in %{customdata} "
-                      "messages<extra></extra>"))
-    fig.update_layout(xaxis_title="receiver", yaxis={"title": "sender", "autorange": "reversed"})
-    return _layout(fig, "Communication matrix (bytes sent)", 360)
+        ok = (s >= 0) & (s < num_ranks) & (r >= 0) & (r < num_ranks)
+        s, r, m = s[ok], r[ok], m[ok]
+        z["bytes"][s, r] = m["bytes"].to_numpy(float)
+        z["messages"][s, r] = m["messages"].to_numpy(float)
+        if "transfer_s" in m:
+            t = m["transfer_s"].to_numpy(float)
+            z["time"][s, r] = t
+            z["bandwidth"][s, r] = np.where(t > 0, m["bytes"].to_numpy(float) / np.where(
+                t > 0, t, 1), np.nan)
+    fmt = {"bytes": numbers.data, "messages": lambda v: f"{v:,.0f}",
+           "time": numbers.seconds, "bandwidth": numbers.rate}
+    out = {}
+    for k, v in z.items():
+        if k in ("time", "bandwidth") and "transfer_s" not in m:
+            continue
+        out[k] = (v, [[fmt[k](x) if np.isfinite(x) else "" for x in row] for row in v])
+    return out
+
+
+MATRIX_LABELS = {"bytes": "bytes sent", "messages": "messages", "time": "time in flight",
+                 "bandwidth": "bandwidth"}
+
+
+def comm_matrix_figure(a: Panels, num_ranks: int) -> go.Figure:
+    """Sender × receiver, coloured from 0 (not from the smallest value), the number in
+    each cell (up to 16 ranks), and buttons for bytes, messages, time and bandwidth."""
+    metrics = matrix_metrics(a, num_ranks)
+    show_text = num_ranks <= CELL_TEXT_MAX_RANKS
+
+    def style(key: str) -> dict:
+        z, text = metrics[key]
+        top = float(np.nanmax(z)) if np.isfinite(z).any() else 1.0
+        return {"z": z, "text": text, "zmin": 0.0, "zmax": top or 1.0,
+                "texttemplate": "%{text}" if show_text else None,
+                "colorbar": {"title": {"text": MATRIX_LABELS[key]}},
+                "hovertemplate": f"rank %{{y}} → rank %{{x}}<br>{MATRIX_LABELS[key]}: "
+                                 "%{text}<extra></extra>"}
+
+    first = style("bytes")
+    fig = go.Figure(go.Heatmap(x=list(range(num_ranks)), y=list(range(num_ranks)),
+                               colorscale=MATRIX_SCALE, xgap=1, ygap=1,
+                               textfont={"size": 10}, **first))
+    buttons = []
+    for key in metrics:
+        st = style(key)
+        buttons.append({"label": key, "method": "restyle", "args": [{
+            "z": [st["z"]], "text": [st["text"]], "zmin": [0.0], "zmax": [st["zmax"]],
+            "colorbar.title.text": MATRIX_LABELS[key], "hovertemplate": [st["hovertemplate"]],
+        }]})
+    fig.update_layout(
+        xaxis={"title": "receiver", **rank_axis(num_ranks)},
+        # senders top to bottom: rank 0 first
+        yaxis={"title": "sender", **rank_axis(num_ranks), "range": [num_ranks - 0.5, -0.5]},
+        plot_bgcolor="#ffffff",
+        updatemenus=[{"type": "buttons", "direction": "right", "buttons": buttons,
+                      "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom",
+                      "showactive": True, "pad": {"r": 4, "t": 0}}])
+    return _layout(fig, "Communication matrix", 400)
 
 
 def message_size_figure(a: Panels) -> go.Figure:
@@ -106,11 +170,13 @@ def message_size_figure(a: Panels) -> go.Figure:
     fig = go.Figure()
     if not ms.empty:
         label = [_size(lo) for lo in ms["bucket_lo"]]
-        fig.add_bar(x=label, y=ms["messages"], name="messages", marker_color="#1f77b4",
+        fig.add_bar(x=label, y=ms["messages"], name="messages",
+                    marker_color=palette.PART_COLOURS["communication"],
                     hovertemplate="%{x}: %{y} messages<extra></extra>")
         fig.add_scatter(x=label, y=ms["bandwidth_MBps"], name="bandwidth (MB/s)", yaxis="y2",
-                        mode="lines+markers", line={"color": "#d62728"},
-                        hovertemplate="%{x}: %{y:.4g} MB/s<extra></extra>")
+                        mode="lines+markers", line={"color": palette.FIXED["MPI_Allreduce"]},
+                        customdata=[numbers.rate(v * 1e6) for v in ms["bandwidth_MBps"]],
+                        hovertemplate="%{x}: %{customdata}<extra></extra>")
         buckets = list(ms["bucket_lo"])
         for sw in a.protocol_switches:
             lo = 1 << (int(sw.bytes).bit_length() - 1) if sw.bytes > 0 else 0
@@ -126,17 +192,17 @@ def message_size_figure(a: Panels) -> go.Figure:
                                text=f"{plot_text(sw.path)}: eager up to "
                                     f"{_size(sw.last_below_bytes)}, "
                                     f"rendezvous from {_size(sw.bytes)} ({sw.jump:.1f}x)")
-    fig.update_layout(xaxis_title="message size (from)", yaxis_title="messages",
-                      yaxis2={"title": "MB/s", "overlaying": "y", "side": "right"},
+    # bandwidths and counts are never negative: axes from 0 (Plotly pads below otherwise)
+    fig.update_layout(xaxis_title="message size (from)",
+                      yaxis={"title": "messages", "rangemode": "tozero"},
+                      yaxis2={"title": "MB/s", "overlaying": "y", "side": "right",
+                              "rangemode": "tozero"},
                       legend={"orientation": "h", "y": 1.12})
     return _layout(fig, "Message sizes and achieved bandwidth")
 
 
 def _size(b: int) -> str:
-    for unit, f in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= f:
-            return f"{b / f:g} {unit}"
-    return f"{b} B"
+    return numbers.size(b)
 
 
 def findings_list(a: Panels, panel: int) -> html.Div:
@@ -148,8 +214,9 @@ def findings_list(a: Panels, panel: int) -> html.Div:
             html.Button(f"{f.kind}: {f.function} at {f.callsite or '?'}",
                         className="finding", title="zoom the timeline to its occurrences",
                         **{"data-panel": panel, "data-idx": i}),  # see assets/findings.js
-            html.Span(f" saves ≈ {f.estimated_savings_s:.3g} s of {f.time_s:.3g} s · "
-                      f"{len(f.calls)} calls", className="muted"),
+            html.Span(f" saves ≈ {numbers.seconds(f.estimated_savings_s)} of "
+                      f"{numbers.seconds(f.time_s)} · {numbers.count(len(f.calls), 'call')}",
+                      className="muted"),
             *([html.Div("via " + " <- ".join(f.callpath), className="muted callpath")]
               if len(f.callpath) > 1 else []),
             html.Div(f.message, className="finding-msg"),

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from mpiscope.analysis.comparison import OUTSIDE_INTERVAL, Comparison, RunSummary
+from mpiscope.numbers import seconds
 
 # noise when a run has no main loop to measure it from (share of its wall time): assumed
 FALLBACK_NOISE_SHARE = 0.02
@@ -51,8 +52,8 @@ WAIT_REASON = {
 
 
 def _num(x: float) -> str:
-    """Seconds as the explanation writes them: 3 significant digits."""
-    return f"{x:.3g} s"
+    """Seconds as the explanation writes them: 3 significant digits, an SI prefix."""
+    return seconds(x)
 
 
 @dataclass
@@ -81,7 +82,7 @@ def run_noise(run: RunSummary) -> tuple[float, str]:
     it = per_iteration(run)
     if len(it) >= 3:
         sigma = float(it["total_s"].std(ddof=1))
-        return sigma * math.sqrt(len(it)), f"{len(it)} iterations, σ {sigma:.3g} s"
+        return sigma * math.sqrt(len(it)), f"{len(it)} iterations, σ {seconds(sigma)}"
     return FALLBACK_NOISE_SHARE * run.wall_s, "no main loop: assumed 2% of wall time"
 
 

@@ -62,6 +62,7 @@ from mpiscope.analysis.simulate.scenario import CallSite, CollectiveEvery, Scena
 from mpiscope.analysis.waitstates import ALL2ONE, NXN, ONE2ALL, WaitStates
 from mpiscope.archive.trace import Trace
 from mpiscope.errors import UserError
+from mpiscope.numbers import seconds
 
 SYNCHRONIZING = NXN | {"MPI_Barrier"}
 SMALL_COLLECTIVE_BYTES = 1024  # per rank and call
@@ -143,7 +144,7 @@ def _saved(saving: float | None, replays: Replays) -> str:
         return replays.why_none
     s = max(saving, 0.0)
     share = f", {s / replays.run_s:.1%} of the run" if replays.run_s > 0 else ""
-    return f"saves ~{s:.3g} s{share} ({replays.replayed})"
+    return f"saves ~{seconds(s)}{share} ({replays.replayed})"
 
 
 @dataclass
@@ -617,7 +618,7 @@ def frequent_collectives(parts: pd.DataFrame | None, loop: iterations.Loop | Non
             f"main loop ({loop.iterations} iterations; {int(g['n'].min())} calls "
             f"per rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
             f"iteration {_saved(saving[k], replays)}; tried k: "
-            f"{', '.join(f'{j}: {v:.3g} s' for j, v in saving.items())}.",
+            f"{', '.join(f'{j}: {seconds(v)}' for j, v in saving.items())}.",
             {"k": k, "share": share, "bytes_per_call": size, "saving_replayed": True,
              "iterations": loop.iterations, "per_iteration": per_iteration,
              "model": replays.model, "replayed_with_all_s": base_s,
@@ -649,15 +650,16 @@ def message_aggregation(parts: pd.DataFrame | None, replays: Replays) -> list[Fi
     return found
 
 
-def _ranks(seconds: pd.Series) -> str:
-    return ", ".join(f"rank {r} {s:.3g} s" for r, s in seconds.items())
+def _ranks(per_rank: pd.Series) -> str:
+    # "rank 3 (508 ms)": a rank's number never runs into its time
+    return ", ".join(f"rank {r} ({seconds(s)})" for r, s in per_rank.items())
 
 
 def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
                     by_rank: pd.Series, caused: pd.Series, compute: pd.Series,
                     saving: float | None, replays: Replays) -> str:
     """Who is late, who waits and how much; "computes longer" only where it does."""
-    text = (f"ranks wait {wait_s:.3g} s in {where(function, callsite)} "
+    text = (f"ranks wait {seconds(wait_s)} in {where(function, callsite)} "
             f"({kind.replace('_', ' ')})")
     balanced = (f"Balancing the computation of the phases that end here (every rank "
                 f"computing the ranks' mean) {_saved(saving, replays)}.")
@@ -665,14 +667,14 @@ def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
         return text + f"; waiting: {_ranks(by_rank.head(3))}. " + balanced
     late = int(caused.index[0])
     others = f"; next: {_ranks(caused.iloc[1:3])}" if len(caused) > 1 else ""
-    text += (f": rank {late} is late, causing {caused.iloc[0]:.3g} s of it "
+    text += (f": rank {late} is late, causing {seconds(caused.iloc[0])} of it "
              f"({caused.iloc[0] / wait_s:.0%}{others}); waiting: {_ranks(by_rank.head(3))}. ")
     extra = float(compute.get(late, np.nan) - compute.mean())
     if extra > 0:
-        return text + (f"Rank {late} computes longer: {extra:.3g} s more than the mean "
+        return text + (f"Rank {late} computes longer: {seconds(extra)} more than the mean "
                        f"rank over the run. {balanced}")
     return text + (f"Rank {late} does not compute longer than the others "
-                   f"({compute.get(late, np.nan):.3g} s vs the mean {compute.mean():.3g} s "
+                   f"({seconds(compute.get(late, np.nan))} vs the mean {seconds(compute.mean())} "
                    "over the run), so its delay comes from elsewhere, e.g. its own "
                    f"communication or waiting before this call. {balanced}")
 
@@ -779,7 +781,7 @@ def hot_spot(parts: list[dict[str, Any]], num_ranks: int, hot: int, share: float
     return [Finding(
         "hot_spot", function, callsite, calls_n, time_s, max(saving or 0.0, 0.0),
         f"rank {hot} is a hot spot: it holds {share:.0%} of the critical path "
-        f"({on_path['compute_s']:.3g} s computing, {on_path['mpi_s']:.3g} s in MPI) and "
+        f"({seconds(on_path['compute_s'])} computing, {seconds(on_path['mpi_s'])} in MPI) and "
         f"{len(partners)} of the {n - 1} other ranks send to it or wait for it (most in "
         f"{where(function, callsite)}): a central rank serving the others is their "
         f"bottleneck. Sharing its computation out equally among all ranks "

@@ -344,9 +344,13 @@ def message_counts(messages: pd.DataFrame, unmatched: pd.DataFrame) -> dict[str,
 
 
 def comm_matrix(trace: Trace) -> pd.DataFrame:
-    """send_rank, recv_rank, messages, bytes."""
-    g = trace.messages.groupby(["send_rank", "recv_rank"])
-    return pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum()}).reset_index()
+    """send_rank, recv_rank, messages, bytes, transfer_s (summed time from each send event
+    to its receive event; 0 where clocks put the receive first)."""
+    m = trace.messages
+    m = m.assign(transfer_s=np.maximum(m["recv_time"] - m["send_time"], 0) / 1e9)
+    g = m.groupby(["send_rank", "recv_rank"])
+    return pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum(),
+                         "transfer_s": g["transfer_s"].sum()}).reset_index()
 
 
 def host_split_of(mv: MessageValues) -> pd.DataFrame:

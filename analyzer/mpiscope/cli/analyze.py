@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", type=Path, metavar="DIR", help="trace directory (or traces.otf2)")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the analysis as JSON")
     p.add_argument("--top", type=positive_int, default=10, help="rows in the summary tables")
+    p.add_argument("--ranks", choices=("summary", "all"), default="summary",
+                   help="the per-rank table: beyond 16 ranks, min/median/max and the "
+                   "outlying ranks (summary, the default), or every rank (all)")
     p.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     add_callpath_arguments(p)
     engine.add_arguments(p)
@@ -64,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         analysis = Analysis(load_with_progress(args.trace, not args.no_cache, recover=False),
                             skip_frames=args.skip_frames, group_by=args.group_by)
-    summary.print_summary(analysis, term.console(), top=args.top)
+    summary.print_summary(analysis, term.console(), top=args.top,
+                          every_rank=args.ranks == "all")
     if args.json:
         output.write_text(args.json, analysis.to_json())
     return 0

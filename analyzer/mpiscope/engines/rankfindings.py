@@ -44,6 +44,7 @@ from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.archive.trace import Trace
 from mpiscope.engines.slices import PerRank, Reduced
 from mpiscope.errors import UserError
+from mpiscope.numbers import seconds
 
 REPLAY_BYTES_PER_EVENT = 200 + 84  # simulator program and engine + the tables it reads
 DEFAULT_BUDGET_EVENTS = 4_000_000  # ~1.1 GB replayed: fits a 2 GB worker-sized process
@@ -248,8 +249,9 @@ class BoundedReplays(findings.Replays):
             a, z = _middle(per_bin, self.budget)
             self.window = Window({-1: int(grid[a])}, {-1: int(grid[z])},
                                  int(per_bin[a:z].sum()),
-                                 f"{(grid[a] - first) / 1e9:.3g}..{(grid[z] - first) / 1e9:.3g}"
-                                 f" s of the run's {(last - first) / 1e9:.3g} s",
+                                 f"{seconds((grid[a] - first) / 1e9)}.."
+                                 f"{seconds((grid[z] - first) / 1e9)} of the run's "
+                                 f"{seconds((last - first) / 1e9)}",
                                  (last - first) / max(grid[z] - grid[a], 1))
         self.trace = _window_trace(self.run, self.window)
 

@@ -13,9 +13,9 @@ from rich.console import Console
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.explanation import Explanation, per_iteration
+from mpiscope.numbers import fmt_s
 from mpiscope.render import term
 from mpiscope.render.mdtext import md
-from mpiscope.render.numbers import fmt_s
 from mpiscope.render.palette import PART_COLOURS
 from mpiscope.render.plottext import plot_text
 

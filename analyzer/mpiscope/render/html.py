@@ -14,15 +14,15 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.offline
 
-from mpiscope import output
+from mpiscope import numbers, output
 from mpiscope.analysis import callpaths
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison, RunSummary
 from mpiscope.analysis.explanation import Explanation, explain
+from mpiscope.numbers import fmt_pct, fmt_s
 from mpiscope.render import explain as explained
 from mpiscope.render import timeline
 from mpiscope.render.cutshort import cut_short_notes
-from mpiscope.render.numbers import fmt_pct, fmt_s
 from mpiscope.render.palette import PART_COLOURS
 from mpiscope.render.plottext import plot_text
 
@@ -37,6 +37,7 @@ th{background:#f4f4f4} td:first-child,th:first-child{text-align:left}
 .good{color:#1a7f37;font-weight:600} .bad{color:#b42318;font-weight:600}
 .muted{color:#666} .kpi{display:inline-block;margin-right:2rem}
 .kpi b{font-size:1.5rem;display:block} code{background:#f4f4f4;padding:0 .2rem}
+table.findings td:last-child{text-align:left;min-width:24rem}
 .warning{background:#fff4e5;border-left:4px solid #b54708;padding:.5rem .8rem;margin:1rem 0}
 """
 
@@ -82,8 +83,10 @@ def breakdown_figure(runs: Sequence[RunSummary]) -> go.Figure:
                 y.append(r.get(f"{part}_s", 0.0))
         fig.add_bar(name=PART_LABELS[part], x=[runs_axis, ranks_axis], y=y,
                     marker_color=PART_COLOURS[part])
-    fig.update_layout(barmode="stack", height=360, yaxis_title="seconds",
-                      margin=dict(l=50, r=20, t=30, b=60), legend_orientation="h")
+    # room below for both rows of labels (rank, then run), the legend above the bars
+    fig.update_layout(barmode="stack", height=400, yaxis_title="seconds",
+                      margin=dict(l=60, r=20, t=50, b=90), legend_orientation="h",
+                      legend=dict(y=1.02, yanchor="bottom", x=0))
     return fig
 
 
@@ -144,18 +147,22 @@ def render_html(cmp: Comparison, title: str = "", ex: Explanation | None = None)
     parts.append(figure_div(breakdown_figure([a, b])))
 
     parts.append("<h2>MPI functions</h2>")
+    # one unit for the times of a table, named in its headers
+    tc = numbers.Column.of([x for f in cmp.functions for x in (f.time_a, f.time_b, f.delta_s)])
     parts.append(table(
-        ["function", f"calls {a.label}", f"calls {b.label}", f"time {a.label}",
-         f"time {b.label}", f"share {a.label}", f"share {b.label}", "Δ time"],
-        [[esc(f.name), f.calls_a, f.calls_b, fmt_s(f.time_a), fmt_s(f.time_b),
-          fmt_pct(f.share_a), fmt_pct(f.share_b), signed(f.delta_s, fmt_s(f.delta_s))]
+        ["function", f"calls {a.label}", f"calls {b.label}", tc.header(f"time {a.label}"),
+         tc.header(f"time {b.label}"), f"share {a.label}", f"share {b.label}",
+         tc.header("Δ time")],
+        [[esc(f.name), f.calls_a, f.calls_b, tc.cell(f.time_a), tc.cell(f.time_b),
+          fmt_pct(f.share_a), fmt_pct(f.share_b), signed(f.delta_s, tc.cell(f.delta_s))]
          for f in cmp.functions], cls="functions"))
 
     parts.append("<h2>Wait states</h2>")
     wa, wb = a.report["wait_states"], b.report["wait_states"]
-    parts.append(table(["wait state", a.label, b.label, "Δ"], [
-        [esc(k.removesuffix("_s").replace("_", " ")), fmt_s(wa[k]), fmt_s(wb.get(k, 0.0)),
-         signed(wb.get(k, 0.0) - wa[k], fmt_s(wb.get(k, 0.0) - wa[k]))] for k in wa]))
+    wc = numbers.Column.of([x for k in wa for x in (wa[k], wb.get(k, 0.0))])
+    parts.append(table(["wait state", wc.header(a.label), wc.header(b.label), wc.header("Δ")], [
+        [esc(k.removesuffix("_s").replace("_", " ")), wc.cell(wa[k]), wc.cell(wb.get(k, 0.0)),
+         signed(wb.get(k, 0.0) - wa[k], wc.cell(wb.get(k, 0.0) - wa[k]))] for k in wa]))
 
     parts.append(f"<h2>Findings of {esc(a.label)} and what {esc(b.label)} did to them</h2>")
     if cmp.outcomes:

@@ -11,10 +11,10 @@ from mpiscope.analysis import callpaths
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison, RunSummary
 from mpiscope.analysis.explanation import Explanation, explain
+from mpiscope.numbers import fmt_pct, fmt_s
 from mpiscope.render import explain as explained
 from mpiscope.render.cutshort import cut_short_notes
 from mpiscope.render.mdtext import Markdown, code, md
-from mpiscope.render.numbers import fmt_pct, fmt_s
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]],

@@ -3,40 +3,73 @@ parts of the time breakdown have one colour each, in the reports and the web UI 
 
 from __future__ import annotations
 
+import functools
 import zlib
+from collections.abc import Iterable
 
-# Well-separated colours (Tableau 20 reordered so neighbours contrast), none of them the
-# compute background grey.
-PALETTE = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-    "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5",
-    "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5", "#393b79", "#637939", "#8c6d31",
-    "#843c39", "#7b4173", "#3182bd",
-)
-# The functions users look at most get fixed, distinct colours.
-FIXED = {
-    "MPI_Allreduce": "#d62728", "MPI_Barrier": "#7f7f7f", "MPI_Send": "#1f77b4",
-    "MPI_Recv": "#2ca02c", "MPI_Isend": "#17becf", "MPI_Irecv": "#98df8a",
-    "MPI_Wait": "#ff7f0e", "MPI_Waitall": "#ffbb78", "MPI_Sendrecv": "#9467bd",
-    "MPI_Bcast": "#8c564b", "MPI_Reduce": "#e377c2", "MPI_Init": "#c7c7c7",
-    "MPI_Finalize": "#c7c7c7",
-}
-_HASHED = tuple(c for c in PALETTE if c not in set(FIXED.values()))
+# Colour-blind safe (after Okabe & Ito and Paul Tol): the parts' and the fixed functions'
+# colours stay >= 10 CIELAB ΔE apart also as deuteranopes and protanopes see them, all of
+# them >= 12 ΔE apart for normal vision, and none is the lanes' compute grey. The
+# parts of the time breakdown take four colours no function takes, so a strip or bar
+# of "synchronization" never reads as MPI_Allreduce.
 COMPUTE = "#ececec"  # lane background: time outside MPI
-# The parts of the time breakdown (mpiscope.analysis.breakdown.PARTS) in every chart of
-# them, reports and web UI alike: compute a darker grey than the lanes' (bars on white),
-# communication and synchronization the blue and red the timeline gives MPI_Send and
-# MPI_Allreduce; I/O an olive that none of the fixed function colours is.
-PART_COLOURS = {"compute": "#b8b8b8", "communication": "#1f77b4", "synchronization": "#d62728",
-                "io": "#bcbd22"}
+PART_COLOURS = {"compute": "#bbbbbb", "communication": "#332288", "synchronization": "#882255",
+                "io": "#999933"}
+# The functions users look at most get fixed colours of their own.
+FIXED = {
+    "MPI_Allreduce": "#ee6677", "MPI_Send": "#0077bb", "MPI_Recv": "#117733",
+    "MPI_Wait": "#f0e442", "MPI_Waitall": "#ccbb44", "MPI_Isend": "#6699cc",
+    "MPI_Irecv": "#99ddff", "MPI_Barrier": "#7f3c8d", "MPI_Sendrecv": "#cc79a7",
+    "MPI_Bcast": "#33bbee", "MPI_Reduce": "#ee8866", "MPI_Init": "#eedd88",
+    "MPI_Finalize": "#aa3377",
+}
+# Every other function: a colour picked by its name from these (then the next free one,
+# so that no two functions shown together share one).
+POOL = ("#d55e00", "#009e73", "#994455", "#cc3311", "#aaaa00", "#bbcc33", "#aa4499",
+        "#ee3377", "#8c564b", "#009988", "#ee99aa", "#004488")
+PALETTE = (*FIXED.values(), *POOL)
+
+
+def _preferred(function: str) -> int:
+    # crc32 (not hash()) so the colour survives interpreter restarts
+    return zlib.crc32(function.encode()) % len(POOL)
 
 
 def colour(function: str) -> str:
-    if function in FIXED:
-        return FIXED[function]
-    # crc32 (not hash()) so the colour survives interpreter restarts; the fixed colours are
-    # kept for their functions
-    return _HASHED[zlib.crc32(function.encode()) % len(_HASHED)]
+    """The function's colour when it is shown alone (see `colours` for several)."""
+    return FIXED.get(function) or POOL[_preferred(function)]
+
+
+def colours(functions: Iterable[str]) -> dict[str, str]:
+    """A distinct colour for each of the functions shown together: the fixed ones keep
+    theirs, the others their name's pool colour unless a function before them (in sorted
+    order, so the same set always gets the same colours) took it, then the next free one;
+    past the pool, lighter shades of it."""
+    names = list(dict.fromkeys(functions))
+    return dict(_assign(tuple(sorted(names))))  # a copy: the cached one stays as it is
+
+
+@functools.lru_cache(maxsize=64)
+def _assign(names: tuple[str, ...]) -> dict[str, str]:
+    out = {n: FIXED[n] for n in names if n in FIXED}
+    used = set(out.values())
+    shade = 0
+    for n in names:
+        if n in out:
+            continue
+        k = _preferred(n)
+        free = [POOL[(k + i) % len(POOL)] for i in range(len(POOL))
+                if POOL[(k + i) % len(POOL)] not in used]
+        if free:
+            out[n] = free[0]
+        else:  # more functions than colours: lighter shades, still distinct
+            shade += 1
+            out[n] = blend(POOL[(k + shade) % len(POOL)], "#ffffff",
+                           0.35 + 0.15 * ((shade - 1) // len(POOL) % 3))
+            while out[n] in used:
+                out[n] = blend(out[n], "#000000", 0.05)
+        used.add(out[n])
+    return out
 
 
 def blend(hex_colour: str, towards: str = COMPUTE, amount: float = 0.7) -> str:

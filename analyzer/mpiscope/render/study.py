@@ -18,6 +18,7 @@ from typing import Protocol
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
+from plotly.subplots import make_subplots
 
 from mpiscope import output
 from mpiscope.analysis import scaling
@@ -111,24 +112,98 @@ def _share(functions: list[dict], name: str, total: float) -> float:
     return sum(f["time_s"] for f in functions if f["name"] == name) / total if total else 0.0
 
 
+def _mflops_points(summary: list[dict]) -> dict[str, list[tuple[int, float, bool]]]:
+    """variant -> (ranks, MFLOPS, kept) of every run, in order."""
+    out: dict[str, list[tuple[int, float, bool]]] = {}
+    for s in summary:
+        for i, m in enumerate(s["mflops_all_runs"], 1):
+            if m is not None:
+                out.setdefault(s["variant"], []).append((s["ranks"], m, i == s["kept_run"]))
+    return out
+
+
+def _medians(points: list[tuple[int, float, bool]]) -> tuple[list[int], list[float]]:
+    ranks = sorted({n for n, _, _ in points})
+    return ranks, [statistics.median(m for k, m, _ in points if k == n) for n in ranks]
+
+
+def scaling_figures(summary: list[dict]) -> list[go.Figure]:
+    """MFLOPS, speed-up and parallel efficiency against rank count from every run of each
+    variant (a point per run, the kept one ringed; the line through their medians), so that
+    one lucky or unlucky run cannot pass for the trend. Speed-up is against the median of
+    the unpatched runs at the fewest ranks (MFLOPS of one problem size: proportional to
+    speed); ticks at the rank counts run."""
+    points = _mflops_points(summary)
+    ranks = sorted({s["ranks"] for s in summary})
+    base_variant = "unpatched" if "unpatched" in points else next(iter(points), None)
+    if base_variant is None:
+        return []
+    fewest = min(n for n, _, _ in points[base_variant])
+    base = statistics.median(m for n, m, _ in points[base_variant] if n == fewest)
+    colours = {v: c for v, c in zip(points, ("#0077bb", "#ee6677", "#117733", "#7f3c8d"),
+                                    strict=False)}
+    axis = {"tickmode": "array", "tickvals": ranks, "ticktext": [str(n) for n in ranks],
+            "title": "ranks"}
+    mflops = go.Figure()
+    both = make_subplots(rows=1, cols=2, subplot_titles=["Speed-up", "Parallel efficiency"])
+    both.add_scatter(x=ranks, y=[n / fewest for n in ranks], name="ideal", mode="lines",
+                     line={"dash": "dash", "color": "#999"}, row=1, col=1)
+    for v, pts in points.items():
+        c = colours.get(v, "#555")
+        xs, med = _medians(pts)
+        kept = [p for p in pts if p[2]]
+        for fig, scale, col in ((mflops, None, None), (both, "speedup", 1),
+                                (both, "efficiency", 2)):
+            def y(n: int, m: float, scale: str | None = scale) -> float:
+                if scale is None:
+                    return m
+                sp = m / base if base else float("nan")
+                return sp if scale == "speedup" else 100 * sp * fewest / n
+            kw = {"row": 1, "col": col} if col else {}
+            unit = {None: "MFLOPS", "speedup": "×", "efficiency": "%"}[scale]
+            fig.add_scatter(x=[n for n, _, _ in pts], y=[y(n, m) for n, m, _ in pts],
+                            mode="markers", name=f"{v}: every run", legendgroup=v,
+                            showlegend=col in (None, 1), marker={"color": c, "opacity": 0.5},
+                            hovertemplate=f"{v}, %{{x}} ranks: %{{y:.3~f}} {unit}"
+                                          "<extra>a run</extra>", **kw)
+            fig.add_scatter(x=[n for n, _, _ in kept], y=[y(n, m) for n, m, _ in kept],
+                            mode="markers", name=f"{v}: kept run", legendgroup=v,
+                            showlegend=col in (None, 1),
+                            marker={"color": "rgba(0,0,0,0)", "size": 13,
+                                    "line": {"color": c, "width": 2}},
+                            hoverinfo="skip", **kw)
+            fig.add_scatter(x=xs, y=[y(n, m) for n, m in zip(xs, med, strict=True)],
+                            mode="lines", name=f"{v}: median", legendgroup=v,
+                            showlegend=col in (None, 1), line={"color": c}, **kw)
+    mflops.update_layout(title="MFLOPS vs rank count (every run)", xaxis=axis,
+                         yaxis={"title": "MFLOPS", "rangemode": "tozero"},
+                         template="plotly_white")
+    both.update_xaxes(**axis)
+    both.update_yaxes(title_text=f"× the unpatched {fewest}-rank median", rangemode="tozero",
+                      row=1, col=1)
+    both.update_yaxes(title_text="%", rangemode="tozero", row=1, col=2)
+    both.update_layout(title=f"Speed-up and parallel efficiency (against the {base_variant} "
+                       f"{fewest}-rank runs' median MFLOPS)", template="plotly_white")
+    return [mflops, both]
+
+
 def _scaling_page(out: Path, rows: dict, summary: list[dict]) -> None:
-    divs = []
+    figs = []
     for variant, rs in rows.items():
         fig = scaling_figure.figure(scaling.table(rs))
-        fig.update_layout(title=f"Time breakdown vs rank count ({variant})")
-        divs.append(plotly.offline.plot(fig, output_type="div", include_plotlyjs=False))
-    fig = go.Figure()
-    for variant in rows:
-        pts = [s for s in summary if s["variant"] == variant]
-        fig.add_scatter(x=[s["ranks"] for s in pts], y=[s["mflops"] for s in pts],
-                        mode="lines+markers", name=variant)
-    fig.update_layout(title="MFLOPS vs rank count", xaxis_title="ranks", yaxis_title="MFLOPS",
-                      template="plotly_white")
-    divs.append(plotly.offline.plot(fig, output_type="div", include_plotlyjs=False))
+        fig.update_layout(title=f"Time breakdown vs rank count ({variant}, kept runs)")
+        figs.append(fig)
+    figs += scaling_figures(summary)
+    divs = "".join(plotly.offline.plot(f, output_type="div", include_plotlyjs=False)
+                   for f in figs)
     js = plotly.offline.get_plotlyjs()
-    output.write_text(out, f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Himeno "
-                      f"scaling</title><script>{js}</script></head><body><h1>Himeno scaling"
-                      "</h1>" + "".join(divs) + "</body></html>")
+    output.write_text(out, "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mpiscope: "
+                      f"Himeno scaling</title><style>{html_report.CSS}</style><script>{js}"
+                      "</script></head><body><h1>Himeno scaling</h1><p class='muted'>MFLOPS, "
+                      "speed-up and efficiency from every run (a point each, the kept run "
+                      "ringed, the line through the medians); the time breakdowns from the "
+                      "traced runs the reports show. <a href='index.html'>All reports</a>"
+                      f"</p>{divs}</body></html>")
 
 
 def selection_note(cfg: StudyConfig) -> str:
@@ -173,9 +248,7 @@ def _index_page(out: Path, cfg: StudyConfig, links: list[tuple[str, str]],
     output.write_text(
         out,
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>mpiscope: Himeno study</title>"
-        "<style>body{font-family:system-ui,sans-serif;max-width:900px;margin:2rem auto}"
-        "td,th{border:1px solid #ddd;padding:.2rem .6rem;text-align:right}"
-        "table{border-collapse:collapse;margin:1rem 0}</style></head><body>"
+        f"<style>{html_report.CSS}</style></head><body>"
         f"<h1>Himeno study</h1><p>size {html.escape(cfg.size)}, {cfg.iterations} iterations"
         f"{where}.</p><p id='selection'>Runs: {html.escape(selection_note(cfg))}.</p>"
         f"<ul>{items}</ul><table><tr><th>ranks</th><th>variant</th><th>MFLOPS (kept run)</th>"

@@ -3,9 +3,12 @@ table. Every name from a trace goes through term.name (data, not markup)."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from mpiscope import numbers
 from mpiscope.analysis import callpaths, critical_path, findings, hosts, stats, threads
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
@@ -16,57 +19,63 @@ from mpiscope.render.term import name
 
 
 def _s(x: float) -> str:
-    return f"{x:.4f}" if x >= 0.001 else f"{x * 1e3:.3f} ms"
+    """Seconds in prose: 82.3 µs, 1.36 s (mpiscope.numbers)."""
+    return numbers.seconds(x)
 
 
-def _seconds(x: float) -> str:
-    return f"{x:.4f} s" if x >= 0.001 else f"{x * 1e3:.3f} ms"
+# a table wider than the terminal shrinks only the columns of names (they fold); headers,
+# numbers and kinds keep their width, so nothing reads "communicat…" or "load_imbalanc/e"
+def _table(title: str, columns: list[tuple[str, str]]) -> Table:
+    """columns: (header, how) with how 'name' (left, may fold, keeps NAME_MIN columns),
+    'left' or 'right' (never wrapped, at least as wide as the header)."""
+    t = Table(title=title)
+    for header, how in columns:
+        if how == "name":
+            t.add_column(header, justify="left", overflow="fold", min_width=NAME_MIN)
+        else:
+            t.add_column(header, justify=how, no_wrap=True, min_width=len(header))
+    return t
 
 
-def _us(x: float) -> str:
-    v = x * 1e6
-    return f"{v:.2f} µs" if v < 100 else f"{v:.0f} µs"
+NAME_MIN = 8
 
 
 def size_text(n: float) -> str:
     """4096 -> '4 KiB', 1536 -> '1.5 KiB', 100 -> '100 B'."""
-    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
+    return numbers.size(n)
 
 
-def _switch_line(p: ProtocolSwitch, hosts: int) -> str:
-    where = f" ({name(p.path)})" if hosts > 1 else ""
-    trend = _us(p.alpha_s)
+def _switch_line(p: ProtocolSwitch, n_hosts: int) -> str:
+    where = f" ({name(p.path)})" if n_hosts > 1 else ""
+    trend = _s(p.alpha_s)
     if p.beta_Bps != float("inf"):
-        trend += f", {p.beta_Bps / 1e6:.0f} MB/s"
+        trend += f", {numbers.rate(p.beta_Bps)}"
     size = size_text(p.bytes)
     return (f"Protocol switch near {size}{where}: {size} messages take "
-            f"{_us(p.transfer_s)}, {p.jump:.1f}x the {_us(p.predicted_s)} predicted by the "
+            f"{_s(p.transfer_s)}, {p.jump:.1f}x the {_s(p.predicted_s)} predicted by the "
             f"latency/bandwidth of smaller ones ({trend}): eager up to "
             f"{size_text(p.last_below_bytes)}, rendezvous from {size}")
 
 
-def _messages(analysis: Analysis, console: Console, hosts: int) -> None:
+def _messages(analysis: Analysis, console: Console, n_hosts: int) -> None:
     """Intra- vs inter-node traffic (when there is more than one host) and the
     eager/rendezvous switch (where the message sizes show one)."""
     split = analysis.host_split
-    if hosts > 1 and len(split):
-        ht = Table(title=f"Messages within and between the {hosts} hosts")
-        for col in ("path", "messages", "bytes", "bandwidth (MB/s)"):
-            ht.add_column(col, justify="left" if col == "path" else "right")
+    if n_hosts > 1 and len(split):
+        ht = _table(f"Messages within and between the {n_hosts} hosts",
+                    [("path", "name"), ("messages", "right"), ("bytes", "right"),
+                     ("bandwidth (MB/s)", "right")])
         for r in split.itertuples():
             ht.add_row(name(r.path), str(r.messages), str(r.bytes), f"{r.bandwidth_MBps:.1f}")
         console.print(ht)
     for p in analysis.protocol_switches:
-        console.print(_switch_line(p, hosts))
+        console.print(_switch_line(p, n_hosts))
     # where the sizes could show a switch and none stands out, say so: a real run may
     # have none (no step between eager and large-message copies); too few sizes say nothing
     named = {p.path for p in analysis.protocol_switches}
     for path, sizes in analysis.switch_evidence.items():
         if path not in named and sizes >= stats.SWITCH_MIN_BELOW + stats.SWITCH_MIN_ABOVE:
-            where = f" ({name(path)})" if hosts > 1 else ""
+            where = f" ({name(path)})" if n_hosts > 1 else ""
             console.print(f"No protocol switch visible{where}: the transfer times of {sizes} "
                           "message sizes follow one latency/bandwidth trend")
 
@@ -78,17 +87,18 @@ def _critical_path(analysis: Analysis, console: Console, top: int) -> None:
     length = path.length_ns / 1e9
     ranks = path.per_rank().sort_values("share", ascending=False, kind="stable")
     lead = ranks.iloc[0]
-    console.print(f"Critical path: {_seconds(length)} (the run, first rank's start to last "
+    console.print(f"Critical path: {_s(length)} (the run, first rank's start to last "
                   f"rank's end), "
                   f"{path.rank_switches} rank switches; rank {int(lead['rank'])} holds "
                   f"{100 * lead['share']:.0f}% of it")
-    ct = Table(title=f"Top {top} on the critical path")
-    for col in ("what", "call site", "time (s)", "share"):
-        ct.add_column(col, justify="right" if col in ("time (s)", "share") else "left",
-                      overflow="fold")
-    for r in path.profile().head(top).itertuples():
+    prof = path.profile().head(top)
+    col = numbers.Column.of(prof["time_s"])
+    ct = _table(f"Top {top} on the critical path", [
+        ("what", "name"), ("call site", "name"), (col.header("time"), "right"),
+        ("share", "right")])
+    for r in prof.itertuples():
         what = f"compute before {r.before}" if r.name == critical_path.COMPUTE else r.name
-        ct.add_row(name(what), name(r.callsite), _s(r.time_s), f"{100 * r.share:.1f}%")
+        ct.add_row(name(what), name(r.callsite), col.cell(r.time_s), f"{100 * r.share:.1f}%")
     console.print(ct)
     off = [f for f in analysis.findings
            if not critical_path.finding_fields(path, f.kind, f.function,
@@ -113,13 +123,13 @@ def _callsites(analysis: Analysis, console: Console, top: int) -> None:
     cs = analysis.callsites.head(top)
     if not len(cs):
         return
-    ct = Table(title=f"Top {top} call sites")
-    for col in ("function", "call site", "calls", "time (s)", "waiting (s)"):
-        ct.add_column(col, justify="right" if col in ("calls", "time (s)", "waiting (s)")
-                      else "left", overflow="fold")
+    col = numbers.Column.of([*cs["time_s"], *cs["wait_s"]])
+    ct = _table(f"Top {top} call sites", [
+        ("function", "name"), ("call site", "name"), ("calls", "right"),
+        (col.header("time"), "right"), (col.header("waiting"), "right")])
     for r in cs.itertuples():
         ct.add_row(name(r.function), name(site_text(str(r.callsite), list(r.callpath))),
-                   str(r.calls), _s(r.time_s), _s(r.wait_s))
+                   str(r.calls), col.cell(r.time_s), col.cell(r.wait_s))
     console.print(ct)
 
 
@@ -131,73 +141,127 @@ def _threads(analysis: Analysis, console: Console) -> None:
         return
     console.print("Ranks with several threads calling MPI: the parts above are each "
                   "rank's main thread; time in MPI per thread:")
-    tt = Table(title="MPI time per thread (s)")
-    for col in ("rank", "thread", "location", "MPI calls", "time in MPI"):
-        tt.add_column(col, justify="left" if col == "location" else "right")
+    col = numbers.Column.of(th["mpi_s"])
+    tt = _table("MPI time per thread", [
+        ("rank", "right"), ("thread", "right"), ("location", "name"), ("MPI calls", "right"),
+        (col.header("time in MPI"), "right")])
     for r in th.itertuples():
-        tt.add_row(str(r.rank), str(r.thread), name(r.name), str(r.calls), _s(r.mpi_s))
+        tt.add_row(str(r.rank), str(r.thread), name(r.name), str(r.calls), col.cell(r.mpi_s))
     console.print(tt)
 
 
-def print_summary(analysis: Analysis, console: Console, top: int = 10) -> None:
-    t = analysis.overview
-    console.print(f"[bold]{name(t.meta.program or t.path)}[/bold]  {t.meta.num_ranks} ranks "
-                  f"on {t.ranks['host'].nunique()} host(s), {t.meta.duration_ns / 1e9:.3f} s, "
-                  f"{t.calls} MPI calls  [dim]{name(t.meta.creator)} "
-                  f"{name(t.meta.mpi_library)}[/dim]")
-    tab = Table(title="Time per rank (s)", show_lines=False)
-    for col in ("rank", "host", "total", *(PART_LABELS[p] for p in PARTS)):
-        tab.add_column(col, justify="right" if col not in ("host",) else "left")
-    for r in analysis.ranks.to_dict("records"):
+RANKS_LISTED = 16  # more ranks than this: the per-rank table is summarised (--ranks all)
+
+
+def rank_rows(ranks: pd.DataFrame, every: bool = False) -> list[tuple[str, int | None]]:
+    """What the per-rank table shows: every rank up to RANKS_LISTED (or with `every`),
+    else the min, median and max of each column and the outlying ranks (outside the
+    quartiles ± 1.5 IQR of a column, at most RANKS_LISTED, the farthest first), as
+    (label, rank index or None for a statistic row)."""
+    n = len(ranks)
+    if every or n <= RANKS_LISTED:
+        return [(str(r), i) for i, r in enumerate(ranks["rank"])]
+    cols = ["total_s", *(f"{p}_s" for p in PARTS if f"{p}_s" in ranks)]
+    v = ranks[cols].to_numpy(float)
+    q1, q3 = np.nanpercentile(v, 25, axis=0), np.nanpercentile(v, 75, axis=0)
+    fence = 1.5 * (q3 - q1)
+    # how far outside its column's fences each rank lies, relative to the run's length
+    beyond = np.maximum(np.maximum(q1 - fence - v, v - q3 - fence), 0).max(axis=1)
+    order = np.argsort(-beyond, kind="stable")
+    out = [i for i in order[:RANKS_LISTED] if beyond[i] > 0]
+    return [("min", None), ("median", None), ("max", None),
+            *((str(ranks["rank"].iloc[i]), int(i)) for i in sorted(out))]
+
+
+def _per_rank(analysis: Analysis, console: Console, every: bool) -> None:
+    rk = analysis.ranks
+    # I/O only where a rank did some (the JSON always has io_s): 80 columns are few
+    parts = [p for p in PARTS if f"{p}_s" in rk and (p != "io" or rk[f"{p}_s"].any())]
+    col = numbers.Column.of(rk["total_s"])
+    rows = rank_rows(rk, every)
+    summarised = rows and rows[0][1] is None
+    tab = _table(f"Time per rank ({col.unit}, and share of the rank's total)",
+                 [("rank", "right"), ("host", "name"), ("total", "right"),
+                  *((PART_LABELS[p], "right") for p in parts)])
+    stat = {"min": np.min, "median": np.median, "max": np.max}
+    for label, i in rows:
+        if i is None:  # each column's own statistic (not one rank's row)
+            f = stat[label]
+            tab.add_row(label, "", col.cell(float(f(rk["total_s"]))),
+                        *(col.cell(float(f(rk[f"{p}_s"]))) for p in parts),
+                        style="bold", end_section=label == "max")
+            continue
+        r = rk.iloc[i]
         tot = r["total_s"] or 1.0
-        tab.add_row(str(r["rank"]), name(r["host"]), _s(r["total_s"]),
-                    *(f"{_s(r[f'{p}_s'])} ({100 * r[f'{p}_s'] / tot:.0f}%)" for p in PARTS))
+        tab.add_row(label, name(r["host"]), col.cell(r["total_s"]),
+                    *(f"{col.cell(r[f'{p}_s'])} ({100 * r[f'{p}_s'] / tot:.0f}%)"
+                      for p in parts))
     console.print(tab)
+    if summarised:
+        shown = len(rows) - 3
+        console.print(f"{numbers.count(len(rk), 'rank')}: min, median and max of each column"
+                      + (f", then the {numbers.count(shown, 'rank')} outside the quartiles "
+                         "± 1.5 IQR" if shown else "; no rank lies outside the quartiles "
+                         "± 1.5 IQR") + " (--ranks all lists every rank)", highlight=False)
+
+
+def print_summary(analysis: Analysis, console: Console, top: int = 10,
+                  every_rank: bool = False) -> None:
+    t = analysis.overview
+    n_hosts = t.ranks["host"].nunique()
+    console.print(f"[bold]{name(t.meta.program or t.path)}[/bold]  "
+                  f"{numbers.count(t.meta.num_ranks, 'rank')} on "
+                  f"{numbers.count(n_hosts, 'host')}, {_s(t.meta.duration_ns / 1e9)}, "
+                  f"{numbers.count(t.calls, 'MPI call')}  [dim]{name(t.meta.creator)} "
+                  f"{name(t.meta.mpi_library)}[/dim]")
+    _per_rank(analysis, console, every_rank)
     _threads(analysis, console)
-    ft = Table(title=f"Top {top} MPI functions")
-    for col in ("function", "calls", "time (s)", "mean", "max", "bytes"):
-        ft.add_column(col, justify="left" if col == "function" else "right")
-    for f in analysis.functions.head(top).itertuples():
-        ft.add_row(name(f.name), str(f.calls), _s(f.time_s), _s(f.mean_s), _s(f.max_s),
-                   str(f.bytes))
+    fs = analysis.functions.head(top)
+    tc, mc = numbers.Column.of(fs["time_s"]), numbers.Column.of([*fs["mean_s"], *fs["max_s"]])
+    ft = _table(f"Top {top} MPI functions", [
+        ("function", "name"), ("calls", "right"), (tc.header("time"), "right"),
+        (mc.header("mean"), "right"), (mc.header("max"), "right"), ("bytes", "right")])
+    for f in fs.itertuples():
+        ft.add_row(name(f.name), str(f.calls), tc.cell(f.time_s), mc.cell(f.mean_s),
+                   mc.cell(f.max_s), str(f.bytes))
     console.print(ft)
     ws = analysis.wait_states.totals()
     # the contract's four always; RMA's and the rest where they occur
-    console.print("Wait states (s, all ranks): " + ", ".join(
+    console.print("Wait states (all ranks): " + ", ".join(
         f"{k.replace('_', ' ')} {_s(v)}" for i, (k, v) in enumerate(ws.items()) if i < 4 or v)
         + (" (wait at N×N includes wait at fence)" if ws.get("wait_at_fence") else ""))
     un = analysis.uninterpreted
     if len(un):
         console.print("Not interpreted (counted as time only): " + ", ".join(
-            f"{name(u.name)} ({u.calls} call{'s' if u.calls != 1 else ''}, {_s(u.time_s)} s)"
+            f"{name(u.name)} ({numbers.count(u.calls, 'call')}, {_s(u.time_s)})"
             for u in un.head(top).itertuples())
             + (f" and {len(un) - top} more" if len(un) > top else ""))
     _callsites(analysis, console, top)
     sites = analysis.wait_states.per_callsite().head(top)
     if len(sites):
-        wt = Table(title="Where ranks wait (top call sites)")
-        for col in ("wait state", "function", "call site", "calls", "waiting (s)"):
-            wt.add_column(col, justify="right" if col in ("calls", "waiting (s)") else "left",
-                          overflow="fold")
+        wc = numbers.Column.of(sites["wait_ns"] / 1e9)
+        wt = _table("Where ranks wait (top call sites)", [
+            ("wait state", "left"), ("function", "name"), ("call site", "name"),
+            ("calls", "right"), (wc.header("waiting"), "right")])
         for w in sites.itertuples():
             wt.add_row(str(w.wait_kind).replace("_", " "), name(w.function),
                        _site(analysis, str(w.function), str(w.callsite)),
-                       str(w.calls), _s(w.wait_ns / 1e9))
+                       str(w.calls), wc.cell(w.wait_ns / 1e9))
         console.print(wt)
     if analysis.loop:
         console.print(f"Main loop: {analysis.loop.iterations} iterations, marked by "
                       f"{name(findings.where(analysis.loop.function, analysis.loop.callsite))}")
     _messages(analysis, console, int(t.ranks["host"].nunique()))
     if analysis.findings:
-        fd = Table(title=f"Top {top} findings (by estimated savings)")
-        for col in ("kind", "function", "call site", "calls", "time (s)", "saves (s)"):
-            fd.add_column(col, justify="right" if col in ("calls", "time (s)", "saves (s)")
-                          else "left", overflow="fold")
+        shown = analysis.findings[:top]
+        fc = numbers.Column.of([x for f in shown for x in (f.time_s, f.estimated_savings_s)])
         run_s = analysis.noise_floor.run_s
-        fd.add_column("of run", justify="right")
-        for f in analysis.findings[:top]:
-            fd.add_row(f.kind, name(f.function), name(f.callsite), str(f.calls), _s(f.time_s),
-                       _s(f.estimated_savings_s),
+        fd = _table(f"Top {top} findings (by estimated savings)", [
+            ("kind", "left"), ("where", "name"), ("calls", "right"),
+            (fc.header("time"), "right"), (fc.header("saves"), "right"), ("of run", "right")])
+        for f in shown:
+            fd.add_row(f.kind, name(findings.where(f.function, f.callsite)), str(f.calls),
+                       fc.cell(f.time_s), fc.cell(f.estimated_savings_s),
                        f"{f.estimated_savings_s / run_s:.1%}" if run_s > 0 else "-")
         console.print(fd)
         over = hosts.note(analysis.oversubscribed) if analysis.oversubscribed else ""
@@ -234,7 +298,8 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     fa, fb = cmp.figure("mflops")
     if fa is not None and fb is not None:
         t.add_row("MFLOPS", f"{fa:.1f}", f"{fb:.1f}")
-    t.add_row("wall time (s)", f"{a.wall_s:.4f}", f"{b.wall_s:.4f}")
+    wc = numbers.Column.of([a.wall_s, b.wall_s])
+    t.add_row(wc.header("wall time"), wc.cell(a.wall_s), wc.cell(b.wall_s))
     for part in PARTS:
         t.add_row(f"{PART_LABELS[part]} share", f"{100 * a.share(part):.1f}%",
                   f"{100 * b.share(part):.1f}%")
@@ -243,4 +308,4 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     console.print(t)
     if cmp.speedup:
         console.print(f"speed-up {cmp.speedup:.3f}× ({cmp.speedup_basis}); predicted gain "
-                      f"{cmp.predicted_gain_s:.4f} s, measured {cmp.measured_gain_s:.4f} s")
+                      f"{_s(cmp.predicted_gain_s)}, measured {_s(cmp.measured_gain_s)}")
