@@ -9,42 +9,12 @@ import pytest
 
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
-from mpiscope_testing.tracegen import TraceBuilder
-
-US = 1000
-# phase A: rank 0 sends rank 1 ten messages (tag 5); phase B: eight allreduces, rank 2 late
-SENDS = [(100 * US + i * 50 * US, (3 + i) * US) for i in range(10)]  # (start, duration)
-PHASE_B = 1_000 * US
-ALLREDUCES = 8
-END = 2_000 * US
-
-
-def _build(tmp_path):
-    tb = TraceBuilder(3, hosts=["n0", "n0", "n1"])
-    for r in range(3):
-        tb.call(r, 0, 10 * US, "MPI_Init")
-        tb.enter(r, 20 * US, "main")
-        tb.enter(r, 30 * US, "solve")
-    for i, (s, d) in enumerate(SENDS):
-        tb.send_call(0, s, s + d, dest=1, tag=5, nbytes=1000 * (i + 1), callsite="a.c:10")
-        tb.recv_call(1, s - 2 * US, s + d + US, src=0, tag=5, nbytes=1000 * (i + 1),
-                     callsite="a.c:20")
-    for k in range(ALLREDUCES):
-        t = PHASE_B + k * 100 * US
-        for r in range(3):
-            late = 20 * US if r == 2 else 0
-            tb.collective(r, t + late, t + 30 * US, "MPI_Allreduce", sent=8, received=8,
-                          callsite="a.c:30")
-    for r in range(3):
-        tb.leave(r, END - 20 * US, "solve")
-        tb.leave(r, END - 10 * US, "main")
-        tb.call(r, END, END + 5 * US, "MPI_Finalize")
-    return reader.load(tb.write(tmp_path / "t"))
+from mpiscope_testing.windowtrace import ALLREDUCES, END, PHASE_B, SENDS, US, build
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
-    return Analysis(_build(tmp_path_factory.mktemp("window")))
+    return Analysis(reader.load(build(tmp_path_factory.mktemp("window") / "t")))
 
 
 def test_whole_run_window_is_the_whole_run_analysis(session):

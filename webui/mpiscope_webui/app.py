@@ -21,6 +21,7 @@ from mpiscope_webui import (
     strip,
     timeline,
     views,
+    windowstats,
 )
 from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import TraceModel
@@ -56,8 +57,9 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
         # analyses run in the background; the timeline does not wait for them
         if analyze_now:
             m.analysis()
+            windowstats.warm(m)
         else:
-            threading.Thread(target=m.analysis, daemon=True).start()
+            threading.Thread(target=_analyze, args=(m,), daemon=True).start()
     guard = guard or security.Guard.loopback()
     server = flask.Flask("mpiscope_webui", static_folder=None)
     security.install(server, guard)
@@ -82,6 +84,11 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
         bundle.warm(server, guard.token)  # Dash set up before any browser asks
     app.controller = ctl  # for tests and benchmarks
     return app
+
+
+def _analyze(m: TraceModel) -> None:
+    m.analysis()
+    windowstats.warm(m)  # the whole run's tables: what the tabs show first
 
 
 def _info(m: TraceModel) -> str:
@@ -143,6 +150,7 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
                     children=_columns(n, "tab-breakdown")),
             dcc.Tab(label="Functions", value="functions", children=_columns(n, "tab-functions")),
             dcc.Tab(label="Messages", value="messages", children=_columns(n, "tab-messages")),
+            dcc.Tab(label="Profiles", value="profiles", children=_columns(n, "tab-profiles")),
             dcc.Tab(label="Findings", value="findings", children=_columns(n, "tab-findings")),
             critical.tab(n)]
     if n == 2:
@@ -152,8 +160,9 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
         html.Div(head + controls, className="header"),
         dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
         *[dcc.Store(id=f"finding-click-{p}") for p in range(n)],
-        *[dcc.Store(id={"type": "tabs-filled", "panel": p}, data=[]) for p in range(n)],
+        *[dcc.Store(id={"type": "tabs-filled", "panel": p}, data={}) for p in range(n)],
         html.Div([_panel(ctl, p, width) for p in range(n)], id="timelines"),
+        windowstats.scope_bar(max(m.trace.num_ranks for m in ctl.models)),
         dcc.Tabs(id="tabs", value="findings", children=tabs, className="tabs"),
     ], className="page")
 
@@ -258,18 +267,29 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         return ctl.details(p, click)
 
     # a tab is filled when first opened (the findings at page load): its figures and
-    # tables are work the server and the page would otherwise do while the timeline draws
+    # tables are work the server and the page would otherwise do while the timeline draws.
+    # The window's tabs are filled again when the window, the scope or the rank set
+    # changes while they are open (Vampir's displays follow the zoom)
     @app.callback(*[Output({"type": f"tab-{k}", "panel": MATCH}, "children") for k in TABS],
                   Output({"type": "tabs-filled", "panel": MATCH}, "data"),
-                  Input("tabs", "value"), State({"type": "tabs-filled", "panel": MATCH}, "data"))
-    def analysis_tabs(tab, filled):
+                  Input("tabs", "value"), Input({"type": "view", "panel": MATCH}, "data"),
+                  Input("scope", "value"), Input("rankset", "value"),
+                  State({"type": "tabs-filled", "panel": MATCH}, "data"))
+    def analysis_tabs(tab, view, scope, ranks, filled):
         p = inputs.output_panel(ctx.outputs_list, n)
-        filled = inputs.strings(filled) or []
-        if p is None or tab not in TABS or tab in filled:
+        filled = filled if isinstance(filled, dict) else {}
+        if p is None or tab not in TABS:
+            raise PreventUpdate
+        v = ctl.view(p, view)
+        if v is None:
+            raise PreventUpdate
+        sc = windowstats.Scope.of(ctl.models[p], v, scope, ranks)
+        key = "once" if tab not in WINDOW_TABS else sc.key()
+        if filled.get(tab) == key:
             raise PreventUpdate
         out: list = [no_update] * len(TABS)
-        out[TABS.index(tab)] = analysis_panel(ctl, p, tab)
-        return *out, [*filled, tab]
+        out[TABS.index(tab)] = analysis_panel(ctl, p, tab, sc)
+        return *out, {**filled, tab: key}
 
     @app.callback(Output({"type": "fhist", "panel": MATCH}, "figure"),
                   Input({"type": "ftable", "panel": MATCH}, "selected_rows"),
@@ -353,22 +373,38 @@ def _with_window(v: View, t0: float, t1: float) -> View:
     return out
 
 
-TABS = ("breakdown", "functions", "messages", "findings")  # filled by analysis_tabs
+TABS = ("breakdown", "functions", "messages", "profiles", "findings")  # analysis_tabs
+WINDOW_TABS = ("breakdown", "functions", "messages", "profiles")  # follow the window
 
 
-def analysis_panel(ctl: Controller, p: int, tab: str) -> list:
-    """The contents of one analysis tab (one of TABS) for panel p."""
+def analysis_panel(ctl: Controller, p: int, tab: str,
+                   scope: windowstats.Scope | None = None) -> list:
+    """The contents of one analysis tab (one of TABS) for panel p; the window's tabs
+    for `scope` (default: the whole run, all ranks)."""
     m = ctl.models[p]
-    a = m.analysis()
     label = m.label if len(ctl.models) > 1 else ""
     title = [html.H4(label)] if label else []
+    if tab == "findings":
+        return title + [views.findings_list(m.analysis(), p)]
+    scope = scope or windowstats.Scope(None, None)
+    title.append(html.Div(scope.text(m), className="muted scope-text"))
+    if tab == "profiles":
+        return title[:-1] + windowstats.profiles_tab(m, scope, p)
+    a = windowstats.panels(m, scope)
+    errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
+    title += errors
+
+    def tbl(df, name: str, **kw):
+        return windowstats.table(df, {"type": "wtable", "panel": p, "name": name}, **kw)
+
     if tab == "breakdown":
-        errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
-        return title + errors + [dcc.Graph(figure=views.breakdown_figure(a))]
+        return title + [dcc.Graph(figure=views.breakdown_figure(a)),
+                        tbl(a.breakdown, "breakdown")]
     if tab == "functions":
-        return title + [views.functions_table(a, {"type": "ftable", "panel": p}),
+        return title + [windowstats.table(windowstats.functions_frame(a.functions),
+                                          {"type": "ftable", "panel": p}, selectable=True),
                         dcc.Graph(id={"type": "fhist", "panel": p})]
-    if tab == "messages":
-        return title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
-                        dcc.Graph(figure=views.message_size_figure(a))]
-    return title + [views.findings_list(a, p)]
+    return title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
+                    tbl(a.comm_matrix, "matrix"),
+                    dcc.Graph(figure=views.message_size_figure(a)),
+                    tbl(a.message_sizes, "message-sizes")]

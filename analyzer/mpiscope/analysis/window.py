@@ -159,6 +159,7 @@ class WindowIndex:
     m_comm: np.ndarray
     m_tag: np.ndarray
     _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _whole: Window | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -166,8 +167,14 @@ class WindowIndex:
         c = trace.calls
         start = c["start"].to_numpy(np.int64)
         end = np.maximum(c["end"].to_numpy(np.int64), start)
-        lo = int(start.min()) if len(start) else 0
-        hi = int(end.max()) if len(end) else 1
+        # everything a window can hold: calls, user regions, the ranks' first/last events
+        ends = [start, end, trace.regions["start"].to_numpy(np.int64),
+                trace.regions["end"].to_numpy(np.int64),
+                trace.ranks["first_ns"].to_numpy(np.int64),
+                trace.ranks["last_ns"].to_numpy(np.int64)]
+        ends = [a for a in ends if len(a)]
+        lo = min(int(a.min()) for a in ends) if ends else 0
+        hi = max(int(a.max()) for a in ends) if ends else 1
         calls, order = _Calls.of(start, end, hi - lo)
         c = c.iloc[order]
         functions, fcode = _codes(c["function"])
@@ -239,17 +246,42 @@ class WindowIndex:
         t0, t1 = sorted((int(t0), int(t1)))
         rs = None if ranks is None else tuple(sorted({int(r) for r in ranks
                                                       if 0 <= int(r) < self.num_ranks}))
+        # a window past the trace's ends holds what the trace holds: one key for all such
+        # (the whole run's is asked for by every page and kept for good)
+        lo, hi = self.span
+        t0, t1 = max(t0, lo), max(min(t1, hi + 1), max(t0, lo) + 1)
         key = (t0, t1, rs)
+        whole = t0 == lo and t1 == hi + 1 and rs is None
         with self._lock:
+            if whole and self._whole is not None:
+                return self._whole
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        w = Window(self, t0, max(t1, t0 + 1), rs)
+        w = Window(self, t0, t1, rs)
         with self._lock:
+            if whole:
+                self._whole = w
+                return w
             self._cache[key] = w
             while len(self._cache) > CACHED_WINDOWS:
                 self._cache.popitem(last=False)
         return w
+
+
+DENSE_KEYS = 1 << 22  # key spaces up to this are grouped by counting, not by sorting
+
+
+def _dense(key: np.ndarray, space: float) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys sorted, group code of each row), as np.unique(return_inverse) gives
+    them; by counting where the key space is small (linear, no sort of the rows)."""
+    if space > DENSE_KEYS or not len(key):
+        return np.unique(key, return_inverse=True)
+    counts = np.bincount(key, minlength=int(space))
+    uniq = np.flatnonzero(counts)
+    code = np.zeros(len(counts), np.int64)
+    code[uniq] = np.arange(len(uniq))
+    return uniq.astype(np.int64), code[key]
 
 
 def _group_stats(inv: np.ndarray, ngroups: int, values: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -337,7 +369,7 @@ class Window:
             key = key * r + (col - lo)
             lows.append(lo)
             radix.append(r)
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, inv = _dense(key, int(np.prod(radix, dtype=np.float64)))
         ng = len(uniq)
         n = ix.n[pos]
         calls = np.bincount(inv, weights=n, minlength=ng).astype(np.int64)
