@@ -266,6 +266,25 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             raise PreventUpdate
         return ctl.details(p, click)
 
+    # a partner jump selects the partner: its details replace those of the call left
+    @app.callback(Output({"type": "details", "panel": MATCH}, "children",
+                         allow_duplicate=True),
+                  Input({"type": "jump", "panel": MATCH, "call": ALL, "also": ALL},
+                        "n_clicks"), prevent_initial_call=True)
+    def partner_details(_clicks):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        trig = ctx.triggered[0] if len(ctx.triggered) == 1 else {}
+        parsed = inputs.trigger(trig.get("prop_id"))
+        if p is None or parsed is None or not inputs.clicks(trig.get("value")):
+            raise PreventUpdate
+        calls = len(ctl.models[p].trace.calls)
+        tid = parsed[0] if isinstance(parsed[0], dict) else {}
+        call = inputs.integer(tid.get("call"), 0, calls)
+        also = inputs.integer(tid.get("also"), -1, calls)
+        if call is None or also is None or inputs.panel(tid, n) != p:
+            raise PreventUpdate
+        return ctl.call_details(p, call, came_from=None if also < 0 else also)
+
     # a tab is filled when first opened (the findings at page load): its figures and
     # tables are work the server and the page would otherwise do while the timeline draws.
     # The window's tabs are filled again when the window, the scope or the rank set

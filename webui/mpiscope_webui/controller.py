@@ -116,6 +116,7 @@ class Controller:
         v = View.from_dict(view.to_dict())
         v.t0, v.t1 = (lo - pad) / 1e9, (hi + pad) / 1e9
         v.selected = [call] + ([also] if also is not None else [])
+        v.focus = int(call)
         v.y_range = None
         return v
 
@@ -128,6 +129,7 @@ class Controller:
         if f.window:
             v.t0, v.t1 = f.window
         v.selected = [int(c) for c in f.calls[:500]]
+        v.focus = None
         v.y_range = None
         return v
 
@@ -279,23 +281,35 @@ class Controller:
                | (m["send_complete_call"] == call) | (m["recv_complete_call"] == call))
         return m[hit].head(DETAIL_MESSAGES)
 
+    def call_details(self, panel: int, call: int, came_from: int | None = None) -> list:
+        """A call's details, its path and a jump to the partner of each of its messages,
+        saying which way the message went. `came_from`: the call a partner jump left (the
+        details then say the jump's result: this call is selected and marked)."""
+        head = "Call"
+        if came_from is not None:
+            c = self.models[panel].trace.calls
+            head = (f"Partner selected: rank {int(c['rank'].iloc[call])}, "
+                    f"{c['function'].iloc[call]} (marked in the timeline)")
+        out = [html.H4(head, className="partner-head" if came_from is not None else ""),
+               _table(self.call_lines(panel, call)), *self.callpath_list(panel, call)]
+        for _, m in self.partners(panel, call).iterrows():
+            sender = call in (int(m["send_call"]), int(m["send_complete_call"]))
+            other = int(m["recv_complete_call"] if sender else m["send_call"])
+            what = (f"sent {int(m['bytes']):,} B to rank {int(m['recv_rank'])}" if sender else
+                    f"received {int(m['bytes']):,} B from rank {int(m['send_rank'])}")
+            if other >= 0:
+                out.append(_jump(panel, other, call,
+                                 f"{what} (tag {int(m['tag'])}) → jump to the "
+                                 f"{'receive' if sender else 'send'}"))
+        return out
+
     def details(self, panel: int, click: dict | None) -> list:
         hit = self._point(panel, click)
         if hit is None:
             return [html.Div("Click a state or a message arrow for details.", className="muted")]
         name, pt = hit
         if name == "hover" and pt.customdata is not None:
-            call = pt.customdata
-            out = [html.H4("Call"), _table(self.call_lines(panel, call)),
-                   *self.callpath_list(panel, call)]
-            for _, m in self.partners(panel, call).iterrows():
-                sender = call in (int(m["send_call"]), int(m["send_complete_call"]))
-                other = int(m["recv_complete_call"] if sender else m["send_call"])
-                peer = int(m["recv_rank"] if sender else m["send_rank"])
-                if other >= 0:
-                    out.append(_jump(panel, other, call, f"→ partner: rank {peer} "
-                                     f"({int(m['bytes']):,} B, tag {int(m['tag'])})"))
-            return out
+            return self.call_details(panel, pt.customdata)
         if name == "messages" and pt.customdata is not None:
             row = pt.customdata
             m = self.models[panel].trace.messages.iloc[row]

@@ -124,7 +124,13 @@ def view(data: object, full: tuple[float, float], min_width: float, num_calls: i
         y_range = [min(max(v, lo), hi) for v in ys]
         if y_range[0] == y_range[1]:
             y_range = None
-    return View(w[0], w[1], sorted({h for h in hidden if h in known}), selected, y_range)
+    focus = data.get("focus")
+    if focus is not None:
+        focus = integer(focus, 0, num_calls)
+        if focus is None:
+            return None
+    return View(w[0], w[1], sorted({h for h in hidden if h in known}), selected, y_range,
+                focus)
 
 
 @dataclass(frozen=True)

@@ -43,15 +43,19 @@ class View:
     hidden: list[str] = field(default_factory=list)
     selected: list[int] = field(default_factory=list)  # call ids outlined
     y_range: list[float] | None = None
+    focus: int | None = None  # the call a partner jump went to: highlighted
 
     def to_dict(self) -> dict:
         return {"t0": self.t0, "t1": self.t1, "hidden": list(self.hidden),
-                "selected": [int(c) for c in self.selected], "y_range": self.y_range}
+                "selected": [int(c) for c in self.selected], "y_range": self.y_range,
+                "focus": self.focus}
 
     @classmethod
     def from_dict(cls, d: dict) -> View:
+        f = d.get("focus")
         return cls(float(d["t0"]), float(d["t1"]), list(d.get("hidden", [])),
-                   [int(c) for c in d.get("selected", [])], d.get("y_range"))
+                   [int(c) for c in d.get("selected", [])], d.get("y_range"),
+                   None if f is None else int(f))
 
 
 Figure = dict  # a Plotly figure as Dash sends it: {"data": [...], "layout": {...}}
@@ -277,6 +281,9 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     traces.append(_scatter("selected", x, y, mode="none", fill="toself", hoverinfo="skip",
                            fillcolor="#000000", showlegend=False))
 
+    if view.focus is not None and 0 <= view.focus < len(model.trace.calls):
+        shapes.append(focus_shape(model, view.focus, to_s, origin))
+
     rview = None
     if model.regions is not None:
         rview = regions.query(model.regions, t0, t1, plot_px) if show_regions else None
@@ -310,6 +317,21 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
              "line": {"color": "#555555", "width": 1, "dash": "dot"}} for b in boundaries],
     )
     return Rendered({"data": traces, "layout": layout}, v, n, total, rview)
+
+
+FOCUS_FILL, FOCUS_LINE = "rgba(255,196,0,0.35)", "#e08000"
+
+
+def focus_shape(model: TraceModel, call: int, to_s, origin: int) -> dict:
+    """The call a partner jump went to, marked over its whole lane height (a band taller
+    than the state, so a call a pixel wide is still seen)."""
+    c = model.trace.calls
+    s = int(c["start"].iloc[call]) - origin
+    e = int(c["end"].iloc[call]) - origin
+    lane = float(model.lanes.lane_of_rank[int(c["rank"].iloc[call])])
+    return {"type": "rect", "name": "partner", "xref": "x", "yref": "y", "layer": "above",
+            "x0": float(to_s(s)), "x1": float(to_s(e)), "y0": lane - 0.5, "y1": lane + 0.5,
+            "fillcolor": FOCUS_FILL, "line": {"color": FOCUS_LINE, "width": 2}}
 
 
 REGION_LEGEND = "#d9cbb0"  # the legend swatch of user regions (each name has its colour)

@@ -1,0 +1,86 @@
+"""Timeline navigation in headless Chromium at 1400×900 and 1024×768, on a trace built by
+construction (mpiscope_testing.windowtrace): a partner jump selects and marks the partner
+and says which way the message went."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+
+from mpiscope.archive import reader
+from mpiscope_testing.webui_page import GD, open_app, wait_until, zoom_to
+from mpiscope_testing.webui_server import ARTIFACTS
+from mpiscope_testing.windowtrace import SENDS, build
+
+pytestmark = pytest.mark.browser
+SIZES = [(1400, 900), (1024, 768)]
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("nav") / "t")
+
+
+@pytest.fixture(scope="module")
+def trace(trace_dir):
+    return reader.load(trace_dir)
+
+
+@pytest.fixture(scope="module")
+def url(serve, trace_dir):
+    return serve(trace_dir)
+
+
+def click_call(driver, call: int) -> None:
+    """A real mouse click on a call drawn as a state (its hover point)."""
+    i = wait_until(driver, f"const t={GD.format(p=0)}._fullData.find(t => t.name === 'hover');"
+                   f"const i=Array.from(t.customdata).indexOf({call}); return i >= 0 && [i]",
+                   what="the call drawn as a state")[0]
+    off = driver.execute_script(f"""
+        const g={GD.format(p=0)}; const t=g._fullData.find(t => t.name === 'hover');
+        const xa=g._fullLayout.xaxis, ya=g._fullLayout.yaxis;
+        const r=g.getBoundingClientRect();
+        return [xa._offset + xa.d2p(t.x[{i}]) - r.width / 2,
+                ya._offset + ya.d2p(t.y[{i}]) - r.height / 2];""")
+    el = driver.execute_script(f"return {GD.format(p=0)}")
+    ActionChains(driver).move_to_element_with_offset(el, int(off[0]), int(off[1])).click() \
+        .perform()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_partner_jump_selects_and_marks_the_partner(browser, url, trace, size):
+    browser.set_window_size(*size)
+    open_app(browser, url)
+    c, m = trace.calls, trace.messages
+    k = 4
+    s, d = SENDS[k]
+    recv = c[(c["function"] == "MPI_Recv") & (c["start"] == s - 2000)].iloc[0]
+    send = c[(c["function"] == "MPI_Send") & (c["start"] == s)].iloc[0]
+    nbytes = int(m[m["recv_call"] == recv["call"]]["bytes"].iloc[0])
+    zoom_to(browser, (s - 5000) / 1e9, (s + d + 5000) / 1e9)
+    click_call(browser, int(recv["call"]))
+    jump = wait_until(browser, "return document.querySelector('#panel-0 .details button.jump')",
+                      what="the partner button")
+    assert jump.text == (f"received {nbytes:,} B from rank 0 (tag 5) → jump to the send")
+    jump.click()
+    head = wait_until(browser, "const h=document.querySelector('#panel-0 .details "
+                      ".partner-head'); return h && h.textContent", what="partner selected")
+    assert head.startswith("Partner selected: rank 0, MPI_Send")
+    details = browser.find_element(By.CSS_SELECTOR, "#panel-0 .details").text
+    assert "a.c:10" in details  # the send's call site: its details, not the receive's
+    # and from the send, the way back says it was sent
+    back = browser.find_element(By.CSS_SELECTOR, "#panel-0 .details button.jump").text
+    assert back.startswith(f"sent {nbytes:,} B to rank 1 (tag 5)")
+    mark = wait_until(browser, f"const s=({GD.format(p=0)}.layout.shapes || []).find("
+                      "s => s.name === 'partner'); return s && [s.x0, s.x1, s.y0, s.y1]",
+                      what="the partner marked")
+    lane = int(browser.execute_script(
+        f"return {GD.format(p=0)}.layout.yaxis.ticktext.findIndex(t => t.endsWith('rank 0'))"))
+    assert mark == pytest.approx([send["start"] / 1e9, send["end"] / 1e9, lane - 0.5,
+                                  lane + 0.5], abs=1e-12)
+    # the partner is inside the window shown
+    lo, hi = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
+    assert lo <= send["start"] / 1e9 and send["end"] / 1e9 <= hi
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / f"nav-partner-{size[0]}.png"))
