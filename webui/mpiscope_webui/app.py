@@ -140,7 +140,10 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
 def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
     n = len(ctl.models)
     head = [html.H1("mpiscope"),
-            html.Span("compare: A above, B below" if n == 2 else "", className="muted")]
+            html.Span("compare: A above, B below" if n == 2 else "", className="muted"),
+            html.Span([html.Button("◀", className="hist-back", title="previous view ( [ )"),
+                       html.Button("▶", className="hist-forward", title="next view ( ] )")],
+                      className="history")]
     controls = []
     if n == 2:
         controls = [dcc.Checklist(id="shared", options=[{"label": " one time scale for both",
@@ -159,6 +162,7 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
     return html.Div([
         html.Div(head + controls, className="header"),
         dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
+        dcc.Store(id="url-pop"), dcc.Store(id="url-sync"),
         *[dcc.Store(id=f"finding-click-{p}") for p in range(n)],
         *[dcc.Store(id={"type": "tabs-filled", "panel": p}, data={}) for p in range(n)],
         html.Div([_panel(ctl, p, width) for p in range(n)], id="timelines"),
@@ -177,6 +181,43 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
 
     app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
                             Input("boot", "data"), State("viewport", "data"))
+
+    # the view in the URL, one history entry per view (assets/navigation.js); only the
+    # window, the hidden functions and the lanes shown: selections stay out of links
+    app.clientside_callback(
+        """function(views) {
+            const small = (views || []).map(v => v && {t0: v.t0, t1: v.t1,
+                hidden: v.hidden || [], y_range: v.y_range || null});
+            const hash = "#view=" + encodeURIComponent(JSON.stringify(small));
+            if (location.hash !== hash) {
+                if (location.hash.startsWith("#view=")) history.pushState(null, "", hash);
+                else history.replaceState(null, "", hash);
+            }
+            return window.dash_clientside.no_update;
+        }""", Output("url-sync", "data"), Input({"type": "view", "panel": ALL}, "data"),
+        prevent_initial_call=True)
+    # ... and back: a link's view on load, the history's on back/forward. The server
+    # checks every value (inputs.view) before it draws it
+    app.clientside_callback(
+        """function(boot, popped, views) {
+            const nu = window.dash_clientside.no_update;
+            const h = location.hash.startsWith("#view=") ? location.hash.slice(6) : "";
+            let got = null;
+            try { got = h ? JSON.parse(decodeURIComponent(h)) : null; } catch (e) {}
+            if (!Array.isArray(got) || !Array.isArray(views)) return views.map(() => nu);
+            return views.map((v, i) => {
+                const g = got[i];
+                if (!v || !g || typeof g !== "object") return nu;
+                if (g.t0 === v.t0 && g.t1 === v.t1 && JSON.stringify(g.hidden || [])
+                    === JSON.stringify(v.hidden || []) && JSON.stringify(g.y_range || null)
+                    === JSON.stringify(v.y_range || null)) return nu;
+                return Object.assign({}, v, {t0: g.t0, t1: g.t1, hidden: g.hidden || [],
+                                             y_range: g.y_range || null, selected: [],
+                                             focus: null});
+            });
+        }""", Output({"type": "view", "panel": ALL}, "data", allow_duplicate=True),
+        Input("boot", "data"), Input("url-pop", "data"),
+        State({"type": "view", "panel": ALL}, "data"), prevent_initial_call="initial_duplicate")
 
     nav_inputs = [Input({"type": "timeline", "panel": ALL}, "relayoutData"),
                   Input({"type": "timeline", "panel": ALL}, "restyleData"),

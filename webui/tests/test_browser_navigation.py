@@ -84,3 +84,37 @@ def test_partner_jump_selects_and_marks_the_partner(browser, url, trace, size):
     assert lo <= send["start"] / 1e9 and send["end"] / 1e9 <= hi
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(ARTIFACTS / f"nav-partner-{size[0]}.png"))
+
+
+def x_range(driver) -> list[float]:
+    return driver.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
+
+
+def range_becomes(driver, a: float, b: float, what: str) -> None:
+    wait_until(driver, f"const r={GD.format(p=0)}._fullLayout.xaxis.range; return "
+               f"Math.abs(r[0] - {a!r}) < 1e-9 && Math.abs(r[1] - {b!r}) < 1e-9", what=what)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_view_in_the_url_and_zoom_history(browser, url, size):
+    browser.set_window_size(*size)
+    open_app(browser, url)
+    a = (100e-6, 400e-6)
+    b = (150e-6, 200e-6)
+    zoom_to(browser, *a)
+    zoom_to(browser, *b)
+    link = wait_until(browser, "return location.hash.startsWith('#view=') && location.href",
+                      what="the view in the URL")
+    browser.find_element(By.CSS_SELECTOR, "button.hist-back").click()
+    range_becomes(browser, *a, "back to the previous view")
+    browser.find_element(By.TAG_NAME, "body").send_keys("]")
+    range_becomes(browser, *b, "forward again with ]")
+    browser.find_element(By.TAG_NAME, "body").send_keys("[")
+    range_becomes(browser, *a, "back with [")
+    # the link opens the view it was copied at, in a page loaded afresh
+    browser.get("about:blank")
+    browser.get(link)
+    open_app(browser, link)
+    range_becomes(browser, *b, "the linked view")
+    status = browser.find_element(By.CSS_SELECTOR, "#panel-0 .status").text
+    assert status.startswith(f"{b[0]:.6f} – {b[1]:.6f} s")
