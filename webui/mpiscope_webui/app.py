@@ -116,6 +116,10 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
     info = _info(m)
     return html.Div([
         html.Div([html.H3(m.label, className="trace-label"), html.Span(info, className="muted"),
+                  html.Span([html.Button(f"save {f.upper()}", className="export-image",
+                                         title=f"the timeline as shown, as {f.upper()}",
+                                         **{"data-format": f, "data-panel": p})
+                             for f in ("svg", "png")], className="exports"),
                   critical.toggle(p)], className="panel-head"),
         dcc.Store(id={"type": "view", "panel": p}, data=view.to_dict()),
         # the wait states come in the background; until then a cheap poll asks for them,

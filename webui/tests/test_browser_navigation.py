@@ -4,6 +4,8 @@ and says which way the message went."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -118,3 +120,31 @@ def test_view_in_the_url_and_zoom_history(browser, url, size):
     range_becomes(browser, *b, "the linked view")
     status = browser.find_element(By.CSS_SELECTOR, "#panel-0 .status").text
     assert status.startswith(f"{b[0]:.6f} – {b[1]:.6f} s")
+
+
+@pytest.mark.parametrize("fmt", ["svg", "png"])
+def test_timeline_saved_as_image(browser, url, tmp_path, fmt):
+    browser.set_window_size(1400, 900)
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior",
+                            {"behavior": "allow", "downloadPath": str(tmp_path)})
+    open_app(browser, url)
+    zoom_to(browser, 100e-6, 400e-6)
+    browser.find_element(By.CSS_SELECTOR, f"#panel-0 button.export-image[data-format='{fmt}']"
+                         ).click()
+    path = tmp_path / f"mpiscope-timeline-0.{fmt}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (path.is_file() and path.stat().st_size > 0):
+        time.sleep(0.2)
+    assert path.is_file(), list(tmp_path.iterdir())
+    data = path.read_bytes()
+    if fmt == "png":
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        size = browser.execute_script(f"const l={GD.format(p=0)}._fullLayout; "
+                                      "return [l.width, l.height]")
+        assert [w, h] == size
+    else:
+        text = data.decode()
+        # what the user saw: the lanes' labels, the legend and the zoomed time axis
+        for label in ("rank 0", "rank 1", "rank 2", "MPI_Send", "MPI_Recv", "time (s)"):
+            assert label in text, label

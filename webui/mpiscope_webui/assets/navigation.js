@@ -12,6 +12,15 @@
   document.addEventListener("click", (ev) => {
     if (ev.target.closest("button.hist-back")) history.back();
     else if (ev.target.closest("button.hist-forward")) history.forward();
+    const ex = ev.target.closest("button.export-image");
+    if (ex && window.Plotly) {  // the timeline as drawn, at its size on screen
+      const gd = document.querySelector(`#panel-${ex.dataset.panel} .timeline .js-plotly-plot`);
+      if (gd && gd._fullLayout) {
+        window.Plotly.downloadImage(gd, {format: ex.dataset.format,
+          filename: `mpiscope-timeline-${ex.dataset.panel}`,
+          width: gd._fullLayout.width, height: gd._fullLayout.height});
+      }
+    }
   });
   document.addEventListener("keydown", (ev) => {
     const t = ev.target;
