@@ -70,7 +70,7 @@ def main() -> int:
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
     s = Analysis(trace)
     t = time.perf_counter()
-    s.wait_states
+    _ = s.wait_states
     print(f"wait states (needed first, once per trace): {time.perf_counter() - t:.2f} s")
     t = time.perf_counter()
     ix = s.window_index
