@@ -133,6 +133,16 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
         strip.graph(p),
         html.Div(status, id={"type": "status", "panel": p}, className="status"),
         html.Div([
+            dcc.Dropdown(id={"type": "search-what", "panel": p}, className="search-what",
+                         options=ctl.search_options(p), placeholder="find a function or "
+                         "call site (on the chosen ranks)"),
+            html.Button("◀ previous", id={"type": "search", "panel": p, "dir": -1},
+                        n_clicks=0, className="search-prev", title="previous call (p)"),
+            html.Button("next ▶", id={"type": "search", "panel": p, "dir": 1}, n_clicks=0,
+                        className="search-next", title="next call (n)"),
+            html.Span(id={"type": "search-note", "panel": p}, className="muted"),
+        ], className="search"),
+        html.Div([
             dcc.Graph(id={"type": "timeline", "panel": p}, figure=fig, config=GRAPH_CONFIG,
                       clear_on_unhover=True, className="timeline"),
             dcc.Tooltip(id={"type": "tip", "panel": p}, direction="bottom"),
@@ -310,6 +320,35 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         if p is None:
             raise PreventUpdate
         return ctl.details(p, click)
+
+    # search: the next/previous call of a function or call site, selected and marked
+    @app.callback(Output({"type": "view", "panel": MATCH}, "data", allow_duplicate=True),
+                  Output({"type": "details", "panel": MATCH}, "children",
+                         allow_duplicate=True),
+                  Output({"type": "search-note", "panel": MATCH}, "children"),
+                  Input({"type": "search", "panel": MATCH, "dir": ALL}, "n_clicks"),
+                  State({"type": "search-what", "panel": MATCH}, "value"),
+                  State("rankset", "value"), State({"type": "view", "panel": MATCH}, "data"),
+                  prevent_initial_call=True)
+    def search(_clicks, what, ranks, view):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        trig = ctx.triggered[0] if len(ctx.triggered) == 1 else {}
+        parsed = inputs.trigger(trig.get("prop_id"))
+        v = None if p is None else ctl.view(p, view)
+        if v is None or parsed is None or not inputs.clicks(trig.get("value")):
+            raise PreventUpdate
+        if not isinstance(what, str) or len(what) > 2 * inputs.MAX_NAME:
+            return no_update, no_update, "choose a function or call site first"
+        tid = parsed[0] if isinstance(parsed[0], dict) else {}
+        step = inputs.integer(tid.get("dir"), -1, 2)
+        if step not in (-1, 1):
+            raise PreventUpdate
+        rs = windowstats.Scope.of(ctl.models[p], v, windowstats.WINDOW, ranks).ranks
+        found = ctl.search(v, p, what, step > 0, list(rs) if rs else None)
+        if found is None:
+            return no_update, no_update, f"no {'later' if step > 0 else 'earlier'} call"
+        new, call = found
+        return new.to_dict(), ctl.call_details(p, call), ""
 
     # a partner jump selects the partner: its details replace those of the call left
     @app.callback(Output({"type": "details", "panel": MATCH}, "children",

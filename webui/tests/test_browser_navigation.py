@@ -9,6 +9,7 @@ import time
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from mpiscope.archive import reader
 from mpiscope_testing.webui_page import GD, open_app, wait_until, zoom_to
@@ -148,3 +149,60 @@ def test_timeline_saved_as_image(browser, url, tmp_path, fmt):
         # what the user saw: the lanes' labels, the legend and the zoomed time axis
         for label in ("rank 0", "rank 1", "rank 2", "MPI_Send", "MPI_Recv", "time (s)"):
             assert label in text, label
+
+
+def _choose(driver, dropdown_css: str, label: str) -> None:
+    """Pick an option of a Dash dropdown as a user does: open it, type, click the option."""
+    driver.find_element(By.CSS_SELECTOR, dropdown_css).click()
+    box = wait_until(driver, "return document.querySelector('input.dash-dropdown-search')",
+                     what="the dropdown's search box")
+    box.send_keys(label)
+    option = wait_until(driver, "return Array.from(document.querySelectorAll("
+                        "'.dash-dropdown-option')).find(o => o.textContent.trim() === "
+                        f"{label!r})", what=f"option {label}")
+    option.click()
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+
+
+def marked(driver) -> list[float]:
+    return driver.execute_script(f"const s=({GD.format(p=0)}.layout.shapes || []).find("
+                                 "s => s.name === 'partner'); return s && [s.x0, s.x1]")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_search_next_and_previous_call_with_keys(browser, url, trace, size):
+    browser.set_window_size(*size)
+    open_app(browser, url)
+    c = trace.calls
+    recvs = c[c["function"] == "MPI_Recv"].sort_values("start")
+    _choose(browser, "#panel-0 .search-what", "MPI_Recv at a.c:20")
+    browser.find_element(By.CSS_SELECTOR, "#panel-0 button.search-next").click()
+
+    def found(k: int) -> None:
+        r = recvs.iloc[k]
+        wait_until(browser, f"const s=({GD.format(p=0)}.layout.shapes || []).find("
+                   f"x => x.name === 'partner'); return s && Math.abs(s.x0 - "
+                   f"{float(r['start']) / 1e9!r}) < 1e-12", what=f"receive {k} found")
+        assert marked(browser) == pytest.approx([r["start"] / 1e9, r["end"] / 1e9], abs=1e-12)
+        lo, hi = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
+        assert lo <= r["start"] / 1e9 and r["end"] / 1e9 <= hi
+        details = browser.find_element(By.CSS_SELECTOR, "#panel-0 .details").text
+        assert "MPI_Recv" in details and "a.c:20" in details
+
+    found(0)
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys("n")
+    found(1)
+    body.send_keys("n")
+    found(2)
+    body.send_keys("p")
+    found(1)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / f"nav-search-{size[0]}.png"))
+    # before the first there is none: said, and the view stays
+    body.send_keys("p")
+    found(0)
+    body.send_keys("p")
+    wait_until(browser, "return document.querySelector('#panel-0 .search').textContent"
+               ".includes('no earlier call')", what="nothing earlier")
+    found(0)

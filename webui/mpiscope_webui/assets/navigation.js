@@ -28,5 +28,10 @@
         (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)))) return;
     if (ev.key === "[") { history.back(); ev.preventDefault(); }
     else if (ev.key === "]") { history.forward(); ev.preventDefault(); }
+    else if (ev.key === "n" || ev.key === "p") {  // search: next / previous call
+      const b = document.querySelector(ev.key === "n" ? "#panel-0 button.search-next"
+                                                      : "#panel-0 button.search-prev");
+      if (b) { b.click(); ev.preventDefault(); }
+    }
   });
 })();
