@@ -28,6 +28,7 @@ from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
 
 ASSETS = Path(__file__).parent / "assets"
+LANE_HEIGHTS = (("auto", 0), ("S", 12), ("M", 24), ("L", 40))  # px a lane
 DEFAULT_WIDTH = 1400
 GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
@@ -141,6 +142,10 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
             html.Button("next ▶", id={"type": "search", "panel": p, "dir": 1}, n_clicks=0,
                         className="search-next", title="next call (n)"),
             html.Span(id={"type": "search-note", "panel": p}, className="muted"),
+            html.Span("lane height", className="muted lane-label"),
+            dcc.RadioItems(id={"type": "lane-px", "panel": p}, value=0, inline=True,
+                           className="lane-px", options=[{"label": f" {t}", "value": v}
+                                                         for t, v in LANE_HEIGHTS]),
         ], className="search"),
         html.Div([
             dcc.Graph(id={"type": "timeline", "panel": p}, figure=fig, config=GRAPH_CONFIG,
@@ -349,6 +354,18 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             return no_update, no_update, f"no {'later' if step > 0 else 'earlier'} call"
         new, call = found
         return new.to_dict(), ctl.call_details(p, call), ""
+
+    @app.callback(Output({"type": "view", "panel": MATCH}, "data", allow_duplicate=True),
+                  Input({"type": "lane-px", "panel": MATCH}, "value"),
+                  State({"type": "view", "panel": MATCH}, "data"), prevent_initial_call=True)
+    def lane_height(px, view):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        v = None if p is None else ctl.view(p, view)
+        chosen = inputs.integer(px, 0, inputs.MAX_LANE_PX + 1)
+        if v is None or chosen is None or (chosen and chosen < inputs.MIN_LANE_PX):
+            raise PreventUpdate
+        v.lane_px = chosen or None
+        return v.to_dict()
 
     # a partner jump selects the partner: its details replace those of the call left
     @app.callback(Output({"type": "details", "panel": MATCH}, "children",

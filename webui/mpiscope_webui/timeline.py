@@ -50,18 +50,20 @@ class View:
     selected: list[int] = field(default_factory=list)  # call ids outlined
     y_range: list[float] | None = None
     focus: int | None = None  # the call a partner jump went to: highlighted
+    lane_px: int | None = None  # lane height chosen (None: from the number of lanes)
 
     def to_dict(self) -> dict:
         return {"t0": self.t0, "t1": self.t1, "hidden": list(self.hidden),
                 "selected": [int(c) for c in self.selected], "y_range": self.y_range,
-                "focus": self.focus}
+                "focus": self.focus, "lane_px": self.lane_px}
 
     @classmethod
     def from_dict(cls, d: dict) -> View:
         f = d.get("focus")
         return cls(float(d["t0"]), float(d["t1"]), list(d.get("hidden", [])),
                    [int(c) for c in d.get("selected", [])], d.get("y_range"),
-                   None if f is None else int(f))
+                   None if f is None else int(f),
+                   None if d.get("lane_px") is None else int(d["lane_px"]))
 
 
 Figure = dict  # a Plotly figure as Dash sends it: {"data": [...], "layout": {...}}
@@ -256,7 +258,7 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         rows = rows[:0]
     n = len(rows)
     # nested user regions need taller lanes to tell their levels apart (3 px a level)
-    lane_px = int(np.clip(560 / max(nl, 1), 8, 56 if show_regions else 28))
+    lane_px = view.lane_px or int(np.clip(560 / max(nl, 1), 8, 56 if show_regions else 28))
     xs = to_s(m["send_time"].to_numpy(np.int64)[rows] - origin)
     xr = to_s(m["recv_time"].to_numpy(np.int64)[rows] - origin)
     ys = lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]].astype(np.float64)

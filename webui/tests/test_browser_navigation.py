@@ -206,3 +206,23 @@ def test_search_next_and_previous_call_with_keys(browser, url, trace, size):
     wait_until(browser, "return document.querySelector('#panel-0 .search').textContent"
                ".includes('no earlier call')", what="nothing earlier")
     found(0)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_lane_height_can_be_chosen(browser, url, size):
+    browser.set_window_size(*size)
+    open_app(browser, url)
+    spacing = (f"const g={GD.format(p=0)}; const y=g._fullLayout.yaxis; "
+               "return Math.abs(y.l2p(1) - y.l2p(0));")
+    seen = {}
+    for label, px in (("S", 12), ("L", 40)):
+        browser.find_element(By.XPATH, "//div[contains(@class,'lane-px')]//label["
+                                       f"normalize-space(.)='{label}']").click()
+        # a lane is that tall, give or take the plot's 20 px of padding shared by 3 lanes
+        seen[label] = wait_until(browser, f"const s=(() => {{ {spacing} }})(); "
+                                 f"return s >= {px} - 0.5 && s <= {px} + 7.5 && s",
+                                 what=f"{px}-pixel lanes")
+    assert seen["L"] > 3 * seen["S"] / 2
+    # the lanes' labels stay one per lane
+    ticks = browser.execute_script(f"return {GD.format(p=0)}.layout.yaxis.ticktext")
+    assert [t.split(" · ")[1] for t in ticks] == ["rank 0", "rank 1", "rank 2"]
