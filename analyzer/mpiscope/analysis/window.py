@@ -332,7 +332,7 @@ class Window:
         s, e = ix.calls.start[pos], ix.calls.end[pos]
         self.inside = np.minimum(e, t1) - np.maximum(s, t0)  # ns of each call in the window
         self._tables: dict[object, object] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a table may read another one (re-entrant)
 
     def _kept(self, key: object, make):
         with self._lock:
@@ -408,6 +408,10 @@ class Window:
         return self.profile(("function",))
 
     def _wait_inside(self) -> np.ndarray:
+        """Each call's waiting (at its start) inside the window; kept: every table reads it."""
+        return self._kept("wait_inside", self._wait_in)
+
+    def _wait_in(self) -> np.ndarray:
         ix, pos = self.index, self.pos
         s = ix.calls.start[pos]
         return np.maximum(np.minimum(s + ix.wait[pos], self.t1) - np.maximum(s, self.t0), 0)
