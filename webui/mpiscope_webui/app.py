@@ -22,12 +22,14 @@ from mpiscope_webui import (
     strip,
     timeline,
     views,
+    windowstats,
 )
 from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
 
 ASSETS = Path(__file__).parent / "assets"
+LANE_HEIGHTS = (("auto", 0), ("S", 12), ("M", 24), ("L", 40))  # px a lane
 DEFAULT_WIDTH = 1400
 GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
@@ -57,8 +59,9 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
         # analyses run in the background; the timeline does not wait for them
         if analyze_now:
             m.analysis()
+            windowstats.warm(m)
         else:
-            threading.Thread(target=m.analysis, daemon=True).start()
+            threading.Thread(target=_analyze, args=(m,), daemon=True).start()
     guard = guard or security.Guard.loopback()
     server = flask.Flask("mpiscope_webui", static_folder=None)
     security.install(server, guard)
@@ -83,6 +86,11 @@ def create_app(trace_dirs: Sequence[Path | str] | None = None, *,
         bundle.warm(server, guard.token)  # Dash set up before any browser asks
     app.controller = ctl  # for tests and benchmarks
     return app
+
+
+def _analyze(m: TraceModel) -> None:
+    m.analysis()
+    windowstats.warm(m)  # the whole run's tables: what the tabs show first
 
 
 def _info(m: TraceModel) -> str:
@@ -111,6 +119,10 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
     info = _info(m)
     return html.Div([
         html.Div([html.H3(m.label, className="trace-label"), html.Span(info, className="muted"),
+                  html.Span([html.Button(f"save {f.upper()}", className="export-image",
+                                         title=f"the timeline as shown, as {f.upper()}",
+                                         **{"data-format": f, "data-panel": p})
+                             for f in ("svg", "png")], className="exports"),
                   critical.toggle(p)], className="panel-head"),
         dcc.Store(id={"type": "view", "panel": p}, data=view.to_dict()),
         # the wait states come in the background; until then a cheap poll asks for them,
@@ -124,6 +136,20 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
         strip.graph(p),
         html.Div(status, id={"type": "status", "panel": p}, className="status"),
         html.Div([
+            dcc.Dropdown(id={"type": "search-what", "panel": p}, className="search-what",
+                         options=ctl.search_options(p), placeholder="find a function or "
+                         "call site (on the chosen ranks)"),
+            html.Button("◀ previous", id={"type": "search", "panel": p, "dir": -1},
+                        n_clicks=0, className="search-prev", title="previous call (p)"),
+            html.Button("next ▶", id={"type": "search", "panel": p, "dir": 1}, n_clicks=0,
+                        className="search-next", title="next call (n)"),
+            html.Span(id={"type": "search-note", "panel": p}, className="muted"),
+            html.Span("lane height", className="muted lane-label"),
+            dcc.RadioItems(id={"type": "lane-px", "panel": p}, value=0, inline=True,
+                           className="lane-px", options=[{"label": f" {t}", "value": v}
+                                                         for t, v in LANE_HEIGHTS]),
+        ], className="search"),
+        html.Div([
             dcc.Graph(id={"type": "timeline", "panel": p}, figure=fig, config=GRAPH_CONFIG,
                       clear_on_unhover=True, className="timeline"),
             dcc.Tooltip(id={"type": "tip", "panel": p}, direction="bottom"),
@@ -135,7 +161,10 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
 def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
     n = len(ctl.models)
     head = [html.H1("mpiscope"),
-            html.Span("compare: A above, B below" if n == 2 else "", className="muted")]
+            html.Span("compare: A above, B below" if n == 2 else "", className="muted"),
+            html.Span([html.Button("◀", className="hist-back", title="previous view ( [ )"),
+                       html.Button("▶", className="hist-forward", title="next view ( ] )")],
+                      className="history")]
     controls = []
     if n == 2:
         controls = [dcc.Checklist(id="shared", options=[{"label": " one time scale for both",
@@ -145,6 +174,7 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
                     children=_columns(n, "tab-breakdown")),
             dcc.Tab(label="Functions", value="functions", children=_columns(n, "tab-functions")),
             dcc.Tab(label="Messages", value="messages", children=_columns(n, "tab-messages")),
+            dcc.Tab(label="Profiles", value="profiles", children=_columns(n, "tab-profiles")),
             dcc.Tab(label="Findings", value="findings", children=_columns(n, "tab-findings")),
             critical.tab(n)]
     if n == 2:
@@ -153,9 +183,11 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
     return html.Div([
         html.Div(head + controls, className="header"),
         dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
+        dcc.Store(id="url-pop"), dcc.Store(id="url-sync"),
         *[dcc.Store(id=f"finding-click-{p}") for p in range(n)],
-        *[dcc.Store(id={"type": "tabs-filled", "panel": p}, data=[]) for p in range(n)],
+        *[dcc.Store(id={"type": "tabs-filled", "panel": p}, data={}) for p in range(n)],
         html.Div([_panel(ctl, p, width) for p in range(n)], id="timelines"),
+        windowstats.scope_bar(max(m.trace.num_ranks for m in ctl.models)),
         dcc.Tabs(id="tabs", value="findings", children=tabs, className="tabs"),
     ], className="page")
 
@@ -170,6 +202,43 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
 
     app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
                             Input("boot", "data"), State("viewport", "data"))
+
+    # the view in the URL, one history entry per view (assets/navigation.js); only the
+    # window, the hidden functions and the lanes shown: selections stay out of links
+    app.clientside_callback(
+        """function(views) {
+            const small = (views || []).map(v => v && {t0: v.t0, t1: v.t1,
+                hidden: v.hidden || [], y_range: v.y_range || null});
+            const hash = "#view=" + encodeURIComponent(JSON.stringify(small));
+            if (location.hash !== hash) {
+                if (location.hash.startsWith("#view=")) history.pushState(null, "", hash);
+                else history.replaceState(null, "", hash);
+            }
+            return window.dash_clientside.no_update;
+        }""", Output("url-sync", "data"), Input({"type": "view", "panel": ALL}, "data"),
+        prevent_initial_call=True)
+    # ... and back: a link's view on load, the history's on back/forward. The server
+    # checks every value (inputs.view) before it draws it
+    app.clientside_callback(
+        """function(boot, popped, views) {
+            const nu = window.dash_clientside.no_update;
+            const h = location.hash.startsWith("#view=") ? location.hash.slice(6) : "";
+            let got = null;
+            try { got = h ? JSON.parse(decodeURIComponent(h)) : null; } catch (e) {}
+            if (!Array.isArray(got) || !Array.isArray(views)) return views.map(() => nu);
+            return views.map((v, i) => {
+                const g = got[i];
+                if (!v || !g || typeof g !== "object") return nu;
+                if (g.t0 === v.t0 && g.t1 === v.t1 && JSON.stringify(g.hidden || [])
+                    === JSON.stringify(v.hidden || []) && JSON.stringify(g.y_range || null)
+                    === JSON.stringify(v.y_range || null)) return nu;
+                return Object.assign({}, v, {t0: g.t0, t1: g.t1, hidden: g.hidden || [],
+                                             y_range: g.y_range || null, selected: [],
+                                             focus: null});
+            });
+        }""", Output({"type": "view", "panel": ALL}, "data", allow_duplicate=True),
+        Input("boot", "data"), Input("url-pop", "data"),
+        State({"type": "view", "panel": ALL}, "data"), prevent_initial_call="initial_duplicate")
 
     nav_inputs = [Input({"type": "timeline", "panel": ALL}, "relayoutData"),
                   Input({"type": "timeline", "panel": ALL}, "restyleData"),
@@ -259,19 +328,90 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             raise PreventUpdate
         return ctl.details(p, click)
 
+    # search: the next/previous call of a function or call site, selected and marked
+    @app.callback(Output({"type": "view", "panel": MATCH}, "data", allow_duplicate=True),
+                  Output({"type": "details", "panel": MATCH}, "children",
+                         allow_duplicate=True),
+                  Output({"type": "search-note", "panel": MATCH}, "children"),
+                  Input({"type": "search", "panel": MATCH, "dir": ALL}, "n_clicks"),
+                  State({"type": "search-what", "panel": MATCH}, "value"),
+                  State("rankset", "value"), State({"type": "view", "panel": MATCH}, "data"),
+                  prevent_initial_call=True)
+    def search(_clicks, what, ranks, view):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        trig = ctx.triggered[0] if len(ctx.triggered) == 1 else {}
+        parsed = inputs.trigger(trig.get("prop_id"))
+        v = None if p is None else ctl.view(p, view)
+        if v is None or parsed is None or not inputs.clicks(trig.get("value")):
+            raise PreventUpdate
+        if not isinstance(what, str) or len(what) > 2 * inputs.MAX_NAME:
+            return no_update, no_update, "choose a function or call site first"
+        tid = parsed[0] if isinstance(parsed[0], dict) else {}
+        step = inputs.integer(tid.get("dir"), -1, 2)
+        if step not in (-1, 1):
+            raise PreventUpdate
+        rs = windowstats.Scope.of(ctl.models[p], v, windowstats.WINDOW, ranks).ranks
+        found = ctl.search(v, p, what, step > 0, list(rs) if rs else None)
+        if found is None:
+            return no_update, no_update, f"no {'later' if step > 0 else 'earlier'} call"
+        new, call = found
+        return new.to_dict(), ctl.call_details(p, call), ""
+
+    @app.callback(Output({"type": "view", "panel": MATCH}, "data", allow_duplicate=True),
+                  Input({"type": "lane-px", "panel": MATCH}, "value"),
+                  State({"type": "view", "panel": MATCH}, "data"), prevent_initial_call=True)
+    def lane_height(px, view):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        v = None if p is None else ctl.view(p, view)
+        chosen = inputs.integer(px, 0, inputs.MAX_LANE_PX + 1)
+        if v is None or chosen is None or (chosen and chosen < inputs.MIN_LANE_PX):
+            raise PreventUpdate
+        v.lane_px = chosen or None
+        return v.to_dict()
+
+    # a partner jump selects the partner: its details replace those of the call left
+    @app.callback(Output({"type": "details", "panel": MATCH}, "children",
+                         allow_duplicate=True),
+                  Input({"type": "jump", "panel": MATCH, "call": ALL, "also": ALL},
+                        "n_clicks"), prevent_initial_call=True)
+    def partner_details(_clicks):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        trig = ctx.triggered[0] if len(ctx.triggered) == 1 else {}
+        parsed = inputs.trigger(trig.get("prop_id"))
+        if p is None or parsed is None or not inputs.clicks(trig.get("value")):
+            raise PreventUpdate
+        calls = len(ctl.models[p].trace.calls)
+        tid = parsed[0] if isinstance(parsed[0], dict) else {}
+        call = inputs.integer(tid.get("call"), 0, calls)
+        also = inputs.integer(tid.get("also"), -1, calls)
+        if call is None or also is None or inputs.panel(tid, n) != p:
+            raise PreventUpdate
+        return ctl.call_details(p, call, came_from=None if also < 0 else also)
+
     # a tab is filled when first opened (the findings at page load): its figures and
-    # tables are work the server and the page would otherwise do while the timeline draws
+    # tables are work the server and the page would otherwise do while the timeline draws.
+    # The window's tabs are filled again when the window, the scope or the rank set
+    # changes while they are open (Vampir's displays follow the zoom)
     @app.callback(*[Output({"type": f"tab-{k}", "panel": MATCH}, "children") for k in TABS],
                   Output({"type": "tabs-filled", "panel": MATCH}, "data"),
-                  Input("tabs", "value"), State({"type": "tabs-filled", "panel": MATCH}, "data"))
-    def analysis_tabs(tab, filled):
+                  Input("tabs", "value"), Input({"type": "view", "panel": MATCH}, "data"),
+                  Input("scope", "value"), Input("rankset", "value"),
+                  State({"type": "tabs-filled", "panel": MATCH}, "data"))
+    def analysis_tabs(tab, view, scope, ranks, filled):
         p = inputs.output_panel(ctx.outputs_list, n)
-        filled = inputs.strings(filled) or []
-        if p is None or tab not in TABS or tab in filled:
+        filled = filled if isinstance(filled, dict) else {}
+        if p is None or tab not in TABS:
+            raise PreventUpdate
+        v = ctl.view(p, view)
+        if v is None:
+            raise PreventUpdate
+        sc = windowstats.Scope.of(ctl.models[p], v, scope, ranks)
+        key = "once" if tab not in WINDOW_TABS else sc.key()
+        if filled.get(tab) == key:
             raise PreventUpdate
         out: list = [no_update] * len(TABS)
-        out[TABS.index(tab)] = analysis_panel(ctl, p, tab)
-        return *out, [*filled, tab]
+        out[TABS.index(tab)] = analysis_panel(ctl, p, tab, sc)
+        return *out, {**filled, tab: key}
 
     @app.callback(Output({"type": "fhist", "panel": MATCH}, "figure"),
                   Input({"type": "ftable", "panel": MATCH}, "selected_rows"),
@@ -355,22 +495,38 @@ def _with_window(v: View, t0: float, t1: float) -> View:
     return out
 
 
-TABS = ("breakdown", "functions", "messages", "findings")  # filled by analysis_tabs
+TABS = ("breakdown", "functions", "messages", "profiles", "findings")  # analysis_tabs
+WINDOW_TABS = ("breakdown", "functions", "messages", "profiles")  # follow the window
 
 
-def analysis_panel(ctl: Controller, p: int, tab: str) -> list:
-    """The contents of one analysis tab (one of TABS) for panel p."""
+def analysis_panel(ctl: Controller, p: int, tab: str,
+                   scope: windowstats.Scope | None = None) -> list:
+    """The contents of one analysis tab (one of TABS) for panel p; the window's tabs
+    for `scope` (default: the whole run, all ranks)."""
     m = ctl.models[p]
-    a = m.analysis()
     label = m.label if len(ctl.models) > 1 else ""
     title = [html.H4(label)] if label else []
+    if tab == "findings":
+        return title + [views.findings_list(m.analysis(), p)]
+    scope = scope or windowstats.Scope(None, None)
+    title.append(html.Div(scope.text(m), className="muted scope-text"))
+    if tab == "profiles":
+        return title[:-1] + windowstats.profiles_tab(m, scope, p)
+    a = windowstats.panels(m, scope)
+    errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
+    title += errors
+
+    def tbl(df, name: str, **kw):
+        return windowstats.table(df, {"type": "wtable", "panel": p, "name": name}, **kw)
+
     if tab == "breakdown":
-        errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
-        return title + errors + [dcc.Graph(figure=views.breakdown_figure(a))]
+        return title + [dcc.Graph(figure=views.breakdown_figure(a)),
+                        tbl(a.breakdown, "breakdown")]
     if tab == "functions":
-        return title + [views.functions_table(a, {"type": "ftable", "panel": p}),
+        return title + [windowstats.table(windowstats.functions_frame(a.functions),
+                                          {"type": "ftable", "panel": p}, selectable=True),
                         dcc.Graph(id={"type": "fhist", "panel": p})]
-    if tab == "messages":
-        return title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
-                        dcc.Graph(figure=views.message_size_figure(a))]
-    return title + [views.findings_list(a, p)]
+    return title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
+                    tbl(a.comm_matrix, "matrix"),
+                    dcc.Graph(figure=views.message_size_figure(a)),
+                    tbl(a.message_sizes, "message-sizes")]

@@ -15,6 +15,15 @@ from mpiscope_webui.timeline import View
 
 MIN_WINDOW_S = 1e-7
 DETAIL_MESSAGES = 8
+SEARCH_SITES = 300  # call sites offered to the search
+
+
+def _equals(column: pd.Series, value: str) -> np.ndarray:
+    """column == value, on a categorical's codes where it is one (fast on millions)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        hit = np.flatnonzero(column.cat.categories.astype(str) == value)
+        return np.isin(column.cat.codes.to_numpy(), hit)
+    return column.astype(str).to_numpy() == value
 
 
 def _fmt_s(s: float) -> str:
@@ -113,8 +122,73 @@ class Controller:
         v = View.from_dict(view.to_dict())
         v.t0, v.t1 = (lo - pad) / 1e9, (hi + pad) / 1e9
         v.selected = [call] + ([also] if also is not None else [])
+        v.focus = int(call)
         v.y_range = None
         return v
+
+    # -- search ------------------------------------------------------------------------
+    def search_options(self, panel: int) -> list[dict]:
+        """What the search can look for: every function, then its call sites (most
+        called first, SEARCH_SITES at most), as {"label", "value"}."""
+        c = self.models[panel].trace.calls
+        out = [{"label": f, "value": f"f:{f}"} for f in self.models[panel].index.functions]
+        sites = (c.groupby(["function", "callsite"], observed=True).size()
+                 .sort_values(ascending=False).head(SEARCH_SITES))
+        out += [{"label": f"{f} at {cs}", "value": f"s:{f}\t{cs}"}
+                for (f, cs), _ in sites.items() if str(cs)]
+        return out
+
+    def search(self, view: View, panel: int, what: str, forward: bool,
+               ranks: list[int] | None = None) -> tuple[View, int] | None:
+        """The next (or previous) call of a function or call site on the ranks given,
+        after (before) the call found last, else the window's start (end): the view
+        centred on it, the call selected and marked; None if there is none."""
+        model = self.models[panel]
+        c = model.trace.calls
+        kind, _, key = what.partition(":")
+        function, _, site = key.partition("\t")
+        if kind not in ("f", "s") or function not in model.index.functions:
+            return None
+        sel = _equals(c["function"], function)
+        if kind == "s":
+            sel &= _equals(c["callsite"], site)
+        if ranks:
+            sel &= np.isin(c["rank"].to_numpy(), ranks)
+        rows = np.flatnonzero(sel)
+        if not len(rows):
+            return None
+        start = c["start"].to_numpy(np.int64)[rows]
+        order = np.lexsort((rows, start))
+        rows, start = rows[order], start[order]
+        if view.focus is not None and 0 <= view.focus < len(c):
+            ref = (int(c["start"].iloc[view.focus]), int(view.focus))
+        else:
+            ref = (int(round((view.t0 if forward else view.t1) * 1e9)), -1 if forward
+                   else len(c))
+        # (start, row) after / before ref, in that order
+        if forward:
+            i = np.searchsorted(start, ref[0], side="left")
+            while i < len(rows) and (start[i], rows[i]) <= ref:
+                i += 1
+            if i >= len(rows):
+                return None
+        else:
+            i = np.searchsorted(start, ref[0], side="right") - 1
+            while i >= 0 and (start[i], rows[i]) >= ref:
+                i -= 1
+            if i < 0:
+                return None
+        call = int(rows[i])
+        s, e = int(c["start"].iloc[call]), int(c["end"].iloc[call])
+        width = view.t1 - view.t0
+        full = self.full_window(panel)
+        if width >= 0.9 * (full[1] - full[0]):  # from the whole run: close enough to see it
+            width = max(40 * (e - s), 100_000) / 1e9
+        mid = (s + e) / 2e9
+        v = View.from_dict(view.to_dict())
+        v.t0, v.t1 = mid - width / 2, mid + width / 2
+        v.selected, v.focus = [call], call
+        return v, call
 
     def focus_finding(self, view: View, panel: int, i: int) -> View:
         findings = self.models[panel].analysis().findings
@@ -125,6 +199,7 @@ class Controller:
         if f.window:
             v.t0, v.t1 = f.window
         v.selected = [int(c) for c in f.calls[:500]]
+        v.focus = None
         v.y_range = None
         return v
 
@@ -276,23 +351,35 @@ class Controller:
                | (m["send_complete_call"] == call) | (m["recv_complete_call"] == call))
         return m[hit].head(DETAIL_MESSAGES)
 
+    def call_details(self, panel: int, call: int, came_from: int | None = None) -> list:
+        """A call's details, its path and a jump to the partner of each of its messages,
+        saying which way the message went. `came_from`: the call a partner jump left (the
+        details then say the jump's result: this call is selected and marked)."""
+        head = "Call"
+        if came_from is not None:
+            c = self.models[panel].trace.calls
+            head = (f"Partner selected: rank {int(c['rank'].iloc[call])}, "
+                    f"{c['function'].iloc[call]} (marked in the timeline)")
+        out = [html.H4(head, className="partner-head" if came_from is not None else ""),
+               _table(self.call_lines(panel, call)), *self.callpath_list(panel, call)]
+        for _, m in self.partners(panel, call).iterrows():
+            sender = call in (int(m["send_call"]), int(m["send_complete_call"]))
+            other = int(m["recv_complete_call"] if sender else m["send_call"])
+            what = (f"sent {int(m['bytes']):,} B to rank {int(m['recv_rank'])}" if sender else
+                    f"received {int(m['bytes']):,} B from rank {int(m['send_rank'])}")
+            if other >= 0:
+                out.append(_jump(panel, other, call,
+                                 f"{what} (tag {int(m['tag'])}) → jump to the "
+                                 f"{'receive' if sender else 'send'}"))
+        return out
+
     def details(self, panel: int, click: dict | None) -> list:
         hit = self._point(panel, click)
         if hit is None:
             return [html.Div("Click a state or a message arrow for details.", className="muted")]
         name, pt = hit
         if name == "hover" and pt.customdata is not None:
-            call = pt.customdata
-            out = [html.H4("Call"), _table(self.call_lines(panel, call)),
-                   *self.callpath_list(panel, call)]
-            for _, m in self.partners(panel, call).iterrows():
-                sender = call in (int(m["send_call"]), int(m["send_complete_call"]))
-                other = int(m["recv_complete_call"] if sender else m["send_call"])
-                peer = int(m["recv_rank"] if sender else m["send_rank"])
-                if other >= 0:
-                    out.append(_jump(panel, other, call, f"→ partner: rank {peer} "
-                                     f"({int(m['bytes']):,} B, tag {int(m['tag'])})"))
-            return out
+            return self.call_details(panel, pt.customdata)
         if name == "messages" and pt.customdata is not None:
             row = pt.customdata
             m = self.models[panel].trace.messages.iloc[row]

@@ -18,6 +18,7 @@ from mpiscope_webui.timeline import View
 MAX_SELECTED = 500  # calls outlined at once (a finding's occurrences are capped alike)
 MAX_HIDDEN = 1000
 MIN_WIDTH_PX, MAX_WIDTH_PX = 300, 20_000
+MIN_LANE_PX, MAX_LANE_PX = 6, 80  # lane heights a view may ask for
 MAX_NAME = 1000  # characters of a function name sent back by the functions table
 
 
@@ -124,7 +125,18 @@ def view(data: object, full: tuple[float, float], min_width: float, num_calls: i
         y_range = [min(max(v, lo), hi) for v in ys]
         if y_range[0] == y_range[1]:
             y_range = None
-    return View(w[0], w[1], sorted({h for h in hidden if h in known}), selected, y_range)
+    lane_px = data.get("lane_px")
+    if lane_px is not None:
+        lane_px = integer(lane_px, MIN_LANE_PX, MAX_LANE_PX + 1)
+        if lane_px is None:
+            return None
+    focus = data.get("focus")
+    if focus is not None:
+        focus = integer(focus, 0, num_calls)
+        if focus is None:
+            return None
+    return View(w[0], w[1], sorted({h for h in hidden if h in known}), selected, y_range,
+                focus, lane_px)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,12 @@ from mpiscope_webui.model import TraceModel
 
 MARGIN_L, MARGIN_R = 170, 20
 MAX_ARROWS = 2000
+# at (nearly) whole-run zoom, more messages than one per this many pixels of lane are a
+# smear of arrows: they are drawn as a density per sender instead (zoom in for arrows)
+WHOLE_RUN_SHARE = 0.9
+ARROW_SPACING_PX = 40
+DENSITY_PX = 4  # width of a density bar
+DENSITY_HEIGHT = 0.3  # the tallest bar, in lanes (at the lane's top: the states stay seen)
 HALF = 0.42  # half the height of a depth-0 state, in lanes
 NEST = 0.12  # each nesting level is drawn this much slimmer (inside its parent)
 GAP_PX = 0.6  # space left after each exact state so that neighbours stay apart
@@ -44,15 +50,21 @@ class View:
     hidden: list[str] = field(default_factory=list)
     selected: list[int] = field(default_factory=list)  # call ids outlined
     y_range: list[float] | None = None
+    focus: int | None = None  # the call a partner jump went to: highlighted
+    lane_px: int | None = None  # lane height chosen (None: from the number of lanes)
 
     def to_dict(self) -> dict:
         return {"t0": self.t0, "t1": self.t1, "hidden": list(self.hidden),
-                "selected": [int(c) for c in self.selected], "y_range": self.y_range}
+                "selected": [int(c) for c in self.selected], "y_range": self.y_range,
+                "focus": self.focus, "lane_px": self.lane_px}
 
     @classmethod
     def from_dict(cls, d: dict) -> View:
+        f = d.get("focus")
         return cls(float(d["t0"]), float(d["t1"]), list(d.get("hidden", [])),
-                   [int(c) for c in d.get("selected", [])], d.get("y_range"))
+                   [int(c) for c in d.get("selected", [])], d.get("y_range"),
+                   None if f is None else int(f),
+                   None if d.get("lane_px") is None else int(d["lane_px"]))
 
 
 Figure = dict  # a Plotly figure as Dash sends it: {"data": [...], "layout": {...}}
@@ -73,6 +85,7 @@ class Rendered:
     arrows: int
     arrows_total: int
     regions: regions.RegionView | None = None  # user regions drawn (None: none, or hidden)
+    density: bool = False  # messages drawn as a density, not as arrows
 
     def status(self, model: TraceModel) -> str:
         v = self.view
@@ -80,7 +93,9 @@ class Rendered:
         out = (f"{(v.t0 + ns) / 1e9:.6f} – {(v.t1 + ns) / 1e9:.6f} s · "
                f"{len(v.states)} states drawn, {v.summary_cells()} summary cells "
                f"(shorter than {numbers.seconds(v.threshold_ns / 1e9)} merged) · "
-               f"{self.arrows} of {self.arrows_total} messages")
+               + (f"{self.arrows_total} messages as a density per sender (zoom in for "
+                  "arrows)" if self.density else
+                  f"{self.arrows} of {self.arrows_total} messages"))
         if self.regions is not None:
             r = self.regions
             out += (f" · {len(r.positions)} user regions drawn (shorter than "
@@ -239,10 +254,14 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
             rows = rows[one_per_key(key)]
         if len(rows) > MAX_ARROWS:
             rows = rows[np.linspace(0, len(rows) - 1, MAX_ARROWS).astype(np.int64)]
-    n = len(rows)
     nl = len(lanes.ranks)
+    density = (total > 0 and (t1 - t0) >= WHOLE_RUN_SHARE * model.duration
+               and total * ARROW_SPACING_PX > plot_px * max(nl, 1))
+    if density:
+        rows = rows[:0]
+    n = len(rows)
     # nested user regions need taller lanes to tell their levels apart (3 px a level)
-    lane_px = int(np.clip(560 / max(nl, 1), 8, 56 if show_regions else 28))
+    lane_px = view.lane_px or int(np.clip(560 / max(nl, 1), 8, 56 if show_regions else 28))
     xs = to_s(m["send_time"].to_numpy(np.int64)[rows] - origin)
     xr = to_s(m["recv_time"].to_numpy(np.int64)[rows] - origin)
     ys = lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
@@ -253,7 +272,10 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     # customdata: the message's row at each point (in geometry.polygons' order); an int array goes
     # out as a JSON list, which Dash can index for hover/click events
     mid = np.concatenate([np.repeat(rows.astype(np.int64), ARROW_POINTS - 1), rows[::-1]])
-    if not n:
+    if density:
+        ax, ay = _density(model, view, t0, t1, plot_px, to_s)
+        mid = np.array([-1])
+    elif not n:
         ax, ay = _placeholder(view)
         mid = np.array([-1])
     traces.append(_scatter("messages", ax, ay, hidden, mode="none", fill="toself",
@@ -279,6 +301,9 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         x, y = np.empty(0), np.empty(0, np.float32)
     traces.append(_scatter("selected", x, y, mode="none", fill="toself", hoverinfo="skip",
                            fillcolor="#000000", showlegend=False))
+
+    if view.focus is not None and 0 <= view.focus < len(model.trace.calls):
+        shapes.append(focus_shape(model, view.focus, to_s, origin))
 
     rview = None
     if model.regions is not None:
@@ -312,7 +337,43 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
             {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": b, "y1": b,
              "line": {"color": "#555555", "width": 1, "dash": "dot"}} for b in boundaries],
     )
-    return Rendered({"data": traces, "layout": layout}, v, n, total, rview)
+    return Rendered({"data": traces, "layout": layout}, v, n, total, rview, density)
+
+
+def _density(model: TraceModel, view: View, t0: int, t1: int, plot_px: int, to_s
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Messages sent per DENSITY_PX pixels of each sender's lane, as bars hanging from the
+    lane's top (the busiest bar DENSITY_HEIGHT lanes tall)."""
+    rows = model.messages.in_window(t0, t1)
+    m = model.trace.messages
+    st = m["send_time"].to_numpy(np.int64)[rows] - model.index.origin
+    nb = max(plot_px // DENSITY_PX, 1)
+    b = np.clip((st - t0) * nb // max(t1 - t0, 1), 0, nb - 1)
+    lane = model.lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]]
+    counts = np.bincount(lane * nb + b, minlength=len(model.lanes.ranks) * nb)
+    hit = np.flatnonzero(counts)
+    if not len(hit):
+        return _placeholder(view)
+    ln, bn = hit // nb, hit % nb
+    edges = t0 + (np.arange(nb + 1) * (t1 - t0)) // nb
+    top = ln - 0.5
+    h = DENSITY_HEIGHT * counts[hit] / counts[hit].max()
+    return rects(to_s(edges[bn]), to_s(edges[bn + 1]), top, top + h)
+
+
+FOCUS_FILL, FOCUS_LINE = "rgba(255,196,0,0.35)", "#e08000"
+
+
+def focus_shape(model: TraceModel, call: int, to_s, origin: int) -> dict:
+    """The call a partner jump went to, marked over its whole lane height (a band taller
+    than the state, so a call a pixel wide is still seen)."""
+    c = model.trace.calls
+    s = int(c["start"].iloc[call]) - origin
+    e = int(c["end"].iloc[call]) - origin
+    lane = float(model.lanes.lane_of_rank[int(c["rank"].iloc[call])])
+    return {"type": "rect", "name": "partner", "xref": "x", "yref": "y", "layer": "above",
+            "x0": float(to_s(s)), "x1": float(to_s(e)), "y0": lane - 0.5, "y1": lane + 0.5,
+            "fillcolor": FOCUS_FILL, "line": {"color": FOCUS_LINE, "width": 2}}
 
 
 REGION_LEGEND = "#d9cbb0"  # the legend swatch of user regions (each name has its colour)

@@ -76,6 +76,10 @@ def test_hover_and_click_on_a_state_and_a_message(ctl):
     row = ctl.models[0].trace.calls.iloc[call]
     text = str(children)
     assert show and bbox and str(row["function"]) in text and "call site" in text
+    # arrows (not the whole run's density): a window around a message
+    first = ctl.models[0].trace.messages.iloc[0]
+    v.t0, v.t1 = first["send_time"] / 1e9 - 1e-4, first["recv_time"] / 1e9 + 1e-4
+    fig, _ = ctl.render(0, v, 1400)
     msg = names.index("messages")
     row = int(fig["data"][msg]["customdata"][0])
     m = ctl.models[0].trace.messages.iloc[row]

@@ -25,6 +25,7 @@ from mpiscope.analysis import (
     iterations,
     stats,
     waitstates,
+    window,
 )
 from mpiscope.analysis.threads import per_thread
 from mpiscope.archive import outdir
@@ -214,6 +215,17 @@ class Analysis:
             d["message"] += (" It is not on the critical path: fixing it cannot shorten "
                              "the run.")
         return d
+
+    @result
+    def window_index(self) -> window.WindowIndex:
+        """Every call, region and message sorted once for window statistics."""
+        return window.WindowIndex.of(self.trace, self.wait_states)
+
+    def window(self, t0_ns: int, t1_ns: int,
+               ranks: Sequence[int] | None = None) -> window.Window:
+        """The statistics of the window [t0_ns, t1_ns) (trace time) and the ranks given
+        (None: all): breakdown, profiles, wait states, matrix, message sizes (window.py)."""
+        return self.window_index.query(t0_ns, t1_ns, ranks)
 
     @result
     def message_sizes(self) -> pd.DataFrame:

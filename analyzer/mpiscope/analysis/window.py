@@ -1,0 +1,586 @@
+"""Statistics of a time window and a set of ranks: Vampir recomputes every display for the
+window on screen, and so does the web UI, from this.
+
+`WindowIndex.of(trace, wait_states)` sorts every call, user region and message once (by
+start, resp. send time) beside the per-call values the statistics read; `index.query(t0,
+t1, ranks)` then finds a window's calls with two binary searches (calls longer than a
+look-back bound are kept aside, few by construction, so one long MPI_Init does not make
+every window scan from the start) and its `Window` computes each table on first use.
+
+What a window counts (the UI says so beside the tables):
+- a call (or user region) is in the window if it overlaps it; its `time` is the part
+  inside the window; `min/median/max` are of the whole calls' durations (a merged
+  polling visit counts once, at its mean per MPI call); `calls` counts MPI calls (a
+  merged visit its `polls`).
+- breakdown: each rank's measured interval (breakdown.intervals) cut to the window, its
+  outermost main-thread calls cut likewise; a call's waiting is its first `wait_ns` (as
+  the timeline shades it), so the parts are cut the same way. Over the whole run this is
+  breakdown.per_rank.
+- wait states: each call's waiting part inside the window, by kind.
+- messages: those sent inside the window whose sender or receiver is in the rank set.
+- user regions: inclusive = time inside the region, exclusive = minus the time of the
+  regions and outermost MPI calls directly inside it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from mpiscope.analysis import breakdown, stats, threads, waitstates
+from mpiscope.analysis.waitstates import WaitStates
+from mpiscope.archive.trace import Trace
+
+KEYS = ("rank", "thread", "function", "callsite", "comm", "tag")  # what a profile groups by
+LOOKBACK_SHARE = 1024  # calls longer than span / this are kept aside (few per rank)
+CACHED_WINDOWS = 8
+PROFILE_COLUMNS = ["calls", "time_s", "mean_s", "min_s", "median_s", "max_s", "wait_s",
+                   "bytes"]
+
+
+def _codes(column: pd.Series) -> tuple[list[str], np.ndarray]:
+    """(labels, int32 code per row) of a categorical or string column."""
+    cat = column.astype("category")
+    codes = cat.cat.codes.to_numpy().astype(np.int32)
+    labels = [str(x) for x in cat.cat.categories]
+    if len(codes) and codes.min() < 0:  # missing values: their own label
+        codes = np.where(codes < 0, len(labels), codes)
+        labels.append("")
+    return labels, codes
+
+
+@dataclass
+class _Calls:
+    """One table of intervals (MPI calls or user regions), sorted by start."""
+
+    start: np.ndarray
+    end: np.ndarray
+    row: np.ndarray  # row in the trace's table
+    is_long: np.ndarray  # longer than the look-back: found through `long`, not the slice
+    long: np.ndarray  # positions of the long ones
+    lookback: int
+
+    @classmethod
+    def of(cls, start: np.ndarray, end: np.ndarray, span: int) -> tuple[_Calls, np.ndarray]:
+        order = np.argsort(start, kind="stable")
+        s, e = start[order], np.maximum(end[order], start[order])
+        lookback = max(span // LOOKBACK_SHARE, 1)
+        is_long = (e - s) > lookback
+        return cls(s, e, order.astype(np.int64), is_long, np.flatnonzero(is_long),
+                   lookback), order
+
+    def overlapping(self, t0: int, t1: int) -> np.ndarray:
+        """Positions of the intervals overlapping [t0, t1) (or of no length, inside it)."""
+        a = int(np.searchsorted(self.start, t0 - self.lookback, side="left"))
+        b = int(np.searchsorted(self.start, t1, side="left"))
+        pos = np.arange(a, b, dtype=np.int64)
+        s, e = self.start[a:b], self.end[a:b]
+        pos = pos[((e > t0) | (s >= t0)) & ~self.is_long[a:b]]
+        lg = self.long
+        ls, le = self.start[lg], self.end[lg]
+        return np.concatenate([pos, lg[(ls < t1) & ((le > t0) | (ls >= t0))]])
+
+
+def _parents(rank: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray,
+             r_rank: np.ndarray, r_thread: np.ndarray, r_start: np.ndarray,
+             r_end: np.ndarray, r_depth: np.ndarray) -> np.ndarray:
+    """For each interval, the innermost user region (row of the r_ arrays) on its rank and
+    thread that contains it, -1 if none: per nesting level, the last region of that level
+    starting no later, kept if it lasts past the interval's end."""
+    out = np.full(len(start), -1, np.int64)
+    if not len(r_start) or not len(start):
+        return out
+    # one sortable int64 key per (location, time): dense location codes times the span
+    loc_all = np.concatenate([rank.astype(np.int64) * 65536 + thread,
+                              r_rank.astype(np.int64) * 65536 + r_thread])
+    _, code = np.unique(loc_all, return_inverse=True)
+    loc, r_loc = code[:len(start)], code[len(start):]
+    t_lo = int(min(start.min(), r_start.min()))
+    width = int(max(end.max(), r_end.max())) - t_lo + 2
+    if (int(code.max()) + 1) * width >= 2**62:  # cannot key: leave regions unnested
+        return out
+    key = loc * width + (start - t_lo)
+    r_key = r_loc * width + (r_start - t_lo)
+    for d in np.unique(r_depth):  # deeper levels later: the innermost region wins
+        at = np.flatnonzero(r_depth == d)
+        at = at[np.argsort(r_key[at], kind="stable")]
+        i = np.searchsorted(r_key[at], key, side="right") - 1
+        cand = at[np.maximum(i, 0)]
+        ok = (i >= 0) & (r_loc[cand] == loc) & (r_end[cand] >= end)
+        out = np.where(ok, cand, out)
+    return out
+
+
+@dataclass
+class WindowIndex:
+    """Everything a window's statistics read, sorted once per trace."""
+
+    num_ranks: int
+    hosts: dict[int, str]
+    functions: list[str]
+    callsites: list[str]
+    comm_names: dict[int, str]
+    calls: _Calls
+    rank: np.ndarray
+    thread: np.ndarray
+    fcode: np.ndarray
+    scode: np.ndarray
+    comm: np.ndarray
+    tag: np.ndarray
+    n: np.ndarray  # MPI calls each row stands for
+    per_call: np.ndarray  # ns per MPI call (a merged visit's mean)
+    nbytes: np.ndarray
+    wait: np.ndarray  # waiting ns at the call's start
+    wkind: np.ndarray  # waitstates.KINDS code, -1 none
+    measured: np.ndarray  # counts in the breakdown (outermost, main thread, not Init/Fin.)
+    sync: np.ndarray  # synchronization ns at the call's start (barrier: all of it)
+    io: np.ndarray  # an I/O call (all of it is I/O)
+    mpi_parent: np.ndarray  # innermost user region around the call (region position), -1
+    iv_begin: np.ndarray  # measured interval per rank
+    iv_end: np.ndarray
+    span: tuple[int, int]
+    # user regions
+    regions: _Calls
+    r_rank: np.ndarray
+    r_fcode: np.ndarray
+    r_names: list[str]
+    r_parent: np.ndarray  # position of the enclosing region, -1
+    # messages, by send time
+    m_time: np.ndarray
+    m_send: np.ndarray
+    m_recv: np.ndarray
+    m_bytes: np.ndarray
+    m_transfer: np.ndarray
+    m_comm: np.ndarray
+    m_tag: np.ndarray
+    _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _whole: Window | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def of(cls, trace: Trace, ws: WaitStates) -> WindowIndex:
+        c = trace.calls
+        start = c["start"].to_numpy(np.int64)
+        end = np.maximum(c["end"].to_numpy(np.int64), start)
+        # everything a window can hold: calls, user regions, the ranks' first/last events
+        ends = [start, end, trace.regions["start"].to_numpy(np.int64),
+                trace.regions["end"].to_numpy(np.int64),
+                trace.ranks["first_ns"].to_numpy(np.int64),
+                trace.ranks["last_ns"].to_numpy(np.int64)]
+        ends = [a for a in ends if len(a)]
+        lo = min(int(a.min()) for a in ends) if ends else 0
+        hi = max(int(a.max()) for a in ends) if ends else 1
+        calls, order = _Calls.of(start, end, hi - lo)
+        c = c.iloc[order]
+        functions, fcode = _codes(c["function"])
+        callsites, scode = _codes(c["callsite"])
+        n = stats.polls(c)
+        dur = calls.end - calls.start
+        pc = ws.per_call
+        wait = np.minimum(pc["wait_ns"].to_numpy(np.int64)[order], dur)
+        wkind = pc["wait_kind"].cat.codes.to_numpy().astype(np.int8)[order]
+        parts = breakdown.call_parts(c, dur, wait, breakdown.io_completing(trace))
+        measured = (threads.on_main_thread(c) & (c["depth"].to_numpy() == 0)
+                    & ~c["kind"].isin(["init", "finalize"]).to_numpy())
+        iv = breakdown.intervals(trace)
+        nr = max(trace.num_ranks, int(iv["rank"].max()) + 1 if len(iv) else 0)
+        iv_b, iv_e = np.zeros(nr, np.int64), np.zeros(nr, np.int64)
+        iv_b[iv["rank"].to_numpy()] = iv["begin"].to_numpy()
+        iv_e[iv["rank"].to_numpy()] = iv["end"].to_numpy()
+        thread = (c["thread"].to_numpy(np.int32) if "thread" in c.columns
+                  else np.zeros(len(c), np.int32))
+        # user regions
+        rg = trace.regions
+        rs = rg["start"].to_numpy(np.int64)
+        re_ = np.maximum(rg["end"].to_numpy(np.int64), rs)
+        regions, rorder = _Calls.of(rs, re_, hi - lo)
+        rg = rg.iloc[rorder]
+        r_names, r_fcode = _codes(rg["function"]) if len(rg) else ([], np.empty(0, np.int32))
+        r_rank = rg["rank"].to_numpy(np.int32)
+        r_thread = (rg["thread"].to_numpy(np.int32) if "thread" in rg.columns
+                    else np.zeros(len(rg), np.int32))
+        r_depth = (rg["depth"].to_numpy(np.int64) if "depth" in rg.columns
+                   else np.zeros(len(rg), np.int64))
+        # a region's parent: the innermost one around it, of a shallower level
+        r_parent = np.full(len(rg), -1, np.int64)
+        for d in np.unique(r_depth):
+            mine = np.flatnonzero(r_depth == d)
+            up = np.flatnonzero(r_depth < d)
+            if not len(up):
+                continue
+            got = _parents(r_rank[mine], r_thread[mine], regions.start[mine],
+                           regions.end[mine], r_rank[up], r_thread[up], regions.start[up],
+                           regions.end[up], r_depth[up])
+            r_parent[mine] = np.where(got >= 0, up[np.maximum(got, 0)], -1)
+        outer = np.flatnonzero(c["depth"].to_numpy() == 0)
+        mpi_parent = np.full(len(c), -1, np.int64)
+        mpi_parent[outer] = _parents(c["rank"].to_numpy(np.int32)[outer], thread[outer],
+                                     calls.start[outer], calls.end[outer], r_rank, r_thread,
+                                     regions.start, regions.end, r_depth)
+        m = trace.messages
+        mo = np.argsort(m["send_time"].to_numpy(np.int64), kind="stable")
+        m = m.iloc[mo]
+        comm_names = {int(k): str(v) for k, v in zip(trace.comms["comm"], trace.comms["name"],
+                                                     strict=True)}
+        return cls(
+            nr, trace.host_of(), functions, callsites, comm_names, calls,
+            c["rank"].to_numpy(np.int32), thread, fcode, scode,
+            c["comm"].to_numpy(np.int32), c["tag"].to_numpy(np.int32), n,
+            dur / np.maximum(n, 1),
+            (c["bytes_sent"] + c["bytes_recv"]).to_numpy(np.int64), wait, wkind, measured,
+            parts["sync"].astype(np.int64), parts["io"] > 0, mpi_parent, iv_b, iv_e, (lo, hi),
+            regions, r_rank, r_fcode, r_names, r_parent,
+            m["send_time"].to_numpy(np.int64), m["send_rank"].to_numpy(np.int32),
+            m["recv_rank"].to_numpy(np.int32), m["bytes"].to_numpy(np.int64),
+            stats._transfer(m).astype(np.int64), m["comm"].to_numpy(np.int32),
+            m["tag"].to_numpy(np.int32))
+
+    def query(self, t0: int, t1: int, ranks: Sequence[int] | None = None) -> Window:
+        """The window [t0, t1) (ns, trace time) of the ranks given (None: all); the last
+        few are kept (a tab switch asks for the same window again)."""
+        t0, t1 = sorted((int(t0), int(t1)))
+        rs = None if ranks is None else tuple(sorted({int(r) for r in ranks
+                                                      if 0 <= int(r) < self.num_ranks}))
+        # a window past the trace's ends holds what the trace holds: one key for all such
+        # (the whole run's is asked for by every page and kept for good)
+        lo, hi = self.span
+        t0, t1 = max(t0, lo), max(min(t1, hi + 1), max(t0, lo) + 1)
+        key = (t0, t1, rs)
+        whole = t0 == lo and t1 == hi + 1 and rs is None
+        with self._lock:
+            if whole and self._whole is not None:
+                return self._whole
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        w = Window(self, t0, t1, rs)
+        with self._lock:
+            if whole:
+                self._whole = w
+                return w
+            self._cache[key] = w
+            while len(self._cache) > CACHED_WINDOWS:
+                self._cache.popitem(last=False)
+        return w
+
+
+DENSE_KEYS = 1 << 22  # key spaces up to this are grouped by counting, not by sorting
+
+
+def _dense(key: np.ndarray, space: float) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys sorted, group code of each row), as np.unique(return_inverse) gives
+    them; by counting where the key space is small (linear, no sort of the rows)."""
+    if space > DENSE_KEYS or not len(key):
+        return np.unique(key, return_inverse=True)
+    counts = np.bincount(key, minlength=int(space))
+    uniq = np.flatnonzero(counts)
+    code = np.zeros(len(counts), np.int64)
+    code[uniq] = np.arange(len(uniq))
+    return uniq.astype(np.int64), code[key]
+
+
+def _group_stats(inv: np.ndarray, ngroups: int, values: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(min, median, max) of `values` per group code `inv` (0..ngroups-1); NaN where a
+    group is empty. Groups sorted by a counting sort (radix on narrow codes), then each
+    group's median by selection (linear), not a full sort of the values."""
+    mins = np.full(ngroups, np.nan)
+    meds = np.full(ngroups, np.nan)
+    maxs = np.full(ngroups, np.nan)
+    if not len(inv):
+        return mins, meds, maxs
+    narrow = inv.astype(np.uint16) if ngroups < 65536 else inv
+    order = np.argsort(narrow, kind="stable")
+    v = values[order].astype(np.float64)
+    counts = np.bincount(inv, minlength=ngroups)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    has = np.flatnonzero(counts)
+    mins[has] = np.minimum.reduceat(v, starts[has])
+    maxs[has] = np.maximum.reduceat(v, starts[has])
+    for g in has:  # one selection per group: groups are few (functions x keys shown)
+        part = v[starts[g]:ends[g]]
+        k = len(part)
+        if k == 1:
+            meds[g] = part[0]
+            continue
+        lo_k, hi_k = (k - 1) // 2, k // 2
+        sel = np.partition(part, (lo_k, hi_k))
+        meds[g] = (sel[lo_k] + sel[hi_k]) / 2
+    return mins, meds, maxs
+
+
+class Window:
+    """The statistics of one window; each table computed on first use, then kept."""
+
+    def __init__(self, index: WindowIndex, t0: int, t1: int,
+                 ranks: tuple[int, ...] | None) -> None:
+        self.index, self.t0, self.t1, self.ranks = index, t0, t1, ranks
+        ix = index
+        self.rank_mask = np.ones(ix.num_ranks, bool)
+        if ranks is not None:
+            self.rank_mask[:] = False
+            self.rank_mask[list(ranks)] = True
+        pos = ix.calls.overlapping(t0, t1)
+        if ranks is not None:
+            pos = pos[self.rank_mask[ix.rank[pos]]]
+        self.pos = pos
+        s, e = ix.calls.start[pos], ix.calls.end[pos]
+        self.inside = np.minimum(e, t1) - np.maximum(s, t0)  # ns of each call in the window
+        self._tables: dict[object, object] = {}
+        self._lock = threading.RLock()  # a table may read another one (re-entrant)
+
+    def _kept(self, key: object, make):
+        with self._lock:
+            if key not in self._tables:
+                self._tables[key] = make()
+            return self._tables[key]
+
+    @property
+    def seconds(self) -> float:
+        return (self.t1 - self.t0) / 1e9
+
+    # -- profiles ----------------------------------------------------------------------
+    def profile(self, by: Sequence[str] = ("function",)) -> pd.DataFrame:
+        """The MPI calls in the window grouped by `by` (of KEYS): the key columns (function
+        names as `name` for `("function",)` alone, the functions table's column), calls,
+        time_s (inside the window), mean_s (time per call), min_s, median_s, max_s (whole
+        calls), wait_s (waiting inside the window), bytes. Largest time first."""
+        by = tuple(by)
+        if not by or any(k not in KEYS for k in by):
+            raise ValueError(f"profile keys must be some of {KEYS}")
+        return self._kept(("profile", by), lambda: self._profile(by))
+
+    def _profile(self, by: tuple[str, ...]) -> pd.DataFrame:
+        ix, pos = self.index, self.pos
+        raw = {"rank": ix.rank, "thread": ix.thread, "function": ix.fcode,
+               "callsite": ix.scode, "comm": ix.comm, "tag": ix.tag}
+        cols = [raw[k][pos].astype(np.int64) for k in by]
+        # one integer key per group (mixed radix of the columns' codes, offset to >= 0)
+        key = np.zeros(len(pos), np.int64)
+        lows, radix = [], []
+        for col in cols:
+            lo = int(col.min()) if len(col) else 0
+            r = (int(col.max()) - lo + 1) if len(col) else 1
+            key = key * r + (col - lo)
+            lows.append(lo)
+            radix.append(r)
+        uniq, inv = _dense(key, int(np.prod(radix, dtype=np.float64)))
+        ng = len(uniq)
+        n = ix.n[pos]
+        calls = np.bincount(inv, weights=n, minlength=ng).astype(np.int64)
+        time_ns = np.bincount(inv, weights=self.inside, minlength=ng)
+        wait_in = self._wait_inside()
+        wait_ns = np.bincount(inv, weights=wait_in, minlength=ng)
+        nbytes = np.bincount(inv, weights=ix.nbytes[pos], minlength=ng).astype(np.int64)
+        mn, md, mx = _group_stats(inv, ng, ix.per_call[pos])
+        out: dict[str, object] = {}
+        rest = uniq.copy()
+        decoded = []
+        for lo, r in zip(reversed(lows), reversed(radix), strict=True):
+            decoded.append(rest % r + lo)
+            rest //= r
+        decoded.reverse()
+        for k, codes in zip(by, decoded, strict=True):
+            if k == "function":
+                out["name" if by == ("function",) else "function"] = \
+                    [ix.functions[i] for i in codes]
+            elif k == "callsite":
+                out["callsite"] = [ix.callsites[i] for i in codes]
+            elif k == "comm":
+                out["comm"] = [ix.comm_names.get(int(i), "-" if i < 0 else f"comm {i}")
+                               for i in codes]
+            else:
+                out[k] = codes.astype(np.int64)
+        df = pd.DataFrame({**out, "calls": calls, "time_s": time_ns / 1e9,
+                           "mean_s": time_ns / np.maximum(calls, 1) / 1e9, "min_s": mn / 1e9,
+                           "median_s": md / 1e9, "max_s": mx / 1e9, "wait_s": wait_ns / 1e9,
+                           "bytes": nbytes})
+        return df.sort_values(["time_s", *df.columns[:len(by)]],
+                              ascending=[False] + [True] * len(by), ignore_index=True)
+
+    def functions(self) -> pd.DataFrame:
+        """The functions table of the window (profile by function)."""
+        return self.profile(("function",))
+
+    def _wait_inside(self) -> np.ndarray:
+        """Each call's waiting (at its start) inside the window; kept: every table reads it."""
+        return self._kept("wait_inside", self._wait_in)
+
+    def _wait_in(self) -> np.ndarray:
+        ix, pos = self.index, self.pos
+        s = ix.calls.start[pos]
+        return np.maximum(np.minimum(s + ix.wait[pos], self.t1) - np.maximum(s, self.t0), 0)
+
+    # -- breakdown and wait states ----------------------------------------------------------
+    def breakdown(self) -> pd.DataFrame:
+        """The per-rank breakdown of the window (breakdown.per_rank's columns) for the
+        ranks in the set."""
+        return self._kept("breakdown", self._breakdown)
+
+    def _breakdown(self) -> pd.DataFrame:
+        ix = self.index
+        ranks = np.flatnonzero(self.rank_mask)
+        lo = np.maximum(ix.iv_begin, self.t0)
+        hi = np.maximum(np.minimum(ix.iv_end, self.t1), lo)
+        pos = self.pos[ix.measured[self.pos]]
+        r = ix.rank[pos]
+        s0, e0 = ix.calls.start[pos], ix.calls.end[pos]
+        s = np.clip(s0, lo[r], hi[r])
+        e = np.clip(e0, lo[r], hi[r])
+        mpi = e - s
+        sync = np.maximum(np.minimum(s0 + ix.sync[pos], hi[r]) - s, 0)
+        io = np.where(ix.io[pos], mpi, 0)
+        nr = ix.num_ranks
+        sums = pd.DataFrame({
+            "begin": lo[ranks], "end": hi[ranks],
+            "mpi": np.bincount(r, weights=mpi, minlength=nr)[ranks].astype(np.int64),
+            "sync": np.bincount(r, weights=sync, minlength=nr)[ranks].astype(np.int64),
+            "io": np.bincount(r, weights=io, minlength=nr)[ranks].astype(np.int64)},
+            index=pd.Index(ranks, name="rank"))
+        return breakdown.ranks_frame(sums, ix.hosts)
+
+    def wait_states(self) -> pd.DataFrame:
+        """Per rank in the set: seconds of each wait-state kind inside the window
+        (waitstates.KINDS; a fence's waiting also counts as N×N, as in the totals)."""
+        return self._kept("waits", self._waits)
+
+    def _waits(self) -> pd.DataFrame:
+        ix, pos = self.index, self.pos
+        w = self._wait_inside()
+        k = ix.wkind[pos].astype(np.int64)
+        ok = (k >= 0) & (w > 0)
+        nk = len(waitstates.KINDS)
+        nr = ix.num_ranks
+        grid = np.bincount(ix.rank[pos][ok].astype(np.int64) * nk + k[ok], weights=w[ok],
+                           minlength=nr * nk).reshape(nr, nk)
+        ranks = np.flatnonzero(self.rank_mask)
+        df = pd.DataFrame(grid[ranks].astype(np.int64), columns=list(waitstates.KINDS),
+                          index=pd.Index(ranks, name="rank"))
+        return waitstates.per_rank_of(df).reset_index()
+
+    def wait_totals(self) -> dict[str, float]:
+        """Seconds per wait-state kind in the window, summed over the rank set."""
+        df = self.wait_states()
+        return {k: float(df[k].sum()) for k in waitstates.KINDS}
+
+    # -- messages ------------------------------------------------------------------------
+    def _messages(self) -> np.ndarray:
+        ix = self.index
+        a = int(np.searchsorted(ix.m_time, self.t0, side="left"))
+        b = int(np.searchsorted(ix.m_time, self.t1, side="left"))
+        sel = np.arange(a, b, dtype=np.int64)
+        if self.ranks is not None:
+            sel = sel[self.rank_mask[ix.m_send[sel]] | self.rank_mask[ix.m_recv[sel]]]
+        return sel
+
+    def comm_matrix(self) -> pd.DataFrame:
+        """send_rank, recv_rank, messages, bytes of the messages sent in the window."""
+        return self._kept("matrix", self._matrix)
+
+    def _matrix(self) -> pd.DataFrame:
+        ix = self.index
+        sel = self._messages()
+        nr = ix.num_ranks
+        pair = ix.m_send[sel].astype(np.int64) * nr + ix.m_recv[sel]
+        count = np.bincount(pair, minlength=nr * nr)
+        nbytes = np.bincount(pair, weights=ix.m_bytes[sel], minlength=nr * nr)
+        hit = np.flatnonzero(count)
+        return pd.DataFrame({"send_rank": hit // nr, "recv_rank": hit % nr,
+                             "messages": count[hit].astype(np.int64),
+                             "bytes": nbytes[hit].astype(np.int64)})
+
+    def message_sizes(self) -> pd.DataFrame:
+        """stats.message_sizes' table of the messages sent in the window."""
+        return self._kept("sizes", self._sizes)
+
+    def _sizes(self) -> pd.DataFrame:
+        ix = self.index
+        sel = self._messages()
+        if not len(sel):
+            return pd.DataFrame(columns=stats.SIZE_COLUMNS)
+        b = ix.m_bytes[sel]
+        t = ix.m_transfer[sel]
+        lo = stats._size_bucket(b)
+        uniq, inv = np.unique(lo, return_inverse=True)
+        ng = len(uniq)
+        _, med_t, _ = _group_stats(inv, ng, t)
+        _, med_rate, _ = _group_stats(inv, ng, b / t * 1e3)
+        p90 = [float(np.quantile(t[inv == g], stats.TRANSFER_QUANTILE)) for g in range(ng)]
+        df = pd.DataFrame({"bucket_lo": uniq, "bucket_hi": np.maximum(uniq * 2 - 1, 0),
+                           "messages": np.bincount(inv, minlength=ng),
+                           "bytes": np.bincount(inv, weights=b, minlength=ng).astype(np.int64),
+                           "median_transfer_s": med_t / 1e9,
+                           "p90_transfer_s": np.asarray(p90) / 1e9,
+                           "bandwidth_MBps": med_rate})
+        return df[stats.SIZE_COLUMNS]
+
+    def message_profile(self, by: Sequence[str] = ("comm", "tag")) -> pd.DataFrame:
+        """Messages sent in the window per communicator and/or tag: messages, bytes,
+        median transfer (s)."""
+        by = tuple(by)
+        if not by or any(k not in ("comm", "tag") for k in by):
+            raise ValueError("message profile keys: comm, tag")
+        return self._kept(("mprofile", by), lambda: self._mprofile(by))
+
+    def _mprofile(self, by: tuple[str, ...]) -> pd.DataFrame:
+        ix = self.index
+        sel = self._messages()
+        df = pd.DataFrame({"comm": ix.m_comm[sel], "tag": ix.m_tag[sel],
+                           "bytes": ix.m_bytes[sel], "t": ix.m_transfer[sel] / 1e9})
+        g = df.groupby(list(by))
+        out = pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum(),
+                            "median_transfer_s": g["t"].median()}).reset_index()
+        if "comm" in out:
+            out["comm"] = [ix.comm_names.get(int(i), f"comm {i}") for i in out["comm"]]
+        return out.sort_values("bytes", ascending=False, ignore_index=True)
+
+    # -- user regions --------------------------------------------------------------------
+    def regions(self, by_rank: bool = False) -> pd.DataFrame:
+        """User regions in the window (Score-P traces): name (and rank), calls,
+        inclusive_s, exclusive_s (inside the window), min/median/max of the whole
+        regions' inclusive time. Empty for a trace without user regions."""
+        return self._kept(("regions", by_rank), lambda: self._regions(by_rank))
+
+    def _regions(self, by_rank: bool) -> pd.DataFrame:
+        ix = self.index
+        cols = ["name", "calls", "inclusive_s", "exclusive_s", "min_s", "median_s", "max_s"]
+        if by_rank:
+            cols.insert(1, "rank")
+        if not len(ix.r_rank):
+            return pd.DataFrame(columns=cols)
+        pos = ix.regions.overlapping(self.t0, self.t1)
+        pos = pos[self.rank_mask[ix.r_rank[pos]]]
+        s, e = ix.regions.start[pos], ix.regions.end[pos]
+        incl = (np.minimum(e, self.t1) - np.maximum(s, self.t0)).astype(np.float64)
+        # exclusive: minus what the children (regions and outermost MPI calls) spend
+        # inside the window; a child in the window has its parent in it too
+        excl_by_pos = np.zeros(len(ix.r_rank))
+        excl_by_pos[pos] = incl
+        par = ix.r_parent[pos]
+        has = par >= 0
+        np.subtract.at(excl_by_pos, par[has], incl[has])
+        cpar = ix.mpi_parent[self.pos]
+        has = cpar >= 0
+        np.subtract.at(excl_by_pos, cpar[has], self.inside[has].astype(np.float64))
+        excl = excl_by_pos[pos]
+        key = ix.r_fcode[pos].astype(np.int64)
+        if by_rank:
+            key = key * ix.num_ranks + ix.r_rank[pos]
+        uniq, inv = np.unique(key, return_inverse=True)
+        ng = len(uniq)
+        mn, md, mx = _group_stats(inv, ng, (e - s).astype(np.float64))
+        out: dict[str, object] = {}
+        fc = uniq // ix.num_ranks if by_rank else uniq
+        out["name"] = [ix.r_names[int(i)] for i in fc]
+        if by_rank:
+            out["rank"] = uniq % ix.num_ranks
+        df = pd.DataFrame({**out, "calls": np.bincount(inv, minlength=ng),
+                           "inclusive_s": np.bincount(inv, weights=incl, minlength=ng) / 1e9,
+                           "exclusive_s": np.bincount(inv, weights=excl, minlength=ng) / 1e9,
+                           "min_s": mn / 1e9, "median_s": md / 1e9, "max_s": mx / 1e9})
+        return df.sort_values("inclusive_s", ascending=False, ignore_index=True)[cols]
