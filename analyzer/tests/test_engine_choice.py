@@ -84,3 +84,43 @@ def test_refused_in_one_line_when_nothing_fits(trace: Path, tmp_path: Path) -> N
     assert "for pandas, 0.1 GiB available" in line and "per worker" in line
     assert "MPISCOPE_FILTER" in line and "--scheduler" in line
     assert not (tmp_path / "a.json").exists()
+
+
+@pytest.fixture(scope="module")
+def big_rank(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two ranks of ~600 k events each: a rank's slice (one Dask task) needs more than
+    a 300 MB worker holds."""
+    return synth(tmp_path_factory.mktemp("bigrank") / "t", 2, 1_200_000)
+
+
+def test_dask_refuses_in_one_line_a_rank_its_workers_cannot_hold(big_rank: Path,
+                                                                  tmp_path: Path) -> None:
+    """`--engine dask` with workers smaller than the largest rank's task stops before the
+    cluster starts, naming the memory needed (it used to run until the workers were
+    restarted at their limit and the job died with KilledWorker)."""
+    _, largest = choose.event_counts(big_rank)
+    need = choose.worker_bytes(largest)
+    assert need > 300e6  # the trace is what the test says
+    run = subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(big_rank),
+                          "--engine", "dask", "--memory-limit", "300MB", "--json",
+                          str(tmp_path / "a.json")], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith(f"mpiscope: {big_rank}: the largest rank's {largest:,} events "
+                           f"need ~{need / 2**30:.1f} GiB per Dask worker")
+    assert "--memory-limit" in line and "MPISCOPE_FILTER" in line
+    assert not (tmp_path / "a.json").exists()
+    assert not (big_rank / ".mpiscope-cache").exists()  # nothing was converted
+
+
+def test_a_running_clusters_small_workers_are_refused_before_any_task(big_rank: Path) -> None:
+    """The same with a cluster of its own (`client=`, `--scheduler`): its workers'
+    limits are asked for once connected."""
+    from mpiscope.engines import cluster, dask_engine
+    from mpiscope.errors import UserError
+
+    with cluster.connect(cluster.ClusterSpec(workers=1, memory_limit="300MB")) as c:
+        with pytest.raises(UserError, match="per Dask worker, the workers have 0.3 GiB"):
+            dask_engine.analyze(big_rank, client=c)
+    assert not (big_rank / ".mpiscope-cache").exists()

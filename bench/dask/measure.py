@@ -373,6 +373,18 @@ def main() -> int:
             tot = d2["convert_s"] + d2["analysis_s"]
             ratios.append(f"pandas total / dask 2 workers total "
                           f"{(p['read_s'] + p['analysis_s']) / tot:.2f}x")
+        for w in WORKERS:
+            r = res.get(f"dask{w}")
+            if p and r and "analysis_cpu" in r:
+                # the target: the workers' CPU per event within 1.5x pandas'
+                wa, ca = r["analysis_cpu"]
+                wt = wa + r["convert_cpu"][0]
+                pt = p["read_cpu"] + p["analysis_cpu"]
+                ratios.append(
+                    f"dask {w} worker CPU/event analysis {wa / n * 1e6:.2f} us vs pandas "
+                    f"analysis {p['analysis_cpu'] / n * 1e6:.2f} us: "
+                    f"{wa / p['analysis_cpu']:.2f}x (with conversion vs read: "
+                    f"{wt / pt:.2f}x); client CPU {ca / n * 1e6:.2f} us/event")
         print("ratios: " + ("; ".join(ratios) or "-"))
         print(f"load avg after: {load()}", flush=True)
     return 0

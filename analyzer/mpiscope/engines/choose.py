@@ -78,6 +78,24 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
+def worker_bytes(largest_rank: int) -> int:
+    """A Dask worker's planned peak: its largest task holds one rank's slice."""
+    return DASK_WORKER_BASE_BYTES + largest_rank * DASK_WORKER_BYTES_PER_EVENT
+
+
+def worker_refusal(trace: Path | str, largest_rank: int, limit: int) -> str | None:
+    """One line when a worker of `limit` bytes cannot hold the largest rank's task (Dask
+    would restart it at 95% of its limit until the task fails with KilledWorker), else
+    None. A rank's events are one task's: more workers do not help, more memory does."""
+    need = worker_bytes(largest_rank)
+    if limit <= 0 or need <= limit:
+        return None
+    return (f"{trace}: the largest rank's {largest_rank:,} events need ~{_gib(need)} per "
+            f"Dask worker, the workers have {_gib(limit)}; give each worker more memory "
+            "(--memory-limit, fewer --workers to fit the machine), or record fewer events "
+            "per rank (MPISCOPE_FILTER, a shorter run)")
+
+
 def _bounded_counts(trace_dir: Path) -> tuple[int, int]:
     """(events, events of the largest rank) the definitions claim, each location's
     count bounded by its event file's size."""
@@ -139,10 +157,22 @@ def engine_for(trace_dir: Path | str, engine: str, *, memory_limit: str = "2GB",
         from mpiscope.errors import UserError
 
         raise UserError("--engine", f"{engine!r}: one of {', '.join(ENGINES)}")
+    from mpiscope.errors import UserError
+
+    if engine == "dask" and not scheduler:
+        # the local cluster's workers are known: refuse before starting it (a running
+        # cluster's are checked by dask_engine.analyze once connected)
+        try:
+            largest = event_counts(trace_dir)[1]
+        except UserError:
+            return Choice(engine)
+        limit = _parse_bytes(memory_limit, available_memory() // max(workers, 1))
+        line = worker_refusal(trace_dir, largest, limit)
+        if line:
+            raise UserError(None, line)
     if engine != "auto":
         return Choice(engine)
     from mpiscope.engines.rankfindings import DEFAULT_BUDGET_EVENTS
-    from mpiscope.errors import UserError
 
     try:
         events, largest = event_counts(trace_dir)
@@ -153,7 +183,7 @@ def engine_for(trace_dir: Path | str, engine: str, *, memory_limit: str = "2GB",
         return Choice("pandas")
     need = PANDAS_BASE_BYTES + events * PANDAS_BYTES_PER_EVENT
     avail = available_memory()
-    worker = DASK_WORKER_BASE_BYTES + largest * DASK_WORKER_BYTES_PER_EVENT
+    worker = worker_bytes(largest)
     client = (DASK_CLIENT_BASE_BYTES + events * DASK_CLIENT_BYTES_PER_EVENT
               + min(events, DEFAULT_BUDGET_EVENTS) * DASK_CLIENT_REPLAY_BYTES_PER_EVENT)
     base = Choice("pandas", events, largest, need, worker, client, avail)

@@ -39,6 +39,7 @@ from mpiscope.analysis.threads import COLUMNS as THREAD_COLUMNS
 from mpiscope.archive import cache, reader
 from mpiscope.archive.trace import Trace
 from mpiscope.engines import (
+    choose,
     cluster,
     convert,
     daskcache,
@@ -254,6 +255,24 @@ def _threads(parts: list[dict], threads: pd.DataFrame) -> pd.DataFrame:
     return out[THREAD_COLUMNS].reset_index(drop=True)
 
 
+def _refuse_small_workers(trace_dir: Path, client) -> None:
+    """One line (UserError) before any task runs when the smallest worker cannot hold the
+    largest rank's slice (with `--engine dask` or a running cluster: `auto` plans this
+    before the cluster starts). Without it such a trace ran until the workers were
+    restarted at their limit again and again and the job died with KilledWorker."""
+    limits = [int(w.get("memory_limit") or 0) for w in cluster.workers(client).values()]
+    limits = [x for x in limits if x > 0]  # 0: a worker without a limit
+    if not limits:
+        return
+    try:
+        _, largest = choose.event_counts(trace_dir)
+    except UserError:
+        return  # no archive to plan from: the reading path says what is wrong
+    line = choose.worker_refusal(trace_dir, largest, min(limits))
+    if line:
+        raise UserError(None, line)
+
+
 def analyze(trace_dir: Path | str, spec: cluster.ClusterSpec | None = None, *,
             client=None, progress: Callable[[str], None] | None = None,
             skip_frames: str | Sequence[str] = (), group_by: str = "frame") -> DaskAnalysis:
@@ -263,6 +282,7 @@ def analyze(trace_dir: Path | str, spec: cluster.ClusterSpec | None = None, *,
         with cluster.connect(spec) as c:
             return analyze(trace_dir, client=c, progress=progress,
                            skip_frames=skip_frames, group_by=group_by)
+    _refuse_small_workers(Path(trace_dir), client)
     # a cache found on disk is checked before use, and rebuilt if damaged
     problems: list[str] = []
     found = daskcache.find(trace_dir, problems)
