@@ -233,8 +233,13 @@ def test_analyze_json_and_summary(tmp_path):
     out = subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(trace)],
                          capture_output=True, text=True, check=True,
                          env=dict(os.environ, COLUMNS="200")).stdout
-    assert "Critical path: 990 ns (the run, first rank's start to last rank's end), " \
-           "0 rank switches; rank 2 holds 100% of it" in out
+    # the interval it covers, said as such: not the whole run (Init and Finalize are not
+    # in it)
+    assert (cp["begin_s"], cp["end_s"], doc["meta"]["duration_s"]) == pytest.approx(
+        (10e-9, 1000e-9, 1010e-9))
+    assert ("Critical path: 990 ns, 10 ns to 1 µs of the 1.01 µs run (the first rank leaving "
+            "MPI_Init to the last entering MPI_Finalize), 0 rank switches; rank 2 holds 100% "
+            "of it") in out
     assert "compute before MPI_Finalize" in out
     assert ("load_imbalance MPI_Recv at c.c:81: not on the critical path: fixing it cannot "
             "shorten the run") in out

@@ -47,21 +47,26 @@ def pair_lead(m: pd.DataFrame) -> pd.DataFrame:
                          "lead": g.to_numpy(np.int64)})
 
 
-def relax(pairs: pd.DataFrame, n: int, max_rounds: int = 8) -> np.ndarray:
+def relax(pairs: pd.DataFrame, n: int) -> np.ndarray:
     """Per-rank clock offsets: delay receivers until every message goes forward (`pairs`
     from `pair_lead`, concatenated over ranks; a pair's largest lead decides for all its
-    messages, as the shift is the same for each)."""
+    messages, as the shift is the same for each). The least offsets that do it (a
+    longest-path relaxation over the ranks), shifted so that some rank keeps its own
+    clock; none (all zero) where no offsets can: leads around a cycle of ranks adding up
+    to more than zero (each of two ranks received before the other sent) are no clock
+    skew, which adds up to less than zero around any cycle, and shifting ranks for them
+    only moves the whole run later (issue: a path past the run's end)."""
     off = np.zeros(n, dtype=np.int64)
     s, r = pairs["send_rank"].to_numpy(), pairs["recv_rank"].to_numpy()
     lead = pairs["lead"].to_numpy()
-    for _ in range(max_rounds):
+    for _ in range(n):  # a longest path has at most n - 1 edges
         need = lead + off[s] - off[r]
         if (need <= 0).all():
-            break
-        per_rank = pd.Series(need).groupby(r).max()
-        per_rank = per_rank[per_rank > 0]
-        off[per_rank.index.to_numpy()] += per_rank.to_numpy()
-    return off
+            return off - off.min()
+        np.maximum.at(off, r[need > 0], (off[r] + need)[need > 0])
+    if (lead + off[s] - off[r] <= 0).all():
+        return off - off.min()
+    return np.zeros(n, dtype=np.int64)
 
 
 def shift_calls(df: pd.DataFrame, off: np.ndarray) -> pd.DataFrame:
@@ -83,13 +88,13 @@ def shift_messages(m: pd.DataFrame, off: np.ndarray) -> pd.DataFrame:
     return m
 
 
-def detect_and_correct(trace: Trace, max_rounds: int = 8) -> Corrected:
+def detect_and_correct(trace: Trace) -> Corrected:
     m = trace.messages
     n = max(trace.num_ranks, 1)
     before = count_violations(m, np.zeros(n, dtype=np.int64))
     if before == 0:
         return Corrected(trace.calls, m, trace.collectives, SkewCorrection(0))
-    off = relax(pair_lead(m), n, max_rounds)
+    off = relax(pair_lead(m), n)
     remaining = count_violations(m, off)
     offsets = {int(r): int(o) for r, o in enumerate(off) if o}
     return Corrected(shift_calls(trace.calls, off), shift_messages(m, off),

@@ -87,8 +87,11 @@ def _critical_path(analysis: Analysis, console: Console, top: int) -> None:
     length = path.length_ns / 1e9
     ranks = path.per_rank().sort_values("share", ascending=False, kind="stable")
     lead = ranks.iloc[0]
-    console.print(f"Critical path: {_s(length)} (the run, first rank's start to last "
-                  f"rank's end), "
+    run_s = analysis.overview.meta.duration_ns / 1e9
+    # the measured interval, not the whole run: start-up and MPI_Finalize are left out
+    console.print(f"Critical path: {_s(length)}, {_s(path.begin_ns / 1e9)} to "
+                  f"{_s(path.end_ns / 1e9)} of the {_s(run_s)} run (the first rank "
+                  f"leaving MPI_Init to the last entering MPI_Finalize), "
                   f"{path.rank_switches} rank switches; rank {int(lead['rank'])} holds "
                   f"{100 * lead['share']:.0f}% of it")
     prof = path.profile().head(top)
