@@ -106,7 +106,7 @@ def test_analyze_names_what_waits_and_who_is_late(tmp_path):
     # the redundant barrier saves 5 x 5 µs of a 5 ms run: below the 1% noise floor
     [minor] = doc["minor"]
     assert (minor["kind"], minor["callsite"]) == ("redundant_collective", "app.c:31")
-    assert minor["minor_reason"] == "its saving (2.5e-05 s) is below the noise floor of 5e-05 s"
+    assert minor["minor_reason"] == "its saving (25 µs) is below the noise floor of 50 µs"
     assert doc["noise_floor"]["floor_s"] == pytest.approx(0.01 * 5.0e-3, rel=1e-9)
     assert "1 more below the noise floor" in " ".join(p.stdout.split())
     assert found[("load_imbalance", "app.c:30")]["evidence"]["late_rank"] == 2

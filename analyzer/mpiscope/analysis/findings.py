@@ -862,12 +862,12 @@ class NoiseFloor:
 
     @property
     def rule(self) -> str:
-        spread = (f", or the spread of its {self.iterations} iterations "
-                  f"({self.iteration_spread_s:.3g} s: robust σ of an iteration × √iterations)"
-                  if self.iterations else "")
-        return (f"findings saving less than {self.floor_s:.3g} s are not listed "
-                f"({self.run_share:.0%} of the run's {self.run_s:.3g} s{spread}, "
-                "whichever is larger): they are under `minor`")
+        share = f"{self.run_share:.0%} of the run's {seconds(self.run_s)}"
+        basis = (f"the larger of {share} and the spread of its {self.iterations} iterations "
+                 f"({seconds(self.iteration_spread_s)}: robust σ of an iteration × "
+                 "√iterations)" if self.iterations else share)
+        return (f"findings saving less than {seconds(self.floor_s)} are not listed "
+                f"({basis}): they are under `minor`")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "rule": self.rule}
@@ -899,11 +899,12 @@ def split(found: list[Finding], floor: NoiseFloor,
         if worth >= floor.floor_s and worth > 0:
             listed.append(f)
             continue
-        what = (f"its saving ({worth:.3g} s)" if replayed
-                else f"the time in these calls per rank ({worth:.3g} s; no saving replayed)")
+        what = (f"its saving ({seconds(worth)})" if replayed
+                else f"the time in these calls per rank ({seconds(worth)}; no saving "
+                "replayed)")
         minor.append(dataclasses.replace(f, evidence={
             **f.evidence, "minor_reason": f"{what} is below the noise floor of "
-                                          f"{floor.floor_s:.3g} s"}))
+                                          f"{seconds(floor.floor_s)}"}))
     return listed, minor
 
 
