@@ -14,6 +14,8 @@ import time
 
 from selenium.webdriver.common.by import By
 
+from mpiscope_testing.webui_server import ARTIFACTS
+
 GD = "document.querySelector('#panel-{p} .timeline .js-plotly-plot')"  # panel p's timeline
 
 
@@ -81,3 +83,14 @@ def open_app(driver, url: str, panels: int = 1) -> None:
     # as a user would: interact once the page has settled (analyses listed, nothing loading)
     wait_settled(driver, "return document.querySelector('button.finding') && document"
                  ".querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0")
+
+
+def open_tab(driver, label: str) -> None:
+    driver.find_element(By.XPATH, f"//div[contains(@class,'tab')][normalize-space(.)='{label}']"
+                        ).click()
+
+
+def shot(driver, name: str) -> None:
+    """A screenshot among the test artifacts, to look at after a run."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))

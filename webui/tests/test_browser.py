@@ -16,8 +16,7 @@ from selenium.webdriver.common.by import By
 
 from mpiscope.archive import reader
 from mpiscope_testing import REPO
-from mpiscope_testing.webui_page import GD, open_app, status, wait_until, zoom_to
-from mpiscope_testing.webui_server import ARTIFACTS
+from mpiscope_testing.webui_page import GD, open_app, open_tab, shot, status, wait_until, zoom_to
 from mpiscope_webui.analysis import OCCURRENCES_SHOWN
 from mpiscope_webui.geometry import ARROW_POINTS, ARROW_STRIDE, ARROW_TIP
 
@@ -41,16 +40,6 @@ def merged_below_us(text: str) -> float:
     """The status line's "shorter than 3.17 µs merged" (or ms, ns) in µs."""
     value, unit = text.split("shorter than ")[1].split(" merged")[0].split()
     return float(value) * {"ns": 1e-3, "µs": 1.0, "ms": 1e3, "s": 1e6}[unit]
-
-
-def open_tab(driver, label: str) -> None:
-    driver.find_element(By.XPATH, f"//div[contains(@class,'tab')][normalize-space(.)='{label}']"
-                        ).click()
-
-
-def shot(driver, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
 
 def click_at(driver, p: int, curve: str, point: int) -> None:

@@ -17,8 +17,7 @@ from selenium.webdriver.common.by import By
 
 import mpiscope
 from mpiscope.archive import reader
-from mpiscope_testing.webui_page import GD, open_app, wait_until
-from mpiscope_testing.webui_server import ARTIFACTS
+from mpiscope_testing.webui_page import GD, open_app, shot, wait_until
 from mpiscope_webui import strip
 from mpiscope_webui.critical import EDGES, PATH
 from mpiscope_webui.geometry import RECT_POINTS, untyped
@@ -26,11 +25,6 @@ from mpiscope_webui.geometry import RECT_POINTS, untyped
 pytestmark = pytest.mark.browser
 
 STRIP = "document.querySelector('#panel-{p} .strip .js-plotly-plot')"
-
-
-def shot(driver, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
 
 def curve(driver, name: str, p: int = 0) -> dict | None:

@@ -15,8 +15,7 @@ from selenium.webdriver.common.keys import Keys
 
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
-from mpiscope_testing.webui_page import open_app, wait_until, zoom_to
-from mpiscope_testing.webui_server import ARTIFACTS
+from mpiscope_testing.webui_page import open_app, open_tab, shot, wait_until, zoom_to
 from mpiscope_testing.windowtrace import ALLREDUCES, END, PHASE_B, SENDS, US, build
 
 pytestmark = pytest.mark.browser
@@ -55,16 +54,6 @@ def rows_when(driver, ident: dict, ok, what: str) -> list[dict]:
             return rows
         time.sleep(0.2)
     raise AssertionError(f"{what}: last rows {rows}")
-
-
-def open_tab(driver, label: str) -> None:
-    driver.find_element(By.XPATH, f"//div[contains(@class,'tab')][normalize-space(.)='{label}']"
-                        ).click()
-
-
-def shot(driver, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
 
 FUNCTIONS = {"type": "ftable", "panel": 0}

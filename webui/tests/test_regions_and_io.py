@@ -24,8 +24,7 @@ import mpiscope
 from mpiscope.archive import reader
 from mpiscope.render import palette
 from mpiscope_testing.tracegen import TraceBuilder
-from mpiscope_testing.webui_page import GD, status, wait_settled, wait_until, zoom_to
-from mpiscope_testing.webui_server import ARTIFACTS
+from mpiscope_testing.webui_page import GD, shot, status, wait_settled, wait_until, zoom_to
 from mpiscope_webui import regions, timeline, views
 from mpiscope_webui.analysis import Panels
 from mpiscope_webui.controller import bytes_lines
@@ -280,11 +279,6 @@ def open_page(driver, url: str) -> None:
     # as webui_page.open_app: interact once the page has settled
     wait_settled(driver, "return document.querySelectorAll('[data-dash-is-loading=\"true\"]')"
                  ".length === 0 && !document.body.textContent.includes('analyzing')")
-
-
-def shot(driver, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
 
 def mouse_to(driver, curve_name: str, point: int, click: bool = False) -> None:
