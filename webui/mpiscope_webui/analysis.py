@@ -29,6 +29,7 @@ class FindingView:
     calls: np.ndarray  # call ids of its occurrences
     window: tuple[float, float] | None  # seconds (trace time) of the first occurrences
     callpath: list[str] = field(default_factory=list)  # frames, innermost first
+    minor_reason: str = ""  # why it is below the noise floor ("": a listed finding)
 
 
 @dataclass
@@ -40,9 +41,10 @@ class Panels:
     functions: pd.DataFrame  # name, calls, time_s, mean_s, max_s, bytes
     message_sizes: pd.DataFrame
     comm_matrix: pd.DataFrame
-    findings: list[FindingView]
+    findings: list[FindingView]  # the listed ones, then those below the noise floor
     errors: list[str] = field(default_factory=list)
     protocol_switches: list[ProtocolSwitch] = field(default_factory=list)
+    noise_rule: str = ""  # what the noise floor is (findings.NoiseFloor.rule)
 
     @classmethod
     def of(cls, session: Analysis) -> Panels:
@@ -65,8 +67,10 @@ class Panels:
         switches = attempt("protocol switch", lambda: session.protocol_switches, [])
         matrix = attempt("communication matrix", lambda: session.comm_matrix, empty)
         found = attempt("findings", lambda: session.findings, []) if waits else []
-        views = [finding_view(session.trace, f) for f in found]
-        return cls(bd, fn, sizes, matrix, views, errors, switches)
+        minor = attempt("findings", lambda: session.minor_findings, []) if waits else []
+        rule = attempt("noise floor", lambda: session.noise_floor.rule, "") if minor else ""
+        views = [finding_view(session.trace, f) for f in [*found, *minor]]
+        return cls(bd, fn, sizes, matrix, views, errors, switches, rule)
 
 
 def _matches(column: pd.Series, value: str) -> np.ndarray:
@@ -98,4 +102,4 @@ def finding_view(trace: Trace, f: Finding) -> FindingView:
         window = ((lo - pad) / 1e9, (hi + pad) / 1e9)
     return FindingView(f.kind, f.function, f.callsite, f.message, float(f.time_s),
                        float(f.estimated_savings_s), c["call"].to_numpy(np.int64)[rows], window,
-                       list(f.callpath))
+                       list(f.callpath), str(f.evidence.get("minor_reason", "")))

@@ -2,7 +2,8 @@
 beside the trace's cache, so a view never needs the whole trace in memory.
 
 Built from the partitioned cache (`calls/rank=R/part-0.parquet`, mpiscope.archive.cache)
-by Dask, one task per rank, into `<cache>/timeline/`:
+by Dask, one task per rank, into `<cache>/derived/timeline/` (derived: not among the
+cache's checked files, dropped with a copied cache, rebuilt when missing):
 - `pyramid/rank=R/part-0.parquet`: per (level, column, function) the ns that function ran
   on rank R in that column (zeros left out), sorted by key = level << 40 | column, whose
   row-group statistics make a level's column range a range read. Level k has
@@ -15,7 +16,8 @@ by Dask, one task per rank, into `<cache>/timeline/`:
   are those of the row groups whose start range begins before its end and whose largest
   end lies after its start: a range read of a few row groups per rank.
 - `manifest.json` (written last; the directory is renamed into place when complete): the
-  origin, span, levels, function names, ranks, and the cache fingerprint it was built from.
+  origin, span, levels, function names, ranks, and the `self` hash of the cache manifest
+  it was built from (a rebuilt cache has another: the pyramid is rebuilt too).
 
 A zoom whose pixels are at least one finest column wide is answered from the pyramid
 (summary cells only, like lod.query with max_exact=0); a narrower one reads the detail of
@@ -40,6 +42,7 @@ import pyarrow.parquet as pq
 
 from mpiscope import output
 from mpiscope.archive import cache
+from mpiscope.engines import daskcache
 from mpiscope.errors import UserError
 from mpiscope_webui import lod
 
@@ -58,15 +61,11 @@ ENV = "MPISCOPE_TIMELINE_OOC"  # 1: serve from the pyramid whatever the trace's 
 
 
 def find_cache(trace_dir: Path) -> tuple[Path, dict]:
-    """The trace's current Parquet cache (directory, manifest), or UserError."""
-    fp = cache.fingerprint(trace_dir)
-    for d in cache.candidates(trace_dir):
-        try:
-            man = json.loads((d / "manifest.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if man.get("fingerprint") == fp and man.get("layout") == cache.LAYOUT:
-            return d, man
+    """The trace's current Parquet cache (directory, manifest: checked against the
+    trace's content, daskcache.find), or UserError."""
+    found = daskcache.find(trace_dir)
+    if found is not None:
+        return found
     raise UserError(str(trace_dir), "no current Parquet cache of this trace: convert it "
                     "first (`mpiscope analyze` writes one)")
 
@@ -193,14 +192,14 @@ def build(trace_dir: Path | str, *, scheduler: str | object | None = None,
         while finest < min(want, MAX_COLS):
             finest *= 2
         levels = finest.bit_length() - BASE_COLS.bit_length() + 1
-    final = cache_dir / DIR
+    final = cache_dir / cache.DERIVED / DIR
     with output.publish_dir(final) as tmp:
         made = dask.compute(*[dask.delayed(_build_rank)(str(cache_dir), str(tmp), r, functions,
                                                         origin, span, levels)
                               for r in ranks], **kw)
         num_ranks = int(man.get("meta", {}).get("num_ranks") or 0) or max(ranks) + 1
         (tmp / "manifest.json").write_text(json.dumps({
-            "layout": LAYOUT, "fingerprint": man["fingerprint"], "version": man["version"],
+            "layout": LAYOUT, "cache": man["self"], "version": man["version"],
             "origin": origin, "span": span, "levels": levels, "base_cols": BASE_COLS,
             "functions": functions, "ranks": ranks, "num_ranks": num_ranks,
             "calls": [m[0] for m in made],
@@ -254,12 +253,12 @@ class Pyramid:
              scheduler=None) -> Pyramid:
         trace_dir = Path(trace_dir)
         cache_dir, man = find_cache(trace_dir)
-        d = cache_dir / DIR
+        d = cache_dir / cache.DERIVED / DIR
         try:
             pm = json.loads((d / "manifest.json").read_text())
         except (OSError, ValueError):
             pm = {}
-        if pm.get("layout") != LAYOUT or pm.get("fingerprint") != man["fingerprint"]:
+        if pm.get("layout") != LAYOUT or pm.get("cache") != man["self"]:
             if not build_if_missing:
                 raise UserError(str(trace_dir), "no current timeline pyramid")
             d = build(trace_dir, scheduler=scheduler)

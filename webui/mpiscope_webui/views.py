@@ -11,7 +11,7 @@ from mpiscope import numbers
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
-from mpiscope_webui.analysis import Panels
+from mpiscope_webui.analysis import FindingView, Panels
 from mpiscope_webui.model import TraceModel
 
 
@@ -206,22 +206,36 @@ def _size(b: int) -> str:
 
 
 def findings_list(a: Panels, panel: int) -> html.Div:
+    listed = [(i, f) for i, f in enumerate(a.findings) if not f.minor_reason]
+    minor = [(i, f) for i, f in enumerate(a.findings) if f.minor_reason]
     if not a.findings:
         return html.Div("No findings.", className="muted")
-    items = []
-    for i, f in enumerate(a.findings):
-        items.append(html.Li([
-            html.Button(f"{f.kind}: {f.function} at {f.callsite or '?'}",
-                        className="finding", title="zoom the timeline to its occurrences",
-                        **{"data-panel": panel, "data-idx": i}),  # see assets/findings.js
-            html.Span(f" saves ≈ {numbers.seconds(f.estimated_savings_s)} of "
-                      f"{numbers.seconds(f.time_s)} · {numbers.count(len(f.calls), 'call')}",
-                      className="muted"),
-            *([html.Div("via " + " <- ".join(f.callpath), className="muted callpath")]
-              if len(f.callpath) > 1 else []),
-            html.Div(f.message, className="finding-msg"),
-        ]))
-    return html.Ol(items, className="findings")
+    parts: list = [html.Ol([_finding_item(f, panel, i) for i, f in listed],
+                           className="findings")] if listed else [
+        html.Div("No findings above the noise floor.", className="muted")]
+    if minor:  # listed apart, each with why it is minor (as `minor` in the JSON)
+        parts += [html.Details([
+            html.Summary(f"Below the noise floor: {numbers.count(len(minor), 'finding')}"),
+            html.Div(a.noise_rule, className="muted"),
+            html.Ol([_finding_item(f, panel, i) for i, f in minor],
+                    className="findings minor")], open=not listed)]
+    return html.Div(parts)
+
+
+def _finding_item(f: FindingView, panel: int, i: int) -> html.Li:
+    return html.Li([
+        html.Button(f"{f.kind}: {f.function} at {f.callsite or '?'}",
+                    className="finding", title="zoom the timeline to its occurrences",
+                    **{"data-panel": panel, "data-idx": i}),  # see assets/findings.js
+        html.Span(f" saves ≈ {numbers.seconds(f.estimated_savings_s)} of "
+                  f"{numbers.seconds(f.time_s)} · {numbers.count(len(f.calls), 'call')}",
+                  className="muted"),
+        *([html.Div("via " + " <- ".join(f.callpath), className="muted callpath")]
+          if len(f.callpath) > 1 else []),
+        html.Div(f.message, className="finding-msg"),
+        *([html.Div("minor: " + f.minor_reason, className="muted minor-reason")]
+          if f.minor_reason else []),
+    ])
 
 
 def breakdown_table(a: Panels) -> pd.DataFrame:

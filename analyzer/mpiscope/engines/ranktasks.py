@@ -88,7 +88,7 @@ _smalls: dict[tuple, pd.DataFrame] = {}
 def _held(t: CacheTables, name: str, kind: str, make: Callable[[], pd.DataFrame]
           ) -> pd.DataFrame:
     """`make()`, kept for the worker process under (cache, table, kind) if it is small."""
-    key = (str(t.dir), t.manifest.get("fingerprint"), t.manifest.get("version"), name, kind)
+    key = (str(t.dir), t.manifest.get("self"), t.manifest.get("version"), name, kind)
     df = _smalls.get(key)
     if df is None:
         df = make()

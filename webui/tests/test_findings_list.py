@@ -1,0 +1,82 @@
+"""The Findings tab lists what the analysis lists, then, apart and each with its reason,
+what it found below the noise floor (the JSON's `minor`): a user sees why a rule that
+fired is not worth acting on, and can still jump to its calls.
+
+Traces by construction (tracegen): a 10-iteration loop where rank 1 computes 3 ms more
+than rank 0 before each MPI_Allreduce (a load imbalance far above 1% of the run), and the
+hostile example, whose nanosecond imbalance is below it.
+"""
+
+from __future__ import annotations
+
+from dash import html
+
+from mpiscope.archive import reader
+from mpiscope_testing.hostile import HOSTILE, hostile_example
+from mpiscope_testing.tracegen import TraceBuilder
+from mpiscope_webui.model import TraceModel
+from mpiscope_webui.views import findings_list
+
+US = 1000
+
+
+def _texts(node) -> list[str]:
+    """Every string in a Dash component tree, in order."""
+    if isinstance(node, str):
+        return [node]
+    kids = getattr(node, "children", None)
+    if kids is None:
+        return []
+    return [t for k in (kids if isinstance(kids, list) else [kids]) for t in _texts(k)]
+
+
+def _lists(node, cls: str) -> list[html.Ol]:
+    out = [node] if isinstance(node, html.Ol) and node.className == cls else []
+    kids = getattr(node, "children", None)
+    for k in (kids if isinstance(kids, list) else [kids] if kids is not None else []):
+        out += _lists(k, cls)
+    return out
+
+
+def imbalanced(tmp_path):
+    tb = TraceBuilder(ranks=2)
+    for r in (0, 1):
+        tb.call(r, 0, 10 * US, "MPI_Init", callsite="main.c:2")
+    t = 100 * US
+    for _ in range(10):
+        for r in (0, 1):  # rank 1 arrives 3 ms late, rank 0 waits for it
+            tb.collective(r, t + 3000 * US * r, t + 3000 * US + 50 * US, "MPI_Allreduce",
+                          sent=8, received=8, callsite="solver.c:42")
+        t += 3500 * US
+    for r in (0, 1):
+        tb.call(r, t, t + 10 * US, "MPI_Finalize", callsite="main.c:40")
+    return reader.load(tb.write(tmp_path / "imbalanced"))
+
+
+def test_a_finding_above_the_floor_is_listed_first(tmp_path):
+    panels = TraceModel.build(imbalanced(tmp_path)).analysis()
+    listed = [f for f in panels.findings if not f.minor_reason]
+    assert [f.kind for f in listed] == ["load_imbalance"]
+    view = findings_list(panels, 0)
+    (ol,) = _lists(view, "findings")
+    buttons = [li.children[0] for li in ol.children]
+    assert buttons[0].children == "load_imbalance: MPI_Allreduce at solver.c:42"
+    assert buttons[0].className == "finding"
+
+
+def test_findings_below_the_floor_are_listed_apart_with_their_reason(tmp_path):
+    trace = reader.load(hostile_example(HOSTILE).write(tmp_path / "hostile"))
+    panels = TraceModel.build(trace).analysis()
+    assert panels.findings and all(f.minor_reason for f in panels.findings)
+    view = findings_list(panels, 0)
+    text = _texts(view)
+    assert "No findings above the noise floor." in text
+    (details,) = [c for c in view.children if isinstance(c, html.Details)]
+    assert details.open  # nothing above it: the minor ones are shown unfolded
+    assert any(t.startswith("Below the noise floor: 1 finding") for t in text)
+    assert any("findings saving less than" in t for t in text)  # the floor's rule
+    (ol,) = _lists(view, "findings minor")
+    item = ol.children[0]
+    assert item.children[0].className == "finding"  # clickable: zooms to its calls
+    assert item.children[0].to_plotly_json()["props"]["data-idx"] == 0
+    assert item.children[-1].children == "minor: " + panels.findings[0].minor_reason
