@@ -108,7 +108,8 @@ def test_analyze_names_what_waits_and_who_is_late(tmp_path):
     assert (minor["kind"], minor["callsite"]) == ("redundant_collective", "app.c:31")
     assert minor["minor_reason"] == "its saving (25 µs) is below the noise floor of 50 µs"
     assert doc["noise_floor"]["floor_s"] == pytest.approx(0.01 * 5.0e-3, rel=1e-9)
-    assert "1 more below the noise floor" in " ".join(p.stdout.split())
+    assert "Minor, 1 finding (each with why under `minor` in the JSON): redundant_collective" \
+        " MPI_Barrier at app.c:31 (saves 25 µs)" in " ".join(p.stdout.split())
     assert found[("load_imbalance", "app.c:30")]["evidence"]["late_rank"] == 2
     assert found[("load_imbalance", "app.c:41")]["evidence"]["late_rank"] == 1
     for kind, site in found:

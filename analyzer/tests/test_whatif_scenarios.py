@@ -101,9 +101,9 @@ def test_aggregate_sends_each_burst_as_one_message(tmp_path):
     rc, out, err = mpiscope("compare", str(trace_dir), str(pred), "--html",
                             str(tmp_path / "c.html"))
     assert rc == 0, err
-    # the finding's saving is that replay
-    [f] = [f for f in Analysis(reader.load(trace_dir)).findings
-           if f.kind == "message_aggregation"]
+    # the finding's saving is that replay (listed, or minor if this run's noise is larger)
+    a = Analysis(reader.load(trace_dir))
+    [f] = [f for f in a.all_findings if f.kind == "message_aggregation"]
     assert f.estimated_savings_s == pytest.approx(max(d["replayed_s"] - d["predicted_s"], 0))
 
 

@@ -275,8 +275,15 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10,
     else:
         console.print("No findings.")
     if analysis.minor_findings:
-        console.print(f"[dim]{len(analysis.minor_findings)} more below the noise floor: "
-                      f"{name(analysis.noise_floor.rule)} (JSON)[/dim]", highlight=False)
+        minor = analysis.minor_findings
+        listed = "; ".join(
+            f"{f.kind} {findings.where(f.function, f.callsite)} "
+            f"(saves {numbers.seconds(f.estimated_savings_s)})" for f in minor[:top])
+        more = f" and {len(minor) - top} more" if len(minor) > top else ""
+        rule = analysis.noise_floor.rule
+        console.print(f"[dim]Minor, {numbers.count(len(minor), 'finding')} (each with why "
+                      f"under `minor` in the JSON): {name(listed)}{more}. "
+                      f"{name(rule[:1].upper() + rule[1:])}[/dim]", highlight=False)
     _critical_path(analysis, console, top)
     fl = analysis.flushes
     if len(fl):
