@@ -174,11 +174,13 @@ def test_lammps_call_paths_reach_past_its_comm_layer(lammps: AppRun) -> None:
     assert any(len(p) >= 2 and any(f.startswith("LAMMPS_NS::") and
                                    not f.startswith("LAMMPS_NS::Comm") for f in p[1:])
                for p in comm), comm
-    # findings name the frame outside a wrapper mpiscope detects (a function that only
-    # calls MPI, from many call sites: Group::count's Allreduce is named by its caller)
-    findings = lammps.analysis["findings"]
-    assert any(len(f["callpath"]) >= 2 and f["callsite"] == f["callpath"][1]
-               for f in findings), findings
+    # call sites (and findings, named alike) name the frame outside a wrapper mpiscope
+    # detects (a function that only calls MPI, from many call sites: Group::count's
+    # Allreduce is named by its caller)
+    rows = [r for k in ("callsites", "findings", "minor") for r in lammps.analysis[k]]
+    assert any(r["callpath"][0].startswith("LAMMPS_NS::Group::count(")
+               and len(r["callpath"]) >= 2 and r["callsite"] == r["callpath"][1]
+               for r in rows), rows
     # and with LAMMPS's communication layer named as one (`--skip-frames`, as a user
     # would), no call site or finding is left in it where the path reaches further
     out = lammps.trace.parent / "skip.json"
@@ -186,7 +188,7 @@ def test_lammps_call_paths_reach_past_its_comm_layer(lammps: AppRun) -> None:
                     "--skip-frames", "LAMMPS_NS::Comm*"], check=True, capture_output=True,
                    timeout=TIMEOUT)
     skipped = json.loads(out.read_text())
-    rows = skipped["callsites"] + skipped["findings"]
+    rows = skipped["callsites"] + skipped["findings"] + skipped["minor"]
     through_comm = [r for r in rows if r["callpath"][0].startswith("LAMMPS_NS::Comm")
                     and not all(f.startswith("LAMMPS_NS::Comm") for f in r["callpath"])]
     assert through_comm
@@ -260,8 +262,10 @@ def test_mumps_call_paths_reach_its_drivers(mumps: AppRun) -> None:
     bad = [p for p in helpers if len(p) < 2 or not re.match(r"d?mumps_[\w:]*\+0x", p[1])]
     assert not bad, bad
     # findings on those helpers' calls name the MUMPS routine that called the helper
-    # (mpiscope detects them as wrappers: they only call MPI, from many call sites)
-    on_helpers = [f for f in mumps.analysis["findings"]
+    # (mpiscope detects them as wrappers: they only call MPI, from many call sites),
+    # listed or minor
+    found = mumps.analysis["findings"] + mumps.analysis["minor"]
+    on_helpers = [f for f in found
                   if re.match(r"mumps_\w*reduce\w*_\+0x|mumps_propinfo_\+0x", f["callpath"][0])]
-    assert on_helpers, mumps.analysis["findings"]
+    assert on_helpers, found
     assert all(f["callsite"] != f["callpath"][0] for f in on_helpers), on_helpers

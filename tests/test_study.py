@@ -112,11 +112,12 @@ def test_report_numbers_are_the_analyzers(study, tmp_path):
     # the unpatched run's findings are listed, each at its source line: the analyzer's
     # (which of them a run has is partly up to its timing: a busy machine's Himeno run may
     # spend too little of its time in the Allreduce for a frequent collective; the
-    # barrier after the loop is provably redundant in any run)
+    # barrier after the loop runs once: never claimed redundant, it saves nothing to act on)
     found = analyzer_json(study / "himeno-4-unpatched", tmp_path)["findings"]
-    assert "redundant_collective" in {f["kind"] for f in found}
     for f in found:
         assert re.search(rf"{f['kind']}.*?{re.escape(f['callsite'])}", page, re.S), f
+    if not found:
+        assert "No findings in " in page
     src = (ROOT / "workloads" / "himeno" / "himeno.c").read_text().splitlines()
     line = next(i for i, s in enumerate(src, 1) if "MPI_Allreduce(&wgosa" in s)
     assert all((f["function"], f["callsite"]) == ("MPI_Allreduce", f"himeno.c:{line}")

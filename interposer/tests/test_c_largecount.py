@@ -155,7 +155,10 @@ def test_analyze_matches_the_messages_and_interprets_the_c_functions(runs, tmp_p
     _, large = analyze_json(runs["large"], tmp_path)
     assert large["messages"]["matched"] == MESSAGES
     assert large["messages"] == plain["messages"]
-    assert large["comm_matrix"] == plain["comm_matrix"]
+    def pairs(doc: dict) -> list[dict]:  # what was sent, not how long it took this run
+        return [{k: v for k, v in c.items() if k != "transfer_s"} for c in doc["comm_matrix"]]
+
+    assert pairs(large) == pairs(plain)
     assert sum(c["bytes"] for c in large["comm_matrix"]) > 0
     # the `_c` calls are interpreted (messages, collectives, RMA, I/O), none only timed
     assert not [u["name"] for u in large["uninterpreted"] if u["name"].endswith("_c")]
