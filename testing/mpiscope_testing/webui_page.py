@@ -81,7 +81,7 @@ def open_app(driver, url: str, panels: int = 1) -> None:
         wait_until(driver, f"const g={GD.format(p=p)}; return g && g._fullData && "
                    "g._fullData.length > 5", what=f"timeline {p} drawn")
     # as a user would: interact once the page has settled (analyses listed, nothing loading)
-    wait_settled(driver, "return document.querySelector('button.finding') && document"
+    wait_settled(driver, "return document.querySelector('button.finding, .no-findings') && document"
                  ".querySelectorAll('[data-dash-is-loading=\"true\"]').length === 0")
 
 

@@ -13,6 +13,7 @@ from dash.exceptions import PreventUpdate
 from mpiscope import numbers
 from mpiscope_webui import (
     bundle,
+    calltreeview,
     compare,
     critical,
     firstview,
@@ -175,6 +176,7 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
             dcc.Tab(label="Functions", value="functions", children=_columns(n, "tab-functions")),
             dcc.Tab(label="Messages", value="messages", children=_columns(n, "tab-messages")),
             dcc.Tab(label="Profiles", value="profiles", children=_columns(n, "tab-profiles")),
+            dcc.Tab(label="Call tree", value="calltree", children=_columns(n, "tab-calltree")),
             dcc.Tab(label="Findings", value="findings", children=_columns(n, "tab-findings")),
             critical.tab(n)]
     if n == 2:
@@ -424,6 +426,7 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         return views.duration_histogram(ctl.models[p], name)
 
     critical.register(app, ctl.models)
+    calltreeview.register(app, ctl.models)
     strip.register(app, ctl.models)
 
     if n == 2:
@@ -495,8 +498,8 @@ def _with_window(v: View, t0: float, t1: float) -> View:
     return out
 
 
-TABS = ("breakdown", "functions", "messages", "profiles", "findings")  # analysis_tabs
-WINDOW_TABS = ("breakdown", "functions", "messages", "profiles")  # follow the window
+TABS = ("breakdown", "functions", "messages", "profiles", "calltree", "findings")
+WINDOW_TABS = ("breakdown", "functions", "messages", "profiles", "calltree")  # follow the window
 
 
 def analysis_panel(ctl: Controller, p: int, tab: str,
@@ -512,6 +515,8 @@ def analysis_panel(ctl: Controller, p: int, tab: str,
     title.append(html.Div(scope.text(m), className="muted scope-text"))
     if tab == "profiles":
         return title[:-1] + windowstats.profiles_tab(m, scope, p)
+    if tab == "calltree":
+        return title[:-1] + calltreeview.tab(m, scope, p)
     a = windowstats.panels(m, scope)
     errors = [html.Div(f"analysis incomplete — {e}", className="error") for e in a.errors]
     title += errors

@@ -209,7 +209,7 @@ def findings_list(a: Panels, panel: int) -> html.Div:
     listed = [(i, f) for i, f in enumerate(a.findings) if not f.minor_reason]
     minor = [(i, f) for i, f in enumerate(a.findings) if f.minor_reason]
     if not a.findings:
-        return html.Div("No findings.", className="muted")
+        return html.Div("No findings.", className="muted no-findings")
     parts: list = [html.Ol([_finding_item(f, panel, i) for i, f in listed],
                            className="findings")] if listed else [
         html.Div("No findings above the noise floor.", className="muted")]

@@ -32,11 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import breakdown, stats, threads, waitstates
+from mpiscope.analysis import breakdown, calltree, stats, threads, waitstates
+from mpiscope.analysis.callpaths import CallPaths
 from mpiscope.analysis.waitstates import WaitStates
 from mpiscope.archive.trace import Trace
 
-KEYS = ("rank", "thread", "function", "callsite", "comm", "tag")  # what a profile groups by
+KEYS = ("rank", "thread", "function", "callsite", "comm", "tag", "callpath")  # what a
+# profile groups by (callpath: the call path id, -1 where none was recorded)
 LOOKBACK_SHARE = 1024  # calls longer than span / this are kept aside (few per rank)
 CACHED_WINDOWS = 8
 PROFILE_COLUMNS = ["calls", "time_s", "mean_s", "min_s", "median_s", "max_s", "wait_s",
@@ -132,6 +134,7 @@ class WindowIndex:
     scode: np.ndarray
     comm: np.ndarray
     tag: np.ndarray
+    callpath: np.ndarray  # call path id, -1 none
     n: np.ndarray  # MPI calls each row stands for
     per_call: np.ndarray  # ns per MPI call (a merged visit's mean)
     nbytes: np.ndarray
@@ -230,7 +233,9 @@ class WindowIndex:
         return cls(
             nr, trace.host_of(), functions, callsites, comm_names, calls,
             c["rank"].to_numpy(np.int32), thread, fcode, scode,
-            c["comm"].to_numpy(np.int32), c["tag"].to_numpy(np.int32), n,
+            c["comm"].to_numpy(np.int32), c["tag"].to_numpy(np.int32),
+            (c["callpath"].to_numpy(np.int32) if "callpath" in c.columns
+             else np.full(len(c), -1, np.int32)), n,
             dur / np.maximum(n, 1),
             (c["bytes_sent"] + c["bytes_recv"]).to_numpy(np.int64), wait, wkind, measured,
             parts["sync"].astype(np.int64), parts["io"] > 0, mpi_parent, iv_b, iv_e, (lo, hi),
@@ -358,7 +363,7 @@ class Window:
     def _profile(self, by: tuple[str, ...]) -> pd.DataFrame:
         ix, pos = self.index, self.pos
         raw = {"rank": ix.rank, "thread": ix.thread, "function": ix.fcode,
-               "callsite": ix.scode, "comm": ix.comm, "tag": ix.tag}
+               "callsite": ix.scode, "comm": ix.comm, "tag": ix.tag, "callpath": ix.callpath}
         cols = [raw[k][pos].astype(np.int64) for k in by]
         # one integer key per group (mixed radix of the columns' codes, offset to >= 0)
         key = np.zeros(len(pos), np.int64)
@@ -402,6 +407,11 @@ class Window:
                            "bytes": nbytes})
         return df.sort_values(["time_s", *df.columns[:len(by)]],
                               ascending=[False] + [True] * len(by), ignore_index=True)
+
+    def call_tree(self, paths: CallPaths) -> calltree.CallTree:
+        """The window's call tree (analysis.calltree), metric × call path × rank."""
+        return self._kept(("calltree", id(paths)), lambda: calltree.build(
+            self.profile(calltree.BY), paths, self.index.num_ranks))
 
     def functions(self) -> pd.DataFrame:
         """The functions table of the window (profile by function)."""

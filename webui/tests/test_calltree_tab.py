@@ -1,0 +1,128 @@
+"""The Call tree tab (Cube's metric × call path × rank) on a trace with call paths built
+by construction (mpiscope_testing.calltreetrace): the tree of the paths with inclusive
+values, the selected node spread over the ranks, a metric choice, and the window and
+rank set followed. First through the tab's functions, then in headless Chromium as a
+user clicks."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from dash import html
+from selenium.webdriver.common.by import By
+
+from mpiscope.archive import reader
+from mpiscope_testing.calltreetrace import FIRST, STEPS, US, build
+from mpiscope_testing.webui_page import open_app, open_tab, shot
+from mpiscope_webui import calltreeview
+from mpiscope_webui.model import TraceModel
+from mpiscope_webui.windowstats import Scope
+
+SOLVE_REDUCE = "solve · solver.c:31"
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("calltree") / "t")
+
+
+@pytest.fixture(scope="module")
+def model(trace_dir) -> TraceModel:
+    return TraceModel.build(reader.load(trace_dir))
+
+
+def walk(node):
+    yield node
+    kids = getattr(node, "children", None)
+    for k in (kids if isinstance(kids, list) else [kids] if kids is not None else []):
+        yield from walk(k)
+
+
+def buttons(parts: list) -> dict[str, dict]:
+    """Each node button's label -> its id, class and the value text beside it."""
+    out = {}
+    for part in parts:
+        for n in walk(part):
+            kids = getattr(n, "children", None)
+            if not isinstance(kids, list):
+                continue
+            for a, b in zip(kids, kids[1:], strict=False):
+                if isinstance(a, html.Button) and isinstance(b, html.Span):
+                    out[a.children] = {"id": a.id, "class": a.className, "value": b.children}
+    return out
+
+
+def rank_line(parts: list) -> str:
+    return next(n.children for p in parts for n in walk(p)
+                if getattr(n, "className", None) == "ct-rank-line")
+
+
+def test_the_tab_lists_the_tree_with_inclusive_values(model):
+    body = calltreeview.body(model, Scope(None, None), "time_s", None, 0)
+    nodes = buttons(body)
+    # main holds the halo (40 µs per step) and the reduction (140 µs per step, both ranks)
+    assert nodes["main · main.c:50"]["value"].startswith(f" {STEPS * 180} µs")
+    assert nodes[SOLVE_REDUCE]["value"].startswith(f" {STEPS * 140} µs")
+    assert nodes["MPI_Allreduce"]["value"].startswith(f" {STEPS * 140} µs")
+    # the largest root is selected first, and the rank pane says how it is spread
+    assert nodes["main · main.c:50"]["class"] == "ct-node selected"
+    # (rank 0: 20 + 40 µs per step, rank 1: 20 + 100 µs)
+    assert rank_line(body) == ("time in main · main.c:50 per rank: min 240 µs (rank 0), "
+                               "median 360 µs, max 480 µs (rank 1)")
+
+
+def test_a_node_and_a_metric_chosen(model):
+    nodes = buttons(calltreeview.body(model, Scope(None, None), "time_s", None, 0))
+    node = nodes[SOLVE_REDUCE]["id"]["node"]
+    body = calltreeview.body(model, Scope(None, None), "wait_s", node, 0)
+    assert buttons(body)[SOLVE_REDUCE]["class"] == "ct-node selected"
+    assert rank_line(body) == (f"waiting in {SOLVE_REDUCE} per rank: min 0 s (rank 0), "
+                               "median 120 µs, max 240 µs (rank 1)")
+    calls = buttons(calltreeview.body(model, Scope(None, None), "calls", node, 0))
+    # of 4 calls per step and one MPI_Init and MPI_Finalize per rank
+    assert calls[SOLVE_REDUCE]["value"] == f" {2 * STEPS} ({100 * 2 / (4 + 4 / STEPS):.1f}%)"
+
+
+def test_the_tab_follows_the_window_and_ranks(model):
+    lo = model.session.window_index.span[0]
+    first_step = Scope((lo + FIRST, lo + FIRST + 300 * US), (1,))
+    nodes = buttons(calltreeview.body(model, first_step, "calls", None, 0))
+    assert nodes[SOLVE_REDUCE]["value"].startswith(" 1 (")
+    assert "MPI_Finalize" not in nodes
+
+
+@pytest.mark.browser
+def test_clicking_a_node_shows_its_ranks_in_the_browser(browser, serve, trace_dir):
+    browser.set_window_size(1400, 900)
+    open_app(browser, serve(trace_dir))
+    open_tab(browser, "Call tree")
+
+    def line_when(ok, what: str) -> str:
+        deadline = time.monotonic() + 30
+        text = ""
+        while time.monotonic() < deadline:  # read in the page: the pane is redrawn
+            text = browser.execute_script(
+                "const e = document.querySelector('.ct-rank-line'); "
+                "return e ? e.textContent : ''")
+            if ok(text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"{what}: {text!r}")
+
+    def click_node(label: str) -> None:
+        assert browser.execute_script(
+            "const b = Array.from(document.querySelectorAll('button.ct-node'))"
+            ".find(b => b.textContent === arguments[0]); if (b) b.click(); return !!b;",
+            label), label
+
+    line_when(lambda t: t.startswith("time in main · main.c:50 per rank"), "first view")
+    click_node(SOLVE_REDUCE)
+    line_when(lambda t: t == f"time in {SOLVE_REDUCE} per rank: min 160 µs (rank 0), "
+              "median 280 µs, max 400 µs (rank 1)", "after the click")
+    browser.find_element(By.XPATH, "//label[normalize-space(.)='waiting']").click()
+    line_when(lambda t: t == f"waiting in {SOLVE_REDUCE} per rank: min 0 s (rank 0), "
+              "median 120 µs, max 240 µs (rank 1)", "the waiting metric, same node")
+    assert browser.execute_script(
+        "return document.querySelector('button.ct-node.selected').textContent") == SOLVE_REDUCE
+    shot(browser, "calltree")
