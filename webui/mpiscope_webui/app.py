@@ -168,9 +168,11 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
                       className="history")]
     controls = []
     if n == 2:
-        controls = [dcc.Checklist(id="shared", options=[{"label": " one time scale for both",
-                                                          "value": "shared"}], value=[],
-                                  className="shared")]
+        controls = [dcc.Checklist(id="shared", options=[
+            {"label": " one time scale for both", "value": "shared"},
+            {"label": " align by iteration", "value": "iteration",
+             "title": "each run shows the same iterations of its main loop (times of its own)"}],
+            value=[], className="shared")]
     tabs = [dcc.Tab(label="Breakdown", value="breakdown",
                     children=_columns(n, "tab-breakdown")),
             dcc.Tab(label="Functions", value="functions", children=_columns(n, "tab-functions")),
@@ -260,7 +262,8 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         views_now = [ctl.view(p, d) for p, d in enumerate(stored)]
         if None in views_now:
             raise PreventUpdate
-        shared = n == 2 and "shared" in (inputs.strings(args[4 + n]) or [])
+        chosen = (inputs.strings(args[4 + n]) or []) if n == 2 else []
+        shared = "iteration" if "iteration" in chosen else "time" if "shared" in chosen else ""
         changed = False
         # several inputs can fire at once (e.g. a zoom while the findings list appears)
         for trig in ctx.triggered:
@@ -437,13 +440,18 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
 
 
 def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: list[View],
-               shared: bool) -> list[View] | None:
+               shared: str = "") -> list[View] | None:
     """The views after one user action, or None if the action changes nothing (or is
-    not one the page can send: every value is checked by mpiscope_webui.inputs)."""
+    not one the page can send: every value is checked by mpiscope_webui.inputs).
+    `shared`: how two panels follow each other ("time": one time scale, "iteration":
+    the same iterations of each run's main loop, "": not at all)."""
     n = len(views_now)
     if ident == "shared":
         if not shared or prop != "value":
             return None
+        if shared == "iteration":  # the second run follows the first's iterations
+            return [views_now[0], _with_window(views_now[1], *ctl.aligned_window(
+                0, 1, views_now[0].t0, views_now[0].t1))]
         t0, t1 = ctl.shared_window()
         return [_with_window(v, t0, t1) for v in views_now]
     if isinstance(ident, str) and ident.startswith("finding-click-"):
@@ -472,7 +480,7 @@ def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: 
         if x is None and y is None and not reset:
             return None
         new = ctl.zoom(v, x, y, reset, p)
-        if shared and reset:
+        if shared == "time" and reset:
             new = _with_window(new, *ctl.shared_window())
     elif kind == "timeline" and prop == "restyleData":
         new = ctl.toggle(v, p, value)
@@ -488,7 +496,9 @@ def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: 
     out = list(views_now)
     out[p] = new
     if shared and kind != "jump" and prop != "restyleData":
-        out = [new if q == p else _with_window(views_now[q], new.t0, new.t1) for q in range(n)]
+        out = [new if q == p else _with_window(views_now[q], *(
+            (new.t0, new.t1) if shared == "time" else ctl.aligned_window(p, q, new.t0, new.t1)))
+            for q in range(n)]
     return out
 
 

@@ -64,6 +64,38 @@ class Controller:
         w = [self.full_window(p) for p in range(len(self.models))]
         return min(a for a, _ in w), max(b for _, b in w)
 
+    def iteration_starts(self, panel: int) -> np.ndarray | None:
+        """The panel's main-loop iterations' start times (s, trace time; the mean over
+        its ranks), None without a loop of two iterations or more."""
+        try:
+            loop = self.models[panel].session.loop
+        except Exception:  # noqa: BLE001 - no loop found: compare by time instead
+            return None
+        if loop is None or loop.iterations < 2 or not loop.starts.size:
+            return None
+        return loop.starts.astype(np.float64).mean(axis=0) / 1e9
+
+    def aligned_window(self, p: int, q: int, t0: float, t1: float) -> tuple[float, float]:
+        """Panel p's window [t0, t1] as panel q's: the same (fractional) iterations of
+        each run's main loop; before the first or after the last iteration, the same
+        time from it. Without a loop in both runs, the same times."""
+        a, b = self.iteration_starts(p), self.iteration_starts(q)
+        if a is None or b is None:
+            return t0, t1
+        k = min(len(a), len(b))
+        a, b = a[:k], b[:k]
+        i = np.arange(k, dtype=np.float64)
+
+        def one(t: float) -> float:
+            if t <= a[0]:
+                return float(b[0] + (t - a[0]))
+            if t >= a[-1]:
+                return float(b[-1] + (t - a[-1]))
+            return float(np.interp(np.interp(t, a, i), i, b))
+
+        u0, u1 = one(t0), one(t1)
+        return (u0, u1) if u1 > u0 else (u0, u0 + (t1 - t0))
+
     def initial_view(self, panel: int) -> View:
         return View(*self.full_window(panel))
 

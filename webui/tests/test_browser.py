@@ -14,6 +14,7 @@ import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
+from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
 from mpiscope_testing import REPO
 from mpiscope_testing.webui_page import GD, open_app, open_tab, shot, status, wait_until, zoom_to
@@ -343,3 +344,24 @@ def test_compare_mode(browser, serve, himeno_traces):
     assert row is not None and [float(x) for x in row] == [calls["unpatched"],
                                                           calls["patched"]]
     shot(browser, "08-compare")
+
+
+def test_compare_aligned_by_iteration(browser, serve, himeno_traces):
+    """With "align by iteration", a zoom of the first run to its iterations i..j shows
+    iterations i..j of the second run, at its own times (each run's main loop, as the
+    analysis finds it: the mean start over its ranks)."""
+    starts = []
+    for v in ("unpatched", "patched"):
+        loop = Analysis(reader.load(himeno_traces[v])).loop
+        starts.append(loop.starts.astype(float).mean(axis=0) / 1e9)
+    url = serve(himeno_traces["unpatched"], himeno_traces["patched"])
+    open_app(browser, url, panels=2)
+    browser.find_element(By.XPATH, "//label[normalize-space(.)='align by iteration']").click()
+    a, b = ([float(x) for x in s] for s in starts)
+    i, j = 1, min(len(a), len(b)) - 2
+    browser.execute_script(f"Plotly.relayout({GD.format(p=0)}, {{'xaxis.range[0]': "
+                           f"{a[i]!r}, 'xaxis.range[1]': {a[j]!r}}})")
+    got = wait_until(browser, f"const r={GD.format(p=1)}._fullLayout.xaxis.range; "
+                     f"return Math.abs(r[0] - {b[i]!r}) < 1e-9 && r", what="B follows A")
+    assert got == pytest.approx([b[i], b[j]], abs=1e-9)
+    shot(browser, "08-compare-iterations")

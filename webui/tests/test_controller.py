@@ -38,20 +38,39 @@ def test_relayout_events_box_wheel_pan_and_reset():
 def test_zoom_then_reset(ctl):
     v = ctl.initial_view(0)
     views = navigation(ctl, TL, "relayoutData", {"xaxis.range[0]": v.t0 + 0.1,
-                                                 "xaxis.range[1]": v.t0 + 0.2}, [v, v], False)
+                                                 "xaxis.range[1]": v.t0 + 0.2}, [v, v])
     assert views[0].t0 == pytest.approx(v.t0 + 0.1) and views[1] is v
-    back = navigation(ctl, TL, "relayoutData", {"xaxis.autorange": True}, views, False)
+    back = navigation(ctl, TL, "relayoutData", {"xaxis.autorange": True}, views)
     assert (back[0].t0, back[0].t1) == ctl.full_window(0)
-    assert navigation(ctl, TL, "relayoutData", {"autosize": True}, views, False) is None
+    assert navigation(ctl, TL, "relayoutData", {"autosize": True}, views) is None
 
 
 def test_shared_time_scale_moves_both(ctl):
     v = [ctl.initial_view(0), ctl.initial_view(1)]
-    both = navigation(ctl, "shared", "value", ["shared"], v, True)
+    both = navigation(ctl, "shared", "value", ["shared"], v, "time")
     assert both[0].t0 == both[1].t0 and both[0].t1 == both[1].t1 == ctl.shared_window()[1]
     z = navigation(ctl, TL, "relayoutData", {"xaxis.range[0]": 0.3, "xaxis.range[1]": 0.31},
-                   both, True)
+                   both, "time")
     assert (z[1].t0, z[1].t1) == (0.3, 0.31)
+
+
+def test_align_by_iteration_shows_the_same_iterations(ctl):
+    """Each run's main-loop iteration starts (mean over its ranks) are the knots: a window
+    from iteration i to j of run A shows iterations i to j of run B, at B's own times."""
+    a, b = ctl.iteration_starts(0), ctl.iteration_starts(1)
+    assert a is not None and b is not None and min(len(a), len(b)) >= 4
+    v = [ctl.initial_view(0), ctl.initial_view(1)]
+    both = navigation(ctl, "shared", "value", ["iteration"], v, "iteration")
+    assert (both[0].t0, both[0].t1) == (v[0].t0, v[0].t1)  # A stays, B follows it
+    i, j = 1, min(len(a), len(b)) - 2
+    z = navigation(ctl, TL, "relayoutData", {"xaxis.range[0]": float(a[i]),
+                                             "xaxis.range[1]": float(a[j])}, both, "iteration")
+    assert (z[0].t0, z[0].t1) == pytest.approx((a[i], a[j]))
+    assert (z[1].t0, z[1].t1) == pytest.approx((b[i], b[j]))
+    # half an iteration in, half an iteration in; before the loop, the same time before it
+    mid = (a[i] + a[i + 1]) / 2
+    assert ctl.aligned_window(0, 1, mid, a[j])[0] == pytest.approx((b[i] + b[i + 1]) / 2)
+    assert ctl.aligned_window(0, 1, a[0] - 1e-3, a[j])[0] == pytest.approx(b[0] - 1e-3)
 
 
 def test_legend_click_hides_and_shows_a_function(ctl):
