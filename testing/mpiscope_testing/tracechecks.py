@@ -176,15 +176,19 @@ def check_placement(trace: Trace) -> None:
 
 def check_requests(trace: Trace) -> None:
     """Every completion names a request that is outstanding; request ids of one-shot
-    non-blocking calls are never reused; nothing is left outstanding at the end."""
+    non-blocking calls are never reused; nothing is left outstanding at the end but as
+    many requests as MPI_Request_free was called with requests outstanding (an active
+    request freed completes unseen: MPI has no hook, interposer/README.md)."""
     for rank, events in trace.events.items():
         outstanding: dict[int, str] = {}
         started: dict[int, str] = {}  # request id -> where, for messages
         used: set[int] = set()
         region = None
+        freed = 0  # MPI_Request_free calls while requests were outstanding
         for e in events:
             if e.kind == "Enter":
                 region = e["region"]
+                freed += region == "MPI_Request_free" and bool(outstanding)
             kind = {"MpiIsend": "send", "MpiIrecvRequest": "recv",
                     "NonBlockingCollectiveRequest": "coll"}.get(e.kind)
             if kind:
@@ -205,8 +209,8 @@ def check_requests(trace: Trace) -> None:
                 del outstanding[rid]
             if e.kind == "MpiRequestTest":
                 assert int(e["request"]) in outstanding, (rank, e)
-        assert not outstanding, f"rank {rank}: requests never completed: " + ", ".join(
-            f"{rid}: {started[rid]}" for rid in outstanding)
+        assert len(outstanding) <= freed, f"rank {rank}: requests never completed: " + \
+            ", ".join(f"{rid}: {started[rid]}" for rid in outstanding)
 
 
 def check_well_formed(trace: Trace, nranks: int) -> None:
