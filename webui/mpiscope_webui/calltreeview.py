@@ -40,8 +40,16 @@ def tab(model: TraceModel, scope: Scope, panel: int) -> list:
     """The tab's controls, the scope it shows, and its body."""
     state = {"window": list(scope.window) if scope.window else None,
              "ranks": list(scope.ranks) if scope.ranks else None}
+    frames = model.session.paths.frames
+    depth = max((len(f) for f in frames.values()), default=0)
+    note = (f"Call paths as recorded: up to {depth} frames each (MPISCOPE_CALLPATH_DEPTH); "
+            "callers beyond that are not in the trace, so a root may be a caller's frame "
+            "seen deeper elsewhere." if depth else
+            "No call paths in this trace: each MPI call hangs under its call site "
+            "(record them with MPISCOPE_CALLPATH_DEPTH).")
     return [
         html.Div(scope.text(model), className="muted scope-text"),
+        html.Div(note, className="muted ct-note"),
         dcc.RadioItems(id={"type": "ct-metric", "panel": panel}, value=DEFAULT, inline=True,
                        className="ct-metric",
                        options=[{"label": f" {v}", "value": k} for k, v in METRICS.items()]),

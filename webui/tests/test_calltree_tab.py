@@ -92,6 +92,13 @@ def test_the_tab_follows_the_window_and_ranks(model):
     assert "MPI_Finalize" not in nodes
 
 
+def test_the_tab_says_how_deep_paths_were_recorded(model):
+    text = [n for part in calltreeview.tab(model, Scope(None, None), 0) for n in walk(part)
+            if getattr(n, "className", None) == "muted ct-note"]
+    # the deepest path of calltreetrace: comm_inner <- comm_layer <- solve <- main
+    assert text[0].children.startswith("Call paths as recorded: up to 4 frames each")
+
+
 @pytest.mark.browser
 def test_clicking_a_node_shows_its_ranks_in_the_browser(browser, serve, trace_dir):
     browser.set_window_size(1400, 900)
