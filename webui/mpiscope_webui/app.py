@@ -134,15 +134,18 @@ def _lane_bar(m: TraceModel, p: int) -> html.Div:
     ]
     count = m.streams.threads_of()
     threaded = np.flatnonzero(count > 1)
-    if len(threaded):
-        parts += [html.Span("a lane per thread", className="muted lane-label"),
-                  dcc.Dropdown(id={"type": "lane-threads", "panel": p}, multi=True,
-                               className="lane-threads", placeholder="threads together",
-                               options=[{"label": "all ranks", "value": -1}] + [
-                                   {"label": f"rank {int(r)} ({int(count[r])} threads)",
-                                    "value": int(r)} for r in threaded])]
-    else:  # the callback's input exists on every panel
-        parts.append(dcc.Store(id={"type": "lane-threads", "panel": p}, data=None))
+    # on every panel (the callback's input), seen only where a rank has several threads
+    hide = {} if len(threaded) else {"display": "none"}
+    parts += [html.Span("a lane per thread", className="muted lane-label", style=hide),
+              html.Div(dcc.Dropdown(id={"type": "lane-threads", "panel": p}, multi=True,
+                                    className="lane-threads", placeholder="threads together",
+                                    options=[{"label": "all ranks", "value": -1}] + [
+                                        {"label": f"rank {int(r)} ({int(count[r])} threads)",
+                                         "value": int(r)} for r in threaded]), style=hide)]
+    parts += [html.Span("one lane per host", className="muted lane-label"),
+              dcc.Dropdown(id={"type": "lane-hosts", "panel": p}, multi=True,
+                           className="lane-hosts", placeholder="a lane per rank",
+                           options=[{"label": h, "value": h} for h in hosts])]
     return html.Div(parts, className="search lanes")
 
 
@@ -247,7 +250,7 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             const small = (views || []).map(v => v && {t0: v.t0, t1: v.t1,
                 hidden: v.hidden || [], y_range: v.y_range || null,
                 ranks: v.ranks === undefined ? null : v.ranks, order: v.order || "host",
-                expanded: v.expanded || []});
+                expanded: v.expanded || [], grouped: v.grouped || []});
             const hash = "#view=" + encodeURIComponent(JSON.stringify(small));
             if (location.hash !== hash) {
                 if (location.hash.startsWith("#view=")) history.pushState(null, "", hash);
@@ -269,7 +272,8 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                 const g = got[i];
                 if (!v || !g || typeof g !== "object") return nu;
                 const lanes = x => JSON.stringify([x.ranks === undefined ? null : x.ranks,
-                                                   x.order || "host", x.expanded || []]);
+                                                   x.order || "host", x.expanded || [],
+                                                   x.grouped || []]);
                 if (g.t0 === v.t0 && g.t1 === v.t1 && JSON.stringify(g.hidden || [])
                     === JSON.stringify(v.hidden || []) && JSON.stringify(g.y_range || null)
                     === JSON.stringify(v.y_range || null) && lanes(g) === lanes(v)) return nu;
@@ -278,7 +282,8 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                                              focus: null,
                                              ranks: g.ranks === undefined ? null : g.ranks,
                                              order: g.order || "host",
-                                             expanded: g.expanded || []});
+                                             expanded: g.expanded || [],
+                                             grouped: g.grouped || []});
             });
         }""", Output({"type": "view", "panel": ALL}, "data", allow_duplicate=True),
         Input("boot", "data"), Input("url-pop", "data"),
@@ -406,13 +411,14 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   Input({"type": "lane-ranks", "panel": MATCH}, "value"),
                   Input({"type": "lane-order", "panel": MATCH}, "value"),
                   Input({"type": "lane-threads", "panel": MATCH}, "value"),
+                  Input({"type": "lane-hosts", "panel": MATCH}, "value"),
                   State({"type": "view", "panel": MATCH}, "data"), prevent_initial_call=True)
-    def lane_choice(chosen, order, threads, view):
+    def lane_choice(chosen, order, threads, hosts, view):
         p = inputs.output_panel(ctx.outputs_list, n)
         v = None if p is None else ctl.view(p, view)
         if v is None:
             raise PreventUpdate
-        new = ctl.with_lanes(p, v, chosen, order, threads)
+        new = ctl.with_lanes(p, v, chosen, order, threads, hosts)
         if new is None:
             raise PreventUpdate
         return new.to_dict()

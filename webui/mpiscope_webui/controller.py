@@ -74,13 +74,15 @@ class Controller:
                            timeline.curve_names(m), len(m.streams.rank), m.trace.num_ranks)
 
     def with_lanes(self, panel: int, view: View, chosen: object, order: object,
-                   threads: object) -> View | None:
+                   threads: object, grouped: object = None) -> View | None:
         """The view with the lanes the bar chose: `chosen` ranks ("r:3") and hosts
         ("h:node0"), none: all; `order` one of ORDERS; `threads` the ranks drawn with a
-        lane per thread (-1: every rank with several threads). None: not a choice."""
+        lane per thread (-1: every rank with several threads); `grouped` the hosts drawn
+        as one lane each. None: not a choice."""
         m = self.models[panel]
         picks = inputs.strings(chosen, limit=4 * max(m.trace.num_ranks, 1) + 64)
-        if picks is None or order not in ORDERS:
+        hosts = inputs.strings(grouped, limit=max(m.trace.num_ranks, 1))
+        if picks is None or hosts is None or order not in ORDERS:
             return None
         host_of = m.trace.host_of()
         ranks: set[int] = set()
@@ -105,6 +107,7 @@ class Controller:
         v = View.from_dict(view.to_dict())
         v.ranks = sorted(ranks) if picks else None
         v.order, v.expanded = str(order), expanded
+        v.grouped = sorted(set(hosts) & {str(h) for h in host_of.values()})
         if v.lanes != view.lanes:
             v.y_range = None  # lane numbers mean other ranks now
         return v
@@ -359,8 +362,9 @@ class Controller:
         per = per.reshape(len(streams), nf).sum(axis=0)
         width = max(t1 - t0, 1) * max(len(streams), 1)
         top = np.argsort(-per)[:4]
-        who = f"rank {rank}" + (f" thread {int(lanes.threads[lane])}"
-                                if lanes.threads[lane] >= 0 else "")
+        who = (f"{lanes.hosts[lane]}, {int(lanes.members[lane])} ranks"
+               if lanes.members[lane] > 1 else f"rank {rank}" + (
+                   f" thread {int(lanes.threads[lane])}" if lanes.threads[lane] >= 0 else ""))
         rows = [("summary", f"{who}, {_fmt_s(t0 / 1e9 + idx.origin / 1e9)} + "
                             f"{_fmt_s(max(t1 - t0, 1) / 1e9)}")]
         rows += [(idx.functions[k], f"{100 * per[k] / width:.0f}%") for k in top if per[k] > 0]

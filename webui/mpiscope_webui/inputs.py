@@ -139,10 +139,12 @@ def view(data: object, full: tuple[float, float], min_width: float, num_calls: i
     ranks = rank_list(data.get("ranks"), num_ranks, allow_none=True)
     expanded = rank_list(data.get("expanded", []), num_ranks)
     order = data.get("order", "host")
-    if ranks is False or expanded is False or expanded is None or order not in ORDERS:
+    grouped = strings(data.get("grouped", []), limit=max(num_ranks, 1))
+    if (ranks is False or expanded is False or expanded is None or order not in ORDERS
+            or grouped is None):
         return None
     return View(w[0], w[1], sorted({h for h in hidden if h in known}), selected, y_range,
-                focus, lane_px, ranks, order, expanded)
+                focus, lane_px, ranks, order, expanded, sorted(set(grouped)))
 
 
 def rank_list(value: object, num_ranks: int, *, allow_none: bool = False

@@ -54,25 +54,38 @@ class Streams:
 
 @dataclass(frozen=True)
 class LaneSpec:
-    """Which lanes a view draws: the ranks shown (None: all), their order, and the ranks
-    whose threads have a lane each (the others show their threads together)."""
+    """Which lanes a view draws: the ranks shown (None: all), their order, the ranks
+    whose threads have a lane each (the others show their threads together), and the hosts
+    whose ranks share one summary lane."""
 
     ranks: tuple[int, ...] | None = None
     order: str = "host"
     expanded: tuple[int, ...] = ()
+    grouped: tuple[str, ...] = ()
 
 
 @dataclass
 class Lanes:
     """The lanes of a view, top to bottom. Lane i draws rank ranks[i]: all its threads
-    (threads[i] = -1) or only thread threads[i] (an expanded rank has a lane per thread)."""
+    (threads[i] = -1) or only thread threads[i] (an expanded rank has a lane per thread);
+    or, where members[i] > 1, every rank of host hosts[i] shown (ranks[i] the first)."""
 
     ranks: np.ndarray  # rank drawn in lane i
     lane_of_rank: np.ndarray  # (first) lane of rank r, -1 where the rank is not shown
     hosts: list[str]  # host of lane i
     threads: np.ndarray = None  # thread of lane i, -1: the rank's threads together
     lane_of_stream: np.ndarray = None  # lane of each stream, -1 where not shown
-    nthreads: np.ndarray = None  # threads of the rank in lane i
+    nthreads: np.ndarray = None  # threads (of all its ranks) in lane i
+    members: np.ndarray = None  # ranks in lane i
+
+    def __post_init__(self) -> None:
+        n = len(self.ranks)
+        if self.threads is None:
+            self.threads = np.full(n, -1, np.int64)
+        if self.nthreads is None:
+            self.nthreads = np.ones(n, np.int64)
+        if self.members is None:
+            self.members = np.ones(n, np.int64)
 
     @classmethod
     def of(cls, trace: Trace, streams: Streams | None = None, spec: LaneSpec = LaneSpec(),
@@ -99,12 +112,24 @@ class Lanes:
         lane_of = np.full(n, -1, np.int64)
         lane_of_stream = np.full(nstream, -1, np.int64)
         first_stream = np.searchsorted(streams.rank, np.arange(n))
-        expanded = set(spec.expanded)
-        lr, lt, lh, ln = [], [], [], []
+        expanded, grouped = set(spec.expanded), set(spec.grouped)
+        lr, lt, lh, ln, lm = [], [], [], [], []
+        host_lane: dict[str, int] = {}
         for rank, host in zip(r["rank"].to_numpy(np.int64), r["host"], strict=True):
             k = int(count[rank]) if rank < len(count) else 0
-            lane_of[rank] = len(lr)
             own = np.arange(first_stream[rank], first_stream[rank] + k)
+            if str(host) in grouped:  # the host's lane, where its first rank comes
+                lane = host_lane.setdefault(str(host), len(lr))
+                if lane == len(lr):
+                    lr.append(rank), lt.append(-1), lh.append(str(host)), ln.append(0)
+                    lm.append(0)
+                lane_of[rank] = lane
+                lane_of_stream[own] = lane
+                ln[lane] += max(k, 1)
+                lm[lane] += 1
+                continue
+            lane_of[rank] = len(lr)
+            lm += [1] * (k if k > 1 and rank in expanded else 1)
             if k > 1 and rank in expanded:
                 for s in own:
                     lane_of_stream[s] = len(lr)
@@ -114,12 +139,15 @@ class Lanes:
                 lane_of_stream[own] = len(lr)
                 lr.append(rank), lt.append(-1), lh.append(str(host)), ln.append(max(k, 1))
         return cls(np.array(lr, np.int64), lane_of, lh, np.array(lt, np.int64),
-                   lane_of_stream, np.array(ln, np.int64))
+                   lane_of_stream, np.array(ln, np.int64), np.array(lm, np.int64))
 
     def labels(self) -> list[str]:
         out = []
-        for h, r, t, k in zip(self.hosts, self.ranks, self.threads, self.nthreads,
-                              strict=True):
+        for h, r, t, k, g in zip(self.hosts, self.ranks, self.threads, self.nthreads,
+                                 self.members, strict=True):
+            if g > 1:
+                out.append(f"{h} · {g} ranks")
+                continue
             tail = f" · thread {t}" if t >= 0 else (f" ({k} threads)" if k > 1 else "")
             out.append(f"{h} · rank {r}{tail}")
         return out

@@ -55,18 +55,21 @@ class View:
     ranks: list[int] | None = None  # ranks shown (None: all)
     order: str = "host"  # lane order, one of model.ORDERS
     expanded: list[int] = field(default_factory=list)  # ranks drawn with a lane per thread
+    grouped: list[str] = field(default_factory=list)  # hosts drawn as one lane each
 
     @property
     def lanes(self) -> LaneSpec:
         return LaneSpec(None if self.ranks is None else tuple(sorted(set(self.ranks))),
-                        self.order, tuple(sorted(set(self.expanded))))
+                        self.order, tuple(sorted(set(self.expanded))),
+                        tuple(sorted(set(self.grouped))))
 
     def to_dict(self) -> dict:
         return {"t0": self.t0, "t1": self.t1, "hidden": list(self.hidden),
                 "selected": [int(c) for c in self.selected], "y_range": self.y_range,
                 "focus": self.focus, "lane_px": self.lane_px,
                 "ranks": None if self.ranks is None else [int(r) for r in self.ranks],
-                "order": self.order, "expanded": [int(r) for r in self.expanded]}
+                "order": self.order, "expanded": [int(r) for r in self.expanded],
+                "grouped": [str(h) for h in self.grouped]}
 
     @classmethod
     def from_dict(cls, d: dict) -> View:
@@ -77,7 +80,8 @@ class View:
                    None if f is None else int(f),
                    None if d.get("lane_px") is None else int(d["lane_px"]),
                    None if rs is None else [int(r) for r in rs], str(d.get("order", "host")),
-                   [int(r) for r in d.get("expanded", [])])
+                   [int(r) for r in d.get("expanded", [])],
+                   [str(h) for h in d.get("grouped", [])])
 
 
 Figure = dict  # a Plotly figure as Dash sends it: {"data": [...], "layout": {...}}
@@ -205,6 +209,12 @@ def _lanes_shape(model: TraceModel, lanes: Lanes, to_s, t0: int, t1: int) -> dic
             key = (int(lanes.ranks[i]), int(lanes.threads[i]))
             if key in life.index:
                 first[i], last[i] = life.loc[key, "first_ns"], life.loc[key, "last_ns"]
+    if (lanes.members > 1).any():  # a host's lane: from its first rank's start to the last end
+        rk = model.trace.ranks["rank"].to_numpy(np.int64)
+        lane = lanes.lane_of_rank[np.clip(rk, 0, len(lanes.lane_of_rank) - 1)]
+        for i in np.flatnonzero(lanes.members > 1):
+            mine = model.trace.ranks[lane == i]
+            first[i], last[i] = mine["first_ns"].min(), mine["last_ns"].max()
     x0 = to_s(np.clip(first - model.index.origin, t0, t1))
     x1 = to_s(np.clip(last - model.index.origin, t0, t1))
     path = "".join(f"M{a!r},{lane - 0.46!r}H{b!r}V{lane + 0.46!r}H{a!r}Z"

@@ -1,40 +1,24 @@
 """Timeline lanes: a lane per thread of a rank (collapsed into the rank's lane unless the
 rank is expanded), and the ranks shown, their order and grouping, as the lane bar sets
-them. The trace is built by hand (tracegen, Score-P flavour with two threads per
-location set): four ranks on two hosts, ranks 0 and 2 on nodeA, 1 and 3 on nodeB, so the
-host order (0 2 1 3) differs from the rank order. Only rank 1's worker thread calls MPI.
-Times in ns."""
+them, on a trace built by construction (mpiscope_testing.lanetrace: four ranks on two
+hosts, host order 0 2 1 3; only rank 1 has a second thread calling MPI)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mpiscope_testing.tracegen import TraceBuilder
+from mpiscope_testing.lanetrace import WORKER_SEND, build
 from mpiscope_webui import lod, timeline
 from mpiscope_webui.app import create_app
 from mpiscope_webui.geometry import untyped
 
-WORKER_SEND = (1, 1), 120, 380  # rank 1's worker thread: an MPI_Ssend, long
 WIDTH = 1200
 
 
 @pytest.fixture(scope="module")
 def ctl(tmp_path_factory):
-    tb = TraceBuilder(4, hosts=["nodeA", "nodeB", "nodeA", "nodeB"], creator="Score-P",
-                      threads=2)
-    for r in range(4):
-        tb.call(r, 0, 10, "MPI_Init")
-        tb.call(r, 900, 910, "MPI_Finalize")
-    tb.send_call(0, 100, 110, dest=1, tag=1, nbytes=8)
-    tb.recv_call(1, 100, 200, src=0, tag=1, nbytes=8)
-    # rank 3 waits for rank 2 (late sender, 400 ns): the most waiting rank by construction
-    tb.recv_call(3, 100, 520, src=2, tag=2, nbytes=8)
-    tb.send_call(2, 500, 510, dest=3, tag=2, nbytes=8)
-    rank, start, end = WORKER_SEND
-    tb.send_call(rank, start, end, dest=3, tag=3, nbytes=8, function="MPI_Ssend")
-    tb.recv_call(3, 600, 700, src=1, tag=3, nbytes=8)
-    app = create_app([tb.write(tmp_path_factory.mktemp("lanes") / "t")], analyze_now=True)
+    app = create_app([build(tmp_path_factory.mktemp("lanes") / "t")], analyze_now=True)
     return app.controller
 
 
@@ -56,8 +40,8 @@ def call_id(ctl, rank: int, thread: int, function: str) -> int:
     return int(hit.sort_values("start")["call"].iloc[0])  # the first such call
 
 
-def chosen(ctl, picks=(), order="host", threads=None) -> timeline.View:
-    v = ctl.with_lanes(0, ctl.initial_view(0), list(picks), order, threads)
+def chosen(ctl, picks=(), order="host", threads=None, grouped=None) -> timeline.View:
+    v = ctl.with_lanes(0, ctl.initial_view(0), list(picks), order, threads, grouped)
     assert v is not None
     # as the page sends it back: checked again
     back = ctl.view(0, v.to_dict())
@@ -130,6 +114,18 @@ def test_only_the_chosen_ranks_or_hosts_are_drawn(ctl):
     assert labels(ctl.render(0, picked, WIDTH)[0]) == ["nodeA · rank 0", "nodeA · rank 2"]
 
 
+def test_a_hosts_ranks_share_one_summary_lane(ctl):
+    v = chosen(ctl, grouped=["nodeB"])
+    fig, _ = ctl.render(0, v, WIDTH)
+    assert labels(fig) == ["nodeA · rank 0", "nodeA · rank 2", "nodeB · 2 ranks"]
+    drawn = drawn_calls(fig)
+    assert drawn[call_id(ctl, 1, 1, "MPI_Ssend")] == drawn[call_id(ctl, 3, 0, "MPI_Recv")] == 2
+    assert ctl.bin_lines(0, v, WIDTH, fig["layout"]["xaxis"]["range"][0], 2)[0][1] \
+        .startswith("nodeB, 2 ranks")
+    # an unknown host is no choice
+    assert ctl.with_lanes(0, v, [], "host", None, ["nowhere"]).grouped == []
+
+
 def test_lanes_by_rank_and_by_waiting_time(ctl):
     by_rank = labels(ctl.render(0, chosen(ctl, order="rank"), WIDTH)[0])
     assert by_rank == ["nodeA · rank 0", "nodeB · rank 1 (2 threads)", "nodeA · rank 2",
@@ -151,7 +147,7 @@ def test_summary_hover_names_the_thread(ctl):
 
 @pytest.mark.parametrize("bad", [{"ranks": [99]}, {"ranks": "0"}, {"order": "random"},
                                  {"expanded": [-1]}, {"expanded": None},
-                                 {"ranks": [True]}])
+                                 {"ranks": [True]}, {"grouped": [3]}])
 def test_hostile_lane_choices_are_refused(ctl, bad):
     d = ctl.initial_view(0).to_dict()
     d.update(bad)
