@@ -12,6 +12,7 @@ from mpiscope_testing.lanetrace import WORKER_SEND, build
 from mpiscope_webui import lod, timeline
 from mpiscope_webui.app import create_app
 from mpiscope_webui.geometry import untyped
+from mpiscope_webui.windowstats import WINDOW, Scope
 
 WIDTH = 1200
 
@@ -124,6 +125,14 @@ def test_a_hosts_ranks_share_one_summary_lane(ctl):
         .startswith("nodeB, 2 ranks")
     # an unknown host is no choice
     assert ctl.with_lanes(0, v, [], "host", None, ["nowhere"]).grouped == []
+
+
+def test_window_statistics_follow_the_ranks_shown(ctl):
+    model = ctl.models[0]
+    v = chosen(ctl, picks=["h:nodeB"])
+    assert Scope.of(model, v, WINDOW, None).ranks == (1, 3)
+    assert Scope.of(model, v, WINDOW, [0]).ranks == (0,)  # a rank set chosen there wins
+    assert Scope.of(model, ctl.initial_view(0), WINDOW, None).ranks is None
 
 
 def test_lanes_by_rank_and_by_waiting_time(ctl):
