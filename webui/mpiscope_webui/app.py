@@ -259,16 +259,19 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             return window.dash_clientside.no_update;
         }""", Output("url-sync", "data"), Input({"type": "view", "panel": ALL}, "data"),
         prevent_initial_call=True)
-    # ... and back: a link's view on load, the history's on back/forward. The server
-    # checks every value (inputs.view) before it draws it
+    # ... and back: a link's view on load, the history's on back/forward, and the lane
+    # bar set as the view's lanes. The server checks every value (inputs.view) before it
+    # draws it
     app.clientside_callback(
         """function(boot, popped, views) {
             const nu = window.dash_clientside.no_update;
+            const none = () => views.map(() => nu);
             const h = location.hash.startsWith("#view=") ? location.hash.slice(6) : "";
             let got = null;
             try { got = h ? JSON.parse(decodeURIComponent(h)) : null; } catch (e) {}
-            if (!Array.isArray(got) || !Array.isArray(views)) return views.map(() => nu);
-            return views.map((v, i) => {
+            if (!Array.isArray(got) || !Array.isArray(views))
+                return [none(), none(), none(), none(), none()];
+            const out = views.map((v, i) => {
                 const g = got[i];
                 if (!v || !g || typeof g !== "object") return nu;
                 const lanes = x => JSON.stringify([x.ranks === undefined ? null : x.ranks,
@@ -285,7 +288,15 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                                              expanded: g.expanded || [],
                                              grouped: g.grouped || []});
             });
+            const bar = f => out.map(v => v === nu ? nu : f(v));
+            const list = x => Array.isArray(x) ? x : [];
+            return [out, bar(v => v.ranks === null ? [] : list(v.ranks).map(r => "r:" + r)),
+                    bar(v => v.order), bar(v => list(v.expanded)), bar(v => list(v.grouped))];
         }""", Output({"type": "view", "panel": ALL}, "data", allow_duplicate=True),
+        Output({"type": "lane-ranks", "panel": ALL}, "value"),
+        Output({"type": "lane-order", "panel": ALL}, "value"),
+        Output({"type": "lane-threads", "panel": ALL}, "value"),
+        Output({"type": "lane-hosts", "panel": ALL}, "value"),
         Input("boot", "data"), Input("url-pop", "data"),
         State({"type": "view", "panel": ALL}, "data"), prevent_initial_call="initial_duplicate")
 

@@ -59,7 +59,6 @@ def pick(browser, cls: str, label: str) -> None:
 
 def test_lanes_chosen_ordered_and_per_thread(browser, url):
     browser.set_window_size(1400, 900)
-    browser.get_log("browser")  # drop earlier tests' messages
     open_page(browser, url)
     assert browser.execute_script(LABELS) == DEFAULT
 
@@ -77,8 +76,15 @@ def test_lanes_chosen_ordered_and_per_thread(browser, url):
     browser.get(link)
     lanes_become(browser, per_thread, "the link's lanes")
     wait_settled(browser, SETTLED)
+    # ... and the lane bar says so
+    bar = browser.find_element(By.CSS_SELECTOR, "#panel-0 .lanes").text
+    assert "nodeB · rank 1 (2 threads)" in bar and "nodeB · rank 3" in bar
+    assert "nodeA · rank 0" not in bar
+    assert "rank 1 (2 threads)" in browser.find_element(
+        By.CSS_SELECTOR, "#panel-0 .lane-threads").text
 
     open_page(browser, url.split("#")[0])
+    browser.get_log("browser")  # the page loads behind (navigations cancel requests)
     browser.find_element(By.XPATH, "//div[@id='panel-0']//label[normalize-space(.)="
                                    "'by rank']").click()
     lanes_become(browser, ["nodeA · rank 0", "nodeB · rank 1 (2 threads)", "nodeA · rank 2",
