@@ -267,5 +267,7 @@ def query(index: StateIndex, t0: int, t1: int, width_px: int, *, hidden: set[str
         two = ~single
         np.add.at(flat, cell[two] + b0[two], -(edges[b0[two] + 1] - s[two]))
         np.add.at(flat, cell[two] + b1[two], -(e[two] - edges[b1[two]]))
+    if shown is not None:  # the streams not drawn have no cells either
+        total[~shown[: len(total)]] = 0
     return LodView(t0, t1, width_px, index.functions, visible, states, s, e, edges, total,
                    threshold)

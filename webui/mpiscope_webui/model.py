@@ -19,6 +19,10 @@ ORDERS = ("host", "rank", "wait")  # lane orders: hosts in order of their first 
 # number, most waiting first
 
 
+def _key(rank: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    return (rank << 20) | np.clip(thread, 0, (1 << 20) - 1)
+
+
 @dataclass
 class Streams:
     """The (rank, thread) pairs that call MPI, rank-major: stream s is thread thread[s] of
@@ -30,18 +34,31 @@ class Streams:
 
     @classmethod
     def of(cls, trace: Trace) -> Streams:
+        """The threads that call MPI or have user regions, and thread 0 of every rank."""
         c = trace.calls
         rank = c["rank"].to_numpy(np.int64)
         thread = (c["thread"].to_numpy(np.int64) if "thread" in c.columns
                   else np.zeros(len(c), np.int64))
+        reg = trace.regions
+        rthread = (reg["thread"].to_numpy(np.int64) if "thread" in reg.columns
+                   else np.zeros(len(reg), np.int64))
         n = max(trace.num_ranks, int(rank.max(initial=-1)) + 1)
-        if not len(thread) or not thread.any():
+        if not thread.any() and not rthread.any():
             return cls(np.arange(n, dtype=np.int64), np.zeros(n, np.int64), rank)
-        # every rank has its thread 0 (its lane when collapsed), whether it called MPI or not
-        key = np.unique(np.concatenate([rank * (1 << 20) + np.clip(thread, 0, (1 << 20) - 1),
+        rrank = reg["rank"].to_numpy(np.int64) if len(reg) else np.zeros(0, np.int64)
+        key = np.unique(np.concatenate([_key(rank, thread), _key(rrank, rthread),
                                         np.arange(n, dtype=np.int64) << 20]))
-        of_call = np.searchsorted(key, rank * (1 << 20) + np.clip(thread, 0, (1 << 20) - 1))
-        return cls(key >> 20, key & ((1 << 20) - 1), of_call.astype(np.int64))
+        return cls(key >> 20, key & ((1 << 20) - 1),
+                   np.searchsorted(key, _key(rank, thread)).astype(np.int64))
+
+    def find(self, rank: np.ndarray, thread: np.ndarray) -> np.ndarray:
+        """Stream of each (rank, thread); -1 for a pair that is none."""
+        key = _key(self.rank, self.thread)
+        want = _key(np.asarray(rank, np.int64), np.asarray(thread, np.int64))
+        if not len(key):
+            return np.full(len(want), -1, np.int64)
+        at = np.clip(np.searchsorted(key, want), 0, len(key) - 1)
+        return np.where(key[at] == want, at, -1)
 
     @property
     def threaded(self) -> bool:

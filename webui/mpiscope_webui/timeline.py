@@ -466,11 +466,18 @@ def _region_shapes(model: TraceModel, rv: regions.RegionView | None, view: View,
     ri = model.regions
     idx = ri.index
     pos = rv.positions
-    # a rank's regions on its (first) lane; those of ranks not shown are left out
-    pos_ok = lanes.lane_of_rank[idx.rank[pos]] >= 0
+    # on their thread's lane; those of ranks not shown are left out
+    reg = model.trace.regions
+    rows = ri.row[pos]
+    thread = (reg["thread"].to_numpy(np.int64)[rows] if "thread" in reg.columns
+              else np.zeros(len(rows), np.int64))
+    stream = model.streams.find(idx.rank[pos].astype(np.int64), thread)
+    lane_all = np.where(stream >= 0, lanes.lane_of_stream[np.maximum(stream, 0)],
+                        lanes.lane_of_rank[idx.rank[pos]])
+    pos_ok = lane_all >= 0
     rv = regions.RegionView(pos[pos_ok], rv.start[pos_ok], rv.end[pos_ok], rv.threshold_ns)
     pos = rv.positions
-    lane = lanes.lane_of_rank[idx.rank[pos]].astype(np.float64)
+    lane = lane_all[pos_ok].astype(np.float64)
     half = regions.region_half(ri.nest[pos])
     x0, x1 = to_s(rv.start), to_s(rv.end)
     x1 = x1 - np.minimum(GAP_PX * s_per_px, 0.25 * (x1 - x0))  # neighbours stay apart

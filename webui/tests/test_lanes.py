@@ -77,6 +77,17 @@ def test_expanded_rank_has_a_lane_per_thread(ctl):
     assert 3 in ys
 
 
+def test_user_regions_on_their_threads_lane(ctl):
+    def region_lanes(view) -> set[float]:
+        fig, _ = ctl.render(0, view, WIDTH)
+        hover = next(t for t in fig["data"] if t["name"] == timeline.REGION_HOVER)
+        return set(np.round(untyped(hover["y"]).astype(float)).tolist())
+
+    assert region_lanes(ctl.initial_view(0)) == {2}  # rank 1's one lane
+    assert region_lanes(chosen(ctl, threads=[1])) == {3}  # its worker thread's
+    assert not region_lanes(chosen(ctl, picks=["r:0"]))  # rank 1 not shown: none
+
+
 def test_level_of_detail_is_per_lane(ctl):
     """With no state drawn exactly, the summary cells carry each lane's own time: the
     worker thread's lane is busy only during its Ssend, the main thread's not then."""
