@@ -126,7 +126,7 @@ def _lane_bar(m: TraceModel, p: int) -> html.Div:
     parts = [
         html.Span("lanes", className="muted"),
         dcc.Dropdown(id={"type": "lane-ranks", "panel": p}, multi=True, options=rank_opts,
-                     placeholder="all ranks (choose ranks or hosts to show only them)",
+                     placeholder="all ranks (or choose ranks, hosts)",
                      className="lane-ranks"),
         dcc.RadioItems(id={"type": "lane-order", "panel": p}, value="host", inline=True,
                        className="lane-order",

@@ -25,8 +25,8 @@ def _key(rank: np.ndarray, thread: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Streams:
-    """The (rank, thread) pairs that call MPI, rank-major: stream s is thread thread[s] of
-    rank rank[s]. A trace with one thread per rank has stream r = rank r."""
+    """The (rank, thread) pairs drawn, rank-major: stream s is thread thread[s] of rank
+    rank[s]. A trace with one thread per rank has stream r = rank r."""
 
     rank: np.ndarray  # int64
     thread: np.ndarray  # int64
