@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import flask
+import numpy as np
 from dash import ALL, MATCH, Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
@@ -112,6 +113,43 @@ def _static_view(ctl: Controller, width: int) -> firstview.StaticView:
                                 GRAPH_CONFIG)
 
 
+LANE_ORDERS = (("by host", "host"), ("by rank", "rank"), ("most waiting first", "wait"))
+
+
+def _lane_bar(m: TraceModel, p: int) -> html.Div:
+    """Which lanes the timeline draws: a choice of ranks or hosts, their order, and (for
+    ranks with several threads) the ranks drawn with a lane per thread."""
+    lanes = m.lanes
+    hosts = list(dict.fromkeys(lanes.hosts))
+    rank_opts = ([{"label": f"host {h}", "value": f"h:{h}"} for h in hosts] if len(hosts) > 1
+                 else []) + [{"label": label, "value": f"r:{int(r)}"}
+                             for label, r in zip(lanes.labels(), lanes.ranks, strict=True)]
+    parts = [
+        html.Span("lanes", className="muted"),
+        dcc.Dropdown(id={"type": "lane-ranks", "panel": p}, multi=True, options=rank_opts,
+                     placeholder="all ranks (or choose ranks, hosts)",
+                     className="lane-ranks"),
+        dcc.RadioItems(id={"type": "lane-order", "panel": p}, value="host", inline=True,
+                       className="lane-order",
+                       options=[{"label": f" {t}", "value": v} for t, v in LANE_ORDERS]),
+    ]
+    count = m.streams.threads_of()
+    threaded = np.flatnonzero(count > 1)
+    # on every panel (the callback's input), seen only where a rank has several threads
+    hide = {} if len(threaded) else {"display": "none"}
+    parts += [html.Span("a lane per thread", className="muted lane-label", style=hide),
+              html.Div(dcc.Dropdown(id={"type": "lane-threads", "panel": p}, multi=True,
+                                    className="lane-threads", placeholder="threads together",
+                                    options=[{"label": "all ranks", "value": -1}] + [
+                                        {"label": f"rank {int(r)} ({int(count[r])} threads)",
+                                         "value": int(r)} for r in threaded]), style=hide)]
+    parts += [html.Span("one lane per host", className="muted lane-label"),
+              dcc.Dropdown(id={"type": "lane-hosts", "panel": p}, multi=True,
+                           className="lane-hosts", placeholder="a lane per rank",
+                           options=[{"label": h, "value": h} for h in hosts])]
+    return html.Div(parts, className="search lanes")
+
+
 def _panel(ctl: Controller, p: int, width: int) -> html.Div:
     m = ctl.models[p]
     view = ctl.initial_view(p)
@@ -150,6 +188,7 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
                            className="lane-px", options=[{"label": f" {t}", "value": v}
                                                          for t, v in LANE_HEIGHTS]),
         ], className="search"),
+        _lane_bar(m, p),
         html.Div([
             dcc.Graph(id={"type": "timeline", "panel": p}, figure=fig, config=GRAPH_CONFIG,
                       clear_on_unhover=True, className="timeline"),
@@ -208,11 +247,14 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                             Input("boot", "data"), State("viewport", "data"))
 
     # the view in the URL, one history entry per view (assets/navigation.js); only the
-    # window, the hidden functions and the lanes shown: selections stay out of links
+    # window, the hidden functions and the lanes shown (the ranks chosen, their order, the
+    # ranks with a lane per thread, the vertical range): selections stay out of links
     app.clientside_callback(
         """function(views) {
             const small = (views || []).map(v => v && {t0: v.t0, t1: v.t1,
-                hidden: v.hidden || [], y_range: v.y_range || null});
+                hidden: v.hidden || [], y_range: v.y_range || null,
+                ranks: v.ranks === undefined ? null : v.ranks, order: v.order || "host",
+                expanded: v.expanded || [], grouped: v.grouped || []});
             const hash = "#view=" + encodeURIComponent(JSON.stringify(small));
             if (location.hash !== hash) {
                 if (location.hash.startsWith("#view=")) history.pushState(null, "", hash);
@@ -221,26 +263,44 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             return window.dash_clientside.no_update;
         }""", Output("url-sync", "data"), Input({"type": "view", "panel": ALL}, "data"),
         prevent_initial_call=True)
-    # ... and back: a link's view on load, the history's on back/forward. The server
-    # checks every value (inputs.view) before it draws it
+    # ... and back: a link's view on load, the history's on back/forward, and the lane
+    # bar set as the view's lanes. The server checks every value (inputs.view) before it
+    # draws it
     app.clientside_callback(
         """function(boot, popped, views) {
             const nu = window.dash_clientside.no_update;
+            const none = () => views.map(() => nu);
             const h = location.hash.startsWith("#view=") ? location.hash.slice(6) : "";
             let got = null;
             try { got = h ? JSON.parse(decodeURIComponent(h)) : null; } catch (e) {}
-            if (!Array.isArray(got) || !Array.isArray(views)) return views.map(() => nu);
-            return views.map((v, i) => {
+            if (!Array.isArray(got) || !Array.isArray(views))
+                return [none(), none(), none(), none(), none()];
+            const out = views.map((v, i) => {
                 const g = got[i];
                 if (!v || !g || typeof g !== "object") return nu;
+                const lanes = x => JSON.stringify([x.ranks === undefined ? null : x.ranks,
+                                                   x.order || "host", x.expanded || [],
+                                                   x.grouped || []]);
                 if (g.t0 === v.t0 && g.t1 === v.t1 && JSON.stringify(g.hidden || [])
                     === JSON.stringify(v.hidden || []) && JSON.stringify(g.y_range || null)
-                    === JSON.stringify(v.y_range || null)) return nu;
+                    === JSON.stringify(v.y_range || null) && lanes(g) === lanes(v)) return nu;
                 return Object.assign({}, v, {t0: g.t0, t1: g.t1, hidden: g.hidden || [],
                                              y_range: g.y_range || null, selected: [],
-                                             focus: null});
+                                             focus: null,
+                                             ranks: g.ranks === undefined ? null : g.ranks,
+                                             order: g.order || "host",
+                                             expanded: g.expanded || [],
+                                             grouped: g.grouped || []});
             });
+            const bar = f => out.map(v => v === nu ? nu : f(v));
+            const list = x => Array.isArray(x) ? x : [];
+            return [out, bar(v => v.ranks === null ? [] : list(v.ranks).map(r => "r:" + r)),
+                    bar(v => v.order), bar(v => list(v.expanded)), bar(v => list(v.grouped))];
         }""", Output({"type": "view", "panel": ALL}, "data", allow_duplicate=True),
+        Output({"type": "lane-ranks", "panel": ALL}, "value"),
+        Output({"type": "lane-order", "panel": ALL}, "value"),
+        Output({"type": "lane-threads", "panel": ALL}, "value"),
+        Output({"type": "lane-hosts", "panel": ALL}, "value"),
         Input("boot", "data"), Input("url-pop", "data"),
         State({"type": "view", "panel": ALL}, "data"), prevent_initial_call="initial_duplicate")
 
@@ -292,7 +352,8 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         fig, status = ctl.render(p, v, width)
         if critical.enabled(path_on):
             fig, more = critical.overlay(ctl.models[p], fig, v.t0, v.t1, width,
-                                         timeline.MARGIN_L + timeline.MARGIN_R)
+                                         timeline.MARGIN_L + timeline.MARGIN_R,
+                                         ctl.models[p].lanes_for(v.lanes).lane_of_rank)
             status += more
         fired = {t["prop_id"] for t in ctx.triggered}
         if "viewport.data" in fired:  # a new width: new bins
@@ -361,6 +422,22 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             return no_update, no_update, f"no {'later' if step > 0 else 'earlier'} call"
         new, call = found
         return new.to_dict(), ctl.call_details(p, call), ""
+
+    @app.callback(Output({"type": "view", "panel": MATCH}, "data", allow_duplicate=True),
+                  Input({"type": "lane-ranks", "panel": MATCH}, "value"),
+                  Input({"type": "lane-order", "panel": MATCH}, "value"),
+                  Input({"type": "lane-threads", "panel": MATCH}, "value"),
+                  Input({"type": "lane-hosts", "panel": MATCH}, "value"),
+                  State({"type": "view", "panel": MATCH}, "data"), prevent_initial_call=True)
+    def lane_choice(chosen, order, threads, hosts, view):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        v = None if p is None else ctl.view(p, view)
+        if v is None:
+            raise PreventUpdate
+        new = ctl.with_lanes(p, v, chosen, order, threads, hosts)
+        if new is None:
+            raise PreventUpdate
+        return new.to_dict()
 
     @app.callback(Output({"type": "view", "panel": MATCH}, "data", allow_duplicate=True),
                   Input({"type": "lane-px", "panel": MATCH}, "value"),

@@ -10,7 +10,7 @@ from dash import html
 
 from mpiscope import numbers
 from mpiscope_webui import inputs, timeline
-from mpiscope_webui.model import TraceModel
+from mpiscope_webui.model import ORDERS, TraceModel
 from mpiscope_webui.timeline import View
 
 MIN_WINDOW_S = 1e-7
@@ -103,7 +103,46 @@ class Controller:
         """A view sent back by the page, checked (None: not one this panel can show)."""
         m = self.models[panel]
         return inputs.view(data, self.full_window(panel), MIN_WINDOW_S, len(m.trace.calls),
-                           timeline.curve_names(m), len(m.lanes.ranks))
+                           timeline.curve_names(m), len(m.streams.rank), m.trace.num_ranks)
+
+    def with_lanes(self, panel: int, view: View, chosen: object, order: object,
+                   threads: object, grouped: object = None) -> View | None:
+        """The view with the lanes the bar chose: `chosen` ranks ("r:3") and hosts
+        ("h:node0"), none: all; `order` one of ORDERS; `threads` the ranks drawn with a
+        lane per thread (-1: every rank with several threads); `grouped` the hosts drawn
+        as one lane each. None: not a choice."""
+        m = self.models[panel]
+        picks = inputs.strings(chosen, limit=4 * max(m.trace.num_ranks, 1) + 64)
+        hosts = inputs.strings(grouped, limit=max(m.trace.num_ranks, 1))
+        if picks is None or hosts is None or order not in ORDERS:
+            return None
+        host_of = m.trace.host_of()
+        ranks: set[int] = set()
+        for pick in picks:
+            kind, _, what = pick.partition(":")
+            if kind == "h":
+                ranks |= {int(r) for r, h in host_of.items() if str(h) == what}
+            elif kind == "r" and what.isdigit() and len(what) < 10 \
+                    and int(what) < m.trace.num_ranks:
+                ranks.add(int(what))
+        count = m.streams.threads_of()
+        want = [] if threads is None else threads
+        if not isinstance(want, list) or len(want) > len(count) + 1:
+            return None
+        if -1 in want:
+            expanded = [int(r) for r in np.flatnonzero(count > 1)]
+        else:
+            ok = [inputs.integer(r, 0, len(count)) for r in want]
+            if None in ok:
+                return None
+            expanded = sorted({int(r) for r in ok if count[r] > 1})
+        v = View.from_dict(view.to_dict())
+        v.ranks = sorted(ranks) if picks else None
+        v.order, v.expanded = str(order), expanded
+        v.grouped = sorted(set(hosts) & {str(h) for h in host_of.values()})
+        if v.lanes != view.lanes:
+            v.y_range = None  # lane numbers mean other ranks now
+        return v
 
     def zoom(self, view: View, x: list[float] | None, y: list[float] | None,
              reset: bool, panel: int) -> View:
@@ -115,7 +154,7 @@ class Controller:
         if w is not None:
             v.t0, v.t1 = w
         if y is not None:
-            nl = len(self.models[panel].lanes.ranks)
+            nl = len(self.models[panel].lanes_for(v.lanes).ranks)
             lo, hi = -0.5 - nl, 2 * nl + 0.5  # lanes run 0..nl-1; keep near them
             y = [min(max(float(b), lo), hi) for b in y]
             if y[0] != y[1]:
@@ -338,20 +377,28 @@ class Controller:
             -> list[tuple[str, str]]:
         """What a summary cell stands for: time per function in that pixel of that lane."""
         model = self.models[panel]
-        idx = model.index
-        rank = int(model.lanes.ranks[int(round(lane))])
+        idx = model.lane_index  # keyed by stream
+        lanes = model.lanes_for(view.lanes)
+        lane = int(round(lane))
+        rank = int(lanes.ranks[lane])
+        streams = np.flatnonzero(lanes.lane_of_stream == lane)
         a, b = self.full_window(panel)
         x = min(max(x, a - (b - a)), b + (b - a))  # near the trace: int64 ns stay in range
         px = (view.t1 - view.t0) / max(width_px - timeline.MARGIN_L - timeline.MARGIN_R, 50)
         t0 = int((x - px / 2) * 1e9) - idx.origin
         t1 = int((x + px / 2) * 1e9) - idx.origin
         nf = len(idx.functions)
-        segs = rank * nf + np.arange(nf, dtype=np.int64)
+        segs = (streams[:, None] * nf + np.arange(nf, dtype=np.int64)[None, :]).ravel()
         per = np.diff(idx.time_upto(segs, np.array([t0, t1], np.int64)), axis=1)[:, 0]
-        width = max(t1 - t0, 1)
+        # a collapsed rank's threads together: shares of the threads' summed time
+        per = per.reshape(len(streams), nf).sum(axis=0)
+        width = max(t1 - t0, 1) * max(len(streams), 1)
         top = np.argsort(-per)[:4]
-        rows = [("summary", f"rank {rank}, {_fmt_s(t0 / 1e9 + idx.origin / 1e9)} + "
-                            f"{_fmt_s(width / 1e9)}")]
+        who = (f"{lanes.hosts[lane]}, {int(lanes.members[lane])} ranks"
+               if lanes.members[lane] > 1 else f"rank {rank}" + (
+                   f" thread {int(lanes.threads[lane])}" if lanes.threads[lane] >= 0 else ""))
+        rows = [("summary", f"{who}, {_fmt_s(t0 / 1e9 + idx.origin / 1e9)} + "
+                            f"{_fmt_s(max(t1 - t0, 1) / 1e9)}")]
         rows += [(idx.functions[k], f"{100 * per[k] / width:.0f}%") for k in top if per[k] > 0]
         rows.append(("compute", f"{100 * max(width - per.sum(), 0) / width:.0f}%"))
         return rows
@@ -362,7 +409,7 @@ class Controller:
         if hit is None:
             return False, None, []
         name, pt = hit
-        lanes = len(self.models[panel].lanes.ranks)
+        lanes = len(self.models[panel].lanes_for(view.lanes).ranks)
         if name == "hover" and pt.customdata is not None:
             lines = self.call_lines(panel, pt.customdata)
         elif name == "messages" and pt.customdata is not None:

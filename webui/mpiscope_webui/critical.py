@@ -173,7 +173,7 @@ def enabled(value: object) -> bool:
 
 
 def overlay(model: TraceModel, figure: dict, t0_s: float, t1_s: float, width_px: int,
-            margin_px: int) -> tuple[dict, str]:
+            margin_px: int, lane_of_rank: np.ndarray | None = None) -> tuple[dict, str]:
     """The timeline `figure` with the path's curves appended (after every other curve,
     so that the legend's curve numbers stay as they are; they have no legend entry), and
     what the status line says about them."""
@@ -185,7 +185,13 @@ def overlay(model: TraceModel, figure: dict, t0_s: float, t1_s: float, width_px:
     t0 = int(round(t0_s * 1e9)) - origin
     t1 = int(round(t1_s * 1e9)) - origin
     plot_px = max(width_px - margin_px, 50)
-    pv = query(pi, t0, t1, plot_px, model.lanes.lane_of_rank)
+    lane_of = model.lanes.lane_of_rank if lane_of_rank is None else lane_of_rank
+    pv = query(pi, t0, t1, plot_px, lane_of)
+    # ranks not shown (lane -1): their stretches and the jumps to or from them left out
+    on = pv.lane >= 0
+    jon = (pv.jump_from >= 0) & (pv.jump_to >= 0)
+    pv = PathView(pv.lane[on], pv.start[on], pv.end[on], pv.jump_from[jon], pv.jump_to[jon],
+                  pv.jump_t0[jon], pv.jump_t1[jon], pv.stretches_total)
 
     def to_s(t):
         return (np.asarray(t, np.float64) + origin) / 1e9

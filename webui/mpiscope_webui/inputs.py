@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from mpiscope_webui.model import ORDERS
 from mpiscope_webui.timeline import View
 
 MAX_SELECTED = 500  # calls outlined at once (a finding's occurrences are capped alike)
@@ -99,7 +100,7 @@ def strings(value: object, limit: int = MAX_HIDDEN) -> list[str] | None:
 
 
 def view(data: object, full: tuple[float, float], min_width: float, num_calls: int,
-         curve_names: list[str], num_lanes: int) -> View | None:
+         curve_names: list[str], num_lanes: int, num_ranks: int = 0) -> View | None:
     """A panel's view as stored in the page (timeline.View.to_dict), checked."""
     if not isinstance(data, dict):
         return None
@@ -135,8 +136,26 @@ def view(data: object, full: tuple[float, float], min_width: float, num_calls: i
         focus = integer(focus, 0, num_calls)
         if focus is None:
             return None
+    ranks = rank_list(data.get("ranks"), num_ranks, allow_none=True)
+    expanded = rank_list(data.get("expanded", []), num_ranks)
+    order = data.get("order", "host")
+    grouped = strings(data.get("grouped", []), limit=max(num_ranks, 1))
+    if (ranks is False or expanded is False or expanded is None or order not in ORDERS
+            or grouped is None):
+        return None
     return View(w[0], w[1], sorted({h for h in hidden if h in known}), selected, y_range,
-                focus, lane_px)
+                focus, lane_px, ranks, order, expanded, sorted(set(grouped)))
+
+
+def rank_list(value: object, num_ranks: int, *, allow_none: bool = False
+              ) -> list[int] | None | bool:
+    """A list of distinct ranks, sorted (None when allowed and given; False: not one)."""
+    if value is None:
+        return None if allow_none else False
+    if not isinstance(value, list) or len(value) > max(num_ranks, 1):
+        return False
+    rs = [integer(r, 0, num_ranks) for r in value]
+    return False if None in rs else sorted(set(rs))
 
 
 @dataclass(frozen=True)

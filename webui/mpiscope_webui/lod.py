@@ -209,10 +209,12 @@ class LodView:
 
 def query(index: StateIndex, t0: int, t1: int, width_px: int, *, hidden: set[str] = frozenset(),
           min_px: float = 1.0, max_exact: int = MAX_EXACT,
-          max_cells: int = MAX_CELLS, edges: np.ndarray | None = None) -> LodView:
+          max_cells: int = MAX_CELLS, edges: np.ndarray | None = None,
+          shown: np.ndarray | None = None) -> LodView:
     """The level-of-detail view of [t0, t1) (ns relative to index.origin). `edges`: bin
     edges to use instead of one bin per pixel (e.g. a pyramid's columns, see pyramid.py);
-    the window is then edges[0]..edges[-1]."""
+    the window is then edges[0]..edges[-1]. `shown`: per index rank, whether it is drawn
+    (the exact states of the others are left out, so they take none of max_exact)."""
     if edges is not None:
         t0, t1 = int(edges[0]), int(edges[-1])
     t0, t1 = sorted((int(t0), int(t1)))  # a reversed window is the same window
@@ -232,6 +234,8 @@ def query(index: StateIndex, t0: int, t1: int, width_px: int, *, hidden: set[str
     states = index.long_states(t0, t1, threshold)
     if len(visible) < nf:
         states = states[np.isin(index.fcode[states], visible)]
+    if shown is not None:
+        states = states[shown[index.rank[states]]]
     s = np.maximum(index.start[states], t0)
     e = np.minimum(index.end[states], t1)
     if len(states) > max_exact:  # keep the longest; the rest goes to the summary
@@ -263,5 +267,7 @@ def query(index: StateIndex, t0: int, t1: int, width_px: int, *, hidden: set[str
         two = ~single
         np.add.at(flat, cell[two] + b0[two], -(edges[b0[two] + 1] - s[two]))
         np.add.at(flat, cell[two] + b1[two], -(e[two] - edges[b1[two]]))
+    if shown is not None:  # the streams not drawn have no cells either
+        total[~shown[: len(total)]] = 0
     return LodView(t0, t1, width_px, index.functions, visible, states, s, e, edges, total,
                    threshold)

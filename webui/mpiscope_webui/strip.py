@@ -231,4 +231,5 @@ def _view(model: TraceModel, data: object) -> View | None:
     idx = model.index
     full = idx.origin / 1e9, (idx.origin + model.duration) / 1e9
     return inputs.view(data, full, MIN_WINDOW_S, len(model.trace.calls),
-                       timeline.curve_names(model), len(model.lanes.ranks))
+                       timeline.curve_names(model), len(model.streams.rank),
+                       model.trace.num_ranks)

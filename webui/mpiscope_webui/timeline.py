@@ -22,7 +22,7 @@ from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
 from mpiscope_webui import lod, regions
 from mpiscope_webui.geometry import ARROW_POINTS, arrows, frames, one_per_key, rects, typed
-from mpiscope_webui.model import TraceModel
+from mpiscope_webui.model import Lanes, LaneSpec, TraceModel
 
 MARGIN_L, MARGIN_R = 170, 20
 MAX_ARROWS = 2000
@@ -52,19 +52,36 @@ class View:
     y_range: list[float] | None = None
     focus: int | None = None  # the call a partner jump went to: highlighted
     lane_px: int | None = None  # lane height chosen (None: from the number of lanes)
+    ranks: list[int] | None = None  # ranks shown (None: all)
+    order: str = "host"  # lane order, one of model.ORDERS
+    expanded: list[int] = field(default_factory=list)  # ranks drawn with a lane per thread
+    grouped: list[str] = field(default_factory=list)  # hosts drawn as one lane each
+
+    @property
+    def lanes(self) -> LaneSpec:
+        return LaneSpec(None if self.ranks is None else tuple(sorted(set(self.ranks))),
+                        self.order, tuple(sorted(set(self.expanded))),
+                        tuple(sorted(set(self.grouped))))
 
     def to_dict(self) -> dict:
         return {"t0": self.t0, "t1": self.t1, "hidden": list(self.hidden),
                 "selected": [int(c) for c in self.selected], "y_range": self.y_range,
-                "focus": self.focus, "lane_px": self.lane_px}
+                "focus": self.focus, "lane_px": self.lane_px,
+                "ranks": None if self.ranks is None else [int(r) for r in self.ranks],
+                "order": self.order, "expanded": [int(r) for r in self.expanded],
+                "grouped": [str(h) for h in self.grouped]}
 
     @classmethod
     def from_dict(cls, d: dict) -> View:
         f = d.get("focus")
+        rs = d.get("ranks")
         return cls(float(d["t0"]), float(d["t1"]), list(d.get("hidden", [])),
                    [int(c) for c in d.get("selected", [])], d.get("y_range"),
                    None if f is None else int(f),
-                   None if d.get("lane_px") is None else int(d["lane_px"]))
+                   None if d.get("lane_px") is None else int(d["lane_px"]),
+                   None if rs is None else [int(r) for r in rs], str(d.get("order", "host")),
+                   [int(r) for r in d.get("expanded", [])],
+                   [str(h) for h in d.get("grouped", [])])
 
 
 Figure = dict  # a Plotly figure as Dash sends it: {"data": [...], "layout": {...}}
@@ -135,19 +152,32 @@ def _colourscale(functions: list[str]) -> list:
     return scale
 
 
-def summary_z(model: TraceModel, v: lod.LodView) -> np.ndarray:
-    """(lanes, bins) summary grid, coded as _colourscale says (0 where nothing is left)."""
+def summary_z(model: TraceModel, v: lod.LodView, lanes: Lanes | None = None) -> np.ndarray:
+    """(lanes, bins) summary grid, coded as _colourscale says (0 where nothing is left).
+    `v` is a query of model.lane_index: a lane's cells add up the time of its streams (the
+    threads of a collapsed rank: busy if any thread is)."""
+    lanes = lanes or model.lanes
     levels = summary_levels(len(model.index.functions))
-    dom = v.dominant
-    shade = np.minimum((np.clip(v.busy_fraction, 0, 1) * levels).astype(np.int64), levels - 1)
-    z = np.where(dom >= 0, 1 + dom * levels + shade, 0)
-    return z[model.lanes.ranks]
+    nl = len(lanes.ranks)
+    lane = lanes.lane_of_stream[: v.summary.shape[0]]
+    keep = np.flatnonzero(lane >= 0)
+    per = np.zeros((nl, *v.summary.shape[1:]), np.int64)
+    np.add.at(per, lane[keep], v.summary[keep])
+    busy = per.sum(axis=1)
+    dom = v.visible[np.argmax(per, axis=1)] if len(v.visible) else busy * 0
+    dom = np.where(busy > 0, dom, -1)
+    width = np.diff(v.edges).astype(float)
+    frac = busy / np.maximum(width, 1)[None, :] / np.maximum(lanes.nthreads, 1)[:, None]
+    # a collapsed rank is shaded by its threads' mean busy share, at least one level
+    shade = np.minimum((np.clip(frac, 0, 1) * levels).astype(np.int64), levels - 1)
+    return np.where(dom >= 0, 1 + dom * levels + shade, 0)
 
 
-def _summary_trace(model: TraceModel, v: lod.LodView, to_s) -> dict:
+def _summary_trace(model: TraceModel, v: lod.LodView, to_s, lanes: Lanes | None = None
+                   ) -> dict:
     """The summary cells as a heatmap. Empty cells are transparent rather than gaps (NaN),
     so that z fits one byte per cell; hovering one tells the time is all compute."""
-    z = summary_z(model, v)
+    z = summary_z(model, v, lanes)
     if not z.any():  # deep zoom: everything is exact, send no empty grid
         z = np.zeros((1, 1), np.int64)
     nf = len(model.index.functions)
@@ -166,13 +196,27 @@ def _placeholder(view: View) -> tuple[np.ndarray, np.ndarray]:
     return np.array([view.t0]), np.array([-100.0], np.float32)
 
 
-def _lanes_shape(model: TraceModel, to_s, t0: int, t1: int) -> dict:
-    """The lanes' backgrounds (compute) over each rank's lifetime, as one path shape drawn
-    between the grid and the traces."""
-    lanes = model.lanes
+def _lanes_shape(model: TraceModel, lanes: Lanes, to_s, t0: int, t1: int) -> dict:
+    """The lanes' backgrounds (compute) over each rank's (or thread's) lifetime, as one
+    path shape drawn between the grid and the traces."""
     r = model.trace.ranks.set_index("rank").loc[lanes.ranks]
-    x0 = to_s(np.clip(r["first_ns"].to_numpy(np.int64) - model.index.origin, t0, t1))
-    x1 = to_s(np.clip(r["last_ns"].to_numpy(np.int64) - model.index.origin, t0, t1))
+    first = r["first_ns"].to_numpy(np.int64).copy()
+    last = r["last_ns"].to_numpy(np.int64).copy()
+    th = model.trace.threads
+    if (lanes.threads >= 0).any() and th is not None and len(th):
+        life = th.set_index(["rank", "thread"])
+        for i in np.flatnonzero(lanes.threads >= 0):
+            key = (int(lanes.ranks[i]), int(lanes.threads[i]))
+            if key in life.index:
+                first[i], last[i] = life.loc[key, "first_ns"], life.loc[key, "last_ns"]
+    if (lanes.members > 1).any():  # a host's lane: from its first rank's start to the last end
+        rk = model.trace.ranks["rank"].to_numpy(np.int64)
+        lane = lanes.lane_of_rank[np.clip(rk, 0, len(lanes.lane_of_rank) - 1)]
+        for i in np.flatnonzero(lanes.members > 1):
+            mine = model.trace.ranks[lane == i]
+            first[i], last[i] = mine["first_ns"].min(), mine["last_ns"].max()
+    x0 = to_s(np.clip(first - model.index.origin, t0, t1))
+    x1 = to_s(np.clip(last - model.index.origin, t0, t1))
     path = "".join(f"M{a!r},{lane - 0.46!r}H{b!r}V{lane + 0.46!r}H{a!r}Z"
                    for lane, (a, b) in enumerate(zip(x0.tolist(), x1.tolist(), strict=True))
                    if b > a)
@@ -182,9 +226,11 @@ def _lanes_shape(model: TraceModel, to_s, t0: int, t1: int) -> dict:
 
 def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod.MAX_EXACT,
            height: int | None = None) -> Rendered:
-    idx = model.index
-    lanes = model.lanes
+    idx = model.lane_index  # keyed by stream: idx.rank is a stream
+    lanes = model.lanes_for(view.lanes)
     origin = idx.origin
+    stream_lane = lanes.lane_of_stream
+    call_lane = stream_lane[model.streams.of_call]
 
     def to_s(t):
         return (np.asarray(t, dtype=np.float64) + origin) / 1e9
@@ -193,25 +239,26 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     t1 = int(round(view.t1 * 1e9)) - origin
     plot_px = max(width_px - MARGIN_L - MARGIN_R, 50)
     hidden = set(view.hidden)
-    v = lod.query(idx, t0, t1, plot_px, hidden=hidden, max_exact=max_exact)
+    v = lod.query(idx, t0, t1, plot_px, hidden=hidden, max_exact=max_exact,
+                  shown=stream_lane >= 0)
     traces: list[dict] = []
 
     # compute = lane background over each rank's lifetime. A layout shape, not a trace:
     # Plotly draws heatmaps under all scatter traces, so a filled trace would hide the
     # summary cells. The "compute" curve is kept, empty, for its legend entry.
-    shapes = [] if "compute" in hidden else [_lanes_shape(model, to_s, t0, t1)]
+    shapes = [] if "compute" in hidden else [_lanes_shape(model, lanes, to_s, t0, t1)]
     traces.append(_scatter("compute", *_placeholder(view), hidden, fill="toself",
                            fillcolor=palette.COMPUTE, mode="none", hoverinfo="skip"))
-    traces.append(_summary_trace(model, v, to_s))
+    traces.append(_summary_trace(model, v, to_s, lanes))
 
     # exact states, one path per function; instead of an outline (one SVG element per
     # state) neighbours are told apart by a gap of GAP_PX at the end of each state
     st = v.states
-    lane_of = lanes.lane_of_rank[idx.rank[st]]
+    lane_of = stream_lane[idx.rank[st]]
     half = np.maximum(HALF - NEST * idx.depth[st], 0.08)
     show_regions = model.regions is not None and REGIONS not in hidden
     if show_regions:
-        half = model.regions.mpi_half(st, half)
+        half = model.regions.mpi_half(model.index_positions(st), half)
     s_per_px = (view.t1 - view.t0) / plot_px
     xs0, xs1 = to_s(v.state_start), to_s(v.state_end)
     xs1 = xs1 - np.minimum(GAP_PX * s_per_px, 0.25 * (xs1 - xs0))
@@ -242,8 +289,10 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
 
     # message arrows, send -> receive, merged per (pair, pixel) when too many
     rows = model.messages.in_window(t0, t1)
-    total = len(rows)
     m = model.trace.messages
+    msg_lane = _message_lanes(model, lanes, call_lane)
+    rows = rows[(msg_lane[0][rows] >= 0) & (msg_lane[1][rows] >= 0)]
+    total = len(rows)
     if total:
         st_t = m["send_time"].to_numpy(np.int64)[rows] - origin
         px = ((st_t - t0) * plot_px // max(t1 - t0, 1)).astype(np.int64)
@@ -264,8 +313,8 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     lane_px = view.lane_px or int(np.clip(560 / max(nl, 1), 8, 56 if show_regions else 28))
     xs = to_s(m["send_time"].to_numpy(np.int64)[rows] - origin)
     xr = to_s(m["recv_time"].to_numpy(np.int64)[rows] - origin)
-    ys = lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
-    yr = lanes.lane_of_rank[m["recv_rank"].to_numpy(np.int64)[rows]].astype(np.float64)
+    ys = msg_lane[0][rows].astype(np.float64)
+    yr = msg_lane[1][rows].astype(np.float64)
     head = min(7.0, 0.6 * lane_px)  # in thin lanes a 7-pixel head would hide the lane
     ax, ay = arrows(xs, ys, xr, yr, plot_px / max(view.t1 - view.t0, 1e-12), lane_px,
                      head_px=head, head_half_px=0.45 * head)
@@ -273,7 +322,7 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     # out as a JSON list, which Dash can index for hover/click events
     mid = np.concatenate([np.repeat(rows.astype(np.int64), ARROW_POINTS - 1), rows[::-1]])
     if density:
-        ax, ay = _density(model, view, t0, t1, plot_px, to_s)
+        ax, ay = _density(model, view, t0, t1, plot_px, to_s, lanes, msg_lane[0])
         mid = np.array([-1])
     elif not n:
         ax, ay = _placeholder(view)
@@ -290,11 +339,12 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
 
     # outline of selected calls (details panel, finding occurrences)
     sel_calls = np.asarray(view.selected[:500], np.int64)
+    sel_calls = sel_calls[call_lane[sel_calls] >= 0] if len(sel_calls) else sel_calls
     if len(sel_calls):
         c = model.trace.calls
         ss = c["start"].to_numpy(np.int64)[sel_calls] - origin
         se = c["end"].to_numpy(np.int64)[sel_calls] - origin
-        sl = lanes.lane_of_rank[c["rank"].to_numpy(np.int64)[sel_calls]]
+        sl = call_lane[sel_calls]
         x, y = frames(to_s(ss), to_s(se), sl - 0.48, sl + 0.48, 2.5 * s_per_px,
                        2.5 / lane_px)
     else:
@@ -302,13 +352,14 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     traces.append(_scatter("selected", x, y, mode="none", fill="toself", hoverinfo="skip",
                            fillcolor="#000000", showlegend=False))
 
-    if view.focus is not None and 0 <= view.focus < len(model.trace.calls):
-        shapes.append(focus_shape(model, view.focus, to_s, origin))
+    if (view.focus is not None and 0 <= view.focus < len(model.trace.calls)
+            and call_lane[view.focus] >= 0):
+        shapes.append(focus_shape(model, view.focus, to_s, origin, lanes))
 
     rview = None
     if model.regions is not None:
         rview = regions.query(model.regions, t0, t1, plot_px) if show_regions else None
-        rshapes, rhover = _region_shapes(model, rview, view, to_s, s_per_px)
+        rshapes, rhover = _region_shapes(model, rview, view, to_s, s_per_px, lanes)
         shapes += rshapes
         traces.append(_scatter(REGIONS, *_placeholder(view), hidden, fill="toself",
                                fillcolor=REGION_LEGEND, mode="none", hoverinfo="skip"))
@@ -340,8 +391,26 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
     return Rendered({"data": traces, "layout": layout}, v, n, total, rview, density)
 
 
-def _density(model: TraceModel, view: View, t0: int, t1: int, plot_px: int, to_s
-             ) -> tuple[np.ndarray, np.ndarray]:
+def _message_lanes(model: TraceModel, lanes: Lanes, call_lane: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Lane of each message's sender and receiver (-1: not shown): the lane of the call
+    that sent (received) it, so a thread's message starts on its thread's lane."""
+    m = model.trace.messages
+    out = []
+    for side in ("send", "recv"):
+        lane = lanes.lane_of_rank[np.clip(m[f"{side}_rank"].to_numpy(np.int64), 0,
+                                          len(lanes.lane_of_rank) - 1)]
+        col = f"{side}_call"
+        if col in m.columns and (lanes.threads >= 0).any():
+            c = m[col].to_numpy(np.int64)
+            ok = (c >= 0) & (c < len(call_lane))
+            lane = np.where(ok, call_lane[np.where(ok, c, 0)], lane)
+        out.append(lane)
+    return out[0], out[1]
+
+
+def _density(model: TraceModel, view: View, t0: int, t1: int, plot_px: int, to_s,
+             lanes: Lanes, send_lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Messages sent per DENSITY_PX pixels of each sender's lane, as bars hanging from the
     lane's top (the busiest bar DENSITY_HEIGHT lanes tall)."""
     rows = model.messages.in_window(t0, t1)
@@ -349,8 +418,10 @@ def _density(model: TraceModel, view: View, t0: int, t1: int, plot_px: int, to_s
     st = m["send_time"].to_numpy(np.int64)[rows] - model.index.origin
     nb = max(plot_px // DENSITY_PX, 1)
     b = np.clip((st - t0) * nb // max(t1 - t0, 1), 0, nb - 1)
-    lane = model.lanes.lane_of_rank[m["send_rank"].to_numpy(np.int64)[rows]]
-    counts = np.bincount(lane * nb + b, minlength=len(model.lanes.ranks) * nb)
+    lane = send_lane[rows]
+    b, st = b[lane >= 0], st[lane >= 0]
+    lane = lane[lane >= 0]
+    counts = np.bincount(lane * nb + b, minlength=len(lanes.ranks) * nb)
     hit = np.flatnonzero(counts)
     if not len(hit):
         return _placeholder(view)
@@ -364,13 +435,15 @@ def _density(model: TraceModel, view: View, t0: int, t1: int, plot_px: int, to_s
 FOCUS_FILL, FOCUS_LINE = "rgba(255,196,0,0.35)", "#e08000"
 
 
-def focus_shape(model: TraceModel, call: int, to_s, origin: int) -> dict:
+def focus_shape(model: TraceModel, call: int, to_s, origin: int,
+                lanes: Lanes | None = None) -> dict:
     """The call a partner jump went to, marked over its whole lane height (a band taller
     than the state, so a call a pixel wide is still seen)."""
     c = model.trace.calls
     s = int(c["start"].iloc[call]) - origin
     e = int(c["end"].iloc[call]) - origin
-    lane = float(model.lanes.lane_of_rank[int(c["rank"].iloc[call])])
+    lanes = lanes or model.lanes
+    lane = float(lanes.lane_of_stream[model.streams.of_call[call]])
     return {"type": "rect", "name": "partner", "xref": "x", "yref": "y", "layer": "above",
             "x0": float(to_s(s)), "x1": float(to_s(e)), "y0": lane - 0.5, "y1": lane + 0.5,
             "fillcolor": FOCUS_FILL, "line": {"color": FOCUS_LINE, "width": 2}}
@@ -381,7 +454,7 @@ REGION_HOVER_PX = 80  # a long region bar has a hover point every this many pixe
 
 
 def _region_shapes(model: TraceModel, rv: regions.RegionView | None, view: View, to_s,
-                   s_per_px: float) -> tuple[list[dict], dict]:
+                   s_per_px: float, lanes: Lanes) -> tuple[list[dict], dict]:
     """The user regions of a view as layout shapes, one path per region name: drawn
     under every trace (layer "between", like the lanes' background), so the summary cells
     and the MPI states show on top of them. And their hover points: along the band each
@@ -393,7 +466,18 @@ def _region_shapes(model: TraceModel, rv: regions.RegionView | None, view: View,
     ri = model.regions
     idx = ri.index
     pos = rv.positions
-    lane = model.lanes.lane_of_rank[idx.rank[pos]].astype(np.float64)
+    # on their thread's lane; those of ranks not shown are left out
+    reg = model.trace.regions
+    rows = ri.row[pos]
+    thread = (reg["thread"].to_numpy(np.int64)[rows] if "thread" in reg.columns
+              else np.zeros(len(rows), np.int64))
+    stream = model.streams.find(idx.rank[pos].astype(np.int64), thread)
+    lane_all = np.where(stream >= 0, lanes.lane_of_stream[np.maximum(stream, 0)],
+                        lanes.lane_of_rank[idx.rank[pos]])
+    pos_ok = lane_all >= 0
+    rv = regions.RegionView(pos[pos_ok], rv.start[pos_ok], rv.end[pos_ok], rv.threshold_ns)
+    pos = rv.positions
+    lane = lane_all[pos_ok].astype(np.float64)
     half = regions.region_half(ri.nest[pos])
     x0, x1 = to_s(rv.start), to_s(rv.end)
     x1 = x1 - np.minimum(GAP_PX * s_per_px, 0.25 * (x1 - x0))  # neighbours stay apart
@@ -425,7 +509,8 @@ def overview(model: TraceModel, view: View, width_px: int = 1200) -> Figure:
     full = View(idx.origin / 1e9, (idx.origin + model.duration) / 1e9)
     t0 = 0
     t1 = model.duration
-    v = lod.query(idx, t0, t1, max(width_px - MARGIN_L - MARGIN_R, 50), max_exact=0)
+    v = lod.query(model.lane_index, t0, t1, max(width_px - MARGIN_L - MARGIN_R, 50),
+                  max_exact=0)
     trace = _summary_trace(model, v, lambda t: (np.asarray(t) + idx.origin) / 1e9)
     layout = dict(
         height=90, showlegend=False, dragmode="zoom",

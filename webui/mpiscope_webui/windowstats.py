@@ -22,13 +22,14 @@ MAX_RANK_CHOICES = 4096  # rank set entries the page may send back
 
 def scope_bar(num_ranks: int) -> html.Div:
     """What the analysis tabs are about: the visible window or the whole run, and which
-    ranks (none chosen: all)."""
+    ranks (none chosen: those the timeline shows, all unless its lanes are chosen)."""
     return html.Div([
         html.Span("Statistics of", className="muted"),
         dcc.RadioItems(id="scope", value=WINDOW, inline=True, className="scope",
                        options=[{"label": " the visible window", "value": WINDOW},
                                 {"label": " the whole run", "value": RUN}]),
-        dcc.Dropdown(id="rankset", multi=True, placeholder="all ranks", className="rankset",
+        dcc.Dropdown(id="rankset", multi=True, placeholder="the timeline's ranks",
+                     className="rankset",
                      options=[{"label": f"rank {r}", "value": r} for r in range(num_ranks)]),
     ], className="scope-bar")
 
@@ -47,6 +48,8 @@ class Scope:
         if isinstance(rs, list) and rs:
             ok = [inputs.integer(r, 0, model.trace.num_ranks) for r in rs[:MAX_RANK_CHOICES]]
             chosen = tuple(sorted({r for r in ok if r is not None})) or None
+        if chosen is None and view.ranks:  # none chosen here: the ranks the timeline shows
+            chosen = tuple(sorted({int(r) for r in view.ranks}))
         a, b = int(round(view.t0 * 1e9)), int(round(view.t1 * 1e9))
         origin = model.index.origin
         if scope == RUN or (a <= origin and b >= origin + model.duration):

@@ -40,6 +40,9 @@ def click_call(driver, call: int) -> None:
     i = wait_until(driver, f"const t={GD.format(p=0)}._fullData.find(t => t.name === 'hover');"
                    f"const i=Array.from(t.customdata).indexOf({call}); return i >= 0 && [i]",
                    what="the call drawn as a state")[0]
+    # the whole graph in view: Selenium's offsets count from the centre of the element's
+    # visible part, the one computed here from its whole box
+    driver.execute_script(f"{GD.format(p=0)}.scrollIntoView({{block: 'center'}})")
     off = driver.execute_script(f"""
         const g={GD.format(p=0)}; const t=g._fullData.find(t => t.name === 'hover');
         const xa=g._fullLayout.xaxis, ya=g._fullLayout.yaxis;
