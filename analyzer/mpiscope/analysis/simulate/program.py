@@ -314,9 +314,17 @@ def _overhead(function: np.ndarray, own: np.ndarray) -> np.ndarray:
     percentile of the own times of that function's calls (at most the op's own)."""
     if not len(own):
         return own.copy()
-    codes = pd.factorize(pd.Series(function))[0]
+    if function.dtype.kind in "iu" and function.min() >= 0:
+        # categorical codes: made dense by a lookup table, not hashed per op (the
+        # groups, and so each group's quantile, are the same as factorize's)
+        present = np.zeros(int(function.max()) + 1, bool)
+        present[function] = True
+        codes = (np.cumsum(present) - 1)[function]
+    else:
+        codes = pd.factorize(pd.Series(function))[0]
     low = pd.Series(own).groupby(codes).quantile(OVERHEAD_QUANTILE)
-    return np.minimum(low.reindex(codes).to_numpy(), own)
+    # groupby's keys are 0..groups-1 in order (dense codes, none missing): a take
+    return np.minimum(low.to_numpy()[codes], own)
 
 
 def keeps_noise(scenario: Scenario, target: Machine) -> bool:
