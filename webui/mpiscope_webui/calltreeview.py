@@ -151,14 +151,16 @@ def register(app: Dash, models: list[TraceModel]) -> None:
                   prevent_initial_call=True)
     def redraw(metric, clicks, state, ident):
         p = inputs.panel(ident, n)
-        if p is None or metric not in METRICS or not isinstance(state, dict):
+        if p is None or not isinstance(metric, str) or metric not in METRICS \
+                or not isinstance(state, dict):
             raise PreventUpdate
         model = models[p]
         scope = _scope(model, state)
         selected = inputs.integer(state.get("node"), 0, 1 << 31)  # kept across metrics
         hit = ctx.triggered_id
         if isinstance(hit, dict) and hit.get("type") == "ct-node":
-            if not any(c for c in clicks or []):
+            if not isinstance(clicks, list) or not any(
+                    inputs.clicks(c) for c in clicks):
                 raise PreventUpdate  # a node drawn anew, not clicked
             selected = inputs.integer(hit.get("node"), 0, 1 << 31)
         return body(model, scope, metric, selected, p), {**state, "node": selected}
@@ -169,8 +171,11 @@ def _scope(model: TraceModel, state: dict) -> Scope:
     keeps the selected node)."""
     w = state.get("window")
     window = None
-    if isinstance(w, list) and len(w) == 2 and all(isinstance(x, int) for x in w):
-        window = (int(w[0]), int(w[1]))
+    if isinstance(w, list) and len(w) == 2:
+        lo, hi = model.session.window_index.span  # a window within the trace's ns, or none
+        a, b = (inputs.integer(x, lo - (hi - lo) - 1, hi + (hi - lo) + 2) for x in w)
+        if a is not None and b is not None and a < b:
+            window = (a, b)
     rs = state.get("ranks")
     ranks = None
     if isinstance(rs, list) and rs:
