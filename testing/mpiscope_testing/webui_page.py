@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from mpiscope_testing.webui_server import ARTIFACTS
 
@@ -94,3 +95,16 @@ def shot(driver, name: str) -> None:
     """A screenshot among the test artifacts, to look at after a run."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def choose(driver, dropdown_css: str, label: str) -> None:
+    """Pick an option of a Dash dropdown as a user does: open it, type, click the option."""
+    driver.find_element(By.CSS_SELECTOR, dropdown_css).click()
+    box = wait_until(driver, "return document.querySelector('input.dash-dropdown-search')",
+                     what="the dropdown's search box")
+    box.send_keys(label)
+    option = wait_until(driver, "return Array.from(document.querySelectorAll("
+                        "'.dash-dropdown-option')).find(o => o.textContent.trim() === "
+                        f"{label!r})", what=f"option {label}")
+    option.click()
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)

@@ -9,10 +9,9 @@ import json
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
 
 from mpiscope_testing.lanetrace import build
-from mpiscope_testing.webui_page import GD, shot, wait_settled, wait_until
+from mpiscope_testing.webui_page import GD, choose, shot, wait_settled, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -44,17 +43,8 @@ def open_page(browser, url: str) -> None:
 
 
 def pick(browser, cls: str, label: str) -> None:
-    """Choose an option of the panel's dropdown of class `cls` as a user does: open it,
-    type, click the option."""
-    browser.find_element(By.CSS_SELECTOR, f"#panel-0 .{cls}").click()
-    box = wait_until(browser, "return document.querySelector('input.dash-dropdown-search')",
-                     what="the dropdown's search box")
-    box.send_keys(label)
-    option = wait_until(browser, "return Array.from(document.querySelectorAll("
-                        "'.dash-dropdown-option')).find(o => o.textContent.trim() === "
-                        f"{label!r})", what=f"option {label}")
-    option.click()
-    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    """Choose an option of the panel's dropdown of class `cls`."""
+    choose(browser, f"#panel-0 .{cls}", label)
 
 
 def test_lanes_chosen_ordered_and_per_thread(browser, url):

@@ -9,10 +9,9 @@ import time
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
 
 from mpiscope.archive import reader
-from mpiscope_testing.webui_page import GD, open_app, wait_until, zoom_to
+from mpiscope_testing.webui_page import GD, choose, open_app, wait_until, zoom_to
 from mpiscope_testing.webui_server import ARTIFACTS
 from mpiscope_testing.windowtrace import SENDS, build
 
@@ -154,19 +153,6 @@ def test_timeline_saved_as_image(browser, url, tmp_path, fmt):
             assert label in text, label
 
 
-def _choose(driver, dropdown_css: str, label: str) -> None:
-    """Pick an option of a Dash dropdown as a user does: open it, type, click the option."""
-    driver.find_element(By.CSS_SELECTOR, dropdown_css).click()
-    box = wait_until(driver, "return document.querySelector('input.dash-dropdown-search')",
-                     what="the dropdown's search box")
-    box.send_keys(label)
-    option = wait_until(driver, "return Array.from(document.querySelectorAll("
-                        "'.dash-dropdown-option')).find(o => o.textContent.trim() === "
-                        f"{label!r})", what=f"option {label}")
-    option.click()
-    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
-
-
 def marked(driver) -> list[float]:
     return driver.execute_script(f"const s=({GD.format(p=0)}.layout.shapes || []).find("
                                  "s => s.name === 'partner'); return s && [s.x0, s.x1]")
@@ -178,7 +164,7 @@ def test_search_next_and_previous_call_with_keys(browser, url, trace, size):
     open_app(browser, url)
     c = trace.calls
     recvs = c[c["function"] == "MPI_Recv"].sort_values("start")
-    _choose(browser, "#panel-0 .search-what", "MPI_Recv at a.c:20")
+    choose(browser, "#panel-0 .search-what", "MPI_Recv at a.c:20")
     browser.find_element(By.CSS_SELECTOR, "#panel-0 button.search-next").click()
 
     def found(k: int) -> None:
