@@ -21,7 +21,7 @@ from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
 from mpiscope_webui import inputs
 from mpiscope_webui.model import TraceModel
-from mpiscope_webui.windowstats import Scope, window_of
+from mpiscope_webui.windowstats import Scope, chosen_ranks, window_of
 
 CHILDREN_SHOWN = 40  # per node, largest first; the rest are counted
 OPEN_LEVELS = 2  # levels unfolded at first (and every node above the selected one)
@@ -176,9 +176,4 @@ def _scope(model: TraceModel, state: dict) -> Scope:
         a, b = (inputs.integer(x, lo - (hi - lo) - 1, hi + (hi - lo) + 2) for x in w)
         if a is not None and b is not None and a < b:
             window = (a, b)
-    rs = state.get("ranks")
-    ranks = None
-    if isinstance(rs, list) and rs:
-        ok = [inputs.integer(r, 0, model.trace.num_ranks) for r in rs[:4096]]
-        ranks = tuple(sorted({r for r in ok if r is not None})) or None
-    return Scope(window, ranks)
+    return Scope(window, chosen_ranks(model, state.get("ranks")))

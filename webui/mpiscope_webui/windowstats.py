@@ -34,6 +34,14 @@ def scope_bar(num_ranks: int) -> html.Div:
     ], className="scope-bar")
 
 
+def chosen_ranks(model: TraceModel, ranks: object) -> tuple[int, ...] | None:
+    """A rank set from the page (a list of rank numbers, checked), None for none."""
+    if not isinstance(ranks, list) or not ranks:
+        return None
+    ok = [inputs.integer(r, 0, model.trace.num_ranks) for r in ranks[:MAX_RANK_CHOICES]]
+    return tuple(sorted({r for r in ok if r is not None})) or None
+
+
 @dataclass(frozen=True)
 class Scope:
     """What one panel's tabs show: a window (ns, trace time) or the whole run, ranks."""
@@ -43,11 +51,7 @@ class Scope:
 
     @classmethod
     def of(cls, model: TraceModel, view: View, scope: object, ranks: object) -> Scope:
-        rs = ranks
-        chosen: tuple[int, ...] | None = None
-        if isinstance(rs, list) and rs:
-            ok = [inputs.integer(r, 0, model.trace.num_ranks) for r in rs[:MAX_RANK_CHOICES]]
-            chosen = tuple(sorted({r for r in ok if r is not None})) or None
+        chosen = chosen_ranks(model, ranks)
         if chosen is None and view.ranks:  # none chosen here: the ranks the timeline shows
             chosen = tuple(sorted({int(r) for r in view.ranks}))
         a, b = int(round(view.t0 * 1e9)), int(round(view.t1 * 1e9))
