@@ -31,6 +31,8 @@
 
 #define NONE32 UINT32_MAX
 #define CHUNK_EVENTS (1u << 20) /* events per ReadLocalEvents call (progress granularity) */
+#define POLL_CHAIN 4       /* the tracer's MPS_POLL_CHAIN */
+#define POLL_GAP_NS 1000   /* the tracer's MPS_POLL_GAP_NS */
 
 /* ------------------------------------------------------------------ growable columns */
 /* column idx of a table as an array of its declared type, idx##_t (schema.h) */
@@ -187,6 +189,17 @@ typedef struct {
     table_t coll_comm;   /* per collective row: comm index and sequence number */
     reqmap_t rma_open;   /* (win, matchingId) -> rma row not completed yet */
     reqmap_t io_open;    /* (handle, matchingId) -> io row not completed yet */
+    /* Idle polling visits back to back (region_mpi == 2), merged as the tracer merges
+     * them at the source (interposer/README.md, "Polling") so that a trace recorded with
+     * MPISCOPE_POLL=all, or by another tool, costs what its information costs: */
+    int64_t chain[POLL_CHAIN]; /* their rows in calls, oldest first */
+    uint32_t nchain;
+    uint64_t chain_mark;  /* `events` right after the chain's newest Leave */
+    int64_t chain_left;   /* when the chain's newest call returned */
+    uint64_t tests;       /* MpiRequestTested records so far */
+    uint64_t poll_mark, poll_tests; /* `events`, `tests` after an open polling call's Enter */
+    int poll_chained;     /* that call entered right after the chain's newest Leave */
+    uint64_t merged;      /* events of calls merged into visits (all locations so far) */
     int failed;
 } ctx_t;
 
@@ -353,12 +366,64 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     COLUMN(k, C_PRIOR_HASH)[i] = 0;
     COLUMN(k, C_TRUNCATED)[i] = 0;
     COLUMN(k, C_POLLS)[i] = 1;
-    c->stack[c->depth++] = (frame_t){(int64_t)i, mpi};
+    if (mpi == 2 && c->mpi_depth == 0) { /* a polling call: may merge at its Leave */
+        c->poll_chained = c->nchain && c->events == c->chain_mark + 1 &&
+                          time - c->chain_left <= POLL_GAP_NS;
+        c->poll_mark = c->events;
+        c->poll_tests = c->tests;
+    }
+    c->stack[c->depth++] = (frame_t){(int64_t)i, mpi ? 1 : 0};
     if (mpi) {
         c->mpi_depth++;
         c->mpi_top = (int64_t)i;
     }
     return OTF2_CALLBACK_SUCCESS;
+}
+
+/* At the Leave of a polling call: an idle one (nothing recorded inside but its
+ * MpiRequestTested) either merges into a visit of the chain with the same function,
+ * call site and call path, which then lasts this call longer (the chain's later visits
+ * move later by as much), or joins the chain; anything else ends the chain. Returns 1
+ * when the row was merged (and removed). */
+static int poll_leave(ctx_t *c, table_t *k, int64_t row, int64_t time)
+{
+    int idle = c->events - c->poll_mark - 1 == c->tests - c->poll_tests &&
+               row == (int64_t)k->n - 1;
+    if (!idle) {
+        c->nchain = 0;
+        return 0;
+    }
+    int chained = c->poll_chained;
+    c->chain_left = time;
+    c->chain_mark = c->events;
+    if (chained) {
+        for (uint32_t j = c->nchain; j-- > 0;) {
+            int64_t v = c->chain[j];
+            if (COLUMN(k, C_FUNCTION)[v] != COLUMN(k, C_FUNCTION)[row] ||
+                COLUMN(k, C_CALLSITE)[v] != COLUMN(k, C_CALLSITE)[row] ||
+                COLUMN(k, C_CALLPATH)[v] != COLUMN(k, C_CALLPATH)[row])
+                continue;
+            int64_t d = time - COLUMN(k, C_START)[row];
+            int64_t n = (int64_t)COLUMN(k, C_POLLS)[v] + COLUMN(k, C_POLLS)[row];
+            COLUMN(k, C_POLLS)[v] = n > INT32_MAX ? INT32_MAX : (int32_t)n;
+            COLUMN(k, C_END)[v] += d;
+            for (uint32_t m = j + 1; m < c->nchain; m++) {
+                COLUMN(k, C_START)[c->chain[m]] += d;
+                COLUMN(k, C_END)[c->chain[m]] += d;
+            }
+            k->n--;
+            c->merged += c->events - c->poll_mark + 1; /* its Enter, tests and Leave */
+            return 1;
+        }
+    } else {
+        c->nchain = 0;
+    }
+    if (c->nchain == POLL_CHAIN) { /* the oldest leaves the chain */
+        memmove(c->chain, c->chain + 1, (POLL_CHAIN - 1) * sizeof c->chain[0]);
+        c->nchain--;
+    }
+    c->chain[c->nchain++] = row;
+    return 0;
 }
 
 static void restore_mpi_top(ctx_t *c)
@@ -374,7 +439,7 @@ static void restore_mpi_top(ctx_t *c)
 static OTF2_CallbackCode cb_leave(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
                                   OTF2_AttributeList *al, OTF2_RegionRef region)
 {
-    (void)l; (void)pos; (void)region;
+    (void)l; (void)pos;
     ctx_t *c = u;
     int64_t time = stamp(c, t);
     if (!c->depth) return OTF2_CALLBACK_SUCCESS; /* unbalanced: ignore the stray Leave */
@@ -388,6 +453,11 @@ static OTF2_CallbackCode cb_leave(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     if (f.mpi) {
         c->mpi_depth--;
         restore_mpi_top(c);
+        if (c->mpi_depth == 0) {
+            int64_t ri = def_index(region, c->cfg->nregions, c->cfg->region_refs);
+            if (ri >= 0 && c->cfg->region_mpi[ri] == 2) poll_leave(c, k, f.row, time);
+            else c->nchain = 0;
+        }
     }
     return OTF2_CALLBACK_SUCCESS;
 }
@@ -535,6 +605,7 @@ static OTF2_CallbackCode cb_request_test(OTF2_LocationRef l, OTF2_TimeStamp t, u
     (void)req;
     EV_HEAD;
     (void)time;
+    c->tests++;
     return OTF2_CALLBACK_SUCCESS;
 }
 
@@ -1286,6 +1357,7 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
         c.last = 0;
         c.events = 0;
         c.backwards = c.outside = c.bad_bytes = 0;
+        c.nchain = 0; /* a chain is a thread's */
         c.failed = 0;
         /* each event takes at least a byte of its file: a longer stream is garbage (e.g.
          * libotf2 decoding past the end of a cut file into its buffer's old contents) */
@@ -1321,6 +1393,19 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
                 if (most && loc_done > most) { /* more than the file can hold: stop */
                     overrun = 1;
                     break;
+                }
+                if (cfg->max_kept_events && done - c.merged > cfg->max_kept_events) {
+                    /* the memory the caller planned for is spent: stop before it grows */
+                    snprintf(res->error, sizeof res->error,
+                             "memory budget: %" PRIu64 " events kept of %" PRIu64 " read",
+                             done - c.merged, done);
+                    OTF2_Reader_CloseEvtReader(rd, er);
+                    OTF2_EvtReaderCallbacks_Delete(cbs);
+                    OTF2_DefReaderCallbacks_Delete(dcbs);
+                    OTF2_Reader_CloseEvtFiles(rd);
+                    if (has_defs) OTF2_Reader_CloseDefFiles(rd);
+                    OTF2_Reader_Close(rd);
+                    goto out;
                 }
                 if (got < want) break;
             }

@@ -54,7 +54,7 @@ def test_dask_when_only_the_workers_hold_it(trace: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # a trace of 2 x 10^7 events over 64 ranks: the plan's arithmetic on the counts its
     # definitions would give (a trace that size is bench/dask's, not a unit test's)
-    monkeypatch.setattr(choose, "event_counts", lambda d: (20_000_000, 312_500))
+    monkeypatch.setattr(choose, "counts", lambda d: choose.Counts(20_000_000, 312_500))
     probe = plan(trace, 2**40, monkeypatch)
     # less than pandas needs, enough for 2 workers holding the largest rank and the client
     avail = probe.needed_bytes - 1

@@ -84,6 +84,11 @@ _KINDS = {
     "finalize": ("MPI_Finalize",),
 }
 KIND_OF = {fn: kind for kind, fns in _KINDS.items() for fn in fns}
+# The calls the tracer merges when they complete nothing (interposer/README.md,
+# "Polling"); the reader merges idle visits of these back to back by the same rules, so a
+# trace recorded with MPISCOPE_POLL=all (or by another tool) has one row per visit too.
+POLLING = frozenset(("MPI_Test", "MPI_Testany", "MPI_Testall", "MPI_Testsome", "MPI_Iprobe",
+                     "MPI_Improbe", "MPI_Request_get_status", "MPI_Win_test"))
 # Ineighbor_* are spelt with a capital after the I
 KIND_OF.update({f"MPI_Ineighbor_{n.partition('_')[2]}": "collective" for n in _NEIGHBOR})
 
@@ -296,7 +301,7 @@ class Definitions:
                 codes[(mpi, name)] = len(names)
                 names.append(name)
             self.region_func[slot] = codes[(mpi, name)]
-            self.region_mpi[slot] = mpi
+            self.region_mpi[slot] = 2 if mpi and name in POLLING else mpi
             if mpi:
                 kind = kind_of(name) or _ROLE_KIND.get(_name(r.region_role), "other")
                 self.region_kind[slot] = CALL_KINDS.index(kind)
@@ -494,7 +499,13 @@ def build_archive(anchor: Path, defs: Definitions, progress: Progress | None = N
             say(Step(f"events {done / 1e6:.1f}M", done))
 
     props = _native.archive_properties(anchor)
-    ev = _native.read_events(anchor, defs.lookup(), on_events if progress else None)
+    from mpiscope.archive.memory import kept_events_budget
+
+    # the events the definitions claim were planned for (engines/choose.py), but a trace
+    # recorded with every polling call may be read on the hope that they merge: stop in
+    # one line when the events kept outgrow the memory this process can take
+    ev = _native.read_events(anchor, defs.lookup(), on_events if progress else None,
+                             max_kept_events=kept_events_budget())
     say("tables")
     t = ev.tables
     calls = _calls_frame(t["calls"], defs.mpi_functions, defs.callsites)

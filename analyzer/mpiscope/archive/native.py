@@ -253,10 +253,12 @@ def _complete(anchor: Path, locations: np.ndarray) -> Iterator[Path]:
 
 def read_events(anchor: Path, lk: Lookup,
                 progress: Callable[[int, int], None] | None = None, *,
-                subset: bool = False) -> Events:
+                subset: bool = False, max_kept_events: int = 0) -> Events:
     """Decode all events of the given locations into tables (see reader.c). The
     locations may be a subset of the archive's (a group of ranks with all their threads):
-    `call` ids then count within the subset, and messages are matched within it only."""
+    `call` ids then count within the subset, and messages are matched within it only.
+    `max_kept_events` (0: none): reading stops with a UserError once it keeps more events
+    (idle polling calls merged into visits are not kept: archive/memory.py)."""
     lib = library()
     ctx_path = lk.context_path if lk.context_path is not None else np.zeros(0, np.int32)
     ctx_src = lk.context_source if lk.context_source is not None else np.zeros(0, np.int32)
@@ -277,6 +279,7 @@ def read_events(anchor: Path, lk: Lookup,
         attr_prior=lk.attr_prior, ncontexts=len(ctx_path),
         context_path=_ptr(ctx_path), context_source=_ptr(ctx_src), subset=int(subset),
         trace_length=lk.trace_length, loc_max_events=_ptr(lk.loc_max_events),
+        max_kept_events=max(int(max_kept_events), 0),
         **{f"{name}_refs": _ptr(refs) for name, refs in lk.refs.items()})
     callback = PROGRESS(progress) if progress else PROGRESS()
     with _complete(anchor, lk.locations) as readable:
@@ -286,6 +289,15 @@ def read_events(anchor: Path, lk: Lookup,
     try:
         error = (lib.mpsr_error(res) or b"").decode(errors="replace")
         unreadable = subset and error.startswith("corrupt OTF2 events")
+        if error.startswith("memory budget:"):
+            from mpiscope.archive.memory import PANDAS_BYTES_PER_EVENT, gib
+
+            raise UserError(str(anchor.parent), (
+                f"too large for this machine's memory: the events kept ({error[15:]}; "
+                "idle polling calls merged) outgrew the "
+                f"{gib(max_kept_events * PANDAS_BYTES_PER_EVENT)} it can give an analysis; "
+                "record fewer events (MPISCOPE_FILTER, a shorter run), or analyse it with "
+                "more memory (a larger Dask --memory-limit or cluster)"))
         if error and not unreadable:
             raise UserError(str(anchor.parent), error)
         tables = {}

@@ -37,7 +37,7 @@ def use_dask(args: argparse.Namespace, trace: Path) -> bool:
                         workers=args.workers, scheduler=args.scheduler)
     if choice.engine == "none":
         raise UserError(None, choice.refusal(trace))
-    if args.engine == "auto" and choice.engine == "dask":
+    if args.engine == "auto" and (choice.engine == "dask" or choice.merging):
         print(f"mpiscope: engine auto: {choice.reason()}", file=sys.stderr, flush=True)
     return choice.engine == "dask"
 

@@ -14,6 +14,9 @@ or crafted count cannot inflate the plan):
   share (its base, the replay's bounded events and a few bytes per event) fits beside
   them; with `--scheduler`
   the cluster's memory is the cluster's business and only the client is planned;
+- else, when the trace has polling calls (recorded one by one: `MPISCOPE_POLL=all`,
+  another tool), **pandas** on a budget: the reader merges their idle visits and stops in
+  one line if what it keeps outgrows the memory (archive/memory.py);
 - else **neither**: the command stops in one line with the figures and what to do,
   before it allocates (never grows until the kernel's OOM killer ends it, or others).
 
@@ -26,11 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpiscope.archive.memory import PANDAS_BASE_BYTES, PANDAS_BYTES_PER_EVENT, available_memory, gib
+
 ENGINES = ("pandas", "dask", "auto")
 # Peak resident memory of `mpiscope analyze`, measured with mpiscope-synth traces of 2
-# ranks (2 x 10^4, 4 x 10^6 and 10^7 events; docs/dask.md, "Planning memory"):
-PANDAS_BASE_BYTES = 200 * 2**20  # 174 MiB: the process with a tiny trace
-PANDAS_BYTES_PER_EVENT = 190  # 196 B/event at 4 x 10^6 over the base; 174 B in all at 10^7
+# ranks (docs/dask.md, "Planning memory"); pandas' in archive/memory.py:
 DASK_WORKER_BASE_BYTES = 200 * 2**20  # 180 MiB: a worker with a tiny trace's rank
 DASK_WORKER_BYTES_PER_EVENT = 300  # over its largest rank: 237 B at 2 x 10^6, 273 at 5 x 10^6
 DASK_CLIENT_BASE_BYTES = 200 * 2**20  # 174 MiB with a tiny trace
@@ -52,10 +55,14 @@ class Choice:
     available_bytes: int = 0
     worker_limit: int = 0  # --memory-limit (0: a running cluster's own)
     workers: int = 0
+    merging: bool = False  # pandas on the hope that idle polling calls merge (memory.py)
 
     def reason(self) -> str:
         pandas = (f"{self.events:,} events need ~{_gib(self.needed_bytes)} for pandas, "
                   f"{_gib(self.available_bytes)} available")
+        if self.merging:
+            return (f"{pandas} if none merged; idle polling calls merge while reading, "
+                    "which stops if the rest outgrows the memory: pandas")
         if self.engine == "pandas":
             return f"{pandas}: pandas"
         dask = (f"Dask: the largest rank's {self.largest_rank:,} events need "
@@ -74,8 +81,7 @@ class Choice:
                 "more memory (--scheduler)")
 
 
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB"
+_gib = gib
 
 
 def worker_bytes(largest_rank: int) -> int:
@@ -83,22 +89,29 @@ def worker_bytes(largest_rank: int) -> int:
     return DASK_WORKER_BASE_BYTES + largest_rank * DASK_WORKER_BYTES_PER_EVENT
 
 
-def worker_refusal(trace: Path | str, largest_rank: int, limit: int) -> str | None:
+def worker_refusal(trace: Path | str, largest_rank: int, limit: int,
+                   polling: bool = False) -> str | None:
     """One line when a worker of `limit` bytes cannot hold the largest rank's task (Dask
     would restart it at 95% of its limit until the task fails with KilledWorker), else
     None. A rank's events are one task's: more workers do not help, more memory does."""
     need = worker_bytes(largest_rank)
-    if limit <= 0 or need <= limit:
-        return None
+    if limit <= 0 or need <= limit or polling:
+        return None  # polling calls recorded one by one: the task stops if they don't merge
     return (f"{trace}: the largest rank's {largest_rank:,} events need ~{_gib(need)} per "
             f"Dask worker, the workers have {_gib(limit)}; give each worker more memory "
             "(--memory-limit, fewer --workers to fit the machine), or record fewer events "
             "per rank (MPISCOPE_FILTER, a shorter run)")
 
 
-def _bounded_counts(trace_dir: Path) -> tuple[int, int]:
-    """(events, events of the largest rank) the definitions claim, each location's
-    count bounded by its event file's size."""
+@dataclass(frozen=True)
+class Counts:
+    """What the definitions claim, each location's count bounded by its event file."""
+    events: int = 0
+    largest_rank: int = 0  # events of the rank with the most
+    polling: bool = False  # its regions include polling calls, whose idle visits merge
+
+
+def _bounded_counts(trace_dir: Path) -> Counts:
     from mpiscope.archive import decode, reader
 
     anchor = reader.anchor_of(trace_dir)
@@ -114,39 +127,29 @@ def _bounded_counts(trace_dir: Path) -> tuple[int, int]:
         return min(claimed, size)
 
     per_rank = [sum(bounded(loc) for loc in locs) for locs in d.rank_locations]
-    return sum(per_rank), max(per_rank, default=0)
+    return Counts(sum(per_rank), max(per_rank, default=0),
+                  any(f in decode.POLLING for f in d.mpi_functions))
 
 
-def event_counts(trace_dir: Path | str) -> tuple[int, int]:
-    """(events, events of the largest rank), without reading any event: the definitions'
-    per-location counts, bounded by the files. Never the cache: the plan comes before
-    the cache is validated (a damaged or planted cache, a FIFO in it, must not be read
-    to plan how to read it)."""
+def counts(trace_dir: Path | str) -> Counts:
+    """The events the definitions claim, without reading any event (bounded by the
+    files). Never the cache: the plan comes before the cache is validated (a damaged or
+    planted cache, a FIFO in it, must not be read to plan how to read it)."""
     from mpiscope.archive import salvaged
 
     if salvaged.is_salvaged(Path(trace_dir)):
-        return 0, 0  # a job that died: its per-rank archives are read by the pandas path
+        return Counts()  # a job that died: its per-rank archives are read by the pandas path
     return _bounded_counts(Path(trace_dir))
+
+
+def event_counts(trace_dir: Path | str) -> tuple[int, int]:
+    """(events, events of the largest rank): see `counts`."""
+    c = counts(trace_dir)
+    return c.events, c.largest_rank
 
 
 def event_count(trace_dir: Path | str) -> int:
     return event_counts(trace_dir)[0]
-
-
-def available_memory() -> int:
-    """Bytes this process may still take: MemAvailable, or less where a cgroup (v2)
-    limit leaves less (a batch job's allocation, a container)."""
-    import psutil
-
-    avail = int(psutil.virtual_memory().available)
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        current = int(Path("/sys/fs/cgroup/memory.current").read_text())
-        if limit != "max":
-            avail = min(avail, max(int(limit) - current, 0))
-    except (OSError, ValueError):
-        pass
-    return avail
 
 
 def engine_for(trace_dir: Path | str, engine: str, *, memory_limit: str = "2GB",
@@ -163,11 +166,11 @@ def engine_for(trace_dir: Path | str, engine: str, *, memory_limit: str = "2GB",
         # the local cluster's workers are known: refuse before starting it (a running
         # cluster's are checked by dask_engine.analyze once connected)
         try:
-            largest = event_counts(trace_dir)[1]
+            claimed = counts(trace_dir)
         except UserError:
             return Choice(engine)
         limit = _parse_bytes(memory_limit, available_memory() // max(workers, 1))
-        line = worker_refusal(trace_dir, largest, limit)
+        line = worker_refusal(trace_dir, claimed.largest_rank, limit, claimed.polling)
         if line:
             raise UserError(None, line)
     if engine != "auto":
@@ -175,12 +178,13 @@ def engine_for(trace_dir: Path | str, engine: str, *, memory_limit: str = "2GB",
     from mpiscope.engines.rankfindings import DEFAULT_BUDGET_EVENTS
 
     try:
-        events, largest = event_counts(trace_dir)
+        claimed = counts(trace_dir)
     except UserError:
         # no archive to plan from yet (a job killed outright: its ranks are recovered from
         # their crash-safe logs by the reading path, which also says what is wrong with
         # a directory that is no trace at all)
         return Choice("pandas")
+    events, largest = claimed.events, claimed.largest_rank
     need = PANDAS_BASE_BYTES + events * PANDAS_BYTES_PER_EVENT
     avail = available_memory()
     worker = worker_bytes(largest)
@@ -194,6 +198,11 @@ def engine_for(trace_dir: Path | str, engine: str, *, memory_limit: str = "2GB",
         return Choice("dask" if fits else "none", events, largest, need, worker, client, avail)
     limit = _parse_bytes(memory_limit, avail // max(workers, 1))
     fits = worker <= limit and workers * worker + client <= avail
+    if not fits and claimed.polling:
+        # every polling call recorded (MPISCOPE_POLL=all, another tool): most may merge
+        # while reading, which stops in one line if what it keeps outgrows the memory
+        return Choice("pandas", events, largest, need, worker, client, avail, limit, workers,
+                      merging=True)
     return Choice("dask" if fits else "none", events, largest, need, worker, client, avail,
                   limit, workers)
 

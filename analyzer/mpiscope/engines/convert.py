@@ -49,11 +49,11 @@ import numpy as np
 import pandas as pd
 
 from mpiscope import output
-from mpiscope.archive import cache, decode, reader
+from mpiscope.archive import cache, decode, memory, reader
 from mpiscope.archive import native as _native
 from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import empty_table
-from mpiscope.engines import cluster
+from mpiscope.engines import choose, cluster
 from mpiscope.engines.daskcache import version_of
 from mpiscope.errors import UserError
 
@@ -102,6 +102,23 @@ def _locations(defs: decode.Definitions, ranks: list[int]) -> np.ndarray:
                       np.int64)
 
 
+def _task_budget() -> int:
+    """Events one decoding task may keep: what its worker's memory limit holds at the
+    planned bytes per event (engines/choose.py), else what this machine has free. A rank
+    of polling calls recorded one by one is let through the plan on the hope that they
+    merge; this stops it in one line, not with KilledWorker, when they do not."""
+    limit = 0
+    try:
+        from distributed import get_worker
+
+        limit = int(get_worker().memory_manager.memory_limit or 0)
+    except (ImportError, ValueError, AttributeError):
+        pass  # not on a worker (a test's executor): this process's memory
+    if limit <= 0:
+        return memory.kept_events_budget()
+    return max((limit - choose.DASK_WORKER_BASE_BYTES) // choose.DASK_WORKER_BYTES_PER_EVENT, 1)
+
+
 def decode_group(anchor: str, defs: decode.Definitions, index: int, ranks: list[int]) -> Group:
     """Run the native reader on one group's locations; its tables with local ids."""
     lk = defs.lookup()
@@ -112,7 +129,7 @@ def decode_group(anchor: str, defs: decode.Definitions, index: int, ranks: list[
                              expected_events=0)  # only a hint for the progress line
     # a group none of whose locations is readable is not an error yet: the serial reader
     # fails only when no location of the whole archive is (its ranks are then cut short)
-    ev = _native.read_events(Path(anchor), lk, subset=True)
+    ev = _native.read_events(Path(anchor), lk, subset=True, max_kept_events=_task_budget())
     t = ev.tables
     calls = decode._calls_frame(t["calls"], defs.mpi_functions, defs.callsites)
     regions = decode._calls_frame(t["regions"], defs.other_functions, defs.callsites)

@@ -265,10 +265,10 @@ def _refuse_small_workers(trace_dir: Path, client) -> None:
     if not limits:
         return
     try:
-        _, largest = choose.event_counts(trace_dir)
+        claimed = choose.counts(trace_dir)
     except UserError:
         return  # no archive to plan from: the reading path says what is wrong
-    line = choose.worker_refusal(trace_dir, largest, min(limits))
+    line = choose.worker_refusal(trace_dir, claimed.largest_rank, min(limits), claimed.polling)
     if line:
         raise UserError(None, line)
 
