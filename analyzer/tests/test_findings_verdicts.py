@@ -2,10 +2,18 @@
 the path the replay fits is the one the timestamps were made from, so what the calls
 lose to transfer, and each saving, can be computed by hand."""
 
-import pytest
+import os
+import re
+import subprocess
 
+import pytest
+from test_dask_engine import differences
+
+from mpiscope.analysis import findings
 from mpiscope.analysis.session import Analysis
-from mpiscope_testing.scenarios import Scenario
+from mpiscope.archive import reader
+from mpiscope.engines import rankfindings, slices
+from mpiscope_testing.scenarios import PROGRAMS, Scenario, compile_program, marker_line
 
 LAT = 50_000  # ns: the inter-node path the timestamps follow, latency + n / bandwidth
 BW = 1e7  # B/s (80 Mbit/s)
@@ -92,7 +100,7 @@ def test_waiting_that_is_data_in_flight_is_bandwidth_bound_not_imbalance():
     assert {g.estimated_savings_s for g in bound.values()} == {f.estimated_savings_s}
 
 
-def test_many_small_messages_in_flight_are_latency_bound():
+def _chat() -> Scenario:
     """A ping-pong of 8-byte messages between two hosts, 20 per iteration, then two
     blocks (32 and 64 KiB) each acknowledged, so the fit sees the bandwidth too. Nobody
     computes: each receive waits for the partner, whose send waited for the previous
@@ -123,7 +131,11 @@ def test_many_small_messages_in_flight_are_latency_bound():
                          bytes_recv=8)
             sc.message(ack, r2, 8)
             t = a + hop
-    found = Analysis(sc.trace()).all_findings
+    return sc
+
+
+def test_many_small_messages_in_flight_are_latency_bound():
+    found = Analysis(_chat().trace()).all_findings
     lat = {f.callsite: f for f in by_kind(found, "latency_bound")}
     assert {"chat.c:5", "chat.c:9"} <= set(lat)
     f = lat["chat.c:9"]
@@ -168,7 +180,7 @@ def _pings(sc: Scenario, n: int = 10) -> int:
     return n * 100_000
 
 
-def test_polling_in_a_compute_loop_is_overhead():
+def _spin() -> Scenario:
     """The messages are there (rank 1 sent them all first) while rank 0 computes and
     polls between chunks: the polls are pure overhead."""
     sc = Scenario(hosts={0: "a", 1: "b"})
@@ -177,7 +189,11 @@ def test_polling_in_a_compute_loop_is_overhead():
                      callsite="peer.c:3", bytes_sent=8) for i in range(10)]
     for s in sends:
         t = _polls(sc, t, "spin.c:7", s, chunks=10, poll_ns=20_000, work_ns=100_000)
-    a = Analysis(sc.trace())
+    return sc
+
+
+def test_polling_in_a_compute_loop_is_overhead():
+    a = Analysis(_spin().trace())
     [spin] = by_kind(a.all_findings, "polling")
     assert (spin.function, spin.callsite) == ("MPI_Test", "spin.c:7")
     assert spin.calls == 10 * (10 * 100 + 1)  # merged visits count as their calls
@@ -207,3 +223,55 @@ def test_polling_on_a_late_message_saves_nothing():
     assert late.estimated_savings_s < 0.01 * late.evidence["idle_s"]
     [minor] = by_kind(a.minor_findings, "polling")
     assert "below the noise floor" in minor.evidence["minor_reason"]
+
+
+def test_polling_on_a_real_late_message(tmp_path):
+    """A real MPI job (programs/pollwait.c): rank 0 polls with MPI_Test for a message rank
+    1 sends only after sleeping 300 ms. The polling finding (listed or minor, as this
+    run's timing puts its saving) names the MPI_Test line and counts exactly the calls
+    the program made (the interposer merged them into few visits)."""
+    exe = compile_program("pollwait", tmp_path)
+    out = tmp_path / "trace"
+    lib = subprocess.run(["mpiscope", "lib"], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    env = dict(os.environ, LD_PRELOAD=lib, MPISCOPE_OUT=str(out),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    job = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", str(exe), "300"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert job.returncode == 0, job.stderr[-2000:]
+    calls = int(re.search(r"test_calls=(\d+) value=42", job.stdout).group(1))
+    a = Analysis(reader.load(out))
+    site = f"pollwait.c:{marker_line(PROGRAMS / 'pollwait.c', 'test')}"
+    [f] = by_kind(a.all_findings, "polling")
+    assert (f.function, f.callsite, f.calls) == ("MPI_Test", site, calls)
+    # every call but the one that completed the receive completed nothing
+    assert f.evidence["idle_calls"] == calls - 1
+    assert f.evidence["visits"] < calls  # merged at the source
+    assert f.evidence["saving_replayed"]
+
+
+def _in_rank_order(sc: Scenario) -> Scenario:
+    """The same calls numbered rank by rank, in time order (as a trace read back has
+    them, and the rank slices need)."""
+    order = sorted(range(len(sc.calls)), key=lambda i: (sc.calls[i]["rank"],
+                                                        sc.calls[i]["start"]))
+    new = {old: i for i, old in enumerate(order)}
+    out = Scenario(hosts=dict(sc.hosts), calls=[sc.calls[i] for i in order])
+    for m in sc.messages:
+        out.messages.append({**m, **{k: new[m[k]] for k in ("send_call", "recv_call",
+                                                            "send_complete", "recv_complete")
+                                     if m[k] is not None}})
+    return out
+
+
+@pytest.mark.parametrize("build", [lambda: _pipeline()[0], _chat, _spin],
+                         ids=["pipeline", "chat", "spin"])
+def test_per_rank_passes_give_the_same_verdicts(build):
+    """The Dask engine's per-rank passes (engines/rankfindings.py) find the same."""
+    a = Analysis(_in_rank_order(build()).trace())
+    parts = slices.all_of_trace(a.trace, a.wait_states)
+    got = rankfindings.find(lambda fn: [fn(p) for p in parts], a.wait_states, a.ranks,
+                            a.loop, a.critical_path)
+    want = findings.find(a.trace, a.wait_states, a.ranks, a.loop, a.critical_path)
+    assert {f.kind for f in want} & {"bandwidth_bound", "latency_bound", "polling"}
+    assert differences([f.to_dict() for f in want], [f.to_dict() for f in got]) == []
