@@ -29,6 +29,16 @@ difference. The message says so.
 - hot_spot: one rank holding most of the critical path that many ranks send to or wait
   for (a master serving workers, a root reading for all); saving: its computation
   shared out equally among all ranks.
+- bandwidth_bound / latency_bound: a call site completing received messages, at a
+  notable share of rank time, whose replayed time is mostly (TRANSFER_DOMINATES) data in
+  flight on the path its messages take: what its calls lose in the replay with that
+  path's transfers free (a wait for a late sender that was itself receiving counts as
+  transfer). latency_bound where freeing the latency alone gains more than freeing the
+  bandwidth alone. Saving: twice the path's fitted bandwidth (half its latency), all its
+  messages. Its waiting is no load_imbalance.
+- polling: a call site of polling calls (simulate.program.POLLING, merged visits as
+  their calls) at a notable share of rank time; saving: the calls there that complete
+  nothing taken out, the computation between them kept (Scenario.blocking_at).
 
 Noise floor (`noise_floor`, `split`): a finding whose saving is below the larger of
 RUN_SHARE_FLOOR of the run and the run's measured iteration-to-iteration spread is not
@@ -919,32 +929,39 @@ def transfer_bound(parts: pd.DataFrame | None, total_rank_ns: float,
         saving = savings[(path, *what[:2])]
         time_s = float(row["ns"]) / 1e9
         transfer_s = share * time_s
-        if kind == "bandwidth_bound":
-            cause = (f"{data(nbytes)} in {msgs:,} messages: {seconds(bw_s)} of bytes at that "
-                     f"bandwidth, {seconds(lat_s)} of latency")
-        else:
-            cause = (f"{msgs:,} messages of {data(nbytes / max(msgs, 1))} on average: "
-                     f"{seconds(lat_s)} of latency, {seconds(bw_s)} of bytes at that "
-                     "bandwidth")
+        target = (format_time(what[2]) if kind == "latency_bound"
+                  else format_rate(what[2]))
         found.append(Finding(
             kind, function, callsite, int(row["calls"]), time_s, max(saving or 0.0, 0.0),
             f"{where(function, callsite)} is {kind.replace('_', '-')}: "
             f"{share:.0%} of the {seconds(time_s)} ranks spend in it "
             f"({row['ns'] / max(total_rank_ns, 1):.1%} of rank time) is data in flight on "
-            f"the {path} path, not waiting for a late partner ({cause}; the path fitted "
-            f"as {format_time(p.latency_s)} + n / {format_rate(p.bandwidth_Bps)}; the "
-            "share is what these calls lose in the replay when the path's transfers cost "
-            f"nothing). With {what[0]} on the {path} path (all its messages), the run "
-            f"{_saved(saving, replays)}.",
+            f"the {path} path, not waiting for a late partner: what these calls lose in "
+            "the replay when the path's transfers cost nothing (the path fitted as "
+            f"{format_time(p.latency_s)} + n / {format_rate(p.bandwidth_Bps)}; the "
+            f"{msgs:,} messages they complete, {data(nbytes)}, take {seconds(lat_s)} of "
+            f"latency and {seconds(bw_s)} at that bandwidth, the rest is transfers their "
+            f"senders waited for first). With {what[0]} on the {path} path (all its "
+            f"messages), the run {_saved(saving, replays)}.",
             {"path": path, "latency_s": p.latency_s, "bandwidth_Bps": p.bandwidth_Bps,
              "messages": msgs, "bytes": nbytes, "latency_part_s": lat_s,
              "bandwidth_part_s": bw_s, "transfer_share": share, "transfer_s": transfer_s,
              "replayed_lost_to_latency_s": by_lat / 1e9,
              "replayed_lost_to_bandwidth_s": by_bw / 1e9,
              "waiting_s": float(row["wait"]) / 1e9, "ranks": int(row["ranks"]),
-             "scenario": f"{what[1]} of the {path} path: {what[0]}",
+             "scenario": f"{what[0]} on the {path} path ({what[1]} {target})",
              "saving_replayed": saving is not None, "model": replays.model}))
         sites.add((function, callsite))
+    # one network change per path and kind: its saving is stated by each of its sites
+    shared: dict[tuple[str, str], int] = {}
+    for f in found:
+        shared[(f.evidence["path"], f.kind)] = shared.get((f.evidence["path"], f.kind), 0) + 1
+    for i, f in enumerate(found):
+        n = shared[(f.evidence["path"], f.kind)]
+        if n > 1:
+            found[i] = dataclasses.replace(f, message=(
+                f"{f.message} The {n} {f.kind.replace('_', '-')} call sites on this path "
+                "state this one saving: it is not to be added up."))
     return found, frozenset(sites)
 
 
