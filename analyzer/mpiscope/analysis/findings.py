@@ -33,7 +33,8 @@ difference. The message says so.
   notable share of rank time, whose replayed time is mostly (TRANSFER_DOMINATES) data in
   flight on the path its messages take: what its calls lose in the replay with that
   path's transfers free (a wait for a late sender that was itself receiving counts as
-  transfer). latency_bound where freeing the latency alone gains more than freeing the
+  transfer); only where the base replay gives back the site's measured time
+  (REPLAY_TOLERANCE). latency_bound where freeing the latency alone gains more than freeing the
   bandwidth alone. Saving: twice the path's fitted bandwidth (half its latency), all its
   messages. Its waiting is no load_imbalance.
 - polling: a call site of polling calls (simulate.program.POLLING, merged visits as
@@ -90,6 +91,7 @@ RUN_SHARE_FLOOR = 0.01  # of the run: a saving below it is not listed as a findi
 HOT_SHARE = 0.5  # of the critical path on one rank, for a hot spot
 HOT_PARTNERS = 0.5  # of the other ranks (2 at least) sending to it or waiting for it
 TRANSFER_DOMINATES = 0.5  # of a receive call site's replayed time: transfer-bound
+REPLAY_TOLERANCE = 0.1  # a site's replayed time above its measured time by more: no verdict
 FREE_BANDWIDTH_BPS = 1e18  # a path whose transfers cost nothing: no latency, this rate
 REPLAYED = ("replayed: the trace's ranks with their messages and collectives on the "
             "machine fitted from its own timings")
@@ -154,16 +156,22 @@ class Replays:
             return None
 
 
-    def site_ns(self, scenario: Scenario,
+    def site_ns(self, scenario: Scenario | None,
                 sites: list[tuple[str, str]]) -> dict[tuple[str, str], float] | None:
-        """Per (function, call site) of `sites`: the replayed time in its calls (ns,
-        summed over ranks), as replayed on the fitted machine (`scenario` the baseline)
-        or with `scenario`; None where the replay cannot run."""
+        """Per (function, call site) of `sites`: the time in its outermost calls (ns,
+        summed over ranks) in the replayed trace as measured (`scenario` None), as
+        replayed on the fitted machine (the baseline) or with `scenario`; None where the
+        replay cannot run."""
         try:
             base = self.base
         except UserError:
             return None
         trace = self.trace
+        if scenario is None:
+            pre = self._prepared_program()
+            dur = pre.end - pre.start
+            return {(f, c): float(dur[simulate.program.site_mask(trace.calls, f, c)[
+                pre.op_call]].sum()) for f, c in sites}
         if scenario.is_baseline:
             prog, tl = base._program, base._timeline
         else:
@@ -887,7 +895,8 @@ def transfer_bound(parts: pd.DataFrame | None, total_rank_ns: float,
     path_of = {k: max((INTER, INTRA), key=lambda p, r=row: sum(model_s(r, p)))
                for k, row in site.iterrows()}
     base = replays.site_ns(Scenario(), list(path_of))
-    if base is None:
+    measured = replays.site_ns(None, list(path_of))
+    if base is None or measured is None:
         return [], frozenset()
     # the replay with the path's latency, bandwidth or both free: what the sites lose
     free: dict[str, dict[tuple[str, str], float]] = {"both": {}, "latency": {},
@@ -905,7 +914,10 @@ def transfer_bound(parts: pd.DataFrame | None, total_rank_ns: float,
     for key, row in site.iterrows():
         function, callsite = (str(x) for x in key)
         b, f = base.get(key, 0.0), free["both"].get(key)
-        if b <= 0 or f is None:
+        # the model must give back what was measured there: a path model slower than
+        # the site's measured transfers (too few messages to fit it, say) claims
+        # transfer that never happened
+        if b <= 0 or f is None or b > (1 + REPLAY_TOLERANCE) * measured.get(key, 0.0):
             continue
         share = max(b - f, 0.0) / b
         if share < TRANSFER_DOMINATES:
