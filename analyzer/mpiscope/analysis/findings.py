@@ -1000,7 +1000,8 @@ def polling(parts: pd.DataFrame | None, total_rank_ns: float,
             f"{ns / max(total_rank_ns, 1):.1%} of rank time ({_ranks(by_rank.head(3))}); "
             f"{idle_calls:,} of them, {seconds(idle_ns / 1e9)}, completed nothing. "
             "Replacing the polling by a blocking wait (the calls that complete nothing "
-            f"taken out, the computation between them kept) {_saved(saving, replays)}.",
+            "taken out, the computation between them kept; the wait for the message "
+            f"itself stays) {_saved(saving, replays)}.",
             {"visits": visits, "idle_calls": idle_calls, "idle_s": idle_ns / 1e9,
              "time_by_rank_s": {int(r): float(v) for r, v in by_rank.items()},
              "saving_replayed": saving is not None, "model": replays.model}))
