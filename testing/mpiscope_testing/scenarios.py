@@ -93,7 +93,10 @@ def build(sc: Scenario) -> Trace:
             "in_hash": c.get("in_hash", 0), "out_hash": c.get("out_hash", 0),
             "prior_hash": c.get("prior_hash", 0),
             "truncated": False})
-    calls = pd.DataFrame(rows).astype({
+    calls = pd.DataFrame(rows)
+    if any("polls" in c for c in sc.calls):  # merged polling visits (interposer README)
+        calls["polls"] = [int(c.get("polls", 1)) for c in sc.calls]
+    calls = calls.astype({
         "call": np.int64, "rank": np.int32, "start": np.int64, "end": np.int64,
         "depth": np.int8, "comm": np.int32, "peer": np.int32, "tag": np.int32,
         "bytes_sent": np.int64, "bytes_recv": np.int64, "root": np.int32,

@@ -29,6 +29,17 @@ difference. The message says so.
 - hot_spot: one rank holding most of the critical path that many ranks send to or wait
   for (a master serving workers, a root reading for all); saving: its computation
   shared out equally among all ranks.
+- bandwidth_bound / latency_bound: a call site completing received messages, at a
+  notable share of rank time, whose replayed time is mostly (TRANSFER_DOMINATES) data in
+  flight on the path its messages take: what its calls lose in the replay with that
+  path's transfers free (a wait for a late sender that was itself receiving counts as
+  transfer); only where the base replay gives back the site's measured time
+  (REPLAY_TOLERANCE). latency_bound where freeing the latency alone gains more than freeing the
+  bandwidth alone. Saving: twice the path's fitted bandwidth (half its latency), all its
+  messages. Its waiting is no load_imbalance.
+- polling: a call site of polling calls (simulate.program.POLLING, merged visits as
+  their calls) at a notable share of rank time; saving: the calls there that complete
+  nothing taken out, the computation between them kept (Scenario.blocking_at).
 
 Noise floor (`noise_floor`, `split`): a finding whose saving is below the larger of
 RUN_SHARE_FLOOR of the run and the run's measured iteration-to-iteration spread is not
@@ -58,11 +69,14 @@ import pandas as pd
 
 from mpiscope.analysis import iterations, simulate
 from mpiscope.analysis.critical_path import CriticalPath
+from mpiscope.analysis.simulate.model import INTER, INTRA, Machine, format_rate, format_time
+from mpiscope.analysis.simulate.program import POLLING
 from mpiscope.analysis.simulate.scenario import CallSite, CollectiveEvery, Scenario
+from mpiscope.analysis.stats import polls
 from mpiscope.analysis.waitstates import ALL2ONE, NXN, ONE2ALL, WaitStates
 from mpiscope.archive.trace import Trace
 from mpiscope.errors import UserError
-from mpiscope.numbers import seconds
+from mpiscope.numbers import data, seconds
 
 SYNCHRONIZING = NXN | {"MPI_Barrier"}
 SMALL_COLLECTIVE_BYTES = 1024  # per rank and call
@@ -76,6 +90,9 @@ FREQUENT_ENOUGH = 0.9  # of the best saving: the smallest k that gets it is prop
 RUN_SHARE_FLOOR = 0.01  # of the run: a saving below it is not listed as a finding
 HOT_SHARE = 0.5  # of the critical path on one rank, for a hot spot
 HOT_PARTNERS = 0.5  # of the other ranks (2 at least) sending to it or waiting for it
+TRANSFER_DOMINATES = 0.5  # of a receive call site's replayed time: transfer-bound
+REPLAY_TOLERANCE = 0.1  # a site's replayed time above its measured time by more: no verdict
+FREE_BANDWIDTH_BPS = 1e18  # a path whose transfers cost nothing: no latency, this rate
 REPLAYED = ("replayed: the trace's ranks with their messages and collectives on the "
             "machine fitted from its own timings")
 MODEL = "simulate (fitted machine)"
@@ -137,6 +154,37 @@ class Replays:
                                                          self._prepared_program())
         except UserError:  # e.g. the replay deadlocks without a call a partner needs
             return None
+
+
+    def site_ns(self, scenario: Scenario | None,
+                sites: list[tuple[str, str]]) -> dict[tuple[str, str], float] | None:
+        """Per (function, call site) of `sites`: the time in its outermost calls (ns,
+        summed over ranks) in the replayed trace as measured (`scenario` None), as
+        replayed on the fitted machine (the baseline) or with `scenario`; None where the
+        replay cannot run."""
+        try:
+            base = self.base
+        except UserError:
+            return None
+        trace = self.trace
+        if scenario is None:
+            pre = self._prepared_program()
+            dur = pre.end - pre.start
+            return {(f, c): float(dur[simulate.program.site_mask(trace.calls, f, c)[
+                pre.op_call]].sum()) for f, c in sites}
+        if scenario.is_baseline:
+            prog, tl = base._program, base._timeline
+        else:
+            try:
+                prog = simulate.program.build(
+                    trace, base.fitted, simulate.target_machine(base.fitted, scenario),
+                    scenario, self._prepared_program())
+                tl = simulate.engine.run(prog)
+            except UserError:
+                return None
+        dur = np.where(prog.removed, 0.0, tl.end - tl.start)
+        return {(f, c): float(dur[simulate.program.site_mask(trace.calls, f, c)[
+            prog.op_call]].sum()) for f, c in sites}
 
 
 def _saved(saving: float | None, replays: Replays) -> str:
@@ -328,6 +376,87 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
                  bytes=("bytes", "sum"), ns=("ns", "sum")).reset_index())
 
 
+def _receiving_part(s: Any) -> pd.DataFrame | None:
+    """Per function, call site and rank: the outermost calls completing received
+    messages (a receive, a wait, a test that completed one), their time and waiting
+    (wait states), and the messages and bytes they completed per path (the sender on
+    another host: inter-node)."""
+    m = s.received
+    m = m[m["recv_complete_call"] >= 0]
+    if m.empty:
+        return None
+    calls = s.trace.calls
+    rc = s.local(m["recv_complete_call"].to_numpy())
+    ok = (rc >= 0) & (rc < len(calls))
+    rc, m = rc[ok], m[ok]
+    outer = calls["depth"].to_numpy()[rc] == 0
+    rc, m = rc[outer], m[outer]
+    if not len(rc):
+        return None
+    r = s.trace.ranks.sort_values("rank")
+    host = np.full(int(r["rank"].max()) + 1, -1, np.int64)
+    host[r["rank"].to_numpy()] = pd.factorize(r["host"].astype(str))[0]
+    inter = (host[m["send_rank"].to_numpy()] != host[m["recv_rank"].to_numpy()])
+    nbytes = m["bytes"].to_numpy().astype(np.float64)
+    u, inv = np.unique(rc, return_inverse=True)
+    n = len(u)
+    wait = s.waits["wait_ns"].to_numpy()[u] if s.waits is not None else np.zeros(n)
+    df = pd.DataFrame({
+        "function": calls["function"].take(u).reset_index(drop=True),
+        "callsite": calls["callsite"].take(u).reset_index(drop=True),
+        "rank": calls["rank"].to_numpy()[u],
+        "ns": (calls["end"].to_numpy()[u] - calls["start"].to_numpy()[u]).astype(np.float64),
+        "wait": wait.astype(np.float64),
+        "msgs_inter": np.bincount(inv, weights=inter, minlength=n),
+        "bytes_inter": np.bincount(inv, weights=nbytes * inter, minlength=n),
+        "msgs_intra": np.bincount(inv, weights=~inter, minlength=n),
+        "bytes_intra": np.bincount(inv, weights=nbytes * ~inter, minlength=n)})
+    out = df.groupby(["function", "callsite", "rank"], observed=True).agg(
+        calls=("ns", "size"), ns=("ns", "sum"), wait=("wait", "sum"),
+        msgs_inter=("msgs_inter", "sum"), bytes_inter=("bytes_inter", "sum"),
+        msgs_intra=("msgs_intra", "sum"), bytes_intra=("bytes_intra", "sum")).reset_index()
+    return out.assign(function=out["function"].astype(str),
+                      callsite=out["callsite"].astype(str))
+
+
+def _polling_part(s: Any) -> pd.DataFrame | None:
+    """Per function, call site and rank: the outermost polling calls (program.POLLING):
+    recorded visits, the calls they stand for (a merged visit: its `polls`), their time,
+    and those of the visits that completed nothing (no message, no collective)."""
+    t = s.trace
+    calls = t.calls
+    fn = calls["function"]
+    if isinstance(fn.dtype, pd.CategoricalDtype):
+        names = np.asarray(fn.cat.categories.astype(str), dtype=object)
+        sel = np.isin(fn.cat.codes.to_numpy(),
+                      np.flatnonzero(np.isin(names, list(POLLING))))
+    else:
+        sel = fn.astype(str).isin(POLLING).to_numpy()
+    sel &= calls["depth"].to_numpy() == 0
+    if not sel.any():
+        return None
+    idle = sel.copy()
+    done = [s.local(s.received["recv_complete_call"].to_numpy()),
+            s.local(t.messages["send_complete_call"].to_numpy()),
+            s.local(t.collectives["call"].to_numpy())]
+    for d in done:
+        d = d[(d >= 0) & (d < len(calls))]
+        idle[d] = False
+    rows = np.flatnonzero(sel)
+    dur = (calls["end"].to_numpy()[rows] - calls["start"].to_numpy()[rows]).astype(np.float64)
+    n = polls(calls)[rows]
+    i = idle[rows]
+    df = pd.DataFrame({"function": calls["function"].take(rows).reset_index(drop=True),
+                       "callsite": calls["callsite"].take(rows).reset_index(drop=True),
+                       "rank": calls["rank"].to_numpy()[rows], "ns": dur, "calls": n,
+                       "idle_ns": np.where(i, dur, 0.0), "idle_calls": np.where(i, n, 0)})
+    out = df.groupby(["function", "callsite", "rank"], observed=True).agg(
+        visits=("ns", "size"), calls=("calls", "sum"), ns=("ns", "sum"),
+        idle_ns=("idle_ns", "sum"), idle_calls=("idle_calls", "sum")).reset_index()
+    return out.assign(function=out["function"].astype(str),
+                      callsite=out["callsite"].astype(str))
+
+
 def _waiting(s: Any) -> np.ndarray:
     if s.waits is None:
         raise ValueError("findings need the wait states of each part")
@@ -340,7 +469,8 @@ def _part1(s: Any) -> dict[str, Any]:
     coll = _with_callsite(s, t.collectives)
     out: dict[str, Any] = {"num_ranks": int(t.num_ranks), "same": coll[ROWS].iloc[:0],
                            "barriers": None, "frequent": None, "need": NO_INSTANCES,
-                           "aggregation": _aggregation_part(s), "site_calls": None}
+                           "aggregation": _aggregation_part(s), "site_calls": None,
+                           "receiving": _receiving_part(s), "polling": _polling_part(s)}
     if coll.empty:
         return out
     c, same = _same_as_previous(coll)
@@ -682,13 +812,18 @@ def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
 
 
 def load_imbalance(parts: pd.DataFrame | None, breakdown: pd.DataFrame,
-                   total_rank_ns: float, replays: Replays) -> list[Finding]:
-    """From the waiting per call site, rank, culprit and kind (calls, wait, time)."""
+                   total_rank_ns: float, replays: Replays,
+                   transfer_sites: frozenset[tuple[str, str]] = frozenset()
+                   ) -> list[Finding]:
+    """From the waiting per call site, rank, culprit and kind (calls, wait, time); not
+    at `transfer_sites` (their waiting is data in flight: `transfer_bound`)."""
     if parts is None or parts.empty:
         return []
     compute = breakdown.set_index("rank")["compute_s"]
     found = []
     for (function, callsite), g in parts.groupby(["function", "callsite"]):
+        if (str(function), str(callsite)) in transfer_sites:
+            continue
         total_wait = float(g["wait"].sum())
         if total_wait < NOTABLE_SHARE * total_rank_ns:
             continue
@@ -717,6 +852,159 @@ def load_imbalance(parts: pd.DataFrame | None, breakdown: pd.DataFrame,
              "wait_kinds": {str(k): int(v) for k, v in kinds.items()},
              "compute_by_rank_s": {int(r): float(s) for r, s in compute.items()},
              "model": replays.model}))
+    return found
+
+
+def _path_scenario(path: str, *, latency_s: float | None = None,
+                   bandwidth_Bps: float | None = None) -> Scenario:
+    """The network of one path changed (the other kept)."""
+    if path == INTER:
+        return Scenario(inter_latency_s=latency_s, inter_bandwidth_Bps=bandwidth_Bps)
+    return Scenario(intra_latency_s=latency_s, intra_bandwidth_Bps=bandwidth_Bps)
+
+
+def transfer_bound(parts: pd.DataFrame | None, total_rank_ns: float,
+                   replays: Replays) -> tuple[list[Finding], frozenset[tuple[str, str]]]:
+    """(the findings, their call sites) from per function, call site and rank
+    aggregates of the calls completing received messages: a call site holding
+    NOTABLE_SHARE of rank time whose replayed time is mostly transfer on the path its
+    messages take (module doc)."""
+    if parts is None or parts.empty:
+        return [], frozenset()
+    site = parts.groupby(["function", "callsite"]).agg(
+        calls=("calls", "sum"), ns=("ns", "sum"), wait=("wait", "sum"),
+        msgs_inter=("msgs_inter", "sum"), bytes_inter=("bytes_inter", "sum"),
+        msgs_intra=("msgs_intra", "sum"), bytes_intra=("bytes_intra", "sum"),
+        ranks=("rank", "nunique"))
+    site = site[site["ns"] >= NOTABLE_SHARE * total_rank_ns]
+    if site.empty:
+        return [], frozenset()
+    try:
+        fitted: Machine = replays.base.fitted
+    except UserError:
+        return [], frozenset()
+
+    def model_s(row: pd.Series, path: str) -> tuple[float, float]:
+        """(latency, bytes / bandwidth) of the site's messages on `path`, in seconds."""
+        p = fitted.paths[path]
+        tag = "inter" if path == INTER else "intra"
+        return (float(row[f"msgs_{tag}"]) * p.latency_s,
+                float(row[f"bytes_{tag}"]) / p.bandwidth_Bps)
+
+    # each site on the path its messages spend most modelled transfer time on
+    path_of = {k: max((INTER, INTRA), key=lambda p, r=row: sum(model_s(r, p)))
+               for k, row in site.iterrows()}
+    base = replays.site_ns(Scenario(), list(path_of))
+    measured = replays.site_ns(None, list(path_of))
+    if base is None or measured is None:
+        return [], frozenset()
+    # the replay with the path's latency, bandwidth or both free: what the sites lose
+    free: dict[str, dict[tuple[str, str], float]] = {"both": {}, "latency": {},
+                                                     "bandwidth": {}}
+    for path in sorted(set(path_of.values())):
+        keys = [k for k, p in path_of.items() if p == path]
+        for what, lat, bw in (("both", 0.0, FREE_BANDWIDTH_BPS), ("latency", 0.0, None),
+                              ("bandwidth", None, FREE_BANDWIDTH_BPS)):
+            got = replays.site_ns(_path_scenario(path, latency_s=lat, bandwidth_Bps=bw),
+                                  keys)
+            if got is not None:
+                free[what].update(got)
+    found, sites = [], set()
+    savings: dict[tuple[str, str, str], float | None] = {}
+    for key, row in site.iterrows():
+        function, callsite = (str(x) for x in key)
+        b, f = base.get(key, 0.0), free["both"].get(key)
+        # the model must give back what was measured there: a path model slower than
+        # the site's measured transfers (too few messages to fit it, say) claims
+        # transfer that never happened
+        if b <= 0 or f is None or b > (1 + REPLAY_TOLERANCE) * measured.get(key, 0.0):
+            continue
+        share = max(b - f, 0.0) / b
+        if share < TRANSFER_DOMINATES:
+            continue
+        path = path_of[key]
+        p = fitted.paths[path]
+        lat_s, bw_s = model_s(row, path)
+        tag = "inter" if path == INTER else "intra"
+        msgs, nbytes = int(row[f"msgs_{tag}"]), float(row[f"bytes_{tag}"])
+        # by what the replay says these calls lose (a wait behind another rank's large
+        # transfer is bandwidth-bound whatever its own message's size)
+        by_lat = b - free["latency"].get(key, b)
+        by_bw = b - free["bandwidth"].get(key, b)
+        kind = "latency_bound" if by_lat > by_bw else "bandwidth_bound"
+        what = (("half the latency", "latency", p.latency_s / 2) if kind == "latency_bound"
+                else ("twice the bandwidth", "bandwidth", p.bandwidth_Bps * 2))
+        if (path, *what[:2]) not in savings:
+            savings[(path, *what[:2])] = replays.saving(
+                _path_scenario(path, latency_s=what[2]) if kind == "latency_bound"
+                else _path_scenario(path, bandwidth_Bps=what[2]))
+        saving = savings[(path, *what[:2])]
+        time_s = float(row["ns"]) / 1e9
+        transfer_s = share * time_s
+        target = (format_time(what[2]) if kind == "latency_bound"
+                  else format_rate(what[2]))
+        found.append(Finding(
+            kind, function, callsite, int(row["calls"]), time_s, max(saving or 0.0, 0.0),
+            f"{where(function, callsite)} is {kind.replace('_', '-')}: "
+            f"{share:.0%} of the {seconds(time_s)} ranks spend in it "
+            f"({row['ns'] / max(total_rank_ns, 1):.1%} of rank time) is data in flight on "
+            f"the {path} path, not waiting for a late partner: what these calls lose in "
+            "the replay when the path's transfers cost nothing (the path fitted as "
+            f"{format_time(p.latency_s)} + n / {format_rate(p.bandwidth_Bps)}; the "
+            f"{msgs:,} messages they complete, {data(nbytes)}, take {seconds(lat_s)} of "
+            f"latency and {seconds(bw_s)} at that bandwidth, the rest is transfers their "
+            f"senders waited for first). With {what[0]} on the {path} path (all its "
+            f"messages), the run {_saved(saving, replays)}.",
+            {"path": path, "latency_s": p.latency_s, "bandwidth_Bps": p.bandwidth_Bps,
+             "messages": msgs, "bytes": nbytes, "latency_part_s": lat_s,
+             "bandwidth_part_s": bw_s, "transfer_share": share, "transfer_s": transfer_s,
+             "replayed_lost_to_latency_s": by_lat / 1e9,
+             "replayed_lost_to_bandwidth_s": by_bw / 1e9,
+             "waiting_s": float(row["wait"]) / 1e9, "ranks": int(row["ranks"]),
+             "scenario": f"{what[0]} on the {path} path ({what[1]} {target})",
+             "saving_replayed": saving is not None, "model": replays.model}))
+        sites.add((function, callsite))
+    # one network change per path and kind: its saving is stated by each of its sites
+    shared: dict[tuple[str, str], int] = {}
+    for f in found:
+        shared[(f.evidence["path"], f.kind)] = shared.get((f.evidence["path"], f.kind), 0) + 1
+    for i, f in enumerate(found):
+        n = shared[(f.evidence["path"], f.kind)]
+        if n > 1:
+            found[i] = dataclasses.replace(f, message=(
+                f"{f.message} The {n} {f.kind.replace('_', '-')} call sites on this path "
+                "state this one saving: it is not to be added up."))
+    return found, frozenset(sites)
+
+
+def polling(parts: pd.DataFrame | None, total_rank_ns: float,
+            replays: Replays) -> list[Finding]:
+    """From per function, call site and rank aggregates of the polling calls: a call
+    site whose polling holds NOTABLE_SHARE of rank time (module doc)."""
+    if parts is None or parts.empty:
+        return []
+    found = []
+    for (function, callsite), g in parts.groupby(["function", "callsite"]):
+        ns = float(g["ns"].sum())
+        if ns <= 0 or ns < NOTABLE_SHARE * total_rank_ns:
+            continue
+        function, callsite = str(function), str(callsite)
+        calls, visits = int(g["calls"].sum()), int(g["visits"].sum())
+        idle_ns, idle_calls = float(g["idle_ns"].sum()), int(g["idle_calls"].sum())
+        by_rank = g.groupby("rank")["ns"].sum().sort_values(ascending=False) / 1e9
+        saving = replays.saving(Scenario(blocking_at=(CallSite(function, callsite),)))
+        found.append(Finding(
+            "polling", function, callsite, calls, ns / 1e9, max(saving or 0.0, 0.0),
+            f"{where(function, callsite)} polls: {calls:,} calls "
+            f"({_plural(visits, 'recorded visit')}) take {seconds(ns / 1e9)}, "
+            f"{ns / max(total_rank_ns, 1):.1%} of rank time ({_ranks(by_rank.head(3))}); "
+            f"{idle_calls:,} of them, {seconds(idle_ns / 1e9)}, completed nothing. "
+            "Replacing the polling by a blocking wait (the calls that complete nothing "
+            "taken out, the computation between them kept; the wait for the message "
+            f"itself stays) {_saved(saving, replays)}.",
+            {"visits": visits, "idle_calls": idle_calls, "idle_s": idle_ns / 1e9,
+             "time_by_rank_s": {int(r): float(v) for r, v in by_rank.items()},
+             "saving_replayed": saving is not None, "model": replays.model}))
     return found
 
 
@@ -837,13 +1125,16 @@ def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,
     hot = _hot_rank(num_ranks, path)
     p3 = run(partial(_part3, offsets=offsets, last=last,
                      hot=hot[0] if hot is not None else None))
-    found = (redundant_collectives(same, bad, barriers, counts,
+    transfer, transfer_sites = transfer_bound(
+        _concat([p["receiving"] for p in p1]), total_rank_ns, replays)
+    found = (transfer + polling(_concat([p["polling"] for p in p1]), total_rank_ns, replays)
+             + redundant_collectives(same, bad, barriers, counts,
                                    _concat([p["site_calls"] for p in p1]), replays)
              + frequent_collectives(_concat([p["frequent"] for p in p1]), loop,
                                     total_rank_ns, replays)
              + message_aggregation(_concat([p["aggregation"] for p in p1]), replays)
              + load_imbalance(_concat([p["imbalance"] for p in p3]), breakdown,
-                              total_rank_ns, replays)
+                              total_rank_ns, replays, transfer_sites)
              + (hot_spot(p3, num_ranks, hot[0], hot[1], path, replays)
                 if hot is not None and path is not None else []))
     return sorted(found, key=lambda f: f.estimated_savings_s, reverse=True)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from mpiscope.analysis.simulate import engine, program, timeline
-from mpiscope.analysis.simulate.model import INTER, Machine, fit, load_machine
+from mpiscope.analysis.simulate.model import INTER, INTRA, Machine, fit, load_machine
 from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.archive.trace import Trace
 
@@ -78,6 +78,8 @@ def target_machine(fitted: Machine, scenario: Scenario) -> Machine:
     machine = base.with_network(scenario.latency_s, scenario.bandwidth_Bps)
     machine = machine.with_network(scenario.inter_latency_s, scenario.inter_bandwidth_Bps,
                                    only=INTER)
+    machine = machine.with_network(scenario.intra_latency_s, scenario.intra_bandwidth_Bps,
+                                   only=INTRA)
     if scenario.cpu_factor is not None:
         machine = replace(machine, cpu_factor=scenario.cpu_factor)
     if scenario.nodes is not None:

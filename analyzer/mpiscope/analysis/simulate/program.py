@@ -137,6 +137,11 @@ def _site_mask(calls: pd.DataFrame, function: str, callsite: str,
     return fn & hit
 
 
+def site_mask(calls: pd.DataFrame, function: str, callsite: str) -> np.ndarray:
+    """Calls of `function` at `callsite` (their call site or a frame of their path)."""
+    return _site_mask(calls, function, callsite)
+
+
 SMALL_MESSAGE_BYTES = 4096  # --aggregate merges bursts of messages up to this size
 
 
@@ -207,6 +212,25 @@ def _check_not_completing(trace: Trace, site: object, sel: np.ndarray) -> None:
                             "the calls that start them too, or keep it)")
 
 
+# the calls a polling loop makes (the interposer merges their idle runs into one visit)
+POLLING = ("MPI_Test", "MPI_Testany", "MPI_Testall", "MPI_Testsome", "MPI_Iprobe",
+           "MPI_Improbe", "MPI_Request_get_status", "MPI_Win_test")
+
+
+def idle_polls(trace: Trace, sel: np.ndarray) -> np.ndarray:
+    """The calls of `sel` (over trace.calls) that complete nothing: no message's receive
+    or send, no collective (a poll that completed a request is the loop's wait)."""
+    idle = sel.copy()
+    m = trace.messages
+    if len(m):
+        for col in ("recv_complete_call", "send_complete_call"):
+            done = m[col].to_numpy()
+            idle[done[done >= 0]] = False
+    if len(trace.collectives):
+        idle[trace.collectives["call"].to_numpy()] = False
+    return idle
+
+
 def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
     """Calls the scenario takes out (over trace.calls): removed call sites and calls,
     collective instances skipped, sends merged into their burst's last message, and the
@@ -222,6 +246,11 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
             raise UserError("--remove", f"no call {site} in this trace")
         _check_not_completing(trace, site, sel)
         gone |= sel
+    for site in scenario.blocking_at:
+        sel = _site_mask(calls, site.function, site.callsite, trace.callpaths)
+        if not sel.any():
+            raise UserError("blocking_at", f"no call {site} in this trace")
+        gone |= idle_polls(trace, sel)
     for every in scenario.collective_every:
         sel = _site_mask(calls, every.site.function, every.site.callsite, trace.callpaths)
         rows = coll[np.isin(coll["call"].to_numpy(), np.flatnonzero(sel))]

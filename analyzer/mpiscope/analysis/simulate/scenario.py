@@ -67,6 +67,9 @@ class Scenario:
     # the inter-node path alone (after latency_s / bandwidth_Bps, which set every path)
     inter_latency_s: float | None = None
     inter_bandwidth_Bps: float | None = None
+    # the intra-node path alone (findings: a path made faster or free)
+    intra_latency_s: float | None = None
+    intra_bandwidth_Bps: float | None = None
     cpu_factor: float | None = None
     nodes: int | None = None  # ranks placed block-wise on this many nodes
     machine: str | None = None  # name or file of the machine model (None: fitted)
@@ -79,6 +82,9 @@ class Scenario:
     remove_calls: tuple[int, ...] = ()
     balance_at: tuple[CallSite, ...] = ()
     spread_rank: int | None = None
+    # the polling calls at these call sites that complete nothing taken out: each loop
+    # becomes the blocking wait its completing call is, its computation kept
+    blocking_at: tuple[CallSite, ...] = ()
     notes: list[str] = field(default_factory=list, compare=False)
 
     @property
@@ -98,4 +104,10 @@ class Scenario:
                 **({"balance_at": [str(s) for s in self.balance_at]}
                    if self.balance_at else {}),
                 **({"spread_rank": self.spread_rank} if self.spread_rank is not None
-                   else {})}
+                   else {}),
+                **({"intra_node_latency_s": self.intra_latency_s,
+                    "intra_node_bandwidth_Bps": self.intra_bandwidth_Bps}
+                   if self.intra_latency_s is not None or self.intra_bandwidth_Bps is not None
+                   else {}),
+                **({"blocking_at": [str(s) for s in self.blocking_at]}
+                   if self.blocking_at else {})}
