@@ -64,11 +64,18 @@ class CriticalPath:
         function, "compute" or MPI_Init), `callsite`, `before` (for compute: the function
         ending the burst, whose call site `callsite` is), `time_s`, `share`."""
         s = self.segments
-        name = np.where(s["kind"] == "compute", COMPUTE, s["function"].astype(str))
-        before = np.where(s["kind"] == "compute", s["function"].astype(str), "")
-        d = pd.DataFrame({"name": name, "callsite": s["callsite"].astype(str),
-                          "before": before, "ns": (s["end"] - s["start"]).to_numpy()})
+        fn, fnames = _codes(s["function"])
+        cs, cnames = _codes(s["callsite"])
+        comp = s["kind"].cat.codes.to_numpy() == KINDS.index("compute")
+        # grouped by codes, named after: millions of segments, a few hundred sites
+        d = pd.DataFrame({"name": np.where(comp, -1, fn), "callsite": cs,
+                          "before": np.where(comp, fn, -1),
+                          "ns": (s["end"] - s["start"]).to_numpy()})
         g = d.groupby(["name", "callsite", "before"], sort=False)["ns"].sum().reset_index()
+        names = np.append(fnames, "")  # code -1: the compute row's name / no `before`
+        g["before"] = names[g["before"].to_numpy()]
+        g["name"] = np.where(g["name"].to_numpy() < 0, COMPUTE, names[g["name"].to_numpy()])
+        g["callsite"] = np.append(cnames, "")[g["callsite"].to_numpy()]
         g = g.sort_values(["ns", "name", "callsite"], ascending=[False, True, True],
                           kind="stable")
         return pd.DataFrame({"name": g["name"], "callsite": g["callsite"],
@@ -94,9 +101,16 @@ class CriticalPath:
         `with_bursts`) the compute bursts that end at such a call: the work a late rank
         did before it, which balancing would shorten."""
         s = self.segments
-        here = (s["function"] == function).to_numpy() & (s["callsite"] == callsite).to_numpy()
-        kind = s["kind"].to_numpy()
-        keep = here & ((kind == "mpi") | (with_bursts & (kind == "compute")))
+        fn, fnames = _codes(s["function"])
+        cs, cnames = _codes(s["callsite"])
+        f = np.flatnonzero(fnames == function)
+        c = np.flatnonzero(cnames == callsite)
+        if not len(f) or not len(c):
+            return 0.0
+        here = (fn == f[0]) & (cs == c[0])
+        kind = s["kind"].cat.codes.to_numpy()
+        keep = here & ((kind == KINDS.index("mpi")) |
+                       (with_bursts & (kind == KINDS.index("compute"))))
         return float((s["end"].to_numpy()[keep] - s["start"].to_numpy()[keep]).sum() / 1e9)
 
     def to_dict(self, top: int | None = None) -> dict:
@@ -118,6 +132,13 @@ class CriticalPath:
                           "share": float(r.share), "compute_s": float(r.compute_s),
                           "mpi_s": float(r.mpi_s)} for r in pr.itertuples()],
         }
+
+
+def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A segments column of names as (codes, names as str): comparisons and groupings
+    on the codes (the column is categorical: `assemble`)."""
+    c = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+    return c.cat.codes.to_numpy(), np.asarray(c.cat.categories.astype(str), dtype=object)
 
 
 def _latest(group: np.ndarray, time: np.ndarray, value: np.ndarray,
@@ -459,8 +480,10 @@ def assemble(timeline: Callable[[int], RankTimeline], begin: np.ndarray,
         "end": s["end"][order],
         "kind": pd.Categorical.from_codes(s["kind"][order].astype(np.int8),
                                           categories=list(KINDS)),
-        "function": s["function"][order].astype(object),
-        "callsite": s["callsite"][order].astype(object), "call": s["call"][order]})
+        # categorical: millions of segments name a few hundred functions and call sites
+        "function": pd.Categorical(s["function"][order].astype(object)),
+        "callsite": pd.Categorical(s["callsite"][order].astype(object)),
+        "call": s["call"][order]})
     return CriticalPath(run_begin, run_end, segments, nranks)
 
 
