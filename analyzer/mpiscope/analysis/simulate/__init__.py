@@ -120,6 +120,25 @@ def predicted_s(trace: Trace, scenario: Scenario, fitted: Machine,
                                     prepared)).runtime_ns / 1e9
 
 
+@dataclass(frozen=True)
+class BaseRun:
+    """The replay of a trace as it ran, reduced to what scenarios are compared with: its
+    runtime and the fitted machine (`Replay` also keeps the program and timeline, several
+    times the trace's own size, for the predicted trace and the breakdown)."""
+
+    replayed_s: float
+    fitted: Machine
+
+
+def base_run(trace: Trace, prepared: program.Prepared | None = None) -> BaseRun:
+    """`replay(trace).replayed_s` and `.fitted`, the program and timeline freed on return."""
+    fitted = fit(trace)
+    prepared = prepared if prepared is not None else program.Prepared.of(trace)
+    runtime_ns = engine.run(program.build(trace, fitted, fitted, Scenario(),
+                                          prepared)).runtime_ns
+    return BaseRun(replayed_s=runtime_ns / 1e9, fitted=fitted)
+
+
 def replay(trace: Trace, scenario: Scenario | None = None, *,
            fitted: Machine | None = None,
            prepared: program.Prepared | None = None) -> Replay:
