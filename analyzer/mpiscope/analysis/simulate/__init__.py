@@ -128,15 +128,18 @@ class BaseRun:
 
     replayed_s: float
     fitted: Machine
+    events: int  # as Replay.events
 
 
 def base_run(trace: Trace, prepared: program.Prepared | None = None) -> BaseRun:
-    """`replay(trace).replayed_s` and `.fitted`, the program and timeline freed on return."""
+    """`replay(trace)`'s replayed_s, fitted and events; the program and timeline freed on
+    return."""
     fitted = fit(trace)
     prepared = prepared if prepared is not None else program.Prepared.of(trace)
-    runtime_ns = engine.run(program.build(trace, fitted, fitted, Scenario(),
-                                          prepared)).runtime_ns
-    return BaseRun(replayed_s=runtime_ns / 1e9, fitted=fitted)
+    prog = program.build(trace, fitted, fitted, Scenario(), prepared)
+    events = prog.num_ops + 2 * len(prog.msg_row)
+    runtime_ns = engine.run(prog).runtime_ns
+    return BaseRun(replayed_s=runtime_ns / 1e9, fitted=fitted, events=events)
 
 
 def replay(trace: Trace, scenario: Scenario | None = None, *,
