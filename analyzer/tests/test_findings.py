@@ -229,13 +229,13 @@ def test_failed_base_replay_is_kept_for_the_session(monkeypatch):
             sc.call(r, "MPI_Barrier", t + 10, t + 15, callsite="y.c:2")
         t += 100
     tried = []
-    replay = findings.simulate.replay
+    base_run = findings.simulate.base_run
 
     def counted(*args, **kwargs):
         tried.append(1)
-        return replay(*args, **kwargs)
+        return base_run(*args, **kwargs)
 
-    monkeypatch.setattr(findings.simulate, "replay", counted)
+    monkeypatch.setattr(findings.simulate, "base_run", counted)
     a = Analysis(sc.trace())
     a.to_json()
     # without a saving, each lies below any noise floor: listed as minor

@@ -114,7 +114,7 @@ class Replays:
         self.trace = trace
         # the base replay, or why it failed: kept either way, as a failed replay (e.g. a
         # deadlock) would only fail again, once per finding asking for a saving
-        self._base: simulate.Replay | UserError | None = None
+        self._base: simulate.BaseRun | UserError | None = None
         self._program_prepared: tuple[Trace, simulate.program.Prepared] | None = None
 
     @property
@@ -122,10 +122,12 @@ class Replays:
         return self.base.replayed_s
 
     @property
-    def base(self) -> simulate.Replay:
+    def base(self) -> simulate.BaseRun:
         if self._base is None:
             try:
-                self._base = simulate.replay(self.trace, prepared=self._prepared_program())
+                # only its runtime and machine are kept: the base replay's program and
+                # timeline alive beside each scenario's would double the peak memory
+                self._base = simulate.base_run(self.trace, self._prepared_program())
             except UserError as err:
                 self._base = err
         if isinstance(self._base, UserError):

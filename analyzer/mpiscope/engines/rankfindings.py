@@ -256,7 +256,7 @@ class BoundedReplays(findings.Replays):
         self.trace = _window_trace(self.run, self.window)
 
     @property
-    def base(self) -> simulate.Replay:
+    def base(self) -> simulate.BaseRun:
         self._prepare()
         return super().base
 

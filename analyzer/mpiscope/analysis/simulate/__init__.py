@@ -122,6 +122,28 @@ def predicted_s(trace: Trace, scenario: Scenario, fitted: Machine,
                                     prepared)).runtime_ns / 1e9
 
 
+@dataclass(frozen=True)
+class BaseRun:
+    """The replay of a trace as it ran, reduced to what scenarios are compared with: its
+    runtime and the fitted machine (`Replay` also keeps the program and timeline, several
+    times the trace's own size, for the predicted trace and the breakdown)."""
+
+    replayed_s: float
+    fitted: Machine
+    events: int  # as Replay.events
+
+
+def base_run(trace: Trace, prepared: program.Prepared | None = None) -> BaseRun:
+    """`replay(trace)`'s replayed_s, fitted and events; the program and timeline freed on
+    return."""
+    fitted = fit(trace)
+    prepared = prepared if prepared is not None else program.Prepared.of(trace)
+    prog = program.build(trace, fitted, fitted, Scenario(), prepared)
+    events = prog.num_ops + 2 * len(prog.msg_row)
+    runtime_ns = engine.run(prog).runtime_ns
+    return BaseRun(replayed_s=runtime_ns / 1e9, fitted=fitted, events=events)
+
+
 def replay(trace: Trace, scenario: Scenario | None = None, *,
            fitted: Machine | None = None,
            prepared: program.Prepared | None = None) -> Replay:

@@ -520,6 +520,9 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     np.maximum.at(ready, rdone[ok], arrival[ok])
     rdv = (sdone >= 0) & ~f_eager
     np.maximum.at(ready, sdone[rdv], arrival[rdv])
+    # per-message and per-op temporaries go as soon as they are used: the program being
+    # built is the peak of `findings` (one per scenario)
+    del f_lat, f_xfer, f_eager, s_post, r_post, arrival, ok, rdv
 
     # collectives
     coll = trace.collectives
@@ -585,12 +588,16 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
                  else _strings(fcol))
     overhead = _overhead(functions[op_call], own)
     noise = own - overhead
+    del own
     kept = keeps_noise(scenario, target)
     cost = overhead + noise if kept else overhead.copy()
     cost[removed] = 0.0
     # descheduled while waiting: noise hides behind a longer wait than the traced one
     absorb = np.where(removed | (not kept), 0.0, noise)
     waited = np.clip(ready - start, 0.0, dur)
+    del ready, dur
+    overhead[removed] = 0.0  # in place: both are this build's own arrays
+    noise[removed] = 0.0
     # no posts or waits for removed ops; messages were filtered above
     keys_ok = rdone >= 0
     rdv_t = ~t_eager
@@ -614,5 +621,5 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
         wait_recv=_grouped(pre.by_rdone, pre.rdone, waited_recv, pos, n_ops),
         wait_send=_grouped(pre.by_sdone, pre.sdone, waited_send, pos, n_ops),
         op_inst=op_inst, op_waits_inst=op_waits, inst_size=inst_size, inst_cost=t_cost,
-        overhead=np.where(removed, 0.0, overhead), noise=np.where(removed, 0.0, noise),
+        overhead=overhead, noise=noise,
         absorb=absorb, waited=waited)
