@@ -174,16 +174,14 @@ class Replays:
             dur = pre.end - pre.start
             return {(f, c): float(dur[simulate.program.site_mask(trace.calls, f, c)[
                 pre.op_call]].sum()) for f, c in sites}
-        if scenario.is_baseline:
-            prog, tl = base._program, base._timeline
-        else:
-            try:
-                prog = simulate.program.build(
-                    trace, base.fitted, simulate.target_machine(base.fitted, scenario),
-                    scenario, self._prepared_program())
-                tl = simulate.engine.run(prog)
-            except UserError:
-                return None
+        # the baseline too is built again: the base run keeps no program (memory)
+        try:
+            prog = simulate.program.build(
+                trace, base.fitted, simulate.target_machine(base.fitted, scenario),
+                scenario, self._prepared_program())
+            tl = simulate.engine.run(prog)
+        except UserError:
+            return None
         dur = np.where(prog.removed, 0.0, tl.end - tl.start)
         return {(f, c): float(dur[simulate.program.site_mask(trace.calls, f, c)[
             prog.op_call]].sum()) for f, c in sites}
