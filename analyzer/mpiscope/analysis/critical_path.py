@@ -64,8 +64,8 @@ class CriticalPath:
         function, "compute" or MPI_Init), `callsite`, `before` (for compute: the function
         ending the burst, whose call site `callsite` is), `time_s`, `share`."""
         s = self.segments
-        fn, fnames = _codes(s["function"])
-        cs, cnames = _codes(s["callsite"])
+        fn, fnames = _segment_codes(s["function"])
+        cs, cnames = _segment_codes(s["callsite"])
         comp = s["kind"].cat.codes.to_numpy() == KINDS.index("compute")
         # grouped by codes, named after: millions of segments, a few hundred sites
         d = pd.DataFrame({"name": np.where(comp, -1, fn), "callsite": cs,
@@ -101,8 +101,8 @@ class CriticalPath:
         `with_bursts`) the compute bursts that end at such a call: the work a late rank
         did before it, which balancing would shorten."""
         s = self.segments
-        fn, fnames = _codes(s["function"])
-        cs, cnames = _codes(s["callsite"])
+        fn, fnames = _segment_codes(s["function"])
+        cs, cnames = _segment_codes(s["callsite"])
         f = np.flatnonzero(fnames == function)
         c = np.flatnonzero(cnames == callsite)
         if not len(f) or not len(c):
@@ -134,7 +134,7 @@ class CriticalPath:
         }
 
 
-def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def _segment_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """A segments column of names as (codes, names as str): comparisons and groupings
     on the codes (the column is categorical: `assemble`)."""
     c = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
