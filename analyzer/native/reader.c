@@ -291,6 +291,17 @@ static inline int32_t signed32(uint32_t v) { return v == NONE32 ? -1 : (int32_t)
 
 #define OK_OR_STOP(expr) do { if (expr) { c->failed = 1; return OTF2_CALLBACK_INTERRUPT; } } while (0)
 
+/* the thread's run-queue delay sampled on this Enter/Leave (mpiscope:run_delay_ns), -1 */
+static int64_t run_delay(const ctx_t *c, OTF2_AttributeList *al)
+{
+    uint64_t v;
+    if (!al || c->cfg->attr_run_delay == NONE32 ||
+        OTF2_AttributeList_GetUint64(al, c->cfg->attr_run_delay, &v) != OTF2_SUCCESS ||
+        v > INT64_MAX)
+        return -1;
+    return (int64_t)v;
+}
+
 static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
                                   OTF2_AttributeList *al, OTF2_RegionRef region)
 {
@@ -353,6 +364,8 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     COLUMN(k, C_PRIOR_HASH)[i] = 0;
     COLUMN(k, C_TRUNCATED)[i] = 0;
     COLUMN(k, C_POLLS)[i] = 1;
+    COLUMN(k, C_RUN_DELAY_ENTER)[i] = run_delay(c, al);
+    COLUMN(k, C_RUN_DELAY_LEAVE)[i] = -1;
     c->stack[c->depth++] = (frame_t){(int64_t)i, mpi};
     if (mpi) {
         c->mpi_depth++;
@@ -385,6 +398,7 @@ static OTF2_CallbackCode cb_leave(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     if (al && c->cfg->attr_calls != NONE32 &&
         OTF2_AttributeList_GetUint64(al, c->cfg->attr_calls, &polls) == OTF2_SUCCESS)
         COLUMN(k, C_POLLS)[f.row] = polls < 1 ? 1 : polls > INT32_MAX ? INT32_MAX : (int32_t)polls;
+    COLUMN(k, C_RUN_DELAY_LEAVE)[f.row] = run_delay(c, al);
     if (f.mpi) {
         c->mpi_depth--;
         restore_mpi_top(c);
