@@ -304,6 +304,17 @@ static inline int32_t signed32(uint32_t v) { return v == NONE32 ? -1 : (int32_t)
 
 #define OK_OR_STOP(expr) do { if (expr) { c->failed = 1; return OTF2_CALLBACK_INTERRUPT; } } while (0)
 
+/* the thread's run-queue delay sampled on this Enter/Leave (mpiscope:run_delay_ns), -1 */
+static int64_t run_delay(const ctx_t *c, OTF2_AttributeList *al)
+{
+    uint64_t v;
+    if (!al || c->cfg->attr_run_delay == NONE32 ||
+        OTF2_AttributeList_GetUint64(al, c->cfg->attr_run_delay, &v) != OTF2_SUCCESS ||
+        v > INT64_MAX)
+        return -1;
+    return (int64_t)v;
+}
+
 static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
                                   OTF2_AttributeList *al, OTF2_RegionRef region)
 {
@@ -366,6 +377,8 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     COLUMN(k, C_PRIOR_HASH)[i] = 0;
     COLUMN(k, C_TRUNCATED)[i] = 0;
     COLUMN(k, C_POLLS)[i] = 1;
+    COLUMN(k, C_RUN_DELAY_ENTER)[i] = run_delay(c, al);
+    COLUMN(k, C_RUN_DELAY_LEAVE)[i] = -1;
     if (mpi == 2 && c->mpi_depth == 0) { /* a polling call: may merge at its Leave */
         c->poll_chained = c->nchain && c->events == c->chain_mark + 1 &&
                           time - c->chain_left <= POLL_GAP_NS;
@@ -407,6 +420,8 @@ static int poll_leave(ctx_t *c, table_t *k, int64_t row, int64_t time)
             int64_t n = (int64_t)COLUMN(k, C_POLLS)[v] + COLUMN(k, C_POLLS)[row];
             COLUMN(k, C_POLLS)[v] = n > INT32_MAX ? INT32_MAX : (int32_t)n;
             COLUMN(k, C_END)[v] += d;
+            if (COLUMN(k, C_RUN_DELAY_LEAVE)[row] >= 0) /* the latest sample: delay only grows */
+                COLUMN(k, C_RUN_DELAY_LEAVE)[v] = COLUMN(k, C_RUN_DELAY_LEAVE)[row];
             for (uint32_t m = j + 1; m < c->nchain; m++) {
                 COLUMN(k, C_START)[c->chain[m]] += d;
                 COLUMN(k, C_END)[c->chain[m]] += d;
@@ -450,6 +465,7 @@ static OTF2_CallbackCode cb_leave(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
     if (al && c->cfg->attr_calls != NONE32 &&
         OTF2_AttributeList_GetUint64(al, c->cfg->attr_calls, &polls) == OTF2_SUCCESS)
         COLUMN(k, C_POLLS)[f.row] = polls < 1 ? 1 : polls > INT32_MAX ? INT32_MAX : (int32_t)polls;
+    COLUMN(k, C_RUN_DELAY_LEAVE)[f.row] = run_delay(c, al);
     if (f.mpi) {
         c->mpi_depth--;
         restore_mpi_top(c);

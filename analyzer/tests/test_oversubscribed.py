@@ -66,3 +66,46 @@ def test_no_claim_without_trustworthy_cpu_counts(tmp_path: Path) -> None:
         d.mkdir()
         doc, _ = analyze(imbalanced(["node0"] * 4, cpus), d)
         assert not [w for w in doc["warnings"] if "oversubscribed" in w], cpus
+
+
+def _descheduled(tb: TraceBuilder, delays_us: list[int]) -> TraceBuilder:
+    """The tracer's run-delay samples: none waiting at the end of MPI_Init, `delays_us`
+    (per rank) at the start of MPI_Finalize, so each rank's main thread was runnable but
+    waiting for a CPU that long within its measured interval (10 000 µs)."""
+    for r, d in enumerate(delays_us):
+        for ev in tb.events[r]:
+            if ev.kind == "leave" and ev.args[0] == "MPI_Init":
+                ev.attrs["run_delay"] = 0
+            if ev.kind == "enter" and ev.args[0] == "MPI_Finalize":
+                ev.attrs["run_delay"] = d * US
+    return tb
+
+
+def test_measured_descheduling_in_the_warning_and_the_breakdown(tmp_path: Path) -> None:
+    tb = _descheduled(imbalanced(["node0"] * 4, "2"), [4000, 6000, 6000, 5000])
+    doc, _ = analyze(tb, tmp_path)
+    assert [r["descheduled_s"] for r in doc["ranks"]] == [0.004, 0.006, 0.006, 0.005]
+    over = [w for w in doc["warnings"] if w.startswith("oversubscribed")]
+    assert over == ["oversubscribed: 4 ranks on node0 with 2 CPUs — ranks took turns on the "
+                    "CPUs (ranks were runnable but waiting for a CPU 40–60% of their run "
+                    "(measured)), so waiting, imbalance and the timing-driven findings "
+                    "(marked `oversubscribed`) may be descheduling, not the program"]
+
+
+def test_measured_descheduling_warns_without_oversubscription(tmp_path: Path) -> None:
+    # as many CPUs as ranks, yet runnable but waiting 10% of the run (another job, say)
+    doc, _ = analyze(_descheduled(imbalanced(["a", "a", "b", "b"], "2 2"),
+                                  [1000] * 4), tmp_path)
+    assert [w for w in doc["warnings"] if w.startswith("descheduled")] == [
+        "descheduled: ranks were runnable but waiting for a CPU 10% of their run (measured) "
+        "— waiting, imbalance and the timing-driven findings may be descheduling, not the "
+        "program"]
+    d = tmp_path / "little"
+    d.mkdir()
+    doc, _ = analyze(_descheduled(imbalanced(["a", "a", "b", "b"], "2 2"), [100] * 4), d)
+    assert not [w for w in doc["warnings"] if "descheduled" in w]
+    assert [r["descheduled_s"] for r in doc["ranks"]] == [0.0001] * 4
+    d = tmp_path / "none"
+    d.mkdir()
+    doc, _ = analyze(imbalanced(["a", "a", "b", "b"], "2 2"), d)
+    assert [r["descheduled_s"] for r in doc["ranks"]] == [None] * 4

@@ -174,6 +174,9 @@ void mps_config_read(void)
     check_choice("MPISCOPE_POLL", "all", "merge", "merge: idle polling calls merged");
     const char *poll = getenv("MPISCOPE_POLL");
     mps_cfg.poll_all = poll && strcmp(poll, "all") == 0;
+    check_choice("MPISCOPE_SCHED", "on", "off", "on: descheduling sampled");
+    const char *sched = getenv("MPISCOPE_SCHED");
+    mps_cfg.sched_off = sched && strcmp(sched, "off") == 0;
     check_choice("MPISCOPE_CLOCK", "tsc", "monotonic", "tsc where the kernel's clocksource is tsc");
     const char *h = getenv("MPISCOPE_HOSTNAME");
     if (h && *h) snprintf(mps_job.host, sizeof mps_job.host, "%s", h);

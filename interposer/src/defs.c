@@ -373,6 +373,16 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
                                         mps_gstr(gw, "consecutive polling calls that "
                                                      "completed nothing, in this one visit"),
                                         OTF2_TYPE_UINT64);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CPU, mps_gstr(gw, "mpiscope:cpu_ns"),
+                                        mps_gstr(gw, "the thread's on-CPU time so far (ns, "
+                                                     "/proc/thread-self/schedstat)"),
+                                        OTF2_TYPE_UINT64);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_RUN_DELAY,
+                                        mps_gstr(gw, "mpiscope:run_delay_ns"),
+                                        mps_gstr(gw, "the thread's time so far runnable but "
+                                                     "waiting for a CPU (ns, "
+                                                     "/proc/thread-self/schedstat)"),
+                                        OTF2_TYPE_UINT64);
     /* regions: one per MPI function, ref = function index */
     for (int f = 0; f < MPS_FN_COUNT; f++) {
         OTF2_StringRef ns = mps_gstr(gw, mps_fn_names[f]);

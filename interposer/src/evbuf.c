@@ -122,6 +122,7 @@ static size_t record_words(const uint64_t *p)
     case MPS_EV_RMA_DONE: case MPS_EV_RMA_COLL_END: case MPS_EV_RMA_GSYNC: case MPS_EV_RMA_SYNC:
     case MPS_EV_IO_CREATE: case MPS_EV_IO_ISSUED: return 3;
     case MPS_EV_RMA_LOCK: case MPS_EV_IO_BEGIN: case MPS_EV_IO_DONE: case MPS_EV_IO_SEEK:
+    case MPS_EV_SCHED:
         return 4;
     case MPS_EV_RMA_OP: return 6;
     case MPS_EV_IRECV_REQUEST: case MPS_EV_ISEND_DONE: case MPS_EV_CANCELLED:
@@ -229,6 +230,8 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
     uint32_t path = UINT32_MAX; /* from the MPS_EV_PATH just before an Enter */
     int failed = 0, error = 0;  /* from the MPS_EV_ERROR just before a Leave */
     uint64_t polls = 0;         /* from the MPS_EV_POLL just before a Leave */
+    int sched = 0;              /* from the MPS_EV_SCHED before an Enter or a Leave */
+    uint64_t cpu = 0, delay = 0;
     while (p < b->pos && !*stop) {
         uint64_t t = mps_timemap_ns(m, p[0]);
         if (t < *last) t = *last; /* anchors bracket the batch; this only guards rounding */
@@ -247,6 +250,11 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
                 OTF2_AttributeList_AddSourceCodeLocationRef(al, MPS_ATTR_CALLSITE, a);
             if (path != UINT32_MAX && mps_evbuf_callpaths)
                 OTF2_AttributeList_AddCallingContextRef(al, MPS_ATTR_CALLPATH, path);
+            if (sched) {
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_CPU, cpu);
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_RUN_DELAY, delay);
+                sched = 0;
+            }
             OTF2_EvtWriter_Enter(w, OTF2_AttributeList_GetNumberOfElements(al) ? al : NULL, t,
                                  region);
             path = UINT32_MAX;
@@ -258,11 +266,21 @@ void mps_evbuf_encode(mps_evbuf *b, OTF2_EvtWriter *w, OTF2_AttributeList *al,
         case MPS_EV_POLL:
             polls = x[0];
             break;
+        case MPS_EV_SCHED:
+            sched = 1;
+            cpu = x[0];
+            delay = x[1];
+            break;
         case MPS_EV_LEAVE:
             if (failed) OTF2_AttributeList_AddInt32(al, MPS_ATTR_ERROR, error);
             if (polls > 1) OTF2_AttributeList_AddUint64(al, MPS_ATTR_CALLS, polls);
-            OTF2_EvtWriter_Leave(w, failed || polls > 1 ? al : NULL, t, region);
+            if (sched) {
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_CPU, cpu);
+                OTF2_AttributeList_AddUint64(al, MPS_ATTR_RUN_DELAY, delay);
+            }
+            OTF2_EvtWriter_Leave(w, failed || polls > 1 || sched ? al : NULL, t, region);
             failed = 0;
+            sched = 0;
             polls = 0;
             break;
         case MPS_EV_SEND:

@@ -28,9 +28,13 @@
 #define MPS_ATTR_ERROR 3    /* on the Leave of a call that returned an error */
 #define MPS_ATTR_CALLS 4    /* on the Leave of a visit that stands for several polling calls */
 #define MPS_ATTR_PRIOR_HASH 5 /* a collective's receive buffer at entry */
+/* the thread's counters where it was sampled (hotpath.c, MPS_EV_SCHED): on-CPU time and
+ * run-queue delay (runnable, waiting for a CPU), ns since the thread started */
+#define MPS_ATTR_CPU 6
+#define MPS_ATTR_RUN_DELAY 7
 /* defined only when call paths are recorded (depth > 1), after every other definition
  * (callpath.c): the largest ref, as OTF2 wants definitions in the order of their refs */
-#define MPS_ATTR_CALLPATH 6
+#define MPS_ATTR_CALLPATH 8
 #define MPS_EV_MAX_WORDS 9 /* largest record (hashed NonBlockingCollectiveComplete) */
 
 /* record kinds; payload words after the header in brackets */
@@ -74,6 +78,8 @@ enum mps_ev {
     MPS_EV_ERROR,         /* a = the error code the call returns, on its Leave that follows */
     MPS_EV_POLL,          /* [calls]: the Leave that follows ends a visit standing for this
                              many polling calls that completed nothing (hotpath.c) */
+    MPS_EV_SCHED,         /* [cpu ns] [run delay ns]: the thread's counters, for the Enter
+                             or Leave that follows (hotpath.c, descheduling) */
 };
 
 /* Encode MPS_EV_PATH as the next Enter's mpiscope:callpath (the traced process, where the

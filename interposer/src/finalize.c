@@ -52,6 +52,7 @@ void mps_finalize_before(void)
         if (mps_rt.state == 1)
             mps_flush_recorder(r, 0); /* inside MPI_Finalize: its time is the encoding's */
         mps_evbuf_free(&r->eb);
+        mps_sched_stop(r);
     }
     int good = mps_rt.state == 1;
     int all_good = 0;

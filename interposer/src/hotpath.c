@@ -5,6 +5,8 @@
 #include "iosafe.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +114,7 @@ __attribute__((noinline, cold)) struct mps_recorder *mps_thread_start(void)
     r->tm.offset = mps_job.off_init;
     mps_anchor(mps_rt.tsc, &r->tm.raw0, &r->tm.ns0);
     tl_rec = r;
+    mps_sched_start(r);
     return r;
 }
 
@@ -177,6 +180,97 @@ void *mps_fortran_next(const char *name, const char *pname)
 
 void mps_fortran_caller(void *ra) { tl_fcaller = ra; }
 
+/* polling (below): bound of a polling loop's gap, see there */
+#define MPS_POLL_GAP_NS 1000
+/* MPS_POLL_GAP_NS in raw clock units, measured once (a 20 us spin) */
+static uint64_t poll_gap_ticks(void)
+{
+    static uint64_t gap;
+    if (__builtin_expect(gap == 0, 0)) {
+        uint64_t r0 = mps_ticks(mps_rt.tsc), n0 = mps_mono_ns(), n;
+        do n = mps_mono_ns(); while (n - n0 < 20000);
+        uint64_t ticks = (mps_ticks(mps_rt.tsc) - r0) * MPS_POLL_GAP_NS / (n - n0);
+        gap = ticks ? ticks : 1;
+    }
+    return gap;
+}
+
+
+/* ---------------------------------------------------------- descheduling
+ *
+ * A rank sharing its core is runnable but waiting for a CPU part of its time; that time
+ * lands in whatever it was doing (a compute burst, an MPI call) and a replay on a machine
+ * that does not share cores must not keep it. The kernel counts it per thread (sched_info:
+ * /proc/thread-self/schedstat = on-CPU ns, run-queue delay ns, time slices). So an Enter
+ * or Leave may carry the thread's two counters (MPS_EV_SCHED, encoded as the attributes
+ * mpiscope:cpu_ns and mpiscope:run_delay_ns); the analysis interpolates them in time.
+ * A read is a system call (1.5-2 us on our machines), so it is made only when at least
+ * MPS_SCHED_EVERY_NS of wall time has passed since the thread's last one: a shorter span
+ * cannot hide more descheduling than its own length, and the cost stays below 1-2% of the
+ * run whatever the call rate. Inside a polling loop (an idle visit just ended) no read is
+ * made at Enter: it would end the visit chain. */
+#define MPS_SCHED_EVERY_NS 100000
+
+void mps_sched_start(struct mps_recorder *r)
+{
+    r->sched_fd = -1;
+    r->sched_every = UINT64_MAX;
+    if (mps_cfg.sched_off) return;
+    /* O_CLOEXEC: the program's exec'ed children never see it */
+    r->sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (r->sched_fd >= 0) r->sched_every = poll_gap_ticks() * (MPS_SCHED_EVERY_NS / MPS_POLL_GAP_NS);
+}
+
+void mps_sched_stop(struct mps_recorder *r)
+{
+    if (r->sched_fd >= 0) close(r->sched_fd);
+    r->sched_fd = -1;
+    r->sched_every = UINT64_MAX;
+}
+
+/* "CPU_NS RUN_DELAY_NS SLICES\n": two decimal fields, anything else is refused */
+static int sched_parse(const char *s, uint64_t v[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (*s < '0' || *s > '9') return -1;
+        uint64_t x = 0;
+        for (; *s >= '0' && *s <= '9'; s++) {
+            if (x > (UINT64_MAX - 9) / 10) return -1;
+            x = x * 10 + (uint64_t)(*s - '0');
+        }
+        if (*s++ != ' ') return -1;
+        v[i] = x;
+    }
+    return 0;
+}
+
+__attribute__((noinline, cold)) static void sched_read(struct mps_recorder *r, uint64_t t)
+{
+    char buf[96];
+    uint64_t v[2];
+    int e = errno; /* the program's errno is never ours to change */
+    ssize_t n = pread(r->sched_fd, buf, sizeof buf - 1, 0);
+    errno = e;
+    if (n <= 0) { /* e.g. the program closed every descriptor: stop reading */
+        r->sched_fd = -1;
+        r->sched_every = UINT64_MAX;
+        return;
+    }
+    buf[n] = 0;
+    r->sched_last = t;
+    if (sched_parse(buf, v) != 0) return;
+    uint64_t *x = mps_ev_put(&r->eb, t, MPS_EV_SCHED, 0, 0, 0, 2);
+    x[0] = v[0];
+    x[1] = v[1];
+}
+
+/* one subtraction and compare per Enter/Leave; the read itself is rare */
+static inline void sched_sample(struct mps_recorder *r, uint64_t t)
+{
+    if (__builtin_expect(t - r->sched_last >= r->sched_every, 0)) sched_read(r, t);
+}
+
+
 /* ------------------------------------------------------- enter / leave */
 
 void mps_enter(enum mps_fn fn, void *ra)
@@ -197,6 +291,8 @@ void mps_enter(enum mps_fn fn, void *ra)
         r->last_cs[fn] = mps_callsite_id(ra);
         UNLOCK();
     }
+    /* not inside a polling loop's chain of visits (the sample would end it) */
+    if (r->poll_end != r->eb.pos || !r->poll_n) sched_sample(r, tl_t);
     r->call_start = r->eb.pos;
     uint32_t cs = r->last_cs[fn], path = UINT32_MAX;
     if (__builtin_expect(cs >= MPS_CS_PYTHON, 0)) cs = mps_py_callsite(cs, &path);
@@ -258,22 +354,8 @@ void mps_after(void)
  * Bound: a polling loop comes back in tens to a few hundred ns (its own loop and our
  * wrapper); a longer gap is the program computing between polls, which is kept where it
  * happened rather than moved after the loop. */
-#define MPS_POLL_GAP_NS 1000
 /* records after a merged visit that a merge may move (the visits after it in the cycle) */
 #define MPS_POLL_SHIFT_WORDS 64
-
-/* MPS_POLL_GAP_NS in raw clock units, measured once (a 20 us spin) */
-static uint64_t poll_gap_ticks(void)
-{
-    static uint64_t gap;
-    if (__builtin_expect(gap == 0, 0)) {
-        uint64_t r0 = mps_ticks(mps_rt.tsc), n0 = mps_mono_ns(), n;
-        do n = mps_mono_ns(); while (n - n0 < 20000);
-        uint64_t ticks = (mps_ticks(mps_rt.tsc) - r0) * MPS_POLL_GAP_NS / (n - n0);
-        gap = ticks ? ticks : 1;
-    }
-    return gap;
-}
 
 void mps_poll_idle(void)
 {
@@ -344,6 +426,8 @@ void mps_leave(enum mps_fn fn)
         if (!merged) poll_leave(tl_rec, fn);
         return;
     }
+    if (__builtin_expect(mps_evbuf_full(&tl_rec->eb), 0)) mps_flush_events(1);
+    sched_sample(tl_rec, tl_t);
     ev(MPS_EV_LEAVE, 0, fn, 0, 0);
 }
 

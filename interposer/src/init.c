@@ -198,5 +198,6 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
     mps_rt.tm.tsc = mps_rt.tsc;
     mps_rt.tm.offset = mps_job.off_init;
     mps_anchor(mps_rt.tsc, &mps_rt.tm.raw0, &mps_rt.tm.ns0);
+    mps_sched_start(&mps_rt);
     live_start(fn, cs);
 }

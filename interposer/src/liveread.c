@@ -538,7 +538,8 @@ int mps_live_check_events_size(const mps_live_log *log, uint64_t size, const cha
 /* Record kinds that annotate the next record and are no event of their own. */
 static int annotation(unsigned kind)
 {
-    return kind == MPS_EV_PATH || kind == MPS_EV_ERROR || kind == MPS_EV_POLL;
+    return kind == MPS_EV_PATH || kind == MPS_EV_ERROR || kind == MPS_EV_POLL ||
+           kind == MPS_EV_SCHED;
 }
 
 int mps_live_check_window(const mps_live_log *log, const uint64_t *w, uint64_t nwords,

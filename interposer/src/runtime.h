@@ -149,6 +149,11 @@ struct mps_recorder {
     uint64_t poll_returned, poll_head, poll_path;
     /* call paths (depth > 1): (return address, stack pointer) → path id, callpath.c */
     unsigned char *cp_cache;
+    /* descheduling samples (hotpath.c, mps_sched_*): this thread's open
+     * /proc/thread-self/schedstat (-1: none), when it was last read (raw clock) and the
+     * least interval between reads (raw clock; UINT64_MAX: never) */
+    int sched_fd;
+    uint64_t sched_last, sched_every;
 };
 
 /* Call sites (hotpath.c): return address → dense id, resolved at Finalize. */
@@ -184,6 +189,7 @@ struct mps_config {
     size_t hash_bytes;
     unsigned callpath_depth; /* frames recorded per call (callpath.c); 1: call site only */
     int poll_all;            /* MPISCOPE_POLL=all: every polling call its own visit */
+    int sched_off;           /* MPISCOPE_SCHED=off: no descheduling samples (hotpath.c) */
 };
 
 /* The job and this rank's place in it (init.c). */
@@ -239,6 +245,9 @@ extern __thread struct mps_recorder *tl_rec MPS_INTERNAL
 MPS_INTERNAL void mps_flush_events(int record);
 MPS_INTERNAL void mps_flush_recorder(struct mps_recorder *r, int record);
 MPS_INTERNAL struct mps_recorder *mps_thread_start(void);
+/* descheduling samples of recorder r's thread, called by that thread (hotpath.c) */
+MPS_INTERNAL void mps_sched_start(struct mps_recorder *r);
+MPS_INTERNAL void mps_sched_stop(struct mps_recorder *r);
 MPS_INTERNAL void mps_live_callsite(uint32_t id, void *ra);
 /* mpi4py (python.c): a call site id with this bit set is mpi4py's C call, to be replaced
  * per call by its Python caller's file:line */

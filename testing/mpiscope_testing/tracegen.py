@@ -166,15 +166,18 @@ class TraceBuilder:
         self._seq += 1
 
     def enter(self, rank: int, t: int, region: str, callsite: str | None = None,
-              callpath: Sequence[str | tuple[str, str]] | None = None) -> None:
+              callpath: Sequence[str | tuple[str, str]] | None = None,
+              run_delay: int | None = None) -> None:
         """`callpath`: the frames, innermost first, each `"file.c:LINE"` or (frame,
         function); written as OTF2 calling contexts with `mpiscope:callpath`. With a
-        callpath and no callsite, `mpiscope:callsite` is left out (as the interposer may)."""
+        callpath and no callsite, `mpiscope:callsite` is left out (as the interposer may).
+        `run_delay`: the thread's run-queue delay so far (ns), as the interposer samples
+        it (`mpiscope:run_delay_ns`)."""
         self._add(rank, t, "enter", region, callsite=callsite,
-                  callpath=tuple(callpath) if callpath else None)
+                  callpath=tuple(callpath) if callpath else None, run_delay=run_delay)
 
-    def leave(self, rank: int, t: int, region: str) -> None:
-        self._add(rank, t, "leave", region)
+    def leave(self, rank: int, t: int, region: str, run_delay: int | None = None) -> None:
+        self._add(rank, t, "leave", region, run_delay=run_delay)
 
     def send(self, rank: int, t: int, dest: int, tag: int, nbytes: int, comm: int = 0) -> None:
         self._add(rank, t, "send", self._local(comm, dest, rank), comm, tag, nbytes)
@@ -297,10 +300,12 @@ class TraceBuilder:
     # ------------------------------------------------------------------ whole calls
     def call(self, rank: int, start: int, end: int, function: str,
              callsite: str | None = None,
-             callpath: Sequence[str | tuple[str, str]] | None = None) -> None:
-        """An MPI call without payload events (MPI_Init, MPI_Comm_rank, MPI_Finalize …)."""
-        self.enter(rank, start, function, callsite, callpath)
-        self.leave(rank, end, function)
+             callpath: Sequence[str | tuple[str, str]] | None = None,
+             run_delay: tuple[int | None, int | None] = (None, None)) -> None:
+        """An MPI call without payload events (MPI_Init, MPI_Comm_rank, MPI_Finalize …);
+        `run_delay`: the samples on its Enter and Leave (see `enter`)."""
+        self.enter(rank, start, function, callsite, callpath, run_delay=run_delay[0])
+        self.leave(rank, end, function, run_delay=run_delay[1])
 
     def send_call(self, rank: int, start: int, end: int, dest: int, tag: int, nbytes: int, *,
                   comm: int = 0, function: str = "MPI_Send", callsite: str | None = None,
@@ -337,13 +342,14 @@ class TraceBuilder:
                    root: int | None = None, sent: int = 0, received: int = 0,
                    in_hash: int | None = None, out_hash: int | None = None,
                    prior_hash: int | None = None, callsite: str | None = None,
-                   callpath: Sequence[str | tuple[str, str]] | None = None) -> None:
+                   callpath: Sequence[str | tuple[str, str]] | None = None,
+                   run_delay: tuple[int | None, int | None] = (None, None)) -> None:
         """A blocking collective: Enter, MpiCollectiveBegin, MpiCollectiveEnd, Leave."""
-        self.enter(rank, start, function, callsite, callpath)
+        self.enter(rank, start, function, callsite, callpath, run_delay=run_delay[0])
         self.coll_begin(rank, start)
         self.coll_end(rank, end, function, comm, root, sent, received, in_hash, out_hash,
                       prior_hash)
-        self.leave(rank, end, function)
+        self.leave(rank, end, function, run_delay=run_delay[1])
 
     def fence(self, rank: int, start: int, end: int, win: int,
               callsite: str | None = None) -> None:
@@ -419,6 +425,11 @@ class TraceBuilder:
                 "prior_hash": d.attribute("mpiscope:prior_hash",
                                           "FNV-1a of the receive buffer at entry", Type.UINT64),
             }
+        if attrs and any(e.attrs.get("run_delay") is not None for evs in
+                         [*self.events, *self.thread_events.values()] for e in evs):
+            attrs["run_delay"] = d.attribute("mpiscope:run_delay_ns",
+                                             "the thread's run-queue delay so far (ns)",
+                                             Type.UINT64)
         regions: dict[str, otf2.definitions.Region] = {}
         sources: dict[str, otf2.definitions.SourceCodeLocation] = {}
         contexts = CallingContexts(d, sources)
@@ -470,9 +481,13 @@ class TraceBuilder:
                     at = {attrs["callsite"]: source(cs)} if cs and attrs else {}
                     if path and attrs:
                         at[attrs["callpath"]] = contexts.context(path)
+                    if ev.attrs.get("run_delay") is not None and attrs:
+                        at[attrs["run_delay"]] = ev.attrs["run_delay"]
                     ew.enter(t, region(a[0]), attributes=at or None)
                 elif ev.kind == "leave":
-                    ew.leave(t, region(a[0]))
+                    delay = ev.attrs.get("run_delay")
+                    ew.leave(t, region(a[0]), attributes={attrs["run_delay"]: delay}
+                             if delay is not None and attrs else None)
                 elif ev.kind == "send":
                     ew.mpi_send(t, a[0], comms[a[1]], a[2], a[3])
                 elif ev.kind == "recv":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import threads
+from mpiscope.analysis import desched, threads
 from mpiscope.analysis.waitstates import WaitStates
 from mpiscope.archive.trace import Trace
 
@@ -92,7 +92,12 @@ def rank_sums(trace: Trace, wait: np.ndarray) -> pd.DataFrame:
     sums need only its own rows), `wait` the calls' waiting ns, row for row."""
     iv = intervals(trace)
     g = _measured_calls(trace, wait, iv).groupby("rank")[["mpi", "sync", "io"]].sum()
-    return iv.set_index("rank").join(g).fillna(0)
+    out = iv.set_index("rank").join(g).fillna(0)
+    # the main thread's time runnable but waiting for a CPU (NaN: not measured)
+    d = desched.between(trace.calls, iv["rank"].to_numpy(), np.zeros(len(iv), np.int64),
+                        iv["begin"].to_numpy(), iv["end"].to_numpy())
+    out["desched"] = np.nan if d is None else d
+    return out
 
 
 def ranks_frame(sums: pd.DataFrame, hosts: dict[int, str]) -> pd.DataFrame:
@@ -106,11 +111,16 @@ def ranks_frame(sums: pd.DataFrame, hosts: dict[int, str]) -> pd.DataFrame:
         "total_s": total / 1e9, "compute_s": (total - mpi) / 1e9,
         "communication_s": (mpi - sync - io) / 1e9, "synchronization_s": sync / 1e9,
         "io_s": io / 1e9,
+        # not a part: time inside the parts above that the rank's main thread was
+        # runnable but waiting for a CPU (the tracer's run-queue delay), null if unmeasured
+        "descheduled_s": (sums["desched"].to_numpy(np.float64) / 1e9
+                          if "desched" in sums.columns else np.nan),
     }).reset_index(drop=True)
 
 
 def per_rank(trace: Trace, ws: WaitStates) -> pd.DataFrame:
-    """rank, host, total_s, compute_s, communication_s, synchronization_s, io_s."""
+    """rank, host, total_s, compute_s, communication_s, synchronization_s, io_s,
+    descheduled_s."""
     return ranks_frame(rank_sums(trace, ws.per_call["wait_ns"].to_numpy()), trace.host_of())
 
 

@@ -38,16 +38,47 @@ def oversubscribed(ranks: pd.DataFrame, host_cpus: list[int]) -> list[HostLoad]:
     return [h for h in loads(ranks, host_cpus) if h.oversubscribed]
 
 
-def warning(over: list[HostLoad]) -> str | None:
-    """The one warning line (None: no host had more ranks than CPUs)."""
+# a rank runnable but waiting for a CPU this share of its run is worth a warning even
+# where the hosts' CPU counts do not show it (another job on the host)
+DESCHEDULED_NOTABLE = 0.05
+
+
+def descheduled_share(ranks: pd.DataFrame) -> tuple[float, float] | None:
+    """Least and largest share of a rank's measured interval its main thread spent
+    runnable but waiting for a CPU (the breakdown's descheduled_s / total_s); None where
+    the tracer measured none."""
+    if "descheduled_s" not in ranks.columns or ranks.empty:
+        return None
+    d = ranks["descheduled_s"].astype(float)
+    total = ranks["total_s"].astype(float)
+    ok = d.notna() & (total > 0)
+    if not ok.any():
+        return None
+    share = d[ok] / total[ok]
+    return float(share.min()), float(share.max())
+
+
+def _measured(share: tuple[float, float]) -> str:
+    lo, hi = (round(100 * x) for x in share)
+    span = f"{lo}%" if lo == hi else f"{lo}–{hi}%"
+    return f"ranks were runnable but waiting for a CPU {span} of their run (measured)"
+
+
+def warning(over: list[HostLoad], share: tuple[float, float] | None = None) -> str | None:
+    """The one warning line (None: no host had more ranks than CPUs and no rank waited
+    for a CPU a notable share of its run); `share`: descheduled_share."""
     if not over:
+        if share is not None and share[1] >= DESCHEDULED_NOTABLE:
+            return (f"descheduled: {_measured(share)} — waiting, imbalance and the "
+                    "timing-driven findings may be descheduling, not the program")
         return None
     shown = "; ".join(f"{len(h.ranks)} ranks on {h.host} with {h.cpus} CPU"
                       f"{'s' if h.cpus != 1 else ''}" for h in over[:4])
     more = f" and {len(over) - 4} more hosts" if len(over) > 4 else ""
-    return (f"oversubscribed: {shown}{more} — ranks took turns on the CPUs, so waiting, "
-            "imbalance and the timing-driven findings (marked `oversubscribed`) may be "
-            "descheduling, not the program")
+    measured = f" ({_measured(share)})" if share is not None else ""
+    return (f"oversubscribed: {shown}{more} — ranks took turns on the CPUs{measured}, so "
+            "waiting, imbalance and the timing-driven findings (marked `oversubscribed`) "
+            "may be descheduling, not the program")
 
 
 def note(over: list[HostLoad]) -> str:

@@ -99,7 +99,7 @@ class Analysis:
     @result
     def ranks(self) -> pd.DataFrame:
         """Per-rank breakdown: rank, host, total_s, compute_s, communication_s,
-        synchronization_s."""
+        synchronization_s, io_s, descheduled_s."""
         return breakdown.per_rank(self.trace, self.wait_states)
 
     @result
@@ -284,7 +284,7 @@ class Analysis:
                        "(a receive before its send): wait states near them are uncertain")
         if meta.filtered:
             out.append("functions not recorded (MPISCOPE_FILTER): " + ", ".join(meta.filtered))
-        over = hosts.warning(self.oversubscribed)
+        over = hosts.warning(self.oversubscribed, hosts.descheduled_share(self.ranks))
         if over:
             out.append(over)
         un = self.uninterpreted

@@ -441,6 +441,7 @@ class Definitions:
             expected_events=self.expected_events, win_comm=self.win_comm,
             attr_callpath=self.attrs.get("mpiscope:callpath", NONE32),
             attr_calls=self.attrs.get("mpiscope:calls", NONE32),
+            attr_run_delay=self.attrs.get("mpiscope:run_delay_ns", NONE32),
             context_path=self.context_path, context_source=self.context_source,
             trace_length=self.length, loc_max_events=self.loc_max_events,
             refs={name: slots.refs for name, slots in (

@@ -62,6 +62,7 @@ class Lookup:
     attr_callpath: int = NONE32
     attr_calls: int = NONE32
     attr_prior: int = NONE32
+    attr_run_delay: int = NONE32
     context_path: np.ndarray | None = None  # int32 call path id per CallingContext ref
     context_source: np.ndarray | None = None  # int32 call-site code of its innermost frame
     trace_length: int = 0  # clock ticks (ClockProperties), 0 if unknown
@@ -276,7 +277,7 @@ def read_events(anchor: Path, lk: Lookup,
         comm_self=_ptr(lk.comm_self), expected_events=lk.expected_events,
         nwinrefs=len(lk.win_comm), win_comm=_ptr(lk.win_comm),
         attr_callpath=lk.attr_callpath, attr_calls=lk.attr_calls,
-        attr_prior=lk.attr_prior, ncontexts=len(ctx_path),
+        attr_prior=lk.attr_prior, attr_run_delay=lk.attr_run_delay, ncontexts=len(ctx_path),
         context_path=_ptr(ctx_path), context_source=_ptr(ctx_src), subset=int(subset),
         trace_length=lk.trace_length, loc_max_events=_ptr(lk.loc_max_events),
         max_kept_events=max(int(max_kept_events), 0),

@@ -67,7 +67,10 @@ class Replay:
                 "own_time": {"overhead_s": float(self._program.overhead.sum()) / 1e9,
                              "noise_s": float(self._program.noise.sum()) / 1e9,
                              "noise_kept": program.keeps_noise(self.scenario,
-                                                               self.machine)},
+                                                               self.machine),
+                             # computation spent runnable but waiting for a CPU (the
+                             # tracer's measurement): kept or dropped with the noise
+                             "compute_descheduled_s": self._program.compute_desched / 1e9},
                 "ranks": self.ranks.to_dict(orient="records")}
 
 

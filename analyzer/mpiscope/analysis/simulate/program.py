@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from mpiscope.analysis import desched
 from mpiscope.analysis.simulate.model import INTER, INTRA, Machine, Placement
 from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.archive.trace import Trace
@@ -84,6 +85,9 @@ class Program:
     noise: np.ndarray  # float ns: the rest (descheduling, interference on the traced host)
     absorb: np.ndarray  # float ns: noise a longer wait than `waited` hides (engine)
     waited: np.ndarray  # float ns: the op's wait for its dependencies as traced
+    # ns of the computation (gaps, trailing) its ranks were runnable but waiting for a
+    # CPU, as measured (desched.py); replayed only where the noise is kept
+    compute_desched: float = 0.0
 
     @property
     def num_ops(self) -> int:
@@ -361,7 +365,10 @@ def keeps_noise(scenario: Scenario, target: Machine) -> bool:
     overhead): on the traced hosts yes (a scenario changes the program or the network,
     not how the host scheduled its ranks); once the ranks are placed on other nodes
     (`--nodes`, a machine file's node count) no: that descheduling was the traced
-    host's, not theirs. `--noise keep|drop` decides when given."""
+    host's, not theirs. The same holds for the computation between calls: where the
+    tracer measured descheduling (desched.py), a replay that drops the noise replays
+    each compute burst without the time its rank was runnable but waiting for a CPU.
+    `--noise keep|drop` decides when given."""
     if scenario.noise is not None:
         return scenario.noise
     return scenario.nodes is None and target.nodes is None
@@ -379,6 +386,10 @@ class Prepared:
     op_lo: np.ndarray  # int64, num_ranks + 1
     gap: np.ndarray  # float ns: computation before each op, before any CPU factor
     trailing: np.ndarray  # float ns per rank after its last op, before any CPU factor
+    # of gap / trailing: the time the rank was runnable but waiting for a CPU, as the
+    # tracer measured it (zeros where it did not)
+    gap_desched: np.ndarray
+    trailing_desched: np.ndarray
     # per message: the ops that post and complete it (-1: none)
     s_op: np.ndarray
     r_op: np.ndarray
@@ -424,6 +435,8 @@ class Prepared:
         for r in range(nr):
             if op_lo[r + 1] > op_lo[r]:
                 trailing[r] = max(last_ns[r] - end[op_lo[r + 1] - 1], 0.0)
+        gap_desched, trailing_desched = _desched(trace, op_call, rank, start, end, op_lo,
+                                                 last_ns)
         m = trace.messages
 
         def ops(col: str) -> np.ndarray:
@@ -433,8 +446,29 @@ class Prepared:
         c_op = op_of[coll["call"].to_numpy()] if len(coll) else np.zeros(0, np.int64)
         msg_ops = [ops(c) for c in ("send_call", "recv_call", "send_complete_call",
                                     "recv_complete_call")]
-        return cls(op_call, rank, start, end, op_lo, gap, trailing, *msg_ops, c_op,
-                   *(_order(k) for k in msg_ops))
+        return cls(op_call, rank, start, end, op_lo, gap, trailing, gap_desched,
+                   trailing_desched, *msg_ops, c_op, *(_order(k) for k in msg_ops))
+
+
+def _desched(trace: Trace, op_call: np.ndarray, rank: np.ndarray, start: np.ndarray,
+             end: np.ndarray, op_lo: np.ndarray, last_ns: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Run-queue delay (ns) in each op's gap (since the previous op's end, on the op's
+    thread) and in each rank's trailing time; zeros where nothing was measured."""
+    n_ops, nr = len(op_call), len(op_lo) - 1
+    thread = trace.calls["thread"].to_numpy()[op_call].astype(np.int64)
+    prev_end = np.concatenate([[-np.inf], end[:-1]])
+    prev_end[op_lo[:-1][op_lo[:-1] < n_ops]] = -np.inf  # a rank's first op: from its start
+    gap = desched.between(trace.calls, rank, thread, np.maximum(prev_end, 0.0), start)
+    if gap is None:
+        return np.zeros(n_ops), np.zeros(nr)
+    has = op_lo[1:] > op_lo[:-1]
+    last = np.maximum(op_lo[1:] - 1, 0)[has]
+    trailing = np.zeros(nr)
+    if has.any():
+        trailing[has] = desched.between(trace.calls, rank[last], thread[last], end[last],
+                                        np.maximum(last_ns[has], end[last]))
+    return gap, trailing
 
 
 def _order(keys: np.ndarray) -> np.ndarray:
@@ -466,9 +500,11 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     removed = _removed_calls(trace, scenario)[op_call]
 
     cpu = scenario.cpu_factor if scenario.cpu_factor is not None else target.cpu_factor
-    gap = pre.gap * cpu
+    kept = keeps_noise(scenario, target)
+    # ranks no longer sharing the traced host's cores: computation at its own time
+    gap = (pre.gap if kept else pre.gap - pre.gap_desched) * cpu
     gap = _balanced(trace, scenario, gap, rank, op_call, op_lo, nr)
-    trailing = pre.trailing * cpu
+    trailing = (pre.trailing if kept else pre.trailing - pre.trailing_desched) * cpu
 
     traced = Placement.of(trace, fitted)
     placed = Placement.of(trace, target)
@@ -589,7 +625,6 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     overhead = _overhead(functions[op_call], own)
     noise = own - overhead
     del own
-    kept = keeps_noise(scenario, target)
     cost = overhead + noise if kept else overhead.copy()
     cost[removed] = 0.0
     # descheduled while waiting: noise hides behind a longer wait than the traced one
@@ -622,4 +657,5 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
         wait_send=_grouped(pre.by_sdone, pre.sdone, waited_send, pos, n_ops),
         op_inst=op_inst, op_waits_inst=op_waits, inst_size=inst_size, inst_cost=t_cost,
         overhead=overhead, noise=noise,
-        absorb=absorb, waited=waited)
+        absorb=absorb, waited=waited,
+        compute_desched=float(pre.gap_desched.sum() + pre.trailing_desched.sum()))
