@@ -156,8 +156,12 @@ def summary_z(model: TraceModel, v: lod.LodView, lanes: Lanes | None = None) -> 
     """(lanes, bins) summary grid, coded as _colourscale says (0 where nothing is left).
     `v` is a query of model.lane_index: a lane's cells add up the time of its streams (the
     threads of a collapsed rank: busy if any thread is)."""
-    lanes = lanes or model.lanes
-    levels = summary_levels(len(model.index.functions))
+    return lane_z(v, lanes or model.lanes, len(model.index.functions))
+
+
+def lane_z(v: lod.LodView, lanes: Lanes, nf: int) -> np.ndarray:
+    """summary_z for `nf` functions: v's rows are streams (lanes.lane_of_stream)."""
+    levels = summary_levels(nf)
     nl = len(lanes.ranks)
     lane = lanes.lane_of_stream[: v.summary.shape[0]]
     keep = np.flatnonzero(lane >= 0)
