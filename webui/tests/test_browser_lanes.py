@@ -85,3 +85,38 @@ def test_lanes_chosen_ordered_and_per_thread(browser, url):
     shot(browser, "lanes-host")
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors
+
+
+def test_lanes_out_of_core(browser, serve, tmp_path_factory, monkeypatch):
+    """The same lane bar on the out-of-core page (MPISCOPE_TIMELINE_OOC=1): the lanes the
+    page draws, and the link that keeps them."""
+    from mpiscope.archive import reader
+    from mpiscope_webui import pyramid
+
+    monkeypatch.setenv(pyramid.ENV, "1")
+    d = build(tmp_path_factory.mktemp("ooc-lanes") / "t")
+    reader.load(d)
+    url = serve(d)
+    browser.set_window_size(1024, 768)
+    open_page(browser, url)
+    assert "out-of-core" in browser.find_element(By.CSS_SELECTOR, "#panel-0").text
+    assert browser.execute_script(LABELS) == DEFAULT
+    pick(browser, "lane-ranks", "host nodeB")
+    lanes_become(browser, ["nodeB · rank 1 (2 threads)", "nodeB · rank 3"],
+                 "only nodeB's ranks drawn")
+    pick(browser, "lane-threads", "rank 1 (2 threads)")
+    per_thread = ["nodeB · rank 1 · thread 0", "nodeB · rank 1 · thread 1", "nodeB · rank 3"]
+    lanes_become(browser, per_thread, "a lane per thread of rank 1")
+    link = wait_until(browser, "return location.hash.includes('expanded') && location.href",
+                      what="the lanes in the URL")
+    browser.get("about:blank")
+    browser.get(link)
+    lanes_become(browser, per_thread, "the link's lanes")
+    wait_settled(browser, SETTLED)
+    browser.find_element(By.XPATH, "//div[@id='panel-0']//label[normalize-space(.)="
+                                   "'most waiting first']").click()
+    lanes_become(browser, ["nodeB · rank 3", "nodeB · rank 1 · thread 0",
+                           "nodeB · rank 1 · thread 1"], "the most waiting rank first")
+    shot(browser, "lanes-ooc")
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors
