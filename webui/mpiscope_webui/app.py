@@ -33,7 +33,9 @@ from mpiscope_webui.timeline import View
 ASSETS = Path(__file__).parent / "assets"
 LANE_HEIGHTS = (("auto", 0), ("S", 12), ("M", 24), ("L", 40))  # px a lane
 DEFAULT_WIDTH = 1400
+# showTips off: Plotly's "double-click on legend" notice covered the critical-path checkbox
 GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
+                "showTips": False,
                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 
 

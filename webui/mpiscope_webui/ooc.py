@@ -43,7 +43,9 @@ MEMORY_SHARE = 0.5  # the rest is for the analyses, the views and everyone else
 DEFAULT_WIDTH = 1400
 MIN_WINDOW_NS = 100
 CURVES = ["summary"]  # a view's hidden curves: none can be hidden out of core
-GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False}
+# showTips off: Plotly's "double-click on legend" notice covered the page's top right
+GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
+                "showTips": False}
 
 
 def memory_available() -> int | None:
@@ -346,9 +348,11 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int,
     n = len(lanes.ranks)
     lane_px = int(np.clip(560 / max(n, 1), 8, 28))
     boundaries = [i - 0.5 for i in range(1, n) if lanes.hosts[i] != lanes.hosts[i - 1]]
+    top = timeline.top_margin(list(names), width_px)
     layout = {
-        "height": 110 + n * lane_px, "plot_bgcolor": palette.COMPUTE, "showlegend": True,
-        "margin": {"l": timeline.MARGIN_L, "r": timeline.MARGIN_R, "t": 50, "b": 40},
+        "height": 110 + n * lane_px + top - timeline.MARGIN_T, "plot_bgcolor": palette.COMPUTE,
+        "showlegend": True,
+        "margin": {"l": timeline.MARGIN_L, "r": timeline.MARGIN_R, "t": top, "b": 40},
         "dragmode": "zoom", "font": {"size": 11},
         "legend": {"orientation": "h", "x": 0, "y": 1.01, "yanchor": "bottom"},
         # tick labels as timeline.render draws them: not measured on every draw
