@@ -113,6 +113,19 @@ def choose(driver, dropdown_css: str, label: str) -> None:
 SIZES = [(1400, 900), (1024, 768)]  # the sizes each feature is looked at (issue 32)
 
 
+def resize(driver, size: tuple[int, int], panels: int = 1) -> None:
+    """The window at `size` (the same page), once each timeline is drawn again for its
+    new width (the page tells the server the width, assets/timeline.js) and the page has
+    settled."""
+    driver.set_window_size(*size)
+    for p in range(panels):
+        wait_until(driver, f"const g={GD.format(p=p)}; return g && g._fullLayout && "
+                   "Math.abs(g._fullLayout.width - window.mpiscopePlotWidth()) <= 1",
+                   what=f"timeline {p} drawn for {size[0]}x{size[1]}")
+    wait_settled(driver, "return document.querySelectorAll('[data-dash-is-loading=\"true\"]')"
+                 ".length === 0", what=f"the page settled at {size[0]}x{size[1]}")
+
+
 def layout_problems(driver, p: int = 0, root: str | None = None) -> list[str]:
     """What a user would see wrong with panel p's timeline at the window's current size
     (empty: nothing): the legend under the mode bar or the critical-path checkbox, a
