@@ -17,7 +17,19 @@ from selenium.webdriver.common.by import By
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
 from mpiscope_testing import REPO
-from mpiscope_testing.webui_page import GD, open_app, open_tab, shot, status, wait_until, zoom_to
+from mpiscope_testing.browser import WINDOW
+from mpiscope_testing.webui_page import (
+    GD,
+    SIZES,
+    layout_problems,
+    open_app,
+    open_tab,
+    resize,
+    shot,
+    status,
+    wait_until,
+    zoom_to,
+)
 from mpiscope_webui.analysis import OCCURRENCES_SHOWN
 from mpiscope_webui.geometry import ARROW_POINTS, ARROW_STRIDE, ARROW_TIP
 
@@ -86,7 +98,22 @@ def test_lanes_legend_and_arrows_render(browser, app_url, unpatched):
                                    "s => s.name === 'compute').path")
     assert lanes.count("M") == 4  # one background per rank
     assert "states drawn" in status(browser)
+    assert layout_problems(browser) == []
     shot(browser, "01-whole-run")
+    # the same page at 1400x900 and 1024x768: the same lanes and legend, the legend in more
+    # rows but clear of the mode bar and the critical-path checkbox, the lanes as tall
+    try:
+        for size in SIZES:
+            resize(browser, size)
+            assert browser.execute_script(f"return {GD.format(p=0)}.layout.yaxis.ticktext") \
+                == ticks
+            assert browser.execute_script(
+                "return Array.from(document.querySelectorAll('#panel-0 .timeline .legend "
+                ".traces .legendtext')).map(e => e.textContent)") == legend
+            assert layout_problems(browser) == []
+            shot(browser, f"01-whole-run-{size[0]}")
+    finally:
+        resize(browser, WINDOW)
 
 
 def test_zoom_changes_the_window_and_the_detail(browser, app_url, unpatched):
@@ -258,6 +285,8 @@ def test_legend_toggles_a_function(browser, app_url):
     wait_until(browser, "const t=" + GD.format(p=0) + "._fullData.find(t => t.name === "
                "'MPI_Allreduce'); return t.visible === 'legendonly' && t.x.length <= 1",
                what="redrawn by the server without MPI_Allreduce")
+    # no Plotly notice ("double-click on legend ...") over the critical-path checkbox
+    assert layout_problems(browser) == []
     # the server redraws without it: no Allreduce in the summary cells either
     code = browser.execute_script(
         f"const g={GD.format(p=0)}; return g._fullData.filter(t => t.name.startsWith('MPI_'))"

@@ -17,7 +17,8 @@ from selenium.webdriver.common.by import By
 
 import mpiscope
 from mpiscope.archive import reader
-from mpiscope_testing.webui_page import GD, open_app, shot, wait_until
+from mpiscope_testing.browser import WINDOW
+from mpiscope_testing.webui_page import GD, layout_problems, open_app, resize, shot, wait_until
 from mpiscope_webui import strip
 from mpiscope_webui.critical import EDGES, PATH
 from mpiscope_webui.geometry import RECT_POINTS, untyped
@@ -92,6 +93,15 @@ def test_the_checkbox_draws_and_hides_the_critical_path(browser, app_url, trace_
     assert len(jy[jy == jy]) >= 2 and set(jy[jy == jy].astype(int)) <= on_path
     assert "critical path:" in browser.find_element(By.CSS_SELECTOR, "#panel-0 .status").text
     shot(browser, "20-critical-path")
+    # at 1024x768 (the same page): still drawn, the checkbox clear of the legend
+    try:
+        resize(browser, (1024, 768))
+        assert {round(float(y)) for y in untyped(curve(browser, PATH)["y"]) if y > -1} \
+            == on_path
+        assert layout_problems(browser) == []
+        shot(browser, "20b-critical-path-1024")
+    finally:
+        resize(browser, WINDOW)
     toggle_path(browser)
     wait_until(browser, f"return !{GD.format(p=0)}.data.some(t => t.name === {PATH!r})",
                what="critical path hidden again")
