@@ -330,12 +330,25 @@ def test_clicking_a_finding_zooms_to_its_occurrences(browser, app_url, unpatched
 
 def test_analysis_tabs(browser, app_url):
     open_app(browser, app_url)
-    for tab, probe in (("Breakdown", "synchronization"), ("Functions", "MPI_Allreduce"),
-                       ("Messages", "bandwidth")):
+    tabs = (("Breakdown", "synchronization"), ("Functions", "MPI_Allreduce"),
+            ("Messages", "bandwidth"))
+    for tab, probe in tabs:
         open_tab(browser, tab)
-        wait_until(browser, f"return document.body.textContent.includes('{probe}')",
-                   what=f"{tab} tab")
+        wait_until(browser, "return document.querySelector('.tab-parent').textContent"
+                   f".includes('{probe}')", what=f"{tab} tab")
         shot(browser, f"07-{tab.lower()}")
+    # the same page at 1024x768: each tab's tables and charts all there, none cut off at
+    # the right edge or scrolled sideways
+    try:
+        resize(browser, (1024, 768))
+        for tab, probe in tabs:
+            open_tab(browser, tab)
+            wait_until(browser, "return document.querySelector('.tab-parent').textContent"
+                       f".includes('{probe}')", what=f"{tab} tab at 1024 px")
+            assert layout_problems(browser, root=".tab-parent") == [], tab
+            shot(browser, f"07-{tab.lower()}-1024")
+    finally:
+        resize(browser, WINDOW)
 
 
 def test_compare_mode(browser, serve, himeno_traces):
@@ -373,6 +386,15 @@ def test_compare_mode(browser, serve, himeno_traces):
     assert row is not None and [float(x) for x in row] == [calls["unpatched"],
                                                           calls["patched"]]
     shot(browser, "08-compare")
+    # side by side at 1024x768 (the same page): each panel's legend clear of its mode bar
+    # and checkbox, its lanes as tall as asked, nothing cut off
+    try:
+        resize(browser, (1024, 768), panels=2)
+        for p in (0, 1):
+            assert layout_problems(browser, p) == [], p
+        shot(browser, "08-compare-1024")
+    finally:
+        resize(browser, WINDOW, panels=2)
 
 
 def test_compare_aligned_by_iteration(browser, serve, himeno_traces):

@@ -139,7 +139,7 @@ def test_clicking_a_node_shows_its_ranks_in_the_browser(browser, serve, trace_di
     assert browser.execute_script(
         "return document.querySelector('button.ct-node.selected').textContent") == SOLVE_REDUCE
     line_when(lambda t: t.startswith(f"waiting in {SOLVE_REDUCE} per rank"), "at 1024 px")
-    assert layout_problems(browser, root="#tabs") == []
+    assert layout_problems(browser, root=".tab-parent") == []
     ranks = browser.find_element(By.CSS_SELECTOR, ".ct-ranks .js-plotly-plot")
     assert ranks.is_displayed() and ranks.rect["x"] + ranks.rect["width"] <= 1024
     shot(browser, "calltree-1024")
