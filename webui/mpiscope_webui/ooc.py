@@ -244,16 +244,17 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
                   Input(view_id, "data"), prevent_initial_call=True)
     def render(rd, width, stored):
         width = inputs.width_px(width, DEFAULT_WIDTH)
-        fired = {t["prop_id"] for t in ctx.triggered}
+        got = [inputs.trigger(t.get("prop_id")) for t in ctx.triggered if isinstance(t, dict)]
+        fired = {(str(g[0].get("type")) if isinstance(g[0], dict) else g[0], g[1])
+                 for g in got if g is not None}
         v = checked(stored)
         if v is None:
             raise PreventUpdate
         view = [v.t0, v.t1]
-        window = navigate(rd, view) if "ooc-timeline.relayoutData" in fired else None
+        window = navigate(rd, view) if ("ooc-timeline", "relayoutData") in fired else None
         if window is None:
-            # a dict id fires as '{"panel":0,"type":"view"}.data': the lanes or a link
-            stored_fired = any(f.startswith("{") for f in fired)
-            if "viewport.data" not in fired and not stored_fired:
+            # a new width, or the stored view changed (the lane bar, a link's view)
+            if not fired & {("viewport", "data"), ("view", "data")}:
                 raise PreventUpdate
             window = current(view)  # a new width or lanes: the same window
         a, b = window
