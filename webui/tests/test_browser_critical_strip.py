@@ -142,6 +142,19 @@ def test_the_strip_has_a_bar_per_iteration_and_a_click_zooms_to_it(browser, app_
     # the strip shows the timeline's window
     assert browser.execute_script(f"return {STRIP.format(p=0)}._fullLayout.xaxis.range") \
         == pytest.approx(x_range(browser))
+    # the rest at 1024x768 (the same page): the same bars, the strip's legend clear of its
+    # title, and a click zooms as at the larger size
+    resize(browser, (1024, 768))
+    wait_until(browser, f"const g={STRIP.format(p=0)}; return Math.abs(g._fullLayout.width"
+               " - g.getBoundingClientRect().width) <= 1", what="strip drawn for 1024 px")
+    assert strip_bars(browser) == per_part
+    legend, title = browser.execute_script(
+        f"const g={STRIP.format(p=0)}; const b = e => {{ const r = e.getBoundingClientRect();"
+        " return [r.left, r.top, r.right, r.bottom]; }; return [b(g.querySelector('.legend')),"
+        " b(g.querySelector('.gtitle'))];")
+    assert legend[0] >= title[2] or legend[3] <= title[1] or title[3] <= legend[1], \
+        (legend, title)
+    assert layout_problems(browser) == []
     # click the tallest bar (an iteration with a slow exchange) with the mouse
     totals = [sum(r[k] for k in r if k.endswith("_s")) for r in analyzed["iterations"]]
     k = max(range(len(totals)), key=totals.__getitem__)
@@ -165,7 +178,8 @@ def test_the_strip_has_a_bar_per_iteration_and_a_click_zooms_to_it(browser, app_
     wait_until(browser, f"const r={STRIP.format(p=0)}._fullLayout.xaxis.range; "
                         f"return Math.abs(r[0] - {lo}) < 1e-9 && Math.abs(r[1] - {hi}) < 1e-9",
                what="strip follows the zoom")
-    shot(browser, "22-strip-iteration")
+    shot(browser, "22-strip-iteration-1024")
+    resize(browser, WINDOW)
 
 
 def test_compare_mode_shows_both_runs_strips(browser, serve, himeno_traces):
