@@ -139,7 +139,10 @@ def layout_problems(driver, p: int = 0, root: str | None = None) -> list[str]:
         const box = e => {{ if (!e) return null; const r = e.getBoundingClientRect();
             return r.width > 0 && r.height > 0 ? [r.left, r.top, r.right, r.bottom] : null; }};
         const y = g._fullLayout.yaxis;
+        // inside a plot's SVG, shapes reach past its clip path (drawn clipped): the
+        // boxes of the HTML elements and of the SVG roots are what the user sees
         const cut = Array.from(document.querySelectorAll({root!r} + ' *')).filter(e => {{
+            if (e instanceof SVGElement && e.tagName.toLowerCase() !== 'svg') return false;
             const r = e.getBoundingClientRect();
             return r.width > 0 && r.right > window.innerWidth + 1; }})
             .slice(0, 3).map(e => e.tagName + '.' + (e.getAttribute('class') || ''));
