@@ -377,15 +377,17 @@ def ooc_view(url: str, app, a: float, b: float,
     """POST the out-of-core page's render callback as the browser does after a zoom to
     [a, b] from the window `shown`; (seconds, response bytes, bytes on the wire)."""
     key = next(k for k in app.callback_map if "ooc-timeline.figure" in k)
+    view_id = {"panel": 0, "type": "view"}
+    t0, t1 = shown or (a, b)
     body = json.dumps({
         "output": key, "outputs": [{"id": "ooc-timeline", "property": "figure"},
                                    {"id": "ooc-status", "property": "children"},
-                                   {"id": "ooc-view", "property": "data"}],
+                                   {"id": view_id, "property": "data"}],
         "inputs": [{"id": "ooc-timeline", "property": "relayoutData",
                     "value": {"xaxis.range[0]": a, "xaxis.range[1]": b}},
-                   {"id": "viewport", "property": "data", "value": WIDTH}],
-        "changedPropIds": ["ooc-timeline.relayoutData"],
-        "state": [{"id": "ooc-view", "property": "data", "value": shown}]}).encode()
+                   {"id": "viewport", "property": "data", "value": WIDTH},
+                   {"id": view_id, "property": "data", "value": {"t0": t0, "t1": t1}}],
+        "changedPropIds": ["ooc-timeline.relayoutData"], "state": []}).encode()
     return _post(f"{url}/_dash-update-component", body)
 
 

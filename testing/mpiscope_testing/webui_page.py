@@ -108,3 +108,67 @@ def choose(driver, dropdown_css: str, label: str) -> None:
                         f"{label!r})", what=f"option {label}")
     option.click()
     driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+
+
+SIZES = [(1400, 900), (1024, 768)]  # the sizes each feature is looked at (issue 32)
+
+
+def resize(driver, size: tuple[int, int], panels: int = 1) -> None:
+    """The window at `size` (the same page), once each timeline is drawn again for its
+    new width (the page tells the server the width, assets/timeline.js) and the page has
+    settled."""
+    driver.set_window_size(*size)
+    for p in range(panels):
+        wait_until(driver, f"const g={GD.format(p=p)}; return g && g._fullLayout && "
+                   "Math.abs(g._fullLayout.width - window.mpiscopePlotWidth()) <= 1",
+                   what=f"timeline {p} drawn for {size[0]}x{size[1]}")
+    wait_settled(driver, "return document.querySelectorAll('[data-dash-is-loading=\"true\"]')"
+                 ".length === 0", what=f"the page settled at {size[0]}x{size[1]}")
+
+
+def layout_problems(driver, p: int = 0, root: str | None = None) -> list[str]:
+    """What a user would see wrong with panel p's timeline at the window's current size
+    (empty: nothing): the legend under the mode bar or the critical-path checkbox, a
+    Plotly notice over the checkbox, lanes squeezed by the legend (Plotly pushed the plot
+    down: its top margin grew past the one asked for) or thinner than 8 px, and anything
+    in `root` (CSS selector, default the panel) cut off at the window's right edge or
+    needing a horizontal scroll bar."""
+    root = root or f"#panel-{p}"
+    got = driver.execute_script(f"""
+        const g = {GD.format(p=p)};
+        const box = e => {{ if (!e) return null; const r = e.getBoundingClientRect();
+            return r.width > 0 && r.height > 0 ? [r.left, r.top, r.right, r.bottom] : null; }};
+        const y = g._fullLayout.yaxis;
+        // inside a plot's SVG, shapes reach past its clip path (drawn clipped): the
+        // boxes of the HTML elements and of the SVG roots are what the user sees
+        const cut = Array.from(document.querySelectorAll({root!r} + ' *')).filter(e => {{
+            if (e instanceof SVGElement && e.tagName.toLowerCase() !== 'svg') return false;
+            const r = e.getBoundingClientRect();
+            return r.width > 0 && r.right > window.innerWidth + 1; }})
+            .slice(0, 3).map(e => e.tagName + '.' + (e.getAttribute('class') || ''));
+        return {{legend: box(g.querySelector('.legend')), modebar: box(g.querySelector('.modebar')),
+                 cp: box(document.querySelector('#panel-{p} .cp-toggle')),
+                 tip: box(document.querySelector('.plotly-notifier .notifier-note')),
+                 lane: Math.abs(y.l2p(1) - y.l2p(0)), asked: g._fullLayout.margin.t,
+                 top: g._fullLayout._size.t, cut: cut,
+                 scroll: document.documentElement.scrollWidth > window.innerWidth}};""")
+
+    def meet(a, b) -> bool:
+        return bool(a and b and a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
+
+    out = []
+    if meet(got["legend"], got["modebar"]):
+        out.append(f"legend {got['legend']} under the mode bar {got['modebar']}")
+    if meet(got["legend"], got["cp"]):
+        out.append(f"legend {got['legend']} over the critical-path checkbox {got['cp']}")
+    if meet(got["tip"], got["cp"]):
+        out.append(f"a Plotly notice {got['tip']} over the critical-path checkbox")
+    if got["top"] > got["asked"] + 0.5:
+        out.append(f"the legend pushed the lanes down ({got['top']} px, not {got['asked']})")
+    if got["lane"] < 8:
+        out.append(f"lanes {got['lane']:.1f} px high")
+    if got["cut"]:
+        out.append(f"cut off at the right edge: {got['cut']}")
+    if got["scroll"]:
+        out.append("a horizontal scroll bar")
+    return out

@@ -27,13 +27,15 @@ from mpiscope_webui import (
     windowstats,
 )
 from mpiscope_webui.controller import Controller, parse_relayout
-from mpiscope_webui.model import TraceModel
+from mpiscope_webui.model import Lanes, TraceModel
 from mpiscope_webui.timeline import View
 
 ASSETS = Path(__file__).parent / "assets"
 LANE_HEIGHTS = (("auto", 0), ("S", 12), ("M", 24), ("L", 40))  # px a lane
 DEFAULT_WIDTH = 1400
+# showTips off: Plotly's "double-click on legend" notice covered the critical-path checkbox
 GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
+                "showTips": False,
                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 
 
@@ -117,9 +119,13 @@ LANE_ORDERS = (("by host", "host"), ("by rank", "rank"), ("most waiting first", 
 
 
 def _lane_bar(m: TraceModel, p: int) -> html.Div:
+    return lane_bar(m.lanes, m.streams.threads_of(), p)
+
+
+def lane_bar(lanes: Lanes, count: np.ndarray, p: int) -> html.Div:
     """Which lanes the timeline draws: a choice of ranks or hosts, their order, and (for
-    ranks with several threads) the ranks drawn with a lane per thread."""
-    lanes = m.lanes
+    ranks with several threads, `count` threads per rank) the ranks drawn with a lane per
+    thread. `lanes`: the default lanes (every rank, by host)."""
     hosts = list(dict.fromkeys(lanes.hosts))
     rank_opts = ([{"label": f"host {h}", "value": f"h:{h}"} for h in hosts] if len(hosts) > 1
                  else []) + [{"label": label, "value": f"r:{int(r)}"}
@@ -133,7 +139,6 @@ def _lane_bar(m: TraceModel, p: int) -> html.Div:
                        className="lane-order",
                        options=[{"label": f" {t}", "value": v} for t, v in LANE_ORDERS]),
     ]
-    count = m.streams.threads_of()
     threaded = np.flatnonzero(count > 1)
     # on every panel (the callback's input), seen only where a rank has several threads
     hide = {} if len(threaded) else {"display": "none"}
@@ -240,17 +245,10 @@ def _columns(n: int, kind: str) -> html.Div:
                      for p in range(n)], className="columns")
 
 
-def _callbacks(app: Dash, ctl: Controller) -> None:
-    n = len(ctl.models)
-
-    app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
-                            Input("boot", "data"), State("viewport", "data"))
-
-    # the view in the URL, one history entry per view (assets/navigation.js); only the
-    # window, the hidden functions and the lanes shown (the ranks chosen, their order, the
-    # ranks with a lane per thread, the vertical range): selections stay out of links
-    app.clientside_callback(
-        """function(views) {
+# the view in the URL, one history entry per view (assets/navigation.js); only the
+# window, the hidden functions and the lanes shown (the ranks chosen, their order, the
+# ranks with a lane per thread, the vertical range): selections stay out of links
+URL_SYNC = """function(views) {
             const small = (views || []).map(v => v && {t0: v.t0, t1: v.t1,
                 hidden: v.hidden || [], y_range: v.y_range || null,
                 ranks: v.ranks === undefined ? null : v.ranks, order: v.order || "host",
@@ -261,13 +259,11 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                 else history.replaceState(null, "", hash);
             }
             return window.dash_clientside.no_update;
-        }""", Output("url-sync", "data"), Input({"type": "view", "panel": ALL}, "data"),
-        prevent_initial_call=True)
-    # ... and back: a link's view on load, the history's on back/forward, and the lane
-    # bar set as the view's lanes. The server checks every value (inputs.view) before it
-    # draws it
-    app.clientside_callback(
-        """function(boot, popped, views) {
+        }"""
+# ... and back: a link's view on load, the history's on back/forward, and the lane
+# bar set as the view's lanes. The server checks every value (inputs.view) before it
+# draws it
+URL_LOAD = """function(boot, popped, views) {
             const nu = window.dash_clientside.no_update;
             const none = () => views.map(() => nu);
             const h = location.hash.startsWith("#view=") ? location.hash.slice(6) : "";
@@ -296,13 +292,35 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             const list = x => Array.isArray(x) ? x : [];
             return [out, bar(v => v.ranks === null ? [] : list(v.ranks).map(r => "r:" + r)),
                     bar(v => v.order), bar(v => list(v.expanded)), bar(v => list(v.grouped))];
-        }""", Output({"type": "view", "panel": ALL}, "data", allow_duplicate=True),
+        }"""
+
+
+def url_callbacks(app: Dash) -> None:
+    """The views of the panels ({"type": "view"} stores) in the URL and back, the lane
+    bars set from them: the page in memory and out of core (ooc.py) alike."""
+    app.clientside_callback(URL_SYNC, Output("url-sync", "data"),
+                            Input({"type": "view", "panel": ALL}, "data"),
+                            prevent_initial_call=True)
+    app.clientside_callback(
+        URL_LOAD, Output({"type": "view", "panel": ALL}, "data", allow_duplicate=True),
         Output({"type": "lane-ranks", "panel": ALL}, "value"),
         Output({"type": "lane-order", "panel": ALL}, "value"),
         Output({"type": "lane-threads", "panel": ALL}, "value"),
         Output({"type": "lane-hosts", "panel": ALL}, "value"),
         Input("boot", "data"), Input("url-pop", "data"),
         State({"type": "view", "panel": ALL}, "data"), prevent_initial_call="initial_duplicate")
+
+
+def _callbacks(app: Dash, ctl: Controller) -> None:
+    n = len(ctl.models)
+
+    app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
+                            Input("boot", "data"), State("viewport", "data"))
+
+    # the view in the URL, one history entry per view (assets/navigation.js); only the
+    # window, the hidden functions and the lanes shown (the ranks chosen, their order, the
+    # ranks with a lane per thread, the vertical range): selections stay out of links
+    url_callbacks(app)
 
     nav_inputs = [Input({"type": "timeline", "panel": ALL}, "relayoutData"),
                   Input({"type": "timeline", "panel": ALL}, "restyleData"),

@@ -10,7 +10,7 @@ from dash import html
 
 from mpiscope import numbers
 from mpiscope_webui import inputs, timeline
-from mpiscope_webui.model import ORDERS, TraceModel
+from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
 
 MIN_WINDOW_S = 1e-7
@@ -112,37 +112,8 @@ class Controller:
         lane per thread (-1: every rank with several threads); `grouped` the hosts drawn
         as one lane each. None: not a choice."""
         m = self.models[panel]
-        picks = inputs.strings(chosen, limit=4 * max(m.trace.num_ranks, 1) + 64)
-        hosts = inputs.strings(grouped, limit=max(m.trace.num_ranks, 1))
-        if picks is None or hosts is None or order not in ORDERS:
-            return None
-        host_of = m.trace.host_of()
-        ranks: set[int] = set()
-        for pick in picks:
-            kind, _, what = pick.partition(":")
-            if kind == "h":
-                ranks |= {int(r) for r, h in host_of.items() if str(h) == what}
-            elif kind == "r" and what.isdigit() and len(what) < 10 \
-                    and int(what) < m.trace.num_ranks:
-                ranks.add(int(what))
-        count = m.streams.threads_of()
-        want = [] if threads is None else threads
-        if not isinstance(want, list) or len(want) > len(count) + 1:
-            return None
-        if -1 in want:
-            expanded = [int(r) for r in np.flatnonzero(count > 1)]
-        else:
-            ok = [inputs.integer(r, 0, len(count)) for r in want]
-            if None in ok:
-                return None
-            expanded = sorted({int(r) for r in ok if count[r] > 1})
-        v = View.from_dict(view.to_dict())
-        v.ranks = sorted(ranks) if picks else None
-        v.order, v.expanded = str(order), expanded
-        v.grouped = sorted(set(hosts) & {str(h) for h in host_of.values()})
-        if v.lanes != view.lanes:
-            v.y_range = None  # lane numbers mean other ranks now
-        return v
+        return inputs.lane_choice(view, chosen, order, threads, grouped, m.trace.num_ranks,
+                                  m.trace.host_of(), m.streams.threads_of())
 
     def zoom(self, view: View, x: list[float] | None, y: list[float] | None,
              reset: bool, panel: int) -> View:

@@ -13,6 +13,8 @@ import json
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from mpiscope_webui.model import ORDERS
 from mpiscope_webui.timeline import View
 
@@ -145,6 +147,43 @@ def view(data: object, full: tuple[float, float], min_width: float, num_calls: i
         return None
     return View(w[0], w[1], sorted({h for h in hidden if h in known}), selected, y_range,
                 focus, lane_px, ranks, order, expanded, sorted(set(grouped)))
+
+
+def lane_choice(view: View, chosen: object, order: object, threads: object,
+                grouped: object, num_ranks: int, host_of: dict[int, str],
+                count: np.ndarray) -> View | None:
+    """The view with the lanes the lane bar chose: `chosen` ranks ("r:3") and hosts
+    ("h:node0"), none: all; `order` one of ORDERS; `threads` the ranks drawn with a lane
+    per thread (-1: every rank with several threads; `count`: threads per rank);
+    `grouped` the hosts drawn as one lane each. None: not a choice."""
+    picks = strings(chosen, limit=4 * max(num_ranks, 1) + 64)
+    hosts = strings(grouped, limit=max(num_ranks, 1))
+    if picks is None or hosts is None or order not in ORDERS:
+        return None
+    ranks: set[int] = set()
+    for pick in picks:
+        kind, _, what = pick.partition(":")
+        if kind == "h":
+            ranks |= {int(r) for r, h in host_of.items() if str(h) == what}
+        elif kind == "r" and what.isdigit() and len(what) < 10 and int(what) < num_ranks:
+            ranks.add(int(what))
+    want = [] if threads is None else threads
+    if not isinstance(want, list) or len(want) > len(count) + 1:
+        return None
+    if -1 in want:
+        expanded = [int(r) for r in np.flatnonzero(count > 1)]
+    else:
+        ok = [integer(r, 0, len(count)) for r in want]
+        if None in ok:
+            return None
+        expanded = sorted({int(r) for r in ok if count[r] > 1})
+    v = View.from_dict(view.to_dict())
+    v.ranks = sorted(ranks) if picks else None
+    v.order, v.expanded = str(order), expanded
+    v.grouped = sorted(set(hosts) & {str(h) for h in host_of.values()})
+    if v.lanes != view.lanes:
+        v.y_range = None  # lane numbers mean other ranks now
+    return v
 
 
 def rank_list(value: object, num_ranks: int, *, allow_none: bool = False

@@ -107,8 +107,16 @@ class Lanes:
     @classmethod
     def of(cls, trace: Trace, streams: Streams | None = None, spec: LaneSpec = LaneSpec(),
            wait_by_rank: np.ndarray | None = None) -> Lanes:
-        streams = streams or Streams.of(trace)
-        r = trace.ranks.sort_values("rank")
+        return cls.of_ranks(trace.ranks, trace.num_ranks, streams or Streams.of(trace), spec,
+                            wait_by_rank)
+
+    @classmethod
+    def of_ranks(cls, ranks: pd.DataFrame, num_ranks: int, streams: Streams,
+                 spec: LaneSpec = LaneSpec(), wait_by_rank: np.ndarray | None = None
+                 ) -> Lanes:
+        """The lanes from the ranks table alone (rank, host): a trace in memory or out of
+        core (ooc.py reads the cache's small ranks table)."""
+        r = ranks.sort_values("rank")
         first = r.groupby("host", observed=True, sort=False)["rank"].transform("min")
         r = r.assign(first=first.to_numpy())
         if spec.order == "wait" and wait_by_rank is not None:
@@ -125,7 +133,7 @@ class Lanes:
             r = r[r["rank"].isin(spec.ranks)]
         nstream = len(streams.rank)
         count = streams.threads_of()
-        n = max(trace.num_ranks, len(count), int(r["rank"].max()) + 1 if len(r) else 0)
+        n = max(num_ranks, len(count), int(r["rank"].max()) + 1 if len(r) else 0)
         lane_of = np.full(n, -1, np.int64)
         lane_of_stream = np.full(nstream, -1, np.int64)
         first_stream = np.searchsorted(streams.rank, np.arange(n))

@@ -2,8 +2,12 @@
 
 Every view comes from mpiscope_webui.pyramid (the multi-resolution summary and the
 time-sorted detail beside the Parquet cache); no table of the trace is loaded, so memory
-does not grow with the trace. What needs the whole trace in memory (the analysis tabs,
-messages, details of a call, compare mode) is not offered in this mode.
+does not grow with the trace. The lanes are chosen as in memory (the lane bar: ranks or
+hosts shown, their order, a lane per thread, one lane per host; in the URL), from the
+cache's small ranks table, the pyramid's cells per thread, and for "most waiting first"
+the Dask engine's per-rank wait files (`<cache>/derived/waits`, computed once if
+missing). What needs the whole trace in memory (the analysis tabs, messages, details of
+a call, compare mode) is not offered in this mode.
 
 `serve` uses it when MPISCOPE_TIMELINE_OOC=1, or, unless MPISCOPE_TIMELINE_OOC=0, when
 the trace's cache says its tables would not fit: rows x BYTES_PER_ROW above the memory
@@ -15,24 +19,33 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 from pathlib import Path
 
 import flask
 import numpy as np
-from dash import Dash, Input, Output, State, ctx, dcc, html
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from mpiscope import numbers
+from mpiscope.archive import cache
 from mpiscope.errors import UserError
 from mpiscope.render import palette
+from mpiscope.render.plottext import plot_text
 from mpiscope_webui import bundle, firstview, inputs, pyramid, safety_net, security, timeline
+from mpiscope_webui.app import lane_bar, url_callbacks
 from mpiscope_webui.geometry import rects, typed
+from mpiscope_webui.model import Lanes, LaneSpec
+from mpiscope_webui.timeline import View
 
 BYTES_PER_ROW = 72  # measured in memory at 10 M events (issue 17)
 MEMORY_SHARE = 0.5  # the rest is for the analyses, the views and everyone else
 DEFAULT_WIDTH = 1400
 MIN_WINDOW_NS = 100
-GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False}
+CURVES = ["summary"]  # a view's hidden curves: none can be hidden out of core
+# showTips off: Plotly's "double-click on legend" notice covered the page's top right
+GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
+                "showTips": False}
 
 
 def memory_available() -> int | None:
@@ -87,6 +100,76 @@ def open_pyramid(trace_dir: Path) -> pyramid.Pyramid:
     return pyramid.Pyramid.open(trace_dir)
 
 
+class LaneSource:
+    """The lanes of the out-of-core timeline, from the cache's ranks table (rank, host)
+    and the pyramid's streams; the waiting time per rank (for "most waiting first") from
+    the Dask engine's per-rank wait files, read (or computed) on first use."""
+
+    def __init__(self, trace_dir: Path, p: pyramid.Pyramid) -> None:
+        from mpiscope.engines.daskcache import open_cache
+
+        self.trace_dir = trace_dir
+        self.p = p
+        self.tables = open_cache(trace_dir)
+        if self.tables is None:
+            raise UserError(str(trace_dir), "no current Parquet cache of this trace")
+        self.ranks = self.tables.small("ranks")[["rank", "host"]]
+        self.count = p.streams.threads_of()
+        self.default = Lanes.of_ranks(self.ranks, p.num_ranks, p.streams)
+        self._wait: np.ndarray | None = None
+        self._lock = threading.Lock()
+        self._lanes: dict[LaneSpec, Lanes] = {}
+
+    def host_of(self) -> dict[int, str]:
+        return {int(r): str(h) for r, h in zip(self.ranks["rank"], self.ranks["host"],
+                                               strict=True)}
+
+    def wait_by_rank(self) -> np.ndarray:
+        """ns waited per rank (the wait states' wait_ns summed), one file per rank read;
+        the files are the Dask engine's (`mpiscope analyze --engine dask` leaves them),
+        computed here on an in-process Dask cluster if missing."""
+        with self._lock:
+            if self._wait is None:
+                from mpiscope.engines import waits
+
+                d = self.tables.dir / cache.DERIVED / "waits"
+                ranks = self.tables.ranks_of("calls")
+                if not all(waits._path(d, r).is_file() for r in ranks):
+                    d = self._compute_waits()
+                w = np.zeros(self.p.num_ranks, np.float64)
+                for r in ranks:
+                    w[r] = float(waits.read_rank(d, r)["wait_ns"].sum())
+                self._wait = w
+            return self._wait
+
+    def _compute_waits(self) -> Path:
+        from distributed import Client
+
+        from mpiscope.engines import ranktasks
+
+        with Client(processes=False, n_workers=1, threads_per_worker=os.cpu_count() or 1,
+                    dashboard_address=None) as client:
+            rt = ranktasks.RankTasks(client, self.tables)
+            try:
+                return Path(rt.wait_states.scratch)
+            finally:
+                rt.close()
+
+    def lanes(self, spec: LaneSpec) -> Lanes:
+        if spec == LaneSpec():
+            return self.default
+        with self._lock:
+            got = self._lanes.get(spec)
+        if got is None:
+            wait = self.wait_by_rank() if spec.order == "wait" else None
+            got = Lanes.of_ranks(self.ranks, self.p.num_ranks, self.p.streams, spec, wait)
+            with self._lock:
+                if len(self._lanes) > 32:
+                    self._lanes.clear()
+                self._lanes[spec] = got
+        return got
+
+
 def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) -> Dash:
     trace_dir = trace_dir_of(trace_dir)
     p = open_pyramid(trace_dir)
@@ -105,6 +188,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     bundle.install_compression(server)
     bundle.install_compile_hints(server, lambda: app.compile_hints)
     full = [p.origin / 1e9, (p.origin + p.span - 2) / 1e9]
+    lanes = LaneSource(trace_dir, p)
     info = (f"{numbers.count(p.num_ranks, 'rank')} · {numbers.seconds((p.span - 2) / 1e9, 4)} · "
             f"{sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
@@ -112,7 +196,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     @functools.lru_cache(maxsize=16)  # a few widths, not one per resize forever
     def first(width: int) -> tuple[dict, str]:
         """The whole run for `width`: once for the page's still picture and its layout."""
-        return figure(p, full[0], full[1], width)
+        return figure(p, full[0], full[1], width, lanes.default)
 
     def still(width: int) -> firstview.StaticView:
         fig, status = first(width)
@@ -127,11 +211,13 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
             html.Div([html.H1("mpiscope"), html.Span(Path(trace_dir).name,
                                                      className="muted")], className="header"),
             dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
-            dcc.Store(id="ooc-view", data=full),
+            dcc.Store(id="url-pop"), dcc.Store(id="url-sync"),
             html.Div(html.Div([
                 html.Div([html.H3(Path(trace_dir).name, className="trace-label"),
                           html.Span(info, className="muted")], className="panel-head"),
+                dcc.Store(id={"type": "view", "panel": 0}, data=View(*full).to_dict()),
                 html.Div(status, id="ooc-status", className="status"),
+                lane_bar(lanes.default, lanes.count, 0),
                 html.Div(dcc.Graph(id="ooc-timeline", className="timeline", figure=fig,
                                    config=GRAPH_CONFIG), className="timeline-wrap"),
             ], className="panel", id="panel-0"), id="timelines"),
@@ -141,25 +227,56 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     app.first_view = still
     app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
                             Input("boot", "data"), State("viewport", "data"))
+    url_callbacks(app)  # the window and the lanes in the URL, as in memory
+    view_id = {"type": "view", "panel": 0}
+
+    def checked(data: object) -> View | None:
+        return inputs.view(data, (full[0], full[1]), MIN_WINDOW_NS / 1e9, 0, CURVES,
+                           p.num_streams, p.num_ranks)
 
     # one callback from the zoom to its figure: a separate one for the window (relayout →
     # view store → figure) cost the page a second round trip per zoom. Not at page load:
-    # the first view is in the layout.
+    # the first view is in the layout. The view store is also an input: the lane bar and
+    # a link's view change it
     @app.callback(Output("ooc-timeline", "figure"), Output("ooc-status", "children"),
-                  Output("ooc-view", "data"),
+                  Output(view_id, "data", allow_duplicate=True),
                   Input("ooc-timeline", "relayoutData"), Input("viewport", "data"),
-                  State("ooc-view", "data"), prevent_initial_call=True)
-    def render(rd, width, view):
+                  Input(view_id, "data"), prevent_initial_call=True)
+    def render(rd, width, stored):
         width = inputs.width_px(width, DEFAULT_WIDTH)
-        fired = {t["prop_id"] for t in ctx.triggered}
-        window = navigate(rd, view) if "ooc-timeline.relayoutData" in fired else None
+        got = [inputs.trigger(t.get("prop_id")) for t in ctx.triggered if isinstance(t, dict)]
+        fired = {(str(g[0].get("type")) if isinstance(g[0], dict) else g[0], g[1])
+                 for g in got if g is not None}
+        v = checked(stored)
+        if v is None:
+            raise PreventUpdate
+        view = [v.t0, v.t1]
+        window = navigate(rd, view) if ("ooc-timeline", "relayoutData") in fired else None
         if window is None:
-            if "viewport.data" not in fired:
+            # a new width, or the stored view changed (the lane bar, a link's view)
+            if not fired & {("viewport", "data"), ("view", "data")}:
                 raise PreventUpdate
-            window = current(view)  # a new width: the same window, new pixel bins
+            window = current(view)  # a new width or lanes: the same window
         a, b = window
-        fig, status = figure(p, a, b, width)
-        return fig, status, [a, b]
+        fig, status = figure(p, a, b, width, lanes.lanes(v.lanes))
+        if [a, b] == view:
+            return fig, status, no_update
+        v.t0, v.t1 = a, b
+        return fig, status, v.to_dict()
+
+    @app.callback(Output(view_id, "data", allow_duplicate=True),
+                  Input({"type": "lane-ranks", "panel": 0}, "value"),
+                  Input({"type": "lane-order", "panel": 0}, "value"),
+                  Input({"type": "lane-threads", "panel": 0}, "value"),
+                  Input({"type": "lane-hosts", "panel": 0}, "value"),
+                  State(view_id, "data"), prevent_initial_call=True)
+    def lane_choice(chosen, order, threads, hosts, stored):
+        v = checked(stored)
+        new = None if v is None else inputs.lane_choice(
+            v, chosen, order, threads, hosts, p.num_ranks, lanes.host_of(), lanes.count)
+        if new is None or new.to_dict() == v.to_dict():
+            raise PreventUpdate
+        return new.to_dict()
 
     def navigate(rd, view) -> list[float] | None:
         """The window a relayout asks for (None: it asks for none, or the same one)."""
@@ -187,14 +304,16 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
 
     bundle.warm(server, guard.token)  # Dash set up before any browser asks
     app.pyramid = p  # for tests and benchmarks
+    app.lanes = lanes
     return app
 
 
-def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int) -> tuple[dict, str]:
-    """The timeline of [a, b] (s) as a Plotly figure, and its status line."""
+def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int,
+           lanes: Lanes) -> tuple[dict, str]:
+    """The timeline of [a, b] (s) as a Plotly figure with `lanes`, and its status line."""
     plot_px = max(width_px - timeline.MARGIN_L - timeline.MARGIN_R, 50)
     out = pyramid.query(p, int(round(a * 1e9)) - p.origin, int(round(b * 1e9)) - p.origin,
-                        plot_px)
+                        plot_px, shown=lanes.lane_of_stream >= 0)
     v = out.view
     origin = p.origin if out.index is None else out.index.origin
     names = p.functions if out.index is None else out.index.functions
@@ -203,8 +322,7 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int) -> tuple[dict,
         return (np.asarray(t, dtype=np.float64) + origin) / 1e9
 
     levels = timeline.summary_levels(len(names))
-    shade = np.minimum((np.clip(v.busy_fraction, 0, 1) * levels).astype(np.int64), levels - 1)
-    z = np.where(v.dominant >= 0, 1 + v.dominant * levels + shade, 0)
+    z = timeline.lane_z(v, lanes, len(names))  # the streams' cells added up per lane
     if not z.any():
         z = np.zeros((1, 1), np.int64)
     dx = (v.edges[-1] - v.edges[0]) / max(v.nbins, 1)
@@ -213,7 +331,8 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int) -> tuple[dict,
                "zmin": 0, "zmax": max(len(names) * levels, 1), "zsmooth": False,
                "colorscale": timeline._colourscale(names), "showscale": False,
                "hoverinfo": "none", "name": "summary", "showlegend": False}]
-    rank = out.index.rank[v.states] if out.index is not None else np.empty(0, np.int64)
+    stream = out.index.rank[v.states] if out.index is not None else np.empty(0, np.int64)
+    rank = lanes.lane_of_stream[stream]  # the lane of each exact state (shown ones only)
     fcode = out.index.fcode[v.states] if out.index is not None else np.empty(0, np.int64)
     depth = out.index.depth[v.states] if out.index is not None else np.empty(0, np.int64)
     half = np.maximum(timeline.HALF - timeline.NEST * depth, 0.08)
@@ -227,20 +346,26 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int) -> tuple[dict,
         traces.append({"type": "scatter", "name": name, "x": typed(x), "y": typed(y, "f4"),
                        "fill": "toself", "fillcolor": cs[name], "mode": "none",
                        "hoverinfo": "skip"})
-    n = p.num_ranks
+    n = len(lanes.ranks)
     lane_px = int(np.clip(560 / max(n, 1), 8, 28))
+    boundaries = [i - 0.5 for i in range(1, n) if lanes.hosts[i] != lanes.hosts[i - 1]]
+    top = timeline.top_margin(list(names), width_px)
     layout = {
-        "height": 110 + n * lane_px, "plot_bgcolor": palette.COMPUTE, "showlegend": True,
-        "margin": {"l": timeline.MARGIN_L, "r": timeline.MARGIN_R, "t": 50, "b": 40},
+        "height": 110 + n * lane_px + top - timeline.MARGIN_T, "plot_bgcolor": palette.COMPUTE,
+        "showlegend": True,
+        "margin": {"l": timeline.MARGIN_L, "r": timeline.MARGIN_R, "t": top, "b": 40},
         "dragmode": "zoom", "font": {"size": 11},
         "legend": {"orientation": "h", "x": 0, "y": 1.01, "yanchor": "bottom"},
         # tick labels as timeline.render draws them: not measured on every draw
         "xaxis": {"range": [a, b], "title": {"text": "time (s)"}, "exponentformat": "none",
                   **timeline.FIXED_TICKS},
         "yaxis": {"range": [n - 0.5, -0.5], "tickmode": "array", "tickvals": list(range(n)),
-                  "ticktext": [f"rank {r}" for r in range(n)], "showgrid": False,
+                  "ticktext": [plot_text(s) for s in lanes.labels()], "showgrid": False,
                   "zeroline": False, "fixedrange": True, **timeline.FIXED_TICKS,
-                  "tickfont": {"size": max(6, min(11, lane_px - 1))}}}
+                  "tickfont": {"size": max(6, min(11, lane_px - 1))}},
+        "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
+                    "line": {"color": "#555555", "width": 1, "dash": "dot"}}
+                   for y in boundaries]}
     status = (f"{a:.6f} – {b:.6f} s · from the {out.source} · {len(v.states)} states drawn, "
               f"{v.summary_cells()} summary cells · {out.calls_read:,} calls read")
     return {"data": traces, "layout": layout}, status

@@ -4,20 +4,22 @@ beside the trace's cache, so a view never needs the whole trace in memory.
 Built from the partitioned cache (`calls/rank=R/part-0.parquet`, mpiscope.archive.cache)
 by Dask, one task per rank, into `<cache>/derived/timeline/` (derived: not among the
 cache's checked files, dropped with a copied cache, rebuilt when missing):
-- `pyramid/rank=R/part-0.parquet`: per (level, column, function) the ns that function ran
-  on rank R in that column (zeros left out), sorted by key = level << 40 | column, whose
-  row-group statistics make a level's column range a range read. Level k has
-  BASE_COLS * 2^k columns over the whole run, column i = [i*span//n, (i+1)*span//n) from
-  `origin`, so a column of level k is exactly two of level k+1. The time per column comes
-  from the same prefix sums as the in-memory level of detail (lod.StateIndex.time_upto),
-  so a zoom answered here is the in-memory LOD's summary at the pyramid's resolution.
-- `detail/rank=R/part-0.parquet`: the rank's calls (start, end, fcode, depth, call) sorted
-  by start, in row groups of ROW_GROUP rows with min/max statistics: the calls of a window
-  are those of the row groups whose start range begins before its end and whose largest
-  end lies after its start: a range read of a few row groups per rank.
+- `pyramid/rank=R/part-0.parquet`: per (level, column, thread, function) the ns that
+  function ran on that thread of rank R in that column (zeros left out), sorted by
+  key = level << 40 | column, whose row-group statistics make a level's column range a
+  range read. Level k has BASE_COLS * 2^k columns over the whole run, column
+  i = [i*span//n, (i+1)*span//n) from `origin`, so a column of level k is exactly two of
+  level k+1. The time per column comes from the same prefix sums as the in-memory level
+  of detail (lod.StateIndex.time_upto), so a zoom answered here is the in-memory LOD's
+  summary at the pyramid's resolution.
+- `detail/rank=R/part-0.parquet`: the rank's calls (start, end, fcode, depth, call,
+  thread) sorted by start, in row groups of ROW_GROUP rows with min/max statistics: the
+  calls of a window are those of the row groups whose start range begins before its end
+  and whose largest end lies after its start: a range read of a few row groups per rank.
 - `manifest.json` (written last; the directory is renamed into place when complete): the
-  origin, span, levels, function names, ranks, and the `self` hash of the cache manifest
-  it was built from (a rebuilt cache has another: the pyramid is rebuilt too).
+  origin, span, levels, function names, ranks, the (rank, thread) pairs that call MPI
+  (the timeline's lanes per thread, model.Streams), and the `self` hash of the cache
+  manifest it was built from (a rebuilt cache has another: the pyramid is rebuilt too).
 
 A zoom whose pixels are at least one finest column wide is answered from the pyramid
 (summary cells only, like lod.query with max_exact=0); a narrower one reads the detail of
@@ -45,8 +47,9 @@ from mpiscope.archive import cache
 from mpiscope.engines import daskcache
 from mpiscope.errors import UserError
 from mpiscope_webui import lod
+from mpiscope_webui.model import Streams
 
-LAYOUT = "timeline-pyramid-3"
+LAYOUT = "timeline-pyramid-4"  # 4: cells and detail per thread
 DIR = "timeline"
 BASE_COLS = 256  # columns of the coarsest level
 MAX_COLS = 1 << 17  # columns of the finest level at most (per rank: functions x this x 8 B)
@@ -125,18 +128,24 @@ def per_column(start: np.ndarray, end: np.ndarray, fcode: np.ndarray, nf: int,
 
 
 def _build_rank(cache_dir: str, out_dir: str, rank: int, functions: list[str], origin: int,
-                span: int, levels: int) -> tuple[int, int]:
-    """One Dask task: the pyramid and the sorted detail of one rank; (calls, cells)."""
-    t = pq.read_table(_calls_file(Path(cache_dir), rank),
-                      columns=["call", "function", "start", "end", "depth"])
+                span: int, levels: int) -> tuple[int, list[int], list[int]]:
+    """One Dask task: the pyramid and the sorted detail of one rank; (calls, cells per
+    level, the threads that call MPI)."""
+    path = _calls_file(Path(cache_dir), rank)
+    cols = ["call", "function", "start", "end", "depth"]
+    has_thread = "thread" in pq.ParquetFile(path).schema_arrow.names
+    t = pq.read_table(path, columns=cols + ["thread"] if has_thread else cols)
     start = t["start"].to_numpy().astype(np.int64) - origin
     end = np.maximum(t["end"].to_numpy().astype(np.int64) - origin, start)
     fcode = _global_codes(t["function"], functions)
+    thread = (t["thread"].to_numpy().astype(np.int32) if has_thread
+              else np.zeros(len(start), np.int32))
     order = np.argsort(start, kind="stable")
     detail = pa.table({"start": start[order] + origin, "end": end[order] + origin,
                        "fcode": fcode[order],
                        "depth": t["depth"].to_numpy().astype(np.int8)[order],
-                       "call": t["call"].to_numpy().astype(np.int64)[order]})
+                       "call": t["call"].to_numpy().astype(np.int64)[order],
+                       "thread": thread[order]})
     out = Path(out_dir)
     path = out / "detail" / f"rank={rank}" / cache.PART_FILE
     path.parent.mkdir(parents=True)
@@ -145,18 +154,27 @@ def _build_rank(cache_dir: str, out_dir: str, rank: int, functions: list[str], o
 
     nf = len(functions)
     finest = BASE_COLS << (levels - 1)
-    dense = per_column(start, end, fcode, nf, _col_edges(span, finest))
+    threads = np.unique(thread).tolist()
     parts = []
-    for k in range(levels - 1, -1, -1):  # finest first, each coarser one sums pairs
-        f_idx, col = np.nonzero(dense)
-        parts.append(pa.table({"level": np.full(len(col), k, np.int8),
-                               "col": col.astype(np.int32), "fcode": f_idx.astype(np.int16),
-                               "ns": dense[f_idx, col]}))
-        if k:
-            dense = dense.reshape(nf, -1, 2).sum(axis=2)
-    table = pa.concat_tables(parts[::-1])  # by level, then column (np.nonzero's order
-    # is by function first: sort within each level)
-    table = table.sort_by([("level", "ascending"), ("col", "ascending")])
+    for th in threads:  # a thread's calls do not overlap per function, a rank's may
+        mine = thread == th
+        dense = per_column(start[mine], end[mine], fcode[mine], nf, _col_edges(span, finest))
+        for k in range(levels - 1, -1, -1):  # finest first, each coarser one sums pairs
+            f_idx, col = np.nonzero(dense)
+            parts.append(pa.table({"level": np.full(len(col), k, np.int8),
+                                   "col": col.astype(np.int32),
+                                   "fcode": f_idx.astype(np.int16), "ns": dense[f_idx, col],
+                                   "thread": np.full(len(col), th, np.int32)}))
+            if k:
+                dense = dense.reshape(nf, -1, 2).sum(axis=2)
+    if not parts:
+        parts.append(pa.table({"level": np.zeros(0, np.int8), "col": np.zeros(0, np.int32),
+                               "fcode": np.zeros(0, np.int16), "ns": np.zeros(0, np.int64),
+                               "thread": np.zeros(0, np.int32)}))
+    table = pa.concat_tables(parts)  # by level, then column (np.nonzero's order is by
+    # function first, and by thread before that: sort within each level)
+    table = table.sort_by([("level", "ascending"), ("col", "ascending"),
+                           ("thread", "ascending")])
     # one sortable key per (level, column): its row-group statistics give the range read
     key = (table["level"].to_numpy().astype(np.int64) << KEY_SHIFT) | table["col"].to_numpy()
     table = table.append_column("key", pa.array(key))
@@ -164,7 +182,8 @@ def _build_rank(cache_dir: str, out_dir: str, rank: int, functions: list[str], o
     path.parent.mkdir(parents=True)
     pq.write_table(table, path, row_group_size=ROW_GROUP, compression="lz4",
                    write_statistics=["key"])
-    return len(start), np.bincount(table["level"].to_numpy(), minlength=levels).tolist()
+    return (len(start), np.bincount(table["level"].to_numpy(), minlength=levels).tolist(),
+            [int(x) for x in threads])
 
 
 def build(trace_dir: Path | str, *, scheduler: str | object | None = None,
@@ -203,6 +222,7 @@ def build(trace_dir: Path | str, *, scheduler: str | object | None = None,
             "origin": origin, "span": span, "levels": levels, "base_cols": BASE_COLS,
             "functions": functions, "ranks": ranks, "num_ranks": num_ranks,
             "calls": [m[0] for m in made],
+            "streams": [[r, th] for r, m in zip(ranks, made, strict=True) for th in m[2]],
             "cells_per_level": np.sum([m[1] for m in made], axis=0).tolist()}))
     return final
 
@@ -217,7 +237,7 @@ class DetailWindow:
     """The calls of a window, read from the detail files: rows (absolute ns) and which
     row groups of each rank's file were read."""
 
-    calls: pd.DataFrame  # call, rank, function, start, end, depth
+    calls: pd.DataFrame  # call, rank, thread, stream, function, start, end, depth
     row_groups: dict[int, list[int]]
 
 
@@ -234,6 +254,9 @@ class Pyramid:
     ranks: list[int]
     num_ranks: int
     cells_per_level: list[int] = field(default_factory=list)
+    # the (rank, thread) pairs drawn: a view's rows (summary, detail index) are streams;
+    # one thread per rank: stream r = rank r
+    streams: Streams = None  # type: ignore[assignment]
     _levels: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
     _loading: set[int] = field(default_factory=set, repr=False)
     _queue: list[int] = field(default_factory=list, repr=False)  # levels to keep, next last
@@ -264,9 +287,14 @@ class Pyramid:
             d = build(trace_dir, scheduler=scheduler)
             pm = json.loads((d / "manifest.json").read_text())
         p = cls(d, pm["origin"], pm["span"], pm["levels"], pm["base_cols"], pm["functions"],
-                pm["ranks"], pm["num_ranks"], pm["cells_per_level"])
+                pm["ranks"], pm["num_ranks"], pm["cells_per_level"],
+                _streams(pm["streams"], pm["num_ranks"]))
         p._load_row_groups()
         return p
+
+    @property
+    def num_streams(self) -> int:
+        return len(self.streams.rank)
 
     def _load_row_groups(self) -> None:
         """Each rank's detail row groups' (min start, max end): the footer statistics, read
@@ -293,7 +321,7 @@ class Pyramid:
 
     def _read_cells(self, level: int, c0: int, c1: int,
                     threads: int | None = None) -> tuple[np.ndarray, ...]:
-        """(rank, col, fcode, ns) of columns [c0, c1) of a level: per rank, only the row
+        """(stream, col, fcode, ns) of columns [c0, c1) of a level: per rank, only the row
         groups whose key range meets it (footers parsed at open); `threads` readers
         (default: one per CPU)."""
         k0, k1 = (level << KEY_SHIFT) | c0, (level << KEY_SHIFT) | c1
@@ -304,11 +332,13 @@ class Pyramid:
             if not groups:
                 return None
             t = pq.ParquetFile(self.pyramid_file(r), metadata=md).read_row_groups(
-                groups, columns=["key", "fcode", "ns"], use_threads=False)
+                groups, columns=["key", "fcode", "ns", "thread"], use_threads=False)
             key = t["key"].to_numpy()
             a, b = np.searchsorted(key, [k0, k1])  # sorted by key within the file
-            return (np.full(b - a, r, np.int64), key[a:b] & ((1 << KEY_SHIFT) - 1),
-                    t["fcode"].to_numpy()[a:b], t["ns"].to_numpy()[a:b])
+            th = t["thread"].to_numpy()[a:b]
+            return (self.streams.find(np.full(b - a, r, np.int64), th),
+                    key[a:b] & ((1 << KEY_SHIFT) - 1), t["fcode"].to_numpy()[a:b],
+                    t["ns"].to_numpy()[a:b])
 
         threads = threads or min(len(self.ranks), os.cpu_count() or 1) or 1
         with ThreadPoolExecutor(threads) as pool:
@@ -356,7 +386,7 @@ class Pyramid:
                 self._keep_level(level, threads=1)
 
     def cells(self, level: int, c0: int, c1: int) -> tuple[np.ndarray, ...]:
-        """The stored (rank, col, fcode, ns) of columns [c0, c1) of a level: from memory
+        """The stored (stream, col, fcode, ns) of columns [c0, c1) of a level: from memory
         for the coarse levels (read once), else a filtered read of the level's range."""
         cached = self._levels.get(level)
         if cached is None and self.cells_per_level[level] <= CACHED_ROWS:
@@ -400,9 +430,9 @@ class Pyramid:
         nv = len(visible)
         flat = (rank[keep].astype(np.int64) * nv + s[keep]) * nbins + b[keep]
         # bincount sums in float64: exact while a cell's total stays below 2^53 ns (104 days)
-        summary = np.rint(np.bincount(flat, weights=ns[keep], minlength=self.num_ranks * nv
-                                      * nbins)).astype(np.int64).reshape(self.num_ranks, nv,
-                                                                         nbins)
+        ns_ = self.num_streams
+        summary = np.rint(np.bincount(flat, weights=ns[keep], minlength=ns_ * nv * nbins)
+                          ).astype(np.int64).reshape(ns_, nv, nbins)
         empty = np.empty(0, np.int64)
         ns_per_px = (edges[-1] - edges[0]) / nbins
         return lod.LodView(int(edges[0]), int(edges[-1]), nbins, self.functions, visible,
@@ -454,11 +484,16 @@ class Pyramid:
             parts = list(pool.map(one, self.ranks))
         tables = [t.append_column("rank", pa.array(np.full(t.num_rows, r, np.int32)))
                   for r, _g, t in parts if t is not None]
+        tables = [t.append_column("stream", pa.array(self.streams.find(
+            t["rank"].to_numpy().astype(np.int64), t["thread"].to_numpy().astype(np.int64)
+        ).astype(np.int32))) for t in tables]
         groups = {r: g for r, g, _t in parts}
         if not tables:
             df = pd.DataFrame({"call": np.empty(0, np.int64), "rank": np.empty(0, np.int32),
                                "start": np.empty(0, np.int64), "end": np.empty(0, np.int64),
-                               "depth": np.empty(0, np.int8), "fcode": np.empty(0, np.int16)})
+                               "depth": np.empty(0, np.int8), "fcode": np.empty(0, np.int16),
+                               "thread": np.empty(0, np.int32),
+                               "stream": np.empty(0, np.int32)})
         else:
             df = pa.concat_tables(tables).to_pandas()
         df["function"] = pd.Categorical.from_codes(df.pop("fcode").astype(np.int64),
@@ -478,15 +513,17 @@ class OocView:
 
 
 def query(p: Pyramid, t0: int, t1: int, width_px: int, *,
-          hidden: Sequence[str] = ()) -> OocView:
+          hidden: Sequence[str] = (), shown: np.ndarray | None = None) -> OocView:
     """The view of [t0, t1) (ns relative to p.origin) `width_px` pixels wide: from the
     pyramid when it resolves a pixel, else from the window's detail through the in-memory
-    LOD (times of the returned LodView are then relative to the returned index's origin)."""
+    LOD (times of the returned LodView are then relative to the returned index's origin).
+    Rows are p.streams; `shown`: per stream, whether its lane is drawn (the detail's
+    exact states of the others are left out, lod.query)."""
     t0, t1 = sorted((int(t0), int(t1)))
     t1 = max(t1, t0 + 1)
     hidden_set = set(hidden)
     # as lod.query: pixel bins, coarser only when lanes x pixels exceed the cell budget
-    nbins = int(max(1, min(width_px, lod.MAX_CELLS // max(p.num_ranks, 1))))
+    nbins = int(max(1, min(width_px, lod.MAX_CELLS // max(p.num_streams, 1))))
     k = p.level_for(t0, t1, nbins)
     if k is not None:
         e = p.edges(k)
@@ -497,8 +534,24 @@ def query(p: Pyramid, t0: int, t1: int, width_px: int, *,
     read = len(w.calls)
     if not read:  # an empty index still needs one (empty) state
         w.calls.loc[0] = {"call": -1, "rank": 0, "start": t0 + p.origin,
-                          "end": t0 + p.origin, "depth": 0, "function": p.functions[0]}
-    idx = lod.StateIndex.build(w.calls, p.num_ranks)
+                          "end": t0 + p.origin, "depth": 0, "function": p.functions[0],
+                          "thread": 0, "stream": 0}
+    # keyed by stream, as the in-memory lanes' index (model.TraceModel.lane_index)
+    idx = lod.StateIndex.build(w.calls.assign(rank=w.calls["stream"].astype(np.int32)),
+                               p.num_streams)
     o = p.origin - idx.origin
-    return OocView(lod.query(idx, t0 + o, t1 + o, width_px, hidden=hidden_set), idx, "detail",
-                   read)
+    return OocView(lod.query(idx, t0 + o, t1 + o, width_px, hidden=hidden_set, shown=shown),
+                   idx, "detail", read)
+
+
+def _streams(pairs: list[list[int]], num_ranks: int) -> Streams:
+    """model.Streams of the pairs that call MPI and thread 0 of every rank."""
+    rank = np.array([r for r, _t in pairs], np.int64)
+    thread = np.array([t for _r, t in pairs], np.int64)
+    if not thread.any():
+        n = max(num_ranks, int(rank.max(initial=-1)) + 1)
+        return Streams(np.arange(n, dtype=np.int64), np.zeros(n, np.int64),
+                       np.zeros(0, np.int64))
+    key = np.unique(np.concatenate([(rank << 20) | thread,
+                                    np.arange(num_ranks, dtype=np.int64) << 20]))
+    return Streams(key >> 20, key & ((1 << 20) - 1), np.zeros(0, np.int64))

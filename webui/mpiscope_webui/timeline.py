@@ -39,6 +39,34 @@ GAP_PX = 0.6  # space left after each exact state so that neighbours stay apart
 # (a forced layout of the whole plot) to see whether it overflows the plot or must be
 # turned to fit; with 64 lane labels that was most of a redraw (~0.1 s of ~0.15 s)
 FIXED_TICKS = {"ticklabeloverflow": "allow", "tickangle": 0}
+# The legend sits above the plot, under Plotly's mode bar (top right of the figure). On a
+# narrow page it wraps into more rows: Plotly then pushes the plot down (the lanes shrunk
+# from 56 to 55 px, 28 to ~20 px with more rows) and the legend's top row ran under the
+# mode bar. So the rows are estimated from the names and the width (generously), the top
+# margin holds the mode bar and every row, and the figure grows by what it adds.
+MARGIN_T = 50  # the top margin the heights below were chosen with (one legend row)
+MODEBAR_PX = 28  # the mode bar's row
+LEGEND_ROW_PX = 30  # a legend row at font size 11 (measured in Chromium: 29)
+LEGEND_ITEM_PX = 46  # a legend entry besides its text (symbol, gaps)
+LEGEND_CHAR_PX = 7.2  # per character of an entry's text at font size 11 (at most ~6.6)
+
+
+def legend_rows(names: list[str], width_px: int) -> int:
+    """Rows a horizontal legend of `names` takes in a figure `width_px` wide (an upper
+    bound: entries wrap at the plot's width)."""
+    room = max(width_px - MARGIN_L - MARGIN_R, 100)
+    rows, used = 1, 0.0
+    for n in names:
+        w = LEGEND_ITEM_PX + LEGEND_CHAR_PX * len(n)
+        if used and used + w > room:
+            rows, used = rows + 1, 0.0
+        used += w
+    return rows
+
+
+def top_margin(names: list[str], width_px: int) -> int:
+    """The top margin that holds the mode bar and the legend's rows without overlap."""
+    return max(MARGIN_T, MODEBAR_PX + LEGEND_ROW_PX * legend_rows(names, width_px) + 2)
 
 
 @dataclass
@@ -156,8 +184,12 @@ def summary_z(model: TraceModel, v: lod.LodView, lanes: Lanes | None = None) -> 
     """(lanes, bins) summary grid, coded as _colourscale says (0 where nothing is left).
     `v` is a query of model.lane_index: a lane's cells add up the time of its streams (the
     threads of a collapsed rank: busy if any thread is)."""
-    lanes = lanes or model.lanes
-    levels = summary_levels(len(model.index.functions))
+    return lane_z(v, lanes or model.lanes, len(model.index.functions))
+
+
+def lane_z(v: lod.LodView, lanes: Lanes, nf: int) -> np.ndarray:
+    """summary_z for `nf` functions: v's rows are streams (lanes.lane_of_stream)."""
+    levels = summary_levels(nf)
     nl = len(lanes.ranks)
     lane = lanes.lane_of_stream[: v.summary.shape[0]]
     keep = np.flatnonzero(lane >= 0)
@@ -366,9 +398,10 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         traces.append(rhover)
 
     boundaries = [i - 0.5 for i in range(1, nl) if lanes.hosts[i] != lanes.hosts[i - 1]]
+    top = top_margin([t["name"] for t in traces if t.get("showlegend", True)], width_px)
     layout = dict(
-        height=height or 110 + nl * lane_px,
-        margin={"l": MARGIN_L, "r": MARGIN_R, "t": 50, "b": 40}, plot_bgcolor="#ffffff",
+        height=height or 110 + nl * lane_px + top - MARGIN_T,
+        margin={"l": MARGIN_L, "r": MARGIN_R, "t": top, "b": 40}, plot_bgcolor="#ffffff",
         paper_bgcolor="#ffffff", dragmode="zoom", hovermode="closest", hoverdistance=-1,
         showlegend=True, font={"size": 11},
         legend={"orientation": "h", "x": 0, "y": 1.01, "yanchor": "bottom",

@@ -17,7 +17,19 @@ from selenium.webdriver.common.by import By
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
 from mpiscope_testing import REPO
-from mpiscope_testing.webui_page import GD, open_app, open_tab, shot, status, wait_until, zoom_to
+from mpiscope_testing.browser import WINDOW
+from mpiscope_testing.webui_page import (
+    GD,
+    SIZES,
+    layout_problems,
+    open_app,
+    open_tab,
+    resize,
+    shot,
+    status,
+    wait_until,
+    zoom_to,
+)
 from mpiscope_webui.analysis import OCCURRENCES_SHOWN
 from mpiscope_webui.geometry import ARROW_POINTS, ARROW_STRIDE, ARROW_TIP
 
@@ -86,7 +98,22 @@ def test_lanes_legend_and_arrows_render(browser, app_url, unpatched):
                                    "s => s.name === 'compute').path")
     assert lanes.count("M") == 4  # one background per rank
     assert "states drawn" in status(browser)
+    assert layout_problems(browser) == []
     shot(browser, "01-whole-run")
+    # the same page at 1400x900 and 1024x768: the same lanes and legend, the legend in more
+    # rows but clear of the mode bar and the critical-path checkbox, the lanes as tall
+    try:
+        for size in SIZES:
+            resize(browser, size)
+            assert browser.execute_script(f"return {GD.format(p=0)}.layout.yaxis.ticktext") \
+                == ticks
+            assert browser.execute_script(
+                "return Array.from(document.querySelectorAll('#panel-0 .timeline .legend "
+                ".traces .legendtext')).map(e => e.textContent)") == legend
+            assert layout_problems(browser) == []
+            shot(browser, f"01-whole-run-{size[0]}")
+    finally:
+        resize(browser, WINDOW)
 
 
 def test_zoom_changes_the_window_and_the_detail(browser, app_url, unpatched):
@@ -258,6 +285,8 @@ def test_legend_toggles_a_function(browser, app_url):
     wait_until(browser, "const t=" + GD.format(p=0) + "._fullData.find(t => t.name === "
                "'MPI_Allreduce'); return t.visible === 'legendonly' && t.x.length <= 1",
                what="redrawn by the server without MPI_Allreduce")
+    # no Plotly notice ("double-click on legend ...") over the critical-path checkbox
+    assert layout_problems(browser) == []
     # the server redraws without it: no Allreduce in the summary cells either
     code = browser.execute_script(
         f"const g={GD.format(p=0)}; return g._fullData.filter(t => t.name.startsWith('MPI_'))"
@@ -301,12 +330,25 @@ def test_clicking_a_finding_zooms_to_its_occurrences(browser, app_url, unpatched
 
 def test_analysis_tabs(browser, app_url):
     open_app(browser, app_url)
-    for tab, probe in (("Breakdown", "synchronization"), ("Functions", "MPI_Allreduce"),
-                       ("Messages", "bandwidth")):
+    tabs = (("Breakdown", "synchronization"), ("Functions", "MPI_Allreduce"),
+            ("Messages", "bandwidth"))
+    for tab, probe in tabs:
         open_tab(browser, tab)
-        wait_until(browser, f"return document.body.textContent.includes('{probe}')",
-                   what=f"{tab} tab")
+        wait_until(browser, "return document.querySelector('.tab-parent').textContent"
+                   f".includes('{probe}')", what=f"{tab} tab")
         shot(browser, f"07-{tab.lower()}")
+    # the same page at 1024x768: each tab's tables and charts all there, none cut off at
+    # the right edge or scrolled sideways
+    try:
+        resize(browser, (1024, 768))
+        for tab, probe in tabs:
+            open_tab(browser, tab)
+            wait_until(browser, "return document.querySelector('.tab-parent').textContent"
+                       f".includes('{probe}')", what=f"{tab} tab at 1024 px")
+            assert layout_problems(browser, root=".tab-parent") == [], tab
+            shot(browser, f"07-{tab.lower()}-1024")
+    finally:
+        resize(browser, WINDOW)
 
 
 def test_compare_mode(browser, serve, himeno_traces):
@@ -344,6 +386,15 @@ def test_compare_mode(browser, serve, himeno_traces):
     assert row is not None and [float(x) for x in row] == [calls["unpatched"],
                                                           calls["patched"]]
     shot(browser, "08-compare")
+    # side by side at 1024x768 (the same page): each panel's legend clear of its mode bar
+    # and checkbox, its lanes as tall as asked, nothing cut off
+    try:
+        resize(browser, (1024, 768), panels=2)
+        for p in (0, 1):
+            assert layout_problems(browser, p) == [], p
+        shot(browser, "08-compare-1024")
+    finally:
+        resize(browser, WINDOW, panels=2)
 
 
 def test_compare_aligned_by_iteration(browser, serve, himeno_traces):

@@ -17,7 +17,8 @@ from selenium.webdriver.common.by import By
 
 import mpiscope
 from mpiscope.archive import reader
-from mpiscope_testing.webui_page import GD, open_app, shot, wait_until
+from mpiscope_testing.browser import WINDOW
+from mpiscope_testing.webui_page import GD, layout_problems, open_app, resize, shot, wait_until
 from mpiscope_webui import strip
 from mpiscope_webui.critical import EDGES, PATH
 from mpiscope_webui.geometry import RECT_POINTS, untyped
@@ -92,6 +93,15 @@ def test_the_checkbox_draws_and_hides_the_critical_path(browser, app_url, trace_
     assert len(jy[jy == jy]) >= 2 and set(jy[jy == jy].astype(int)) <= on_path
     assert "critical path:" in browser.find_element(By.CSS_SELECTOR, "#panel-0 .status").text
     shot(browser, "20-critical-path")
+    # at 1024x768 (the same page): still drawn, the checkbox clear of the legend
+    try:
+        resize(browser, (1024, 768))
+        assert {round(float(y)) for y in untyped(curve(browser, PATH)["y"]) if y > -1} \
+            == on_path
+        assert layout_problems(browser) == []
+        shot(browser, "20b-critical-path-1024")
+    finally:
+        resize(browser, WINDOW)
     toggle_path(browser)
     wait_until(browser, f"return !{GD.format(p=0)}.data.some(t => t.name === {PATH!r})",
                what="critical path hidden again")
@@ -132,6 +142,19 @@ def test_the_strip_has_a_bar_per_iteration_and_a_click_zooms_to_it(browser, app_
     # the strip shows the timeline's window
     assert browser.execute_script(f"return {STRIP.format(p=0)}._fullLayout.xaxis.range") \
         == pytest.approx(x_range(browser))
+    # the rest at 1024x768 (the same page): the same bars, the strip's legend clear of its
+    # title, and a click zooms as at the larger size
+    resize(browser, (1024, 768))
+    wait_until(browser, f"const g={STRIP.format(p=0)}; return Math.abs(g._fullLayout.width"
+               " - g.getBoundingClientRect().width) <= 1", what="strip drawn for 1024 px")
+    assert strip_bars(browser) == per_part
+    legend, title = browser.execute_script(
+        f"const g={STRIP.format(p=0)}; const b = e => {{ const r = e.getBoundingClientRect();"
+        " return [r.left, r.top, r.right, r.bottom]; }; return [b(g.querySelector('.legend')),"
+        " b(g.querySelector('.gtitle'))];")
+    assert legend[0] >= title[2] or legend[3] <= title[1] or title[3] <= legend[1], \
+        (legend, title)
+    assert layout_problems(browser) == []
     # click the tallest bar (an iteration with a slow exchange) with the mouse
     totals = [sum(r[k] for k in r if k.endswith("_s")) for r in analyzed["iterations"]]
     k = max(range(len(totals)), key=totals.__getitem__)
@@ -155,7 +178,8 @@ def test_the_strip_has_a_bar_per_iteration_and_a_click_zooms_to_it(browser, app_
     wait_until(browser, f"const r={STRIP.format(p=0)}._fullLayout.xaxis.range; "
                         f"return Math.abs(r[0] - {lo}) < 1e-9 && Math.abs(r[1] - {hi}) < 1e-9",
                what="strip follows the zoom")
-    shot(browser, "22-strip-iteration")
+    shot(browser, "22-strip-iteration-1024")
+    resize(browser, WINDOW)
 
 
 def test_compare_mode_shows_both_runs_strips(browser, serve, himeno_traces):

@@ -1,7 +1,9 @@
 """The timeline's lanes as a user sets them in headless Chromium, on a trace built by
 construction (mpiscope_testing.lanetrace: four ranks on two hosts, rank 1 with a worker
 thread): the lane labels the page shows after choosing hosts, ranks with a lane per
-thread, an order and a host's one lane, and the same lanes again from the link."""
+thread, an order and a host's one lane, and the same lanes again from the link; at
+1400×900 and, the same page made smaller, at 1024×768 (nothing overlaps, lanes keep their
+height); and the same on the out-of-core page."""
 
 from __future__ import annotations
 
@@ -11,7 +13,15 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from mpiscope_testing.lanetrace import build
-from mpiscope_testing.webui_page import GD, choose, shot, wait_settled, wait_until
+from mpiscope_testing.webui_page import (
+    GD,
+    choose,
+    layout_problems,
+    resize,
+    shot,
+    wait_settled,
+    wait_until,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -51,6 +61,7 @@ def test_lanes_chosen_ordered_and_per_thread(browser, url):
     browser.set_window_size(1400, 900)
     open_page(browser, url)
     assert browser.execute_script(LABELS) == DEFAULT
+    assert layout_problems(browser) == []
 
     pick(browser, "lane-ranks", "host nodeB")
     lanes_become(browser, ["nodeB · rank 1 (2 threads)", "nodeB · rank 3"],
@@ -83,5 +94,49 @@ def test_lanes_chosen_ordered_and_per_thread(browser, url):
     lanes_become(browser, ["nodeA · 2 ranks", "nodeB · rank 1 (2 threads)", "nodeB · rank 3"],
                  "nodeA's ranks as one lane")
     shot(browser, "lanes-host")
+    # the same page at 1024x768: the same lanes, nothing over another, nothing cut off
+    resize(browser, (1024, 768))
+    lanes_become(browser, ["nodeA · 2 ranks", "nodeB · rank 1 (2 threads)", "nodeB · rank 3"],
+                 "the same lanes at 1024 px")
+    assert layout_problems(browser) == []
+    shot(browser, "lanes-host-1024")
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors
+
+
+def test_lanes_out_of_core(browser, serve, tmp_path_factory, monkeypatch):
+    """The same lane bar on the out-of-core page (MPISCOPE_TIMELINE_OOC=1): the lanes the
+    page draws, and the link that keeps them."""
+    from mpiscope.archive import reader
+    from mpiscope_webui import pyramid
+
+    monkeypatch.setenv(pyramid.ENV, "1")
+    d = build(tmp_path_factory.mktemp("ooc-lanes") / "t")
+    reader.load(d)
+    url = serve(d)
+    browser.set_window_size(1024, 768)
+    open_page(browser, url)
+    assert "out-of-core" in browser.find_element(By.CSS_SELECTOR, "#panel-0").text
+    assert browser.execute_script(LABELS) == DEFAULT
+    assert layout_problems(browser) == []
+    pick(browser, "lane-ranks", "host nodeB")
+    lanes_become(browser, ["nodeB · rank 1 (2 threads)", "nodeB · rank 3"],
+                 "only nodeB's ranks drawn")
+    pick(browser, "lane-threads", "rank 1 (2 threads)")
+    per_thread = ["nodeB · rank 1 · thread 0", "nodeB · rank 1 · thread 1", "nodeB · rank 3"]
+    lanes_become(browser, per_thread, "a lane per thread of rank 1")
+    link = wait_until(browser, "return location.hash.includes('expanded') && location.href",
+                      what="the lanes in the URL")
+    browser.get("about:blank")
+    browser.get(link)
+    lanes_become(browser, per_thread, "the link's lanes")
+    wait_settled(browser, SETTLED)
+    browser.find_element(By.XPATH, "//div[@id='panel-0']//label[normalize-space(.)="
+                                   "'most waiting first']").click()
+    lanes_become(browser, ["nodeB · rank 3", "nodeB · rank 1 · thread 0",
+                           "nodeB · rank 1 · thread 1"], "the most waiting rank first")
+    shot(browser, "lanes-ooc")
+    resize(browser, (1400, 900))
+    assert layout_problems(browser) == []
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors

@@ -11,7 +11,14 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
 from mpiscope.archive import reader
-from mpiscope_testing.webui_page import GD, choose, open_app, wait_until, zoom_to
+from mpiscope_testing.webui_page import (
+    GD,
+    choose,
+    layout_problems,
+    open_app,
+    wait_until,
+    zoom_to,
+)
 from mpiscope_testing.webui_server import ARTIFACTS
 from mpiscope_testing.windowtrace import SENDS, build
 
@@ -87,6 +94,7 @@ def test_partner_jump_selects_and_marks_the_partner(browser, url, trace, size):
     # the partner is inside the window shown
     lo, hi = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
     assert lo <= send["start"] / 1e9 and send["end"] / 1e9 <= hi
+    assert layout_problems(browser) == []
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(ARTIFACTS / f"nav-partner-{size[0]}.png"))
 
@@ -212,6 +220,7 @@ def test_lane_height_can_be_chosen(browser, url, size):
                                  f"return s >= {px} - 0.5 && s <= {px} + 7.5 && s",
                                  what=f"{px}-pixel lanes")
     assert seen["L"] > 3 * seen["S"] / 2
+    assert layout_problems(browser) == []  # the tall lanes: nothing over the legend
     # the lanes' labels stay one per lane
     ticks = browser.execute_script(f"return {GD.format(p=0)}.layout.yaxis.ticktext")
     assert [t.split(" · ")[1] for t in ticks] == ["rank 0", "rank 1", "rank 2"]

@@ -12,7 +12,7 @@ from selenium.webdriver.common.by import By
 from mpiscope import numbers
 from mpiscope.archive import reader
 from mpiscope.render import palette
-from mpiscope_testing.webui_page import open_app, wait_until
+from mpiscope_testing.webui_page import layout_problems, open_app, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -53,6 +53,8 @@ def test_legend_colours_are_distinct(browser, app_url, himeno_traces, size):
     assert len(set(shown.values())) == len(shown), shown
     assert not set(shown.values()) & set(palette.PART_COLOURS.values())
     assert shown == palette.colours(functions)
+    # the legend (more rows at 1024 px) clear of the mode bar and the checkbox, lanes as tall
+    assert layout_problems(browser) == []
 
 
 # the analysis tab's figures (the timeline has a heatmap too)

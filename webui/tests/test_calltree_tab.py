@@ -14,7 +14,7 @@ from selenium.webdriver.common.by import By
 
 from mpiscope.archive import reader
 from mpiscope_testing.calltreetrace import FIRST, STEPS, US, build
-from mpiscope_testing.webui_page import open_app, open_tab, shot
+from mpiscope_testing.webui_page import layout_problems, open_app, open_tab, resize, shot
 from mpiscope_webui import calltreeview
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.windowstats import Scope
@@ -133,3 +133,13 @@ def test_clicking_a_node_shows_its_ranks_in_the_browser(browser, serve, trace_di
     assert browser.execute_script(
         "return document.querySelector('button.ct-node.selected').textContent") == SOLVE_REDUCE
     shot(browser, "calltree")
+    # the same page at 1024x768: the node still selected, its line the same, and the tab
+    # all there (nothing cut off at the right, no sideways scrolling)
+    resize(browser, (1024, 768))
+    assert browser.execute_script(
+        "return document.querySelector('button.ct-node.selected').textContent") == SOLVE_REDUCE
+    line_when(lambda t: t.startswith(f"waiting in {SOLVE_REDUCE} per rank"), "at 1024 px")
+    assert layout_problems(browser, root=".tab-parent") == []
+    ranks = browser.find_element(By.CSS_SELECTOR, ".ct-ranks .js-plotly-plot")
+    assert ranks.is_displayed() and ranks.rect["x"] + ranks.rect["width"] <= 1024
+    shot(browser, "calltree-1024")

@@ -18,7 +18,8 @@ from werkzeug.http import parse_cookie
 from werkzeug.serving import make_server
 
 from mpiscope.archive import reader
-from mpiscope_testing.webui_page import GD, open_app, wait_until, zoom_to
+from mpiscope_testing.browser import WINDOW
+from mpiscope_testing.webui_page import GD, layout_problems, open_app, wait_until, zoom_to
 from mpiscope_webui import bundle, firstview, ooc, pyramid
 from mpiscope_webui.app import create_app
 
@@ -80,9 +81,13 @@ def himeno_app(himeno_traces):
 
 
 def test_first_view_is_drawn_with_every_callback_blocked(browser, himeno_app, himeno_traces):
+    """At 1024x768 (the other tests here load the page at the browser's 1500 px): the
+    layout's figure is drawn for that width, its legend's rows and all."""
     trace = reader.load(himeno_traces["unpatched"])
+    browser.set_window_size(1024, 768)
     with served(himeno_app) as (url, asked), callbacks_blocked(browser):
         fresh_page(browser, url, "timeline drawn from the layout")
+        problems = layout_problems(browser)
         drawn = browser.execute_script(
             f"const g={GD.format(p=0)}; return [g._fullLayout.xaxis.range, g.layout.yaxis."
             "ticktext, g._fullData.filter(t => t.visible === true).map(t => t.name)]")
@@ -102,6 +107,8 @@ def test_first_view_is_drawn_with_every_callback_blocked(browser, himeno_app, hi
     assert {"MPI_Allreduce", "MPI_Waitall", "compute"} <= set(drawn[2])
     assert "states drawn" in status
     assert overview == ["heatmap"]
+    assert problems == []
+    browser.set_window_size(*WINDOW)
 
 
 def test_page_never_asks_for_the_timeline_it_was_given(browser, himeno_app):

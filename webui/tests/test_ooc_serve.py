@@ -45,8 +45,10 @@ def test_page_draws_the_timeline_out_of_core(browser, serve, synth, monkeypatch)
     names = set(trace.calls["function"].astype(str))
     assert drawn[0] == ["heatmap", "summary"]
     assert {n for _t, n in drawn[1:]} <= names
+    host = trace.host_of()  # the lanes as in memory: by host, each named with its host
     assert browser.execute_script(f"return {GD.format(p=0)}.layout.yaxis.ticktext") == [
-        f"rank {r}" for r in range(trace.num_ranks)]
+        f"{host[r]} · rank {r}" for r in sorted(host, key=lambda r: (min(
+            k for k in host if host[k] == host[r]), r))]
 
     # a window of 1/2000 of the run: finer than the finest level, read in detail
     t0, t1 = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
