@@ -456,6 +456,8 @@ def _desched(trace: Trace, op_call: np.ndarray, rank: np.ndarray, start: np.ndar
     """Run-queue delay (ns) in each op's gap (since the previous op's end, on the op's
     thread) and in each rank's trailing time; zeros where nothing was measured."""
     n_ops, nr = len(op_call), len(op_lo) - 1
+    if not desched.sampled(trace.calls):  # also tables made without threads (what-if)
+        return np.zeros(n_ops), np.zeros(nr)
     thread = trace.calls["thread"].to_numpy()[op_call].astype(np.int64)
     prev_end = np.concatenate([[-np.inf], end[:-1]])
     prev_end[op_lo[:-1][op_lo[:-1] < n_ops]] = -np.inf  # a rank's first op: from its start
