@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from mpiscope_testing import mpijobs
 from mpiscope_testing import tracechecks as tc
 from mpiscope_testing.traceread import otf2_print
@@ -65,10 +67,16 @@ def test_host_cpus_recorded_and_oversubscription_warned(programs, tmp_path) -> N
     warned = [w for w in json.loads(js.read_text())["warnings"] if "oversubscribed" in w]
     host = tc.read_both(out).hosts[0]
     if cpus < 4:
-        assert warned == [f"oversubscribed: 4 ranks on {host} with {cpus} CPU"
-                          f"{'s' if cpus != 1 else ''} — ranks took turns on the CPUs, so "
-                          "waiting, imbalance and the timing-driven findings (marked "
-                          "`oversubscribed`) may be descheduling, not the program"]
+        # the share of the run the ranks waited for a CPU is measured (how this run was
+        # scheduled): its figures are not asserted, only where they stand
+        measured = r"( \(ranks were runnable but waiting for a CPU \d+(–\d+)?% of their " \
+                   r"run \(measured\)\))?"
+        assert len(warned) == 1 and re.fullmatch(
+            re.escape(f"oversubscribed: 4 ranks on {host} with {cpus} CPU"
+                      f"{'s' if cpus != 1 else ''} — ranks took turns on the CPUs")
+            + measured + re.escape(", so waiting, imbalance and the timing-driven findings "
+                                   "(marked `oversubscribed`) may be descheduling, not the "
+                                   "program"), warned[0]), warned
         assert warned[0] in " ".join(ana.stdout.split())
     else:
         assert warned == []
