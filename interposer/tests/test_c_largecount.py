@@ -63,7 +63,7 @@ def records(trace: Trace) -> dict[int, list[tuple]]:
     """Every record of every rank without its time, regions named by their int twin."""
     out = {}
     for rank, events in trace.events.items():
-        out[rank] = [(e.kind, {k: base(v) if k == "region" else v for k, v in e.fields.items()})
+        out[rank] = [(e.kind, {k: base(v) if k == "region" else v for k, v in e.recorded.items()})
                      for e in events]
     return out
 

@@ -89,5 +89,5 @@ def test_mpiscope_run_equals_ld_preload(programs, tmp_path) -> None:
     a, b = tc.read_both(tmp_path / "direct"), tc.read_both(tmp_path / "run")
     assert a.comms == b.comms and a.regions == b.regions and a.hosts == b.hosts
     for r in range(2):  # identical apart from time stamps
-        assert [(e.kind, e.fields) for e in a.events[r]] == \
-            [(e.kind, e.fields) for e in b.events[r]]
+        assert [(e.kind, e.recorded) for e in a.events[r]] == \
+            [(e.kind, e.recorded) for e in b.events[r]]

@@ -32,6 +32,17 @@ class Event:
     def get(self, key: str, default: object = None) -> object:
         return self.fields.get(key, default)
 
+    @property
+    def recorded(self) -> dict[str, object]:
+        """The fields that say what the program did, without what the tracer measured of
+        how it was scheduled (MEASURED: differs run to run, and whether a record carries
+        a sample at all depends on timing), as the time is left out."""
+        return {k: v for k, v in self.fields.items() if k not in MEASURED}
+
+
+# attributes that measure the run (descheduling samples), not what the program did
+MEASURED = frozenset(("mpiscope:cpu_ns", "mpiscope:run_delay_ns"))
+
 
 @dataclass
 class Comm:
