@@ -132,14 +132,18 @@ class LaneSource:
             if self._wait is None:
                 from mpiscope.engines import waits
 
-                d = self.tables.dir / cache.DERIVED / "waits"
                 ranks = self.tables.ranks_of("calls")
-                if not all(waits._path(d, r).is_file() for r in ranks):
-                    d = self._compute_waits()
-                w = np.zeros(self.p.num_ranks, np.float64)
-                for r in ranks:
-                    w[r] = float(waits.read_rank(d, r)["wait_ns"].sum())
-                self._wait = w
+
+                def read(d: Path) -> np.ndarray:
+                    w = np.zeros(self.p.num_ranks, np.float64)
+                    for r in ranks:
+                        w[r] = float(waits.read_rank(d, r)["wait_ns"].sum())
+                    return w
+
+                try:
+                    self._wait = read(self.tables.dir / cache.DERIVED / "waits")
+                except OSError:  # not there (or not whole): computed once, kept there
+                    self._wait = read(self._compute_waits())
             return self._wait
 
     def _compute_waits(self) -> Path:
