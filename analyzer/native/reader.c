@@ -161,7 +161,7 @@ static int64_t reqmap_take(reqmap_t *m, uint64_t k)
 /* ------------------------------------------------------------------ decoding */
 typedef struct {
     int64_t row;
-    uint8_t mpi;
+    uint8_t mpi; /* region_mpi: 0 other region, 1 MPI call, 2 MPI polling call */
 } frame_t;
 
 typedef struct {
@@ -385,7 +385,7 @@ static OTF2_CallbackCode cb_enter(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
         c->poll_mark = c->events;
         c->poll_tests = c->tests;
     }
-    c->stack[c->depth++] = (frame_t){(int64_t)i, mpi ? 1 : 0};
+    c->stack[c->depth++] = (frame_t){(int64_t)i, mpi};
     if (mpi) {
         c->mpi_depth++;
         c->mpi_top = (int64_t)i;
@@ -454,7 +454,7 @@ static void restore_mpi_top(ctx_t *c)
 static OTF2_CallbackCode cb_leave(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t pos, void *u,
                                   OTF2_AttributeList *al, OTF2_RegionRef region)
 {
-    (void)l; (void)pos;
+    (void)l; (void)pos; (void)region;
     ctx_t *c = u;
     int64_t time = stamp(c, t);
     if (!c->depth) return OTF2_CALLBACK_SUCCESS; /* unbalanced: ignore the stray Leave */
@@ -470,8 +470,7 @@ static OTF2_CallbackCode cb_leave(OTF2_LocationRef l, OTF2_TimeStamp t, uint64_t
         c->mpi_depth--;
         restore_mpi_top(c);
         if (c->mpi_depth == 0) {
-            int64_t ri = def_index(region, c->cfg->nregions, c->cfg->region_refs);
-            if (ri >= 0 && c->cfg->region_mpi[ri] == 2) poll_leave(c, k, f.row, time);
+            if (f.mpi == 2) poll_leave(c, k, f.row, time);
             else c->nchain = 0;
         }
     }

@@ -58,20 +58,20 @@ class Choice:
     merging: bool = False  # pandas on the hope that idle polling calls merge (memory.py)
 
     def reason(self) -> str:
-        pandas = (f"{self.events:,} events need ~{_gib(self.needed_bytes)} for pandas, "
-                  f"{_gib(self.available_bytes)} available")
+        pandas = (f"{self.events:,} events need ~{gib(self.needed_bytes)} for pandas, "
+                  f"{gib(self.available_bytes)} available")
         if self.merging:
             return (f"{pandas} if none merged; idle polling calls merge while reading, "
                     "which stops if the rest outgrows the memory: pandas")
         if self.engine == "pandas":
             return f"{pandas}: pandas"
         dask = (f"Dask: the largest rank's {self.largest_rank:,} events need "
-                f"~{_gib(self.worker_bytes)} per worker")
+                f"~{gib(self.worker_bytes)} per worker")
         if self.worker_limit:
-            dask += (f" (--memory-limit {_gib(self.worker_limit)}, {self.workers} workers), "
-                     f"the client ~{_gib(self.client_bytes)}")
+            dask += (f" (--memory-limit {gib(self.worker_limit)}, {self.workers} workers), "
+                     f"the client ~{gib(self.client_bytes)}")
         else:
-            dask += f" (a running cluster), the client ~{_gib(self.client_bytes)}"
+            dask += f" (a running cluster), the client ~{gib(self.client_bytes)}"
         return f"{pandas}; {dask}: {self.engine}"
 
     def refusal(self, trace: Path | str) -> str:
@@ -79,9 +79,6 @@ class Choice:
                 "record fewer events (MPISCOPE_FILTER, a shorter run), give the workers more "
                 "memory (--memory-limit, fewer --workers), or run on a Dask cluster with "
                 "more memory (--scheduler)")
-
-
-_gib = gib
 
 
 def worker_bytes(largest_rank: int) -> int:
@@ -97,8 +94,8 @@ def worker_refusal(trace: Path | str, largest_rank: int, limit: int,
     need = worker_bytes(largest_rank)
     if limit <= 0 or need <= limit or polling:
         return None  # polling calls recorded one by one: the task stops if they don't merge
-    return (f"{trace}: the largest rank's {largest_rank:,} events need ~{_gib(need)} per "
-            f"Dask worker, the workers have {_gib(limit)}; give each worker more memory "
+    return (f"{trace}: the largest rank's {largest_rank:,} events need ~{gib(need)} per "
+            f"Dask worker, the workers have {gib(limit)}; give each worker more memory "
             "(--memory-limit, fewer --workers to fit the machine), or record fewer events "
             "per rank (MPISCOPE_FILTER, a shorter run)")
 
