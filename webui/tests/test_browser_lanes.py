@@ -57,18 +57,27 @@ def pick(browser, cls: str, label: str) -> None:
     choose(browser, f"#panel-0 .{cls}", label)
 
 
+PER_THREAD = ["nodeB · rank 1 · thread 0", "nodeB · rank 1 · thread 1", "nodeB · rank 3"]
+
+
+def nodeb_threads(browser) -> list[str]:
+    """As a user narrows the lanes: host nodeB's ranks only, then rank 1 a lane per
+    thread; the lanes the page then draws."""
+    pick(browser, "lane-ranks", "host nodeB")
+    lanes_become(browser, ["nodeB · rank 1 (2 threads)", "nodeB · rank 3"],
+                 "only nodeB's ranks drawn")
+    pick(browser, "lane-threads", "rank 1 (2 threads)")
+    lanes_become(browser, PER_THREAD, "a lane per thread of rank 1")
+    return PER_THREAD
+
+
 def test_lanes_chosen_ordered_and_per_thread(browser, url):
     browser.set_window_size(1400, 900)
     open_page(browser, url)
     assert browser.execute_script(LABELS) == DEFAULT
     assert layout_problems(browser) == []
 
-    pick(browser, "lane-ranks", "host nodeB")
-    lanes_become(browser, ["nodeB · rank 1 (2 threads)", "nodeB · rank 3"],
-                 "only nodeB's ranks drawn")
-    pick(browser, "lane-threads", "rank 1 (2 threads)")
-    per_thread = ["nodeB · rank 1 · thread 0", "nodeB · rank 1 · thread 1", "nodeB · rank 3"]
-    lanes_become(browser, per_thread, "a lane per thread of rank 1")
+    per_thread = nodeb_threads(browser)
     shot(browser, "lanes-threads")
     # the link holds the lanes: opened again, the page draws the same ones
     link = browser.current_url
@@ -119,12 +128,7 @@ def test_lanes_out_of_core(browser, serve, tmp_path_factory, monkeypatch):
     assert "out-of-core" in browser.find_element(By.CSS_SELECTOR, "#panel-0").text
     assert browser.execute_script(LABELS) == DEFAULT
     assert layout_problems(browser) == []
-    pick(browser, "lane-ranks", "host nodeB")
-    lanes_become(browser, ["nodeB · rank 1 (2 threads)", "nodeB · rank 3"],
-                 "only nodeB's ranks drawn")
-    pick(browser, "lane-threads", "rank 1 (2 threads)")
-    per_thread = ["nodeB · rank 1 · thread 0", "nodeB · rank 1 · thread 1", "nodeB · rank 3"]
-    lanes_become(browser, per_thread, "a lane per thread of rank 1")
+    per_thread = nodeb_threads(browser)
     link = wait_until(browser, "return location.hash.includes('expanded') && location.href",
                       what="the lanes in the URL")
     browser.get("about:blank")
