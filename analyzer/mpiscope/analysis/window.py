@@ -118,6 +118,33 @@ def _parents(rank: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.nd
     return out
 
 
+def _atoms_of(raw: dict[str, np.ndarray], per_call: np.ndarray
+              ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """(atom of each call, each key's value per atom, call positions ordered by atom then
+    per-call value): once per trace. Keys combined one at a time, renumbered densely after
+    each, so the combined code never outgrows the calls."""
+    n = len(per_call)
+    atom = np.zeros(n, np.int64)
+    na = 1
+    for k in KEYS:
+        col = raw[k].astype(np.int64)
+        if not n:
+            break
+        lo = int(col.min())
+        r = int(col.max()) - lo + 1
+        if r == 1:
+            continue
+        _, atom = _dense(atom * r + (col - lo), float(na) * r)
+        na = int(atom.max()) + 1
+    first = np.zeros(na if n else 0, np.int64)
+    first[atom[::-1]] = np.arange(n - 1, -1, -1)  # an atom's first call
+    keys = {k: raw[k][first].astype(np.int64) for k in KEYS}
+    by_value = np.argsort(per_call, kind="stable")
+    narrow = atom.astype(np.uint16) if na <= 65536 else atom
+    order = by_value[np.argsort(narrow[by_value], kind="stable")]
+    return atom.astype(np.int32 if na < 2**31 else np.int64), keys, order
+
+
 @dataclass
 class WindowIndex:
     """Everything a window's statistics read, sorted once per trace."""
@@ -161,6 +188,11 @@ class WindowIndex:
     m_transfer: np.ndarray
     m_comm: np.ndarray
     m_tag: np.ndarray
+    # calls grouped by all of KEYS at once ("atoms", usually thousands for millions of
+    # calls): every profile is a grouping of atoms (see _Atoms)
+    atom: np.ndarray  # atom of each call
+    atom_keys: dict[str, np.ndarray]  # per atom, each key's value (codes as in the calls)
+    by_atom: np.ndarray  # call positions by atom, then per-call value, then start
     _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _whole: Window | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -230,20 +262,26 @@ class WindowIndex:
         m = m.iloc[mo]
         comm_names = {int(k): str(v) for k, v in zip(trace.comms["comm"], trace.comms["name"],
                                                      strict=True)}
+        per_call = dur / np.maximum(n, 1)
         return cls(
             nr, trace.host_of(), functions, callsites, comm_names, calls,
             c["rank"].to_numpy(np.int32), thread, fcode, scode,
             c["comm"].to_numpy(np.int32), c["tag"].to_numpy(np.int32),
             (c["callpath"].to_numpy(np.int32) if "callpath" in c.columns
              else np.full(len(c), -1, np.int32)), n,
-            dur / np.maximum(n, 1),
+            per_call,
             (c["bytes_sent"] + c["bytes_recv"]).to_numpy(np.int64), wait, wkind, measured,
             parts["sync"].astype(np.int64), parts["io"] > 0, mpi_parent, iv_b, iv_e, (lo, hi),
             regions, r_rank, r_fcode, r_names, r_parent,
             m["send_time"].to_numpy(np.int64), m["send_rank"].to_numpy(np.int32),
             m["recv_rank"].to_numpy(np.int32), m["bytes"].to_numpy(np.int64),
             stats._transfer(m).astype(np.int64), m["comm"].to_numpy(np.int32),
-            m["tag"].to_numpy(np.int32))
+            m["tag"].to_numpy(np.int32), *_atoms_of(
+                {"rank": c["rank"].to_numpy(np.int32), "thread": thread, "function": fcode,
+                 "callsite": scode, "comm": c["comm"].to_numpy(np.int32),
+                 "tag": c["tag"].to_numpy(np.int32),
+                 "callpath": (c["callpath"].to_numpy(np.int32) if "callpath" in c.columns
+                              else np.full(len(c), -1, np.int32))}, per_call))
 
     def query(self, t0: int, t1: int, ranks: Sequence[int] | None = None) -> Window:
         """The window [t0, t1) (ns, trace time) of the ranks given (None: all); the last
@@ -319,6 +357,99 @@ def _group_stats(inv: np.ndarray, ngroups: int, values: np.ndarray) -> tuple[np.
     return mins, meds, maxs
 
 
+@dataclass
+class _Atoms:
+    """A window's calls grouped by all of KEYS at once ("atoms": usually a few thousand
+    where the window has millions of calls): each atom's sums, and its calls' per-call
+    values sorted within it, contiguous. Every profile groups atoms, never the calls
+    again; its medians select from the concatenated runs of its groups' atoms."""
+
+    keys: dict[str, np.ndarray]  # per atom: each key's code (int64)
+    calls: np.ndarray  # float64 sums per atom: MPI calls, ns inside, waiting ns, bytes
+    inside: np.ndarray
+    wait: np.ndarray
+    nbytes: np.ndarray
+    first: np.ndarray  # atom's run in `values`: [first, first + count)
+    count: np.ndarray
+    values: np.ndarray  # per-call ns, atom by atom, ascending within an atom
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+    @classmethod
+    def of(cls, w: Window) -> _Atoms:
+        ix, pos = w.index, w.pos
+        na = len(ix.atom_keys["rank"])
+        atom = ix.atom[pos]
+        count = np.bincount(atom, minlength=na)
+        first = np.cumsum(count) - count
+        # the window's calls by atom, by value within one: the trace's order kept to the
+        # window's calls (linear in the trace) when the window holds much of it, else
+        # the window's calls sorted (value, then a radix sort on narrow atom codes)
+        if len(pos) * 4 > len(ix.atom):
+            inside = np.zeros(len(ix.atom), bool)
+            inside[pos] = True
+            order = ix.by_atom[inside[ix.by_atom]]
+            values = ix.per_call[order]
+        else:
+            v = ix.per_call[pos]
+            by_value = np.argsort(v, kind="stable")
+            narrow = atom.astype(np.uint16) if na <= 65536 else atom
+            values = v[by_value[np.argsort(narrow[by_value], kind="stable")]]
+        here = np.flatnonzero(count)  # the atoms this window holds
+
+        def sums(weights: np.ndarray) -> np.ndarray:
+            return np.bincount(atom, weights=weights, minlength=na)[here]
+
+        return cls({k: v[here] for k, v in ix.atom_keys.items()}, sums(ix.n[pos]),
+                   sums(w.inside), sums(w._wait_inside()), sums(ix.nbytes[pos]),
+                   first[here], count[here], values.astype(np.float64))
+
+    def group_stats(self, inv: np.ndarray, ng: int) -> tuple[np.ndarray, ...]:
+        """(min, median, max) of the per-call values of each group of atoms (`inv`: the
+        group of each atom); NaN where a group is empty."""
+        mins = np.full(ng, np.nan)
+        meds = np.full(ng, np.nan)
+        maxs = np.full(ng, np.nan)
+        has = self.count > 0
+        if not has.any():
+            return mins, meds, maxs
+        v, first, count = self.values, self.first, self.count
+        np.fmin.at(mins, inv[has], v[first[has]])
+        np.fmax.at(maxs, inv[has], v[first[has] + count[has] - 1])
+        gcount = np.bincount(inv, weights=count, minlength=ng).astype(np.int64)
+        single = np.bincount(inv[has], minlength=ng) == 1
+        # a group of one atom: its middle values, already in order
+        one = np.flatnonzero(single)
+        if len(one):
+            atom_of = np.zeros(ng, np.int64)
+            atom_of[inv[has]] = np.flatnonzero(has)
+            a = atom_of[one]
+            k = count[a]
+            meds[one] = (v[first[a] + (k - 1) // 2] + v[first[a] + k // 2]) / 2
+        many = np.flatnonzero(~single & (gcount > 0))
+        if not len(many):
+            return mins, meds, maxs
+        # the runs of the atoms of the other groups, group by group, then one selection
+        # per group (groups are few: what a table shows)
+        sel = np.flatnonzero(np.isin(inv, many) & has)
+        sel = sel[np.argsort(inv[sel], kind="stable")]
+        lens = count[sel]
+        starts = np.cumsum(lens) - lens
+        idx = np.repeat(first[sel] - starts, lens) + np.arange(int(lens.sum()))
+        vals = v[idx]
+        g_at = inv[sel]
+        g_end = np.cumsum(np.bincount(g_at, weights=lens, minlength=ng).astype(np.int64))
+        g_start = g_end - gcount
+        for g in many:
+            part = vals[g_start[g]:g_end[g]]
+            k = len(part)
+            lo_k, hi_k = (k - 1) // 2, k // 2
+            sel_v = np.partition(part, (lo_k, hi_k))
+            meds[g] = (sel_v[lo_k] + sel_v[hi_k]) / 2
+        return mins, meds, maxs
+
+
 class Window:
     """The statistics of one window; each table computed on first use, then kept."""
 
@@ -360,13 +491,16 @@ class Window:
             raise ValueError(f"profile keys must be some of {KEYS}")
         return self._kept(("profile", by), lambda: self._profile(by))
 
+    def _atoms(self) -> _Atoms:
+        """The window's calls grouped once by every key at once (kept: each profile
+        merges these groups instead of grouping the calls again)."""
+        return self._kept("atoms", lambda: _Atoms.of(self))
+
     def _profile(self, by: tuple[str, ...]) -> pd.DataFrame:
-        ix, pos = self.index, self.pos
-        raw = {"rank": ix.rank, "thread": ix.thread, "function": ix.fcode,
-               "callsite": ix.scode, "comm": ix.comm, "tag": ix.tag, "callpath": ix.callpath}
-        cols = [raw[k][pos].astype(np.int64) for k in by]
+        ix, at = self.index, self._atoms()
+        cols = [at.keys[k] for k in by]
         # one integer key per group (mixed radix of the columns' codes, offset to >= 0)
-        key = np.zeros(len(pos), np.int64)
+        key = np.zeros(len(at), np.int64)
         lows, radix = [], []
         for col in cols:
             lo = int(col.min()) if len(col) else 0
@@ -374,15 +508,13 @@ class Window:
             key = key * r + (col - lo)
             lows.append(lo)
             radix.append(r)
-        uniq, inv = _dense(key, int(np.prod(radix, dtype=np.float64)))
+        uniq, inv = np.unique(key, return_inverse=True)  # atoms are few: sorting is cheap
         ng = len(uniq)
-        n = ix.n[pos]
-        calls = np.bincount(inv, weights=n, minlength=ng).astype(np.int64)
-        time_ns = np.bincount(inv, weights=self.inside, minlength=ng)
-        wait_in = self._wait_inside()
-        wait_ns = np.bincount(inv, weights=wait_in, minlength=ng)
-        nbytes = np.bincount(inv, weights=ix.nbytes[pos], minlength=ng).astype(np.int64)
-        mn, md, mx = _group_stats(inv, ng, ix.per_call[pos])
+        calls = np.bincount(inv, weights=at.calls, minlength=ng).astype(np.int64)
+        time_ns = np.bincount(inv, weights=at.inside, minlength=ng)
+        wait_ns = np.bincount(inv, weights=at.wait, minlength=ng)
+        nbytes = np.bincount(inv, weights=at.nbytes, minlength=ng).astype(np.int64)
+        mn, md, mx = at.group_stats(inv, ng)
         out: dict[str, object] = {}
         rest = uniq.copy()
         decoded = []
@@ -540,14 +672,32 @@ class Window:
     def _mprofile(self, by: tuple[str, ...]) -> pd.DataFrame:
         ix = self.index
         sel = self._messages()
-        df = pd.DataFrame({"comm": ix.m_comm[sel], "tag": ix.m_tag[sel],
-                           "bytes": ix.m_bytes[sel], "t": ix.m_transfer[sel] / 1e9})
-        g = df.groupby(list(by))
-        out = pd.DataFrame({"messages": g.size(), "bytes": g["bytes"].sum(),
-                            "median_transfer_s": g["t"].median()}).reset_index()
+        raw = {"comm": ix.m_comm[sel].astype(np.int64), "tag": ix.m_tag[sel].astype(np.int64)}
+        key = np.zeros(len(sel), np.int64)
+        lows, radix = [], []
+        for k in by:
+            col = raw[k]
+            lo = int(col.min()) if len(col) else 0
+            r = int(col.max()) - lo + 1 if len(col) else 1
+            key = key * r + (col - lo)
+            lows.append(lo)
+            radix.append(r)
+        uniq, inv = _dense(key, float(np.prod(radix, dtype=np.float64)))
+        ng = len(uniq)
+        _, med, _ = _group_stats(inv, ng, ix.m_transfer[sel])
+        out: dict[str, object] = {}
+        rest = uniq.copy()
+        for k, lo, r in reversed(list(zip(by, lows, radix, strict=True))):
+            out[k] = rest % r + lo
+            rest //= r
+        out = {k: out[k] for k in by}
         if "comm" in out:
             out["comm"] = [ix.comm_names.get(int(i), f"comm {i}") for i in out["comm"]]
-        return out.sort_values("bytes", ascending=False, ignore_index=True)
+        df = pd.DataFrame({**out, "messages": np.bincount(inv, minlength=ng).astype(np.int64),
+                           "bytes": np.bincount(inv, weights=ix.m_bytes[sel],
+                                                minlength=ng).astype(np.int64),
+                           "median_transfer_s": med / 1e9})
+        return df.sort_values("bytes", ascending=False, ignore_index=True)
 
     # -- user regions --------------------------------------------------------------------
     def regions(self, by_rank: bool = False) -> pd.DataFrame:
