@@ -5,6 +5,11 @@ tab's tables for the visible window (the Window is new for each step: nothing ca
 against the target (a zoom within 300 ms at 10 M events) and, measured side by side, the
 reference: the same function profile computed the plain way, a pandas filter of the calls
 overlapping the window and a groupby (calls, time inside, min/median/max).
+
+Then the web UI's Profiles tab as its callback answers it (every table of the tab and the
+layout's JSON, mpiscope_webui.app.analysis_panel): the whole run computed (once per trace,
+at start-up: windowstats.warm) and served (kept by the session), and each window of the
+session from scratch.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ TABS = {
     "profiles": lambda w: ([w.profile(by) for by in (("rank", "function"),
                                                       ("function", "callsite"),
                                                       ("function", "comm"),
-                                                      ("function", "tag"))],
-                           w.message_profile(), w.wait_states(), w.regions()),
+                                                      ("function", "tag"),
+                                                      ("rank", "thread", "function"))],
+                           w.message_profile(), w.wait_states(), w.regions(),
+                           w.regions(by_rank=True)),
 }
 
 
@@ -103,7 +110,51 @@ def main() -> int:
                   + f" {worst * 1e3:>6.0f}ms {'ok' if worst <= TARGET_S else 'OVER':>7}"
                   f" {ref * 1e3:>8.0f}ms")
     print(f"slowest tab of any window: {worst_all * 1e3:.0f} ms (target {TARGET_S * 1e3:.0f} ms)")
+    profiles_tab(trace, s, windows(lo, hi + 1))
     return 0
+
+
+def profiles_tab(trace, s: Analysis, steps: list[tuple[str, int, int]]) -> None:
+    """The Profiles tab's callback (tables + layout JSON), as the web UI serves it."""
+    try:
+        from dash import html
+        from plotly.io.json import to_json_plotly
+
+        from mpiscope_webui import app, windowstats
+        from mpiscope_webui.controller import Controller
+        from mpiscope_webui.model import TraceModel
+    except ImportError as err:
+        print(f"Profiles tab: not measured (web UI not importable: {err})")
+        return
+    model = TraceModel.build(trace)
+    model.session = s  # the session above: its wait states and window index
+    ctl = Controller([model])
+    ix = s.window_index
+
+    def answer(scope: windowstats.Scope) -> tuple[float, int]:
+        t = time.perf_counter()
+        n = len(to_json_plotly(html.Div(app.analysis_panel(ctl, 0, "profiles", scope))))
+        return time.perf_counter() - t, n
+
+    print(f"\nProfiles tab callback (every table of the tab + layout JSON), "
+          f"load {os.getloadavg()[0]:.2f}:")
+    ix._cache.clear()
+    ix._whole = None
+    whole = windowstats.Scope(None, None)
+    cold, n = answer(whole)
+    served, _ = answer(whole)
+    print(f"{'whole run, computed':>24} {cold * 1e3:8.0f} ms  (once per trace, at start-up)")
+    print(f"{'whole run, served':>24} {served * 1e3:8.0f} ms  "
+          f"{'ok' if served <= TARGET_S else 'OVER'}  {n / 1e3:.0f} kB")
+    worst = 0.0
+    for name, a, b in steps[1:]:
+        ix._cache.clear()
+        took, n = answer(windowstats.Scope((a, b), None))
+        worst = max(worst, took)
+        print(f"{name:>24} {took * 1e3:8.0f} ms  {'ok' if took <= TARGET_S else 'OVER'}  "
+              f"{n / 1e3:.0f} kB")
+    print(f"slowest window of the Profiles tab: {worst * 1e3:.0f} ms "
+          f"(target {TARGET_S * 1e3:.0f} ms)")
 
 
 if __name__ == "__main__":
