@@ -6,8 +6,10 @@ does not grow with the trace. The lanes are chosen as in memory (the lane bar: r
 hosts shown, their order, a lane per thread, one lane per host; in the URL), from the
 cache's small ranks table, the pyramid's cells per thread, and for "most waiting first"
 the Dask engine's per-rank wait files (`<cache>/derived/waits`, computed once if
-missing). What needs the whole trace in memory (the analysis tabs, messages, details of
-a call, compare mode) is not offered in this mode.
+missing). The analysis tabs are the Dask engine's analysis of the whole run
+(mpiscope_webui.ooctabs, run once in the background when a page first asks); what needs
+the whole trace in memory (statistics that follow the zoom, the call tree, messages and
+details of a call, compare mode) is not offered in this mode, and its tab says so.
 
 `serve` uses it when MPISCOPE_TIMELINE_OOC=1, or, unless MPISCOPE_TIMELINE_OOC=0, when
 the trace's cache says its tables would not fit: rows x BYTES_PER_ROW above the memory
@@ -32,7 +34,16 @@ from mpiscope.archive import cache
 from mpiscope.errors import UserError
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
-from mpiscope_webui import bundle, firstview, inputs, pyramid, safety_net, security, timeline
+from mpiscope_webui import (
+    bundle,
+    firstview,
+    inputs,
+    ooctabs,
+    pyramid,
+    safety_net,
+    security,
+    timeline,
+)
 from mpiscope_webui.app import lane_bar, url_callbacks
 from mpiscope_webui.geometry import rects, typed
 from mpiscope_webui.model import Lanes, LaneSpec
@@ -195,7 +206,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     lanes = LaneSource(trace_dir, p)
     info = (f"{numbers.count(p.num_ranks, 'rank')} · {numbers.seconds((p.span - 2) / 1e9, 4)} · "
             f"{sum(man['calls']):,} MPI "
-            f"calls · out-of-core timeline (analyses need `mpiscope analyze --engine dask`)")
+            f"calls · out of core (the tabs: the Dask engine's analysis of the whole run)")
 
     @functools.lru_cache(maxsize=16)  # a few widths, not one per resize forever
     def first(width: int) -> tuple[dict, str]:
@@ -225,6 +236,10 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
                 html.Div(dcc.Graph(id="ooc-timeline", className="timeline", figure=fig,
                                    config=GRAPH_CONFIG), className="timeline-wrap"),
             ], className="panel", id="panel-0"), id="timelines"),
+            dcc.Tabs(id="ooc-tabs", value="breakdown", className="tabs", children=[
+                dcc.Tab(label=label, value=value) for label, value in ooctabs.TABS]),
+            html.Div(id="ooc-tab", className="tab-body"),
+            dcc.Interval(id="ooc-poll", interval=1000, disabled=False),
         ], className="page")
 
     app.layout = layout
@@ -268,6 +283,21 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
         v.t0, v.t1 = a, b
         return fig, status, v.to_dict()
 
+    results: list[ooctabs.Results] = []  # started by the first page that shows a tab
+    started = threading.Lock()
+
+    @app.callback(Output("ooc-tab", "children"), Output("ooc-poll", "disabled"),
+                  Input("ooc-tabs", "value"), Input("ooc-poll", "n_intervals"))
+    def analysis_tab(name, _tick):
+        with started:
+            if not results:
+                results.append(ooctabs.Results(trace_dir))
+        r = results[0]
+        if ctx.triggered_id == "ooc-poll" and not r.done:
+            raise PreventUpdate  # still running: the "analysing" line stays
+        name = name if name in {v for _, v in ooctabs.TABS} else "breakdown"
+        return ooctabs.tab(r, name), r.done
+
     @app.callback(Output(view_id, "data", allow_duplicate=True),
                   Input({"type": "lane-ranks", "panel": 0}, "value"),
                   Input({"type": "lane-order", "panel": 0}, "value"),
@@ -309,6 +339,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     bundle.warm(server, guard.token)  # Dash set up before any browser asks
     app.pyramid = p  # for tests and benchmarks
     app.lanes = lanes
+    app.results = results
     return app
 
 

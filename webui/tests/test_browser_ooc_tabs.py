@@ -1,0 +1,146 @@
+"""The out-of-core page's analysis tabs (ooctabs.py), in headless Chromium at 1400×900 and
+1024×768: `mpiscope serve` out of core (MPISCOPE_TIMELINE_OOC=1) on the lanes' trace
+(mpiscope_testing.lanetrace) shows Breakdown, Functions, Messages, Profiles and Findings
+with the numbers of `mpiscope analyze --engine dask --json` on the same trace, and the
+tabs out of core cannot fill say so in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from mpiscope.archive import reader
+from mpiscope_testing.lanetrace import build
+from mpiscope_testing.webui_page import GD, SIZES, open_tab, shot, wait_until
+from mpiscope_webui import ooctabs, pyramid
+
+pytestmark = pytest.mark.browser
+ANALYSIS_S = 600  # the Dask analysis runs in the background on a loaded machine
+SI = {"y": 1e-24, "z": 1e-21, "a": 1e-18, "f": 1e-15, "p": 1e-12, "n": 1e-9, "µ": 1e-6,
+      "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory):
+    d = build(tmp_path_factory.mktemp("ooctabs") / "t")
+    reader.load(d)  # the Parquet cache the pyramid and the Dask engine read
+    return d
+
+
+@pytest.fixture(scope="module")
+def analysis(trace_dir, tmp_path_factory) -> dict:
+    """The JSON a user gets from the CLI for the same trace."""
+    out = tmp_path_factory.mktemp("ooctabs-json") / "a.json"
+    subprocess.run([sys.executable, "-m", "mpiscope", "analyze", "--engine", "dask",
+                    str(trace_dir), "--json", str(out)], check=True, capture_output=True,
+                   timeout=ANALYSIS_S)
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def url(serve, trace_dir, analysis):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(pyramid.ENV, "1")
+        return serve(trace_dir)
+
+
+def value(text: str) -> float:
+    """A number as the table shows it: thousands separators, an SI prefix (d3's `~s`)."""
+    t = text.replace(",", "").replace("−", "-").strip()
+    return float(t[:-1]) * SI[t[-1]] if t and t[-1] in SI else float(t)
+
+
+def rows(driver, name: str) -> list[dict]:
+    """The rows of the tab's table `name` as shown, once there ({column id: text})."""
+    dom_id = json.dumps({"name": name, "type": "otable"}, sort_keys=True,
+                        separators=(",", ":"))
+    script = (f"const t=document.getElementById({json.dumps(dom_id)}); if (!t) return null; "
+              "const r = Array.from(t.querySelectorAll('tr')).map(r => Object.fromEntries("
+              "Array.from(r.querySelectorAll('td[data-dash-column]')).map(c => "
+              "[c.dataset.dashColumn, c.textContent.trim()]))).filter(r => Object.keys(r)"
+              ".length); return r.length ? r : null;")
+    return wait_until(driver, script, timeout=ANALYSIS_S, what=f"table {name} shown")
+
+
+def close(shown: str, expected: float) -> bool:
+    """4 significant digits, as the table formats seconds; counts and bytes exactly."""
+    return abs(value(shown) - expected) <= 5e-4 * abs(expected) + 1e-15
+
+
+def open_page(driver, url: str, size: tuple[int, int]) -> None:
+    driver.set_window_size(*size)
+    driver.get(url)
+    wait_until(driver, f"const g={GD.format(p=0)}; return g && g._fullData && "
+               "g._fullData.length > 1", what="timeline drawn")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, size):
+    open_page(browser, url, size)
+    tabs = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#ooc-tabs .tab")]
+    assert tabs == [label for label, _ in ooctabs.TABS]
+
+    # Breakdown (first tab): one row per rank, its times those of the JSON
+    shown = rows(browser, "breakdown")
+    expected = {r["rank"]: r for r in analysis["ranks"]}
+    assert sorted(int(r["rank"]) for r in shown) == sorted(expected)
+    for r in shown:
+        e = expected[int(r["rank"])]
+        assert r["host"] == e["host"]
+        for col in ("total_s", "compute_s", "communication_s", "synchronization_s"):
+            assert close(r[col], e[col]), (col, r, e)
+    scope = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .scope-text").text
+    assert "whole run" in scope and "do not follow the zoom" in scope
+
+    open_tab(browser, "Functions")
+    shown = rows(browser, "functions")
+    expected = {f["name"]: f for f in analysis["functions"]}
+    assert {r["name"] for r in shown} == set(expected)
+    for r in shown:
+        e = expected[r["name"]]
+        assert value(r["calls"]) == e["calls"] and value(r["bytes"]) == e["bytes"]
+        assert close(r["time_s"], e["time_s"]), (r, e)
+    table = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .dash-spreadsheet")
+    assert table.is_displayed() and table.rect["x"] + table.rect["width"] <= size[0]
+    shot(browser, f"ooc-functions-{size[0]}")
+
+    open_tab(browser, "Messages")
+    shown = rows(browser, "matrix")
+    expected = {(m["send_rank"], m["recv_rank"]): m for m in analysis["comm_matrix"]}
+    assert {(int(r["send_rank"]), int(r["recv_rank"])) for r in shown} == set(expected)
+    for r in shown:
+        e = expected[int(r["send_rank"]), int(r["recv_rank"])]
+        assert value(r["messages"]) == e["messages"] and value(r["bytes"]) == e["bytes"]
+
+    open_tab(browser, "Profiles")
+    shown = rows(browser, "per-callsite")
+    expected = {(c["function"], c["callsite"]): c for c in analysis["callsites"]}
+    assert {(r["function"], r["callsite"]) for r in shown} == set(expected)
+    for r in shown:
+        e = expected[r["function"], r["callsite"]]
+        assert value(r["calls"]) == e["calls"]
+        assert close(r["time_s"], e["time_s"]) and close(r["wait_s"], e["wait_s"]), (r, e)
+    threads = rows(browser, "threads")
+    assert {(int(r["rank"]), int(r["thread"])) for r in threads} == {
+        (t["rank"], t["thread"]) for t in analysis["threads"]}
+    note = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .ooc-note").text
+    assert "not available out of core" in note
+    shot(browser, f"ooc-profiles-{size[0]}")
+
+    open_tab(browser, "Call tree")
+    note = wait_until(browser, "const n = document.querySelector('#ooc-tab .ooc-note');"
+                      " return n && n.textContent", what="the call tree's note")
+    assert "not available out of core" in note and len(note.splitlines()) == 1
+
+    open_tab(browser, "Findings")
+    text = wait_until(browser, "const f = document.querySelector('#ooc-tab .findings, "
+                      "#ooc-tab .no-findings'); return f && f.textContent",
+                      what="the findings listed")
+    for f in analysis["findings"]:
+        assert f"{f['kind']}: {f['function']}" in text
+    if not analysis["findings"]:
+        assert "No findings" in text
