@@ -206,7 +206,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     lanes = LaneSource(trace_dir, p)
     info = (f"{numbers.count(p.num_ranks, 'rank')} · {numbers.seconds((p.span - 2) / 1e9, 4)} · "
             f"{sum(man['calls']):,} MPI "
-            f"calls · out of core (the tabs: the Dask engine's analysis of the whole run)")
+            f"calls · out-of-core timeline (the tabs: the Dask engine's analysis of the whole run)")
 
     @functools.lru_cache(maxsize=16)  # a few widths, not one per resize forever
     def first(width: int) -> tuple[dict, str]:
