@@ -113,3 +113,40 @@ def test_user_regions_inclusive_and_exclusive(session):
     reg = w.regions().set_index("name")
     assert reg.loc["solve", "exclusive_s"] == pytest.approx(5e-6)
     assert reg.loc["main", "exclusive_s"] == pytest.approx(0)
+
+
+@pytest.mark.parametrize("share", [1.0, 0.6, 0.05], ids=["whole", "most", "narrow"])
+def test_profiles_equal_a_groupby_of_the_calls_in_the_window(synth_trace, share):
+    """Profiles group per-trace atoms (window._Atoms); a window holding most of the trace
+    keeps the trace's (atom, value) order, a narrow one sorts its calls anew: each equals
+    the plain computation, a pandas groupby of the calls overlapping the window."""
+    from mpiscope.analysis import stats
+
+    s = Analysis(reader.load(synth_trace(ranks=6, events=40000)))
+    lo, hi = s.window_index.span
+    a = lo + int((1 - share) / 2 * (hi - lo))
+    b = a + int(share * (hi - lo)) + 1
+    w = s.window(a, b)
+    c = s.trace.calls
+    start = c["start"].to_numpy(np.int64)
+    end = np.maximum(c["end"].to_numpy(np.int64), start)
+    hit = (start < b) & ((end > a) | (start >= a))
+    n = stats.polls(c)
+    ref = c.loc[hit, ["rank", "function", "callsite", "tag"]].astype(
+        {"function": str, "callsite": str}).assign(
+        n=n[hit], inside=np.minimum(end[hit], b) - np.maximum(start[hit], a),
+        v=(end - start)[hit] / np.maximum(n[hit], 1))
+    for by in (("function",), ("rank", "function"), ("function", "callsite"),
+               ("function", "tag")):
+        got = w.profile(by).rename(columns={"name": "function"}).set_index(list(by))
+        g = ref.groupby(list(by))
+        want = g.agg(calls=("n", "sum"), time=("inside", "sum"), lo=("v", "min"),
+                     med=("v", "median"), hi=("v", "max"))
+        assert sorted(got.index) == sorted(want.index)
+        got = got.loc[want.index]
+        assert got["calls"].tolist() == want["calls"].tolist()
+        assert got["time_s"].to_numpy() == pytest.approx(want["time"].to_numpy() / 1e9)
+        for col, ref_col in (("min_s", "lo"), ("median_s", "med"), ("max_s", "hi")):
+            assert got[col].to_numpy() == pytest.approx(want[ref_col].to_numpy() / 1e9)
+    # groups made of several atoms (ranks, call sites, tags) are what the test is about
+    assert len(w._atoms()) > len(w.profile(("function",)))
