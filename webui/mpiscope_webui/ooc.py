@@ -1,4 +1,5 @@
-"""`mpiscope serve` on a trace too big to hold: the timeline alone, out of core.
+"""`mpiscope serve` on a trace too big to hold: the timeline and the whole run's analysis,
+out of core.
 
 Every view comes from mpiscope_webui.pyramid (the multi-resolution summary and the
 time-sorted detail beside the Parquet cache); no table of the trace is loaded, so memory
@@ -7,9 +8,10 @@ hosts shown, their order, a lane per thread, one lane per host; in the URL), fro
 cache's small ranks table, the pyramid's cells per thread, and for "most waiting first"
 the Dask engine's per-rank wait files (`<cache>/derived/waits`, computed once if
 missing). The analysis tabs are the Dask engine's analysis of the whole run
-(mpiscope_webui.ooctabs, run once in the background when a page first asks); what needs
-the whole trace in memory (statistics that follow the zoom, the call tree, messages and
-details of a call, compare mode) is not offered in this mode, and its tab says so.
+(mpiscope_webui.ooctabs: `mpiscope analyze --engine dask` run once, niced, in a child
+process when a page first asks); what needs the whole trace in memory (statistics that
+follow the zoom, the call tree, messages and details of a call, compare mode) is not
+offered in this mode, and its tab says so in one line.
 
 `serve` uses it when MPISCOPE_TIMELINE_OOC=1, or, unless MPISCOPE_TIMELINE_OOC=0, when
 the trace's cache says its tables would not fit: rows x BYTES_PER_ROW above the memory
