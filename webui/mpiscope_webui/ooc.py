@@ -240,7 +240,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
             ], className="panel", id="panel-0"), id="timelines"),
             dcc.Tabs(id="ooc-tabs", value="breakdown", className="tabs", children=[
                 dcc.Tab(label=label, value=value) for label, value in ooctabs.TABS]),
-            html.Div(id="ooc-tab", className="tab-body"),
+            # as the in-memory tabs' columns: a wide table scrolls inside, not the page
+            html.Div(html.Div(id="ooc-tab", className="column"), className="columns"),
             dcc.Interval(id="ooc-poll", interval=1000, disabled=False),
         ], className="page")
 
@@ -295,9 +296,13 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
             if not results:
                 results.append(ooctabs.Results(trace_dir))
         r = results[0]
-        if ctx.triggered_id == "ooc-poll" and not r.done:
+        got = [inputs.trigger(t.get("prop_id")) for t in ctx.triggered if isinstance(t, dict)]
+        polled = any(g is not None and g[0] == "ooc-poll" for g in got)
+        if polled and not r.done:
             raise PreventUpdate  # still running: the "analysing" line stays
-        name = name if name in {v for _, v in ooctabs.TABS} else "breakdown"
+        # whatever the page sends: a tab's name, else the first tab
+        name = name if isinstance(name, str) and name in dict(ooctabs.TABS).values() \
+            else "breakdown"
         return ooctabs.tab(r, name), r.done
 
     @app.callback(Output(view_id, "data", allow_duplicate=True),

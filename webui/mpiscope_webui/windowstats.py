@@ -165,7 +165,9 @@ def table(df: pd.DataFrame, ident: dict | str, *, selectable: bool = False,
         style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
         style_cell_conditional=[{"if": {"column_id": k}, "textAlign": "left"}
                                 for k in df.columns if COLUMNS.get(k, ("", "t"))[1] == "t"],
-        style_header={"fontWeight": "bold"}, **extra)
+        style_header={"fontWeight": "bold"},
+        style_table={"overflowX": "auto"},  # a wide table scrolls inside, not the page
+        **extra)
 
 
 def functions_frame(df: pd.DataFrame) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 
 from mpiscope.archive import reader
 from mpiscope_testing.lanetrace import build
-from mpiscope_testing.webui_page import GD, SIZES, open_tab, shot, wait_until
+from mpiscope_testing.webui_page import GD, SIZES, layout_problems, open_tab, shot, wait_until
 from mpiscope_webui import ooctabs, pyramid
 
 pytestmark = pytest.mark.browser
@@ -129,6 +129,7 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, size):
         (t["rank"], t["thread"]) for t in analysis["threads"]}
     note = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .ooc-note").text
     assert "not available out of core" in note
+    assert layout_problems(browser) == []  # the tables fit the page, nothing overlaps
     shot(browser, f"ooc-profiles-{size[0]}")
 
     open_tab(browser, "Call tree")
