@@ -142,7 +142,8 @@ def _atoms_of(raw: dict[str, np.ndarray], per_call: np.ndarray
     by_value = np.argsort(per_call, kind="stable")
     narrow = atom.astype(np.uint16) if na <= 65536 else atom
     order = by_value[np.argsort(narrow[by_value], kind="stable")]
-    return atom.astype(np.int32 if na < 2**31 else np.int64), keys, order
+    small = np.int32 if n < 2**31 else np.int64  # 8 B per call for both, not 16
+    return atom.astype(small), keys, order.astype(small)
 
 
 @dataclass
