@@ -417,7 +417,7 @@ def served_out_of_core(trace_dir: str, t0: float, t1: float, browser: bool) -> N
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     t = time.perf_counter()
-    app = ooc.create_app(trace_dir)
+    app = ooc.create_app(trace_dir, analyze=False)  # the timeline alone, as before its tabs
     print(f"\nserved out of core (mpiscope_webui.ooc): app ready in "
           f"{fmt(time.perf_counter() - t)}")
     srv = make_server("127.0.0.1", 0, app.server, threaded=True)

@@ -187,7 +187,10 @@ class LaneSource:
         return got
 
 
-def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) -> Dash:
+def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
+               analyze: bool = True) -> Dash:
+    """The out-of-core page; `analyze=False`: its tabs never start the analysis (the
+    timeline benchmarks measure the timeline alone)."""
     trace_dir = trace_dir_of(trace_dir)
     p = open_pyramid(trace_dir)
     man = json.loads((p.path / "manifest.json").read_text())
@@ -292,9 +295,11 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None) ->
     @app.callback(Output("ooc-tab", "children"), Output("ooc-poll", "disabled"),
                   Input("ooc-tabs", "value"), Input("ooc-poll", "n_intervals"))
     def analysis_tab(name, _tick):
+        if not analyze:
+            return html.Div("The analysis is off for this server.", className="muted"), True
         with started:
             if not results:
-                results.append(ooctabs.Results(trace_dir))
+                results.append(ooctabs.Results(trace_dir, start=analyze))
         r = results[0]
         got = [inputs.trigger(t.get("prop_id")) for t in ctx.triggered if isinstance(t, dict)]
         polled = any(g is not None and g[0] == "ooc-poll" for g in got)
