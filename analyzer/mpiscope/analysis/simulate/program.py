@@ -347,17 +347,38 @@ def _overhead(function: np.ndarray, own: np.ndarray) -> np.ndarray:
     percentile of the own times of that function's calls (at most the op's own)."""
     if not len(own):
         return own.copy()
-    if function.dtype.kind in "iu" and function.min() >= 0:
-        # categorical codes: made dense by a lookup table, not hashed per op (the
-        # groups, and so each group's quantile, are the same as factorize's)
-        present = np.zeros(int(function.max()) + 1, bool)
-        present[function] = True
-        codes = (np.cumsum(present) - 1)[function]
-    else:
-        codes = pd.factorize(pd.Series(function))[0]
+    if function.dtype.kind in "iu" and function.min() >= 0 and not np.isnan(own).any():
+        # categorical codes (a few functions): each group's quantile by a partition of
+        # its own times, not pandas' sort of every op by group and value
+        return np.minimum(_low_quantiles(function, own)[function], own)
+    codes = pd.factorize(pd.Series(function))[0]
     low = pd.Series(own).groupby(codes).quantile(OVERHEAD_QUANTILE)
     # groupby's keys are 0..groups-1 in order (dense codes, none missing): a take
     return np.minimum(low.to_numpy()[codes], own)
+
+
+def _low_quantiles(codes: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Per code (0..max), the OVERHEAD_QUANTILE of the `own` of its ops (NaN-free),
+    interpolated as pandas' groupby quantile does (linear: lower + (upper - lower) *
+    fraction), so the values are the same to the bit; 0 for codes with no op."""
+    order = np.argsort(codes, kind="stable")
+    n_codes = int(codes.max()) + 1
+    bounds = np.searchsorted(codes[order], np.arange(n_codes + 1))
+    low = np.zeros(n_codes)
+    for g in range(n_codes):
+        lo, hi = bounds[g], bounds[g + 1]
+        if hi == lo:
+            continue
+        vals = own[order[lo:hi]]
+        idx = OVERHEAD_QUANTILE * (hi - lo - 1)
+        k = int(idx)
+        frac = idx % 1
+        if frac == 0.0:
+            low[g] = np.partition(vals, k)[k]
+        else:
+            part = np.partition(vals, (k, k + 1))
+            low[g] = part[k] + (part[k + 1] - part[k]) * frac
+    return low
 
 
 def keeps_noise(scenario: Scenario, target: Machine) -> bool:
@@ -542,8 +563,12 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     # the Irecv if it returned before; chosen from the trace's order, so it cannot
     # make the replay wait in a cycle
     progress_op = r_op.copy()
-    for r in np.unique(r_rank):
-        sel = np.flatnonzero(r_rank == r)
+    # the messages grouped by receiving rank once (a mask over all of them per rank
+    # was ranks x messages of work)
+    by_rank = np.argsort(r_rank, kind="stable")
+    r_bounds = np.searchsorted(r_rank[by_rank], np.arange(nr + 1))
+    for r in np.flatnonzero(r_bounds[1:] > r_bounds[:-1]):
+        sel = by_rank[r_bounds[r]:r_bounds[r + 1]]
         lo, hi = op_lo[r], op_lo[r + 1]
         first = lo + np.searchsorted(end[lo:hi], start[s_op[sel]])
         first = np.maximum(first, r_op[sel])
