@@ -3,8 +3,17 @@
 Kinds (the contract's definitions):
 Every saving is replayed: the trace's ranks with their messages and collectives on the
 machine fitted from its own timings (mpiscope.analysis.simulate), once as they ran and
-once with the finding fixed (the scenario `mpiscope whatif` takes); the saving is the
-difference. The message says so.
+once with the finding fixed (the scenario `mpiscope whatif` takes). The message says so.
+
+Savings (`Saving`): the difference of the two replays is in replayed time; the saving
+shown is that difference scaled to the measured run (× measured run / base replay, the
+run being the longest rank's measured interval), never below 0 and never above what the
+fix can take off: the time the finding's calls take (summed over ranks; for hot_spot the
+hot rank's computation but its 1/n share; bandwidth/latency-bound change every message on
+the path: the run only) and the run. A base replay slower than the run no longer shows a
+saving beyond the run; where scaled or bounded the message says so, the evidence keeps
+the replayed difference, the scale, the bound and `share_of_run` (the saving shown over
+the run).
 
 - redundant_collective: a collective whose input and result hashes equal those of the
   previous call from the same call site on the same communicator on every rank, and
@@ -143,7 +152,22 @@ class Replays:
                                             simulate.program.Prepared.of(self.trace))
         return pre[1]
 
+    def scale(self) -> float:
+        """The measured run over its replay (1 where either is unknown): what turns a
+        replayed difference into time of the measured run."""
+        try:
+            replayed = self.replayed_s
+        except UserError:
+            return 1.0
+        # measured as the replay counts it (each rank's last event from the trace's
+        # origin, simulate.Replay.measured_s), so an exact replay scales by 1
+        ranks = self.trace.ranks
+        measured = float(ranks["last_ns"].max()) / 1e9 if len(ranks) else 0.0
+        return measured / replayed if replayed > 0 and measured > 0 else 1.0
+
     def saving(self, scenario: Scenario) -> float | None:
+        """base replay − scenario replay, in replayed seconds (None: cannot be replayed);
+        findings show it through `Saving`."""
         try:
             base = self.base
         except UserError as err:  # the trace itself cannot be replayed: say so, not the change
@@ -187,12 +211,58 @@ class Replays:
             prog.op_call]].sum()) for f, c in sites}
 
 
-def _saved(saving: float | None, replays: Replays) -> str:
-    if saving is None:
+@dataclass(frozen=True)
+class Saving:
+    """A finding's saving as shown (module doc, "Savings"): the replayed difference
+    `replayed_s` (None: not replayed) scaled to the measured run by `scale` (measured /
+    replayed run) and bounded by `bound_s` (the time the finding's calls take, and the
+    run)."""
+
+    replayed_s: float | None
+    scale: float
+    bound_s: float
+    run_s: float
+
+    @property
+    def s(self) -> float:
+        if self.replayed_s is None:
+            return 0.0
+        return min(max(self.replayed_s, 0.0) * self.scale, self.cap_s)
+
+    @property
+    def cap_s(self) -> float:
+        return min(self.bound_s, self.run_s) if self.run_s > 0 else self.bound_s
+
+    @property
+    def bounded(self) -> bool:
+        return self.replayed_s is not None and self.replayed_s * self.scale > self.cap_s
+
+    def evidence(self) -> dict[str, Any]:
+        return {"saving_replayed": self.replayed_s is not None,
+                "replayed_difference_s": self.replayed_s, "replay_scale": self.scale,
+                "saving_bound_s": self.cap_s if np.isfinite(self.cap_s) else None,
+                "saving_bounded": self.bounded,
+                "share_of_run": self.s / self.run_s if self.run_s > 0 else None}
+
+
+def _saving(saving: float | None, replays: Replays,
+            bound_s: float = float("inf")) -> Saving:
+    return Saving(saving, replays.scale(), bound_s, replays.run_s)
+
+
+def _saved(sv: Saving, replays: Replays) -> str:
+    if sv.replayed_s is None:
         return replays.why_none
-    s = max(saving, 0.0)
-    share = f", {s / replays.run_s:.1%} of the run" if replays.run_s > 0 else ""
-    return f"saves ~{seconds(s)}{share} ({replays.replayed})"
+    s = sv.s
+    share = f", {s / sv.run_s:.1%} of the run" if sv.run_s > 0 else ""
+    how = replays.replayed
+    if abs(sv.scale - 1) > 0.01:
+        how += (f"; the replayed difference, {seconds(max(sv.replayed_s, 0.0))}, scaled "
+                f"by the measured over the replayed run, x{sv.scale:.3g}")
+    if sv.bounded:
+        how += (f"; bounded by the {seconds(sv.cap_s)} "
+                + ("of the run" if sv.cap_s >= sv.run_s else "these calls take"))
+    return f"saves ~{seconds(s)}{share} ({how})"
 
 
 @dataclass
@@ -685,15 +755,14 @@ def _group_redundant(rows: pd.DataFrame, site_calls: pd.DataFrame, firsts: int,
         total = int(sc["calls"].max())
         which = (f"all {n} calls after the first" if firsts else f"all {n} calls") + \
             f" of this run ({_plural(total, 'call')} per rank in all)"
-        saving = replays.saving(Scenario(remove_calls=tuple(
-            sorted(int(c) for c in g["call"]))))
+        time_s = float((g["end"] - g["start"]).sum() / 1e9)
+        sv = _saving(replays.saving(Scenario(remove_calls=tuple(
+            sorted(int(c) for c in g["call"])))), replays, time_s)
         found.append(Finding(
-            "redundant_collective", str(function), str(callsite), len(g),
-            float((g["end"] - g["start"]).sum() / 1e9), max(saving or 0.0, 0.0),
+            "redundant_collective", str(function), str(callsite), len(g), time_s, sv.s,
             f"{where(str(function), str(callsite))} is provably redundant in {which}: "
-            f"{why(g)}. Removing those calls {_saved(saving, replays)}.",
-            {"proof": proof, "instances": n, "calls_per_rank": total,
-             "saving_replayed": saving is not None,
+            f"{why(g)}. Removing those calls {_saved(sv, replays)}.",
+            {"proof": proof, "instances": n, "calls_per_rank": total, **sv.evidence(),
              "ranks": sorted(int(r) for r in g["rank"].unique()), "model": replays.model}))
     return found
 
@@ -741,19 +810,20 @@ def frequent_collectives(parts: pd.DataFrame | None, loop: iterations.Loop | Non
         k, saving = tried
         base_s = replays.replayed_s
         times = "" if per_iteration == 1 else f"{per_iteration} times "
+        shown = {j: _saving(v, replays, time_ns / 1e9) for j, v in saving.items()}
+        sv = shown[k]
         found.append(Finding(
-            "frequent_collective", str(function), str(callsite), n, time_ns / 1e9,
-            max(saving[k], 0.0),
+            "frequent_collective", str(function), str(callsite), n, time_ns / 1e9, sv.s,
             f"{where(str(function), str(callsite))} runs {times}in every iteration of the "
             f"main loop ({loop.iterations} iterations; {int(g['n'].min())} calls "
             f"per rank, {size:.0f} B, {share:.1%} of rank time). Running it every k={k}-th "
-            f"iteration {_saved(saving[k], replays)}; tried k: "
-            f"{', '.join(f'{j}: {seconds(v)}' for j, v in saving.items())}.",
-            {"k": k, "share": share, "bytes_per_call": size, "saving_replayed": True,
+            f"iteration {_saved(sv, replays)}; tried k: "
+            f"{', '.join(f'{j}: {seconds(v.s)}' for j, v in shown.items())}.",
+            {"k": k, "share": share, "bytes_per_call": size, **sv.evidence(),
              "iterations": loop.iterations, "per_iteration": per_iteration,
              "model": replays.model, "replayed_with_all_s": base_s,
              "replayed_every_k_s": base_s - saving[k],
-             "saving_by_k_s": {int(j): float(v) for j, v in saving.items()}}))
+             "saving_by_k_s": {int(j): float(v.s) for j, v in shown.items()}}))
     return found
 
 
@@ -763,19 +833,21 @@ def message_aggregation(parts: pd.DataFrame | None, replays: Replays) -> list[Fi
         return []
     found = []
     for (function, callsite), g in parts.groupby(["function", "callsite"]):
-        saving = replays.saving(Scenario(aggregate=(CallSite(str(function), str(callsite)),)))
+        time_s = float(g["ns"].sum() / 1e9)
+        sv = _saving(replays.saving(Scenario(aggregate=(CallSite(str(function),
+                                                                 str(callsite)),))),
+                     replays, time_s)
         msgs, bursts = int(g["msgs"].sum()), int(g["bursts"].sum())
         pairs = (g.groupby(["send_rank", "recv_rank"])["msgs"].sum()
                  .sort_values(ascending=False))
         found.append(Finding(
-            "message_aggregation", str(function), str(callsite), msgs,
-            float(g["ns"].sum() / 1e9), max(saving or 0.0, 0.0),
+            "message_aggregation", str(function), str(callsite), msgs, time_s, sv.s,
             f"{_plural(bursts, 'burst')} of {msgs / bursts:.1f} small messages "
             f"(mean {g['bytes'].sum() / msgs:.0f} B) between one pair from "
             f"{where(str(function), str(callsite))}; sending each burst as one message "
-            f"{_saved(saving, replays)}.",
+            f"{_saved(sv, replays)}.",
             {"bursts": bursts, "mean_burst": msgs / bursts, "model": replays.model,
-             "saving_replayed": saving is not None,
+             **sv.evidence(),
              "top_pairs": [[int(a), int(b), int(n)] for (a, b), n in pairs.head(5).items()]}))
     return found
 
@@ -787,7 +859,7 @@ def _ranks(per_rank: pd.Series) -> str:
 
 def _imbalance_text(function: str, callsite: str, wait_s: float, kind: str,
                     by_rank: pd.Series, caused: pd.Series, compute: pd.Series,
-                    saving: float | None, replays: Replays) -> str:
+                    saving: Saving, replays: Replays) -> str:
     """Who is late, who waits and how much; "computes longer" only where it does."""
     text = (f"ranks wait {seconds(wait_s)} in {where(function, callsite)} "
             f"({kind.replace('_', ' ')})")
@@ -831,8 +903,10 @@ def load_imbalance(parts: pd.DataFrame | None, breakdown: pd.DataFrame,
         caused_ns = (g[g["culprit"] >= 0].groupby("culprit")["wait"].sum()
                      .sort_values(ascending=False, kind="stable"))
         caused = caused_ns / 1e9
-        saving = replays.saving(Scenario(balance_at=(CallSite(str(function),
-                                                              str(callsite)),)))
+        time_s = float(g["ns"].sum() / 1e9)
+        saving = _saving(replays.saving(Scenario(balance_at=(CallSite(str(function),
+                                                                      str(callsite)),))),
+                         replays, time_s)
         kinds = g.groupby("kind")["n"].sum().sort_values(ascending=False, kind="stable")
         late_rank = int(caused.index[0]) if len(caused) else None
         late_share = float(caused_ns.iloc[0] / total_wait) if len(caused) else None
@@ -842,10 +916,8 @@ def load_imbalance(parts: pd.DataFrame | None, breakdown: pd.DataFrame,
         unexplained = _not_compute(late_rank, caused, by_rank, compute)
         found.append(Finding(
             "load_imbalance", str(function), str(callsite), int(g["n"].sum()),
-            float(g["ns"].sum() / 1e9), max(saving or 0.0, 0.0),
-            found_text,
-            {"late_rank": late_rank, "late_share": late_share,
-             "saving_replayed": saving is not None,
+            time_s, saving.s, found_text,
+            {"late_rank": late_rank, "late_share": late_share, **saving.evidence(),
              **({"minor_reason": unexplained} if unexplained else {}),
              "caused_by_rank_s": {int(r): float(s) for r, s in caused.items()},
              "wait_by_rank_s": {int(r): float(s) for r, s in by_rank.items()},
@@ -938,13 +1010,15 @@ def transfer_bound(parts: pd.DataFrame | None, total_rank_ns: float,
             savings[(path, *what[:2])] = replays.saving(
                 _path_scenario(path, latency_s=what[2]) if kind == "latency_bound"
                 else _path_scenario(path, bandwidth_Bps=what[2]))
-        saving = savings[(path, *what[:2])]
+        # the path's change touches all its messages, not these calls only: bounded
+        # by the run
+        sv = _saving(savings[(path, *what[:2])], replays)
         time_s = float(row["ns"]) / 1e9
         transfer_s = share * time_s
         target = (format_time(what[2]) if kind == "latency_bound"
                   else format_rate(what[2]))
         found.append(Finding(
-            kind, function, callsite, int(row["calls"]), time_s, max(saving or 0.0, 0.0),
+            kind, function, callsite, int(row["calls"]), time_s, sv.s,
             f"{where(function, callsite)} is {kind.replace('_', '-')}: "
             f"{share:.0%} of the {seconds(time_s)} ranks spend in it "
             f"({row['ns'] / max(total_rank_ns, 1):.1%} of rank time) is data in flight on "
@@ -954,7 +1028,7 @@ def transfer_bound(parts: pd.DataFrame | None, total_rank_ns: float,
             f"{msgs:,} messages they complete, {data(nbytes)}, take {seconds(lat_s)} of "
             f"latency and {seconds(bw_s)} at that bandwidth, the rest is transfers their "
             f"senders waited for first). With {what[0]} on the {path} path (all its "
-            f"messages), the run {_saved(saving, replays)}.",
+            f"messages), the run {_saved(sv, replays)}.",
             {"path": path, "latency_s": p.latency_s, "bandwidth_Bps": p.bandwidth_Bps,
              "messages": msgs, "bytes": nbytes, "latency_part_s": lat_s,
              "bandwidth_part_s": bw_s, "transfer_share": share, "transfer_s": transfer_s,
@@ -962,7 +1036,7 @@ def transfer_bound(parts: pd.DataFrame | None, total_rank_ns: float,
              "replayed_lost_to_bandwidth_s": by_bw / 1e9,
              "waiting_s": float(row["wait"]) / 1e9, "ranks": int(row["ranks"]),
              "scenario": f"{what[0]} on the {path} path ({what[1]} {target})",
-             "saving_replayed": saving is not None, "model": replays.model}))
+             **sv.evidence(), "model": replays.model}))
         sites.add((function, callsite))
     # one network change per path and kind: its saving is stated by each of its sites
     shared: dict[tuple[str, str], int] = {}
@@ -992,19 +1066,20 @@ def polling(parts: pd.DataFrame | None, total_rank_ns: float,
         calls, visits = int(g["calls"].sum()), int(g["visits"].sum())
         idle_ns, idle_calls = float(g["idle_ns"].sum()), int(g["idle_calls"].sum())
         by_rank = g.groupby("rank")["ns"].sum().sort_values(ascending=False) / 1e9
-        saving = replays.saving(Scenario(blocking_at=(CallSite(function, callsite),)))
+        sv = _saving(replays.saving(Scenario(blocking_at=(CallSite(function, callsite),))),
+                     replays, ns / 1e9)
         found.append(Finding(
-            "polling", function, callsite, calls, ns / 1e9, max(saving or 0.0, 0.0),
+            "polling", function, callsite, calls, ns / 1e9, sv.s,
             f"{where(function, callsite)} polls: {calls:,} calls "
             f"({_plural(visits, 'recorded visit')}) take {seconds(ns / 1e9)}, "
             f"{ns / max(total_rank_ns, 1):.1%} of rank time ({_ranks(by_rank.head(3))}); "
             f"{idle_calls:,} of them, {seconds(idle_ns / 1e9)}, completed nothing. "
             "Replacing the polling by a blocking wait (the calls that complete nothing "
             "taken out, the computation between them kept; the wait for the message "
-            f"itself stays) {_saved(saving, replays)}.",
+            f"itself stays) {_saved(sv, replays)}.",
             {"visits": visits, "idle_calls": idle_calls, "idle_s": idle_ns / 1e9,
              "time_by_rank_s": {int(r): float(v) for r, v in by_rank.items()},
-             "saving_replayed": saving is not None, "model": replays.model}))
+             **sv.evidence(), "model": replays.model}))
     return found
 
 
@@ -1039,7 +1114,7 @@ def _hot_rank(num_ranks: int, path: CriticalPath | None) -> tuple[int, float] | 
 
 
 def hot_spot(parts: list[dict[str, Any]], num_ranks: int, hot: int, share: float,
-             path: CriticalPath, replays: Replays) -> list[Finding]:
+             path: CriticalPath, replays: Replays, compute_s: float) -> list[Finding]:
     """The rank with most of the critical path, when many ranks send to it or wait for
     it: a central server the others queue at."""
     n = num_ranks
@@ -1064,18 +1139,20 @@ def hot_spot(parts: list[dict[str, Any]], num_ranks: int, hot: int, share: float
         top = own.groupby(["function", "callsite"])["ns"].sum()
         function, callsite = (str(x) for x in top.idxmax())
         calls_n, time_s = int(own["n"].sum()), float(top.max() / 1e9)
-    saving = replays.saving(Scenario(spread_rank=hot))
+    # what spreading can take off the run: the hot rank's computation but its share
+    sv = _saving(replays.saving(Scenario(spread_rank=hot)), replays,
+                 compute_s * (1 - 1 / max(n, 1)))
     on_path = path.per_rank().iloc[hot]
     return [Finding(
-        "hot_spot", function, callsite, calls_n, time_s, max(saving or 0.0, 0.0),
+        "hot_spot", function, callsite, calls_n, time_s, sv.s,
         f"rank {hot} is a hot spot: it holds {share:.0%} of the critical path "
         f"({seconds(on_path['compute_s'])} computing, {seconds(on_path['mpi_s'])} in MPI) and "
         f"{len(partners)} of the {n - 1} other ranks send to it or wait for it (most in "
         f"{where(function, callsite)}): a central rank serving the others is their "
         f"bottleneck. Sharing its computation out equally among all ranks "
-        f"{_saved(saving, replays)}.",
+        f"{_saved(sv, replays)}.",
         {"rank": hot, "critical_path_share": share, "senders": sorted(senders),
-         "saving_replayed": saving is not None,
+         **sv.evidence(),
          "waiting_ranks": sorted(waiters),
          "waited_for_s": float(waited_ns / 1e9), "model": replays.model})]
 
@@ -1135,9 +1212,15 @@ def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,
              + message_aggregation(_concat([p["aggregation"] for p in p1]), replays)
              + load_imbalance(_concat([p["imbalance"] for p in p3]), breakdown,
                               total_rank_ns, replays, transfer_sites)
-             + (hot_spot(p3, num_ranks, hot[0], hot[1], path, replays)
+             + (hot_spot(p3, num_ranks, hot[0], hot[1], path, replays,
+                         _compute_s(breakdown, hot[0]))
                 if hot is not None and path is not None else []))
     return sorted(found, key=lambda f: f.estimated_savings_s, reverse=True)
+
+
+def _compute_s(breakdown: pd.DataFrame, rank: int) -> float:
+    c = breakdown.loc[breakdown["rank"] == rank, "compute_s"]
+    return float(c.iloc[0]) if len(c) else float("inf")
 
 
 @dataclass

@@ -284,6 +284,12 @@ class BoundedReplays(findings.Replays):
         s = self.base.replayed_s
         return s if self.window is None else s * self.window.scale
 
+    def scale(self) -> float:
+        """A window's replay is scaled to the run already (its saving per removed call or
+        by the window's share): no second scale."""
+        self._prepare()
+        return super().scale() if self.window is None else 1.0
+
     def saving(self, scenario: Scenario) -> float | None:
         self._prepare()
         w = self.window
