@@ -201,6 +201,13 @@ def test_path_on_clock_skew_corrected_times(tmp_path):
         (1, 200, 330, "compute", "MPI_Finalize", "c.c:99"),
     ]
     assert a.critical_path.length_ns == 320
+    # the path ends at 330 on the corrected clocks, past the 310 ns recorded: said so
+    out = subprocess.run([sys.executable, "-m", "mpiscope", "analyze",
+                          str(tmp_path / "trace")], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, COLUMNS="200")).stdout
+    assert "10 ns to 330 ns of the 310 ns run" in out
+    assert ("on clocks corrected for skew: 1 rank(s) shifted by up to 50 ns (1 message(s) "
+            "received before they were sent as recorded, 0 left)") in out
 
 
 def off_path_trace() -> TraceBuilder:

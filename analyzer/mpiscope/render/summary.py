@@ -94,6 +94,12 @@ def _critical_path(analysis: Analysis, console: Console, top: int) -> None:
                   f"leaving MPI_Init to the last entering MPI_Finalize), "
                   f"{path.rank_switches} rank switches; rank {int(lead['rank'])} holds "
                   f"{100 * lead['share']:.0f}% of it")
+    skew = analysis.wait_states.skew
+    if skew.offsets_ns:  # why the path may end past the recorded run
+        shift = max(abs(o) for o in skew.offsets_ns.values())
+        console.print(f"  on clocks corrected for skew: {len(skew.offsets_ns)} rank(s) "
+                      f"shifted by up to {_s(shift / 1e9)} ({skew.violations} message(s) "
+                      f"received before they were sent as recorded, {skew.remaining} left)")
     prof = path.profile().head(top)
     col = numbers.Column.of(prof["time_s"])
     ct = _table(f"Top {top} on the critical path", [
