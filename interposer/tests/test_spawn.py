@@ -67,7 +67,7 @@ def test_spawned_children_write_their_own_run(programs, tmp_path) -> None:
         "1 job(s) this one spawned (MPI_Comm_spawn), each with an MPI_COMM_WORLD of its own, "
         "are analyzed on their own under `spawned` (ranks named like 'spawn-1 rank 0'): "
         "spawn-1 (2 ranks); every other result covers this job's ranks only, and messages "
-        "between the jobs are in neither's matching"]
+        "between the jobs are unmatched on both sides"]
     assert "Spawned job spawn-1" in text and "into this run" in text
     assert "spawn-1 rank 0" in text and "spawn-1 rank 1" in text
     b = subprocess.run(["mpiscope", "analyze", str(out / "spawn-1"), "--json",
@@ -98,6 +98,14 @@ def test_a_spawned_job_on_another_clock_has_an_unknown_start(programs, tmp_path)
     assert "another clock" in spawned["start_offset_unknown"]
     assert [r["label"] for r in spawned["ranks"]] == ["spawn-1 rank 0", "spawn-1 rank 1"]
     assert "Spawned job spawn-1" in text and "start within this run unknown" in text
+    # an archive that does not name its clock (another tool's, an older mpiscope's)
+    data = anchor.read_bytes()
+    assert data.count(b"MPISCOPE::CLOCK") == 1
+    anchor.write_bytes(data.replace(b"MPISCOPE::CLOCK", b"MPISCOPE::OTHER"))
+    doc, _ = _analyze(out, tmp_path / "b.json")
+    [spawned] = doc["spawned"]
+    assert spawned["start_offset_s"] is None
+    assert "does not name its clock" in spawned["start_offset_unknown"]
 
 
 def test_spawned_children_on_mpich(tmp_path) -> None:

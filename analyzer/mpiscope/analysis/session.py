@@ -399,7 +399,7 @@ class Analysis:
                        f"MPI_COMM_WORLD of its own, are analyzed on their own under `spawned` "
                        f"(ranks named like '{read[0].rank_label(0)}'): {jobs}; every other "
                        "result covers this job's ranks only, and messages between the jobs "
-                       "are in neither's matching")
+                       "are unmatched on both sides")
         out += [f"{j.name}: spawned job not analyzed: {j.problem}"
                 for j in self.spawned if j.analysis is None]
         return out
