@@ -56,23 +56,30 @@ def analyze(trace: Trace | Path | str, *, skip_frames: str | Sequence[str] = (),
     `engine="dask"` (or `"auto"`: Dask when the trace would not fit in memory, see
     mpiscope.engines.choose) runs it on a Dask cluster: `client`, else the `scheduler` at
     that address, else a local one of `workers` x `memory_limit`; `trace` may then be a
-    directory (nothing is read into this process to start with). Same results either way."""
+    directory (nothing is read into this process to start with). Same results either way.
+
+    The jobs the run spawned (MPI_Comm_spawn: DIR/spawn-N, their own MPI_COMM_WORLDs) are
+    analysed too, each on its own: `.spawned`, and `spawned` in the JSON."""
     from mpiscope.analysis.session import Analysis
     from mpiscope.archive.trace import Trace
 
-    path = trace.path if isinstance(trace, Trace) else Path(trace)
-    if engine != "pandas":
-        from mpiscope.engines import choose, cluster, dask_engine
+    def one(trace: Trace | Path) -> Analysis:
+        path = trace.path if isinstance(trace, Trace) else Path(trace)
+        if engine != "pandas":
+            from mpiscope.engines import choose, cluster, dask_engine
 
-        choice = choose.engine_for(path, engine, memory_limit=memory_limit, workers=workers,
-                                   scheduler=scheduler)
-        if choice.engine == "none":
-            from mpiscope.errors import UserError
+            choice = choose.engine_for(path, engine, memory_limit=memory_limit,
+                                       workers=workers, scheduler=scheduler)
+            if choice.engine == "none":
+                from mpiscope.errors import UserError
 
-            raise UserError(None, choice.refusal(path))
-        if choice.engine == "dask":
-            spec = cluster.ClusterSpec(scheduler, workers, memory_limit)
-            return dask_engine.analyze(path, spec, client=client, skip_frames=skip_frames,
-                                       group_by=group_by)
-    return Analysis(trace if isinstance(trace, Trace) else load(path),
-                    skip_frames=skip_frames, group_by=group_by)
+                raise UserError(None, choice.refusal(path))
+            if choice.engine == "dask":
+                spec = cluster.ClusterSpec(scheduler, workers, memory_limit)
+                return dask_engine.analyze(path, spec, client=client,
+                                           skip_frames=skip_frames, group_by=group_by)
+        return Analysis(trace if isinstance(trace, Trace) else load(path),
+                        skip_frames=skip_frames, group_by=group_by)
+
+    # the jobs the run spawned (DIR/spawn-N), each analysed on its own, as `analyze` does
+    return one(trace if isinstance(trace, Trace) else Path(trace)).read_spawned(one)

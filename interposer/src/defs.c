@@ -130,6 +130,7 @@ void mps_set_properties(OTF2_Archive *ar)
 {
     props_archive = ar;
     mps_run_properties(archive_property);
+    if (mps_job.clock[0]) OTF2_Archive_SetProperty(ar, "MPISCOPE::CLOCK", mps_job.clock, true);
     OTF2_Archive_SetProperty(ar, "MPISCOPE::VERSION", MPS_VERSION, true);
 }
 

@@ -181,6 +181,9 @@ void mps_init_after(enum mps_fn fn, uint64_t t_enter, void *ra)
 
     PMPI_Barrier(mps_job.icomm);
     mps_job.off_init = mps_clock_offset();
+    if (mps_job.rank == 0) mps_clock_name(mps_job.clock, sizeof mps_job.clock);
+    PMPI_Bcast(mps_job.clock, sizeof mps_job.clock, MPI_CHAR, 0, mps_job.icomm);
+    mps_job.clock[sizeof mps_job.clock - 1] = 0;
     mps_job.t_init_local = (int64_t)mps_mono_ns();
     tl_rec = &mps_rt;
     mps_rt.state = 1;

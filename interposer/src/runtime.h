@@ -199,6 +199,9 @@ struct mps_job {
     int have_icomm;
     MPI_Comm icomm; /* private duplicate of MPI_COMM_WORLD for our own messages */
     int64_t t_init_local, off_init, t_fin_local, off_fin; /* clock offsets to rank 0 */
+    /* which clock the times are on: rank 0's CLOCK_MONOTONIC, named by its boot and time
+     * namespace (MPISCOPE::CLOCK; equal names, same clock: a spawned job's times line up) */
+    char clock[128];
     char host[256];
 };
 
@@ -269,6 +272,7 @@ MPS_INTERNAL void mps_say_not_written(const char *dir, int werr);
 MPS_INTERNAL void mps_config_read(void);
 /* clocksync.c */
 MPS_INTERNAL int64_t mps_clock_offset(void);
+MPS_INTERNAL void mps_clock_name(char *out, size_t len);
 /* collectives.c: a hashed nonblocking collective's input hash and its result's, now */
 MPS_INTERNAL int mps_nbc_hashes(uint64_t id, uint64_t *in, uint64_t *out, uint64_t *prior);
 /* communicators.c */

@@ -28,8 +28,9 @@ from mpiscope.analysis import (
     window,
 )
 from mpiscope.analysis.threads import per_thread
-from mpiscope.archive import outdir
+from mpiscope.archive import spawned as spawned_dirs
 from mpiscope.archive.trace import Trace, TraceMeta
+from mpiscope.errors import UserError
 
 T = TypeVar("T")
 
@@ -69,6 +70,29 @@ class Overview:
     calls: int  # MPI calls recorded
 
 
+@dataclasses.dataclass
+class SpawnedJob:
+    """A job the traced run spawned (DIR/spawn-N, archive/spawned.py): its own
+    MPI_COMM_WORLD, analysed on its own, or why it could not be."""
+
+    name: str  # "spawn-1": its ranks are "spawn-1 rank 0", ...
+    path: Path
+    analysis: Analysis | None
+    problem: str = ""  # why there is no analysis
+    # when it started in the parent's run (its first event after the parent's), or None
+    # and why that is unknown
+    start_offset_s: float | None = None
+    start_unknown: str = ""
+
+    def rank_label(self, rank: int) -> str:
+        return f"{self.name} rank {rank}"
+
+
+# the parts of a spawned job's own analysis its `spawned` entry carries (the contract's)
+SPAWNED_KEYS = ("ranks", "functions", "wait_states", "findings", "critical_path", "messages",
+                "warnings")
+
+
 def _records(df: pd.DataFrame) -> list[dict]:
     # pandas rounds to 10 decimals by default, which drops sub-ns digits of seconds
     # and makes the JSON's parts no longer add up to its totals.
@@ -77,6 +101,9 @@ def _records(df: pd.DataFrame) -> list[dict]:
 
 class Analysis:
     """The analyses of one trace, each computed on first use (see docs/data-model.md)."""
+
+    # the jobs the run spawned, each analysed on its own (read_spawned); None: not read
+    spawned: list[SpawnedJob] | None = None
 
     def __init__(self, trace: Trace, *, skip_frames: str | Sequence[str] = (),
                  group_by: str = "frame") -> None:
@@ -269,11 +296,7 @@ class Analysis:
         contract's `warnings`): the reader's own, then what the analyses saw."""
         meta = self.overview.meta  # both engines' (the Dask engine has no raw trace)
         out = list(meta.warnings)
-        spawned = outdir.spawned_runs(Path(self.overview.path))
-        if spawned:
-            out.append(f"{len(spawned)} job(s) this one spawned (MPI_Comm_spawn) were traced "
-                       "as runs of their own, not analyzed here: "
-                       + ", ".join(f"`mpiscope analyze {p}`" for p in spawned))
+        out += self._spawned_warnings()
         if meta.truncated_ranks:
             ranks = meta.truncated_ranks
             out.append("ranks cut short (no MPI_Finalize or truncated events), analyzed as "
@@ -336,7 +359,67 @@ class Analysis:
                            "remaining": ws.skew.remaining},
             "critical_path": self.critical_path.to_dict(),
             "warnings": self.warnings,
+            "spawned": [self._spawned_dict(j) for j in self.spawned or ()
+                        if j.analysis is not None],
         }
+
+    def read_spawned(self, analyze: Callable[[Path], Analysis]) -> Analysis:
+        """Analyse the jobs this run spawned (DIR/spawn-N), each on its own with
+        `analyze(path)` (the caller's engine and call-path options), and keep them:
+        `spawned`, the JSON's `spawned`, and `warnings`. A job that cannot be read is named
+        in `warnings` with the reason."""
+        jobs: list[SpawnedJob] = []
+        dirs = spawned_dirs.find(Path(self.overview.path))
+        parent = spawned_dirs.clock(Path(self.overview.path)) if dirs else None
+        for d in dirs:
+            try:
+                job = SpawnedJob(d.name, d, analyze(d))
+            except UserError as err:
+                jobs.append(SpawnedJob(d.name, d, None, err.problem))
+                continue
+            offset, job.start_unknown = spawned_dirs.start_offset_ns(
+                parent, spawned_dirs.clock(d))
+            job.start_offset_s = offset / 1e9 if offset is not None else None
+            jobs.append(job)
+        self.spawned = jobs
+        return self
+
+    def _spawned_warnings(self) -> list[str]:
+        if self.spawned is None:  # not read (a session made without read_spawned)
+            dirs = spawned_dirs.find(Path(self.overview.path))
+            return [f"{len(dirs)} job(s) this one spawned (MPI_Comm_spawn) were traced as "
+                    "runs of their own, not analyzed here: "
+                    + ", ".join(f"`mpiscope analyze {p}`" for p in dirs)] if dirs else []
+        read = [j for j in self.spawned if j.analysis is not None]
+        out = []
+        if read:
+            jobs = ", ".join(f"{j.name} ({j.analysis.overview.meta.num_ranks} ranks)"
+                             for j in read if j.analysis is not None)
+            out.append(f"{len(read)} job(s) this one spawned (MPI_Comm_spawn), each with an "
+                       f"MPI_COMM_WORLD of its own, are analyzed on their own under `spawned` "
+                       f"(ranks named like '{read[0].rank_label(0)}'): {jobs}; every other "
+                       "result covers this job's ranks only, and messages between the jobs "
+                       "are unmatched on both sides")
+        out += [f"{j.name}: spawned job not analyzed: {j.problem}"
+                for j in self.spawned if j.analysis is None]
+        return out
+
+    def _spawned_dict(self, job: SpawnedJob) -> dict[str, Any]:
+        """A spawned job's entry: where it is, when it started in this run, its own
+        figures (the contract's keys), its ranks labelled "spawn-1 rank 0"."""
+        assert job.analysis is not None
+        t = job.analysis.overview
+        own = job.analysis.to_dict()
+        d: dict[str, Any] = {
+            "name": job.name, "path": str(job.path), "num_ranks": t.meta.num_ranks,
+            "program": t.meta.program, "cmdline": t.meta.cmdline,
+            "duration_s": t.meta.duration_ns / 1e9,
+            "start_offset_s": job.start_offset_s,
+            "start_offset_unknown": job.start_unknown or None,
+            **{k: own[k] for k in SPAWNED_KEYS}}
+        for r in d["ranks"]:
+            r["label"] = job.rank_label(r["rank"])
+        return d
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -33,18 +33,6 @@ def is_run_file(name: str) -> bool:
     return False
 
 
-def spawned_runs(trace_dir: Path) -> list[Path]:
-    """The runs of the jobs a traced job spawned (MPI_Comm_spawn): each child job writes
-    its own archive in DIR/spawn-N (N in spawn order), never into the parent's run."""
-    try:
-        entries = list(trace_dir.iterdir())
-    except OSError:
-        return []
-    runs = [p for p in entries if p.name.startswith(SPAWN_PREFIX)
-            and p.name[len(SPAWN_PREFIX):].isdigit() and (p / "traces.otf2").is_file()]
-    return sorted(runs, key=lambda p: int(p.name[len(SPAWN_PREFIX):]))
-
-
 def move_earlier_run(out: Path) -> Path | None:
     """Move an earlier run's files out of `out` into the first free sibling `out.N`;
     returns where they went (None: nothing to move). Raises OSError when they cannot be

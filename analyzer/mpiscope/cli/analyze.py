@@ -52,21 +52,27 @@ def run(args: argparse.Namespace) -> int:
     from mpiscope.render.loading import load_with_progress
 
     err = term.console(stderr=True)
-    # killed ranks first: the engine is chosen for the trace their recovery completes
-    for line in recover.before_reading(args.trace):
-        err.print(line, highlight=False, soft_wrap=True, markup=False)
-    if engine.use_dask(args, args.trace):
-        from mpiscope.engines import dask_engine
-        from mpiscope.render.cutshort import cut_short_warning
 
-        analysis = dask_engine.analyze(args.trace, engine.spec(args),
-                                       skip_frames=args.skip_frames, group_by=args.group_by)
-        warning = cut_short_warning(args.trace, analysis.tables.meta.truncated_ranks)
-        if warning:
-            err.print(warning, highlight=False, soft_wrap=True, markup=False)
-    else:
-        analysis = Analysis(load_with_progress(args.trace, not args.no_cache, recover=False),
-                            skip_frames=args.skip_frames, group_by=args.group_by)
+    def analyze(path: Path) -> Analysis:
+        # killed ranks first: the engine is chosen for the trace their recovery completes
+        for line in recover.before_reading(path):
+            err.print(line, highlight=False, soft_wrap=True, markup=False)
+        if engine.use_dask(args, path):
+            from mpiscope.engines import dask_engine
+            from mpiscope.render.cutshort import cut_short_warning
+
+            analysis = dask_engine.analyze(path, engine.spec(args),
+                                           skip_frames=args.skip_frames,
+                                           group_by=args.group_by)
+            warning = cut_short_warning(path, analysis.tables.meta.truncated_ranks)
+            if warning:
+                err.print(warning, highlight=False, soft_wrap=True, markup=False)
+            return analysis
+        return Analysis(load_with_progress(path, not args.no_cache, recover=False),
+                        skip_frames=args.skip_frames, group_by=args.group_by)
+
+    # the jobs it spawned (DIR/spawn-N, their own MPI_COMM_WORLDs) are read as part of it
+    analysis = analyze(args.trace).read_spawned(analyze)
     summary.print_summary(analysis, term.console(), top=args.top,
                           every_rank=args.ranks == "all")
     if args.json:

@@ -3,6 +3,8 @@ table. Every name from a trace goes through term.name (data, not markup)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 from rich.console import Console
@@ -12,7 +14,7 @@ from mpiscope import numbers
 from mpiscope.analysis import callpaths, critical_path, findings, hosts, stats, threads
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
-from mpiscope.analysis.session import Analysis
+from mpiscope.analysis.session import Analysis, SpawnedJob
 from mpiscope.analysis.stats import ProtocolSwitch
 from mpiscope.render import term
 from mpiscope.render.term import name
@@ -162,14 +164,16 @@ def _threads(analysis: Analysis, console: Console) -> None:
 RANKS_LISTED = 16  # more ranks than this: the per-rank table is summarised (--ranks all)
 
 
-def rank_rows(ranks: pd.DataFrame, every: bool = False) -> list[tuple[str, int | None]]:
+def rank_rows(ranks: pd.DataFrame, every: bool = False,
+              label: Callable[[int], str] = str) -> list[tuple[str, int | None]]:
     """What the per-rank table shows: every rank up to RANKS_LISTED (or with `every`),
     else the min, median and max of each column and the outlying ranks (outside the
     quartiles ± 1.5 IQR of a column, at most RANKS_LISTED, the farthest first), as
-    (label, rank index or None for a statistic row)."""
+    (label, rank index or None for a statistic row); `label` names a rank ("spawn-1 rank 0"
+    for a spawned job's)."""
     n = len(ranks)
     if every or n <= RANKS_LISTED:
-        return [(str(r), i) for i, r in enumerate(ranks["rank"])]
+        return [(label(int(r)), i) for i, r in enumerate(ranks["rank"])]
     cols = ["total_s", *(f"{p}_s" for p in PARTS if f"{p}_s" in ranks)]
     v = ranks[cols].to_numpy(float)
     q1, q3 = np.nanpercentile(v, 25, axis=0), np.nanpercentile(v, 75, axis=0)
@@ -179,17 +183,19 @@ def rank_rows(ranks: pd.DataFrame, every: bool = False) -> list[tuple[str, int |
     order = np.argsort(-beyond, kind="stable")
     out = [i for i in order[:RANKS_LISTED] if beyond[i] > 0]
     return [("min", None), ("median", None), ("max", None),
-            *((str(ranks["rank"].iloc[i]), int(i)) for i in sorted(out))]
+            *((label(int(ranks["rank"].iloc[i])), int(i)) for i in sorted(out))]
 
 
-def _per_rank(analysis: Analysis, console: Console, every: bool) -> None:
+def _per_rank(analysis: Analysis, console: Console, every: bool,
+              job: SpawnedJob | None = None) -> None:
     rk = analysis.ranks
     # I/O only where a rank did some (the JSON always has io_s): 80 columns are few
     parts = [p for p in PARTS if f"{p}_s" in rk and (p != "io" or rk[f"{p}_s"].any())]
     col = numbers.Column.of(rk["total_s"])
-    rows = rank_rows(rk, every)
+    rows = rank_rows(rk, every, job.rank_label if job else str)
     summarised = rows and rows[0][1] is None
-    tab = _table(f"Time per rank ({col.unit}, and share of the rank's total)",
+    of = f" of {job.name}" if job else ""
+    tab = _table(f"Time per rank{of} ({col.unit}, and share of the rank's total)",
                  [("rank", "right"), ("host", "name"), ("total", "right"),
                   *((PART_LABELS[p], "right") for p in parts)])
     stat = {"min": np.min, "median": np.median, "max": np.max}
@@ -301,8 +307,40 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10,
     unmatched = mc["unmatched_sends"] + mc["unmatched_receives"]
     if unmatched:
         console.print(f"[yellow]{unmatched} unmatched send/receive events[/yellow]")
+    _spawned(analysis, console, top, every_rank)
     for w in analysis.warnings:  # names in them are data: never markup
         console.print(f"[yellow]warning: {name(w)}[/yellow]", highlight=False)
+
+
+def _spawned(analysis: Analysis, console: Console, top: int, every_rank: bool) -> None:
+    """The jobs the run spawned, each its own MPI_COMM_WORLD: where its time went."""
+    for job in analysis.spawned or ():
+        sub = job.analysis
+        if sub is None:  # said in the warnings
+            continue
+        t = sub.overview
+        when = (f"started {_s(job.start_offset_s)} into this run"
+                if job.start_offset_s is not None
+                else f"start within this run unknown: {job.start_unknown}")
+        console.print(f"[bold]Spawned job {name(job.name)}[/bold]  "
+                      f"{numbers.count(t.meta.num_ranks, 'rank')}, {name(when)}, "
+                      f"{_s(t.meta.duration_ns / 1e9)}, {numbers.count(t.calls, 'MPI call')}"
+                      f"  [dim]{name(job.path)}[/dim]", highlight=False)
+        _per_rank(sub, console, every_rank, job)
+        fs = sub.functions.head(top)
+        tc = numbers.Column.of(fs["time_s"])
+        ft = _table(f"Top {top} MPI functions of {name(job.name)}", [
+            ("function", "name"), ("calls", "right"), (tc.header("time"), "right")])
+        for f in fs.itertuples():
+            ft.add_row(name(f.name), str(f.calls), tc.cell(f.time_s))
+        console.print(ft)
+        for f in sub.findings[:top]:
+            console.print(f"[dim]• {name(job.name)}: {f.kind} "
+                          f"{name(site_text(f.callsite, f.callpath))}: {name(f.message)}[/dim]",
+                          highlight=False)
+        for w in sub.warnings:
+            console.print(f"[yellow]warning: {name(job.name)}: {name(w)}[/yellow]",
+                          highlight=False)
 
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
