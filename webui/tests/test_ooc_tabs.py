@@ -1,10 +1,17 @@
 """The out-of-core page's tabs (ooctabs.py) without a browser: what a tab shows while the
-analysis runs, when it cannot run, and the tabs out of core cannot fill."""
+analysis runs, when it cannot run, the tabs out of core cannot fill, and the per-process
+profiles out of core against those in memory."""
 
 from __future__ import annotations
 
+import shutil
+
+import pytest
 from dash import html
 
+from mpiscope.analysis import window
+from mpiscope.analysis.session import Analysis
+from mpiscope.archive import reader
 from mpiscope_webui import ooctabs
 
 
@@ -34,3 +41,37 @@ def test_running_and_unavailable_tabs_say_so_in_one_line(tmp_path):
     assert "Analysing out of core" in text(ooctabs.tab(r, "breakdown"))
     note = ooctabs.tab(r, "calltree")  # no analysis can fill it: said at once
     assert len(note) == 1 and "not available out of core" in text(note)
+
+
+def test_per_process_profiles_out_of_core_equal_those_in_memory(himeno_traces, tmp_path):
+    """On a real traced run: what the out-of-core page computes (the Dask engine's analysis,
+    then the per-rank pass over the cache) is the in-memory Profiles tab's per-process
+    table, exactly in its counts, within float sums' rounding in its times."""
+    d = shutil.copytree(himeno_traces["unpatched"], tmp_path / "t")  # shared: not written
+    in_memory = Analysis(reader.load(d)).window_index.whole()  # writes the Parquet cache
+    r = ooctabs.Results(d, start=False)
+    r._run()  # the real commands, as the page starts them
+    assert r.error is None and r.profiles_error is None, (r.error, r.profiles_error)
+    assert r.profiles is not None
+    for _title, name, by in ooctabs.PER_PROCESS:
+        want, got = in_memory.profile(by), r.profiles[name]
+        assert list(got.columns) == list(want.columns) == [*by, *window.PROFILE_COLUMNS]
+        keys = [*by, "calls", "bytes"]
+        assert sorted(got[keys].values.tolist()) == sorted(want[keys].values.tolist())
+        # row by row on the keys (the order is by time: equal only to the sums' rounding)
+        got = got.set_index(list(by)).loc[want.set_index(list(by)).index].reset_index()
+        assert got[keys].values.tolist() == want[keys].values.tolist()
+        for col in ("time_s", "mean_s", "min_s", "median_s", "max_s", "wait_s"):
+            assert got[col].to_numpy() == pytest.approx(want[col].to_numpy(), rel=1e-9,
+                                                        abs=1e-12), col
+    assert (want["calls"] > 0).all() and len(want) >= 4 * 3  # 4 ranks, MPI calls each
+
+    shown = ooctabs.tab(r, "profiles")
+    titles = [n.children for n in shown if isinstance(n, html.H4)]
+    assert titles[0] == "MPI functions per process"  # one thread per rank: no per-thread
+    assert "MPI functions per thread" not in titles
+    table = next(n for n in shown if getattr(n, "id", None) == {"type": "otable",
+                                                                  "name": "per-rank"})
+    assert table.data == r.profiles["per-rank"].to_dict("records")
+    note = text([n for n in shown if "ooc-note" in (getattr(n, "className", "") or "")])
+    assert "not available out of core" in note and "per process" not in note

@@ -284,6 +284,11 @@ class WindowIndex:
                  "callpath": (c["callpath"].to_numpy(np.int32) if "callpath" in c.columns
                               else np.full(len(c), -1, np.int32))}, per_call))
 
+    def whole(self) -> Window:
+        """The whole run's window, all ranks."""
+        lo, hi = self.span
+        return self.query(lo, hi + 1)
+
     def query(self, t0: int, t1: int, ranks: Sequence[int] | None = None) -> Window:
         """The window [t0, t1) (ns, trace time) of the ranks given (None: all); the last
         few are kept (a tab switch asks for the same window again)."""
@@ -451,6 +456,13 @@ class _Atoms:
         return mins, meds, maxs
 
 
+def sort_profile(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """A profile's rows in the order shown: largest time first, ties by the keys (a
+    profile put together from per-rank parts is sorted the same way)."""
+    return df.sort_values(["time_s", *df.columns[:len(by)]],
+                          ascending=[False] + [True] * len(by), ignore_index=True)
+
+
 class Window:
     """The statistics of one window; each table computed on first use, then kept."""
 
@@ -538,8 +550,7 @@ class Window:
                            "mean_s": time_ns / np.maximum(calls, 1) / 1e9, "min_s": mn / 1e9,
                            "median_s": md / 1e9, "max_s": mx / 1e9, "wait_s": wait_ns / 1e9,
                            "bytes": nbytes})
-        return df.sort_values(["time_s", *df.columns[:len(by)]],
-                              ascending=[False] + [True] * len(by), ignore_index=True)
+        return sort_profile(df, by)
 
     def call_tree(self, paths: CallPaths) -> calltree.CallTree:
         """The window's call tree (analysis.calltree), metric × call path × rank."""
