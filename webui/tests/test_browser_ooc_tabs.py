@@ -1,8 +1,9 @@
 """The out-of-core page's analysis tabs (ooctabs.py), in headless Chromium at 1400×900 and
 1024×768: `mpiscope serve` out of core (MPISCOPE_TIMELINE_OOC=1) on the lanes' trace
 (mpiscope_testing.lanetrace) shows Breakdown, Functions, Messages, Profiles and Findings
-with the numbers of `mpiscope analyze --engine dask --json` on the same trace, and the
-tabs out of core cannot fill say so in one line."""
+with the numbers of `mpiscope analyze --engine dask --json` on the same trace (and the
+Profiles tab its per-process and per-thread profiles, their call counts those of the
+trace's calls), and the tabs out of core cannot fill say so in one line."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import sys
 import pytest
 from selenium.webdriver.common.by import By
 
+from mpiscope.analysis import stats
 from mpiscope.archive import reader
-from mpiscope_testing.lanetrace import build
+from mpiscope_testing.lanetrace import WORKER_SEND, build
 from mpiscope_testing.webui_page import GD, SIZES, layout_problems, open_tab, shot, wait_until
 from mpiscope_webui import ooctabs, pyramid
 
@@ -39,6 +41,14 @@ def analysis(trace_dir, tmp_path_factory) -> dict:
                     str(trace_dir), "--json", str(out)], check=True, capture_output=True,
                    timeout=ANALYSIS_S)
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def calls(trace_dir) -> dict[tuple[int, int, str], int]:
+    """MPI calls per (rank, thread, function), counted in the trace's calls table."""
+    c = reader.load(trace_dir).calls
+    n = c.assign(n=stats.polls(c)).groupby(["rank", "thread", "function"], observed=True)["n"]
+    return {(int(r), int(t), str(f)): int(v) for (r, t, f), v in n.sum().items()}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +89,7 @@ def open_page(driver, url: str, size: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, size):
+def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, size):
     open_page(browser, url, size)
     tabs = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#ooc-tabs .tab")]
     assert tabs == [label for label, _ in ooctabs.TABS]
@@ -127,8 +137,24 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, size):
     threads = rows(browser, "threads")
     assert {(int(r["rank"]), int(r["thread"])) for r in threads} == {
         (t["rank"], t["thread"]) for t in analysis["threads"]}
+    # per process: a row per (rank, function) with its calls; per thread: rank 1's worker
+    # thread, which calls MPI too
+    per_rank: dict[tuple[int, str], int] = {}
+    for (r, _t, f), n in calls.items():
+        per_rank[r, f] = per_rank.get((r, f), 0) + n
+    shown = rows(browser, "per-rank")
+    assert len(shown) == min(len(per_rank), 15)  # a page of the table
+    assert {(int(r["rank"]), r["function"]): value(r["calls"]) for r in shown}.items() \
+        <= per_rank.items()
+    r, t = WORKER_SEND[0]
+    shown = rows(browser, "per-thread")
+    got = {(int(x["rank"]), int(x["thread"]), x["function"]): value(x["calls"])
+           for x in shown}
+    assert got.items() <= calls.items() and got[r, t, "MPI_Ssend"] == calls[r, t, "MPI_Ssend"]
+    heads = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#ooc-tab h4")]
+    assert heads[:2] == ["MPI functions per process", "MPI functions per thread"]
     note = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .ooc-note").text
-    assert "not available out of core" in note
+    assert "not available out of core" in note and "per process" not in note
     assert layout_problems(browser) == []  # the tables fit the page, nothing overlaps
     shot(browser, f"ooc-profiles-{size[0]}")
 
