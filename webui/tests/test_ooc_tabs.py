@@ -75,3 +75,20 @@ def test_per_process_profiles_out_of_core_equal_those_in_memory(himeno_traces, t
     assert table.data == r.profiles["per-rank"].to_dict("records")
     note = text([n for n in shown if "ooc-note" in (getattr(n, "className", "") or "")])
     assert "not available out of core" in note and "per process" not in note
+
+
+def test_per_process_profiles_that_cannot_be_made_say_why_in_one_line(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    assert ooctabs.main([str(tmp_path), str(tmp_path / "out")]) == 1  # no cache, no trace
+    err = capsys.readouterr().err
+    assert err.startswith(f"mpiscope: {tmp_path}: ") and err.count("\n") == 1
+    r = ooctabs.Results(tmp_path, start=False)
+    r.json = {"callsites": [], "wait_states_per_rank": [], "threads": []}
+    r.profiles_error = "`the per-process profiles` exited 1: " + err.strip()
+    r._done.set()
+    shown = ooctabs.tab(r, "profiles")
+    failed = [n for n in shown if getattr(n, "className", None) == "error"]
+    assert len(failed) == 1 and text(failed).startswith("per-process profiles failed — ")
+    # the rest of the tab is still there
+    assert "MPI functions per call site" in [n.children for n in shown
+                                             if isinstance(n, html.H4)]
