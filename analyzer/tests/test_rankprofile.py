@@ -1,0 +1,68 @@
+"""The per-process profiles rank by rank (engines/rankprofile.py) equal the in-memory whole
+run's (window.Window.profile): from slices cut from the trace in memory, and from the
+Parquet cache one rank at a time, on a generated trace and on one whose worker threads
+call MPI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mpiscope.analysis import window
+from mpiscope.analysis.session import Analysis
+from mpiscope.archive import reader
+from mpiscope.engines import rankprofile, slices
+from mpiscope_testing.lanetrace import WORKER_SEND
+from mpiscope_testing.lanetrace import build as build_lanes
+
+TIMES = ["time_s", "mean_s", "min_s", "median_s", "max_s", "wait_s"]
+
+
+def same(got: pd.DataFrame, want: pd.DataFrame, by: tuple[str, ...]) -> None:
+    """Equal keys, counts and bytes; times within float sums' rounding."""
+    assert list(got.columns) == list(want.columns) == [*by, *window.PROFILE_COLUMNS]
+    assert len(got) == len(want) > 0
+    keys = [*by, "calls", "bytes"]
+    g = got.set_index(list(by)).loc[want.set_index(list(by)).index].reset_index()
+    assert g[keys].values.tolist() == want[keys].values.tolist()
+    for col in TIMES:
+        assert g[col].to_numpy() == pytest.approx(want[col].to_numpy(), rel=1e-9,
+                                                  abs=1e-12), col
+    # shown in the same order: by time (ties by the keys)
+    assert np.all(np.diff(got["time_s"].to_numpy()) <= 1e-12)
+
+
+@pytest.fixture(scope="module")
+def lanes(tmp_path_factory) -> Path:
+    return build_lanes(tmp_path_factory.mktemp("rankprofile") / "t")
+
+
+@pytest.mark.parametrize("which", ["synth", "threads"])
+def test_rank_by_rank_equals_the_whole_run_in_memory(synth_trace, lanes, which):
+    d = synth_trace(ranks=6, events=40000) if which == "synth" else lanes
+    a = Analysis(reader.load(d))
+    whole = a.window_index.whole()
+    sliced = rankprofile.compute(
+        lambda fn: [fn(s) for s in slices.all_of_trace(a.trace, a.wait_states)])
+    cached = rankprofile.from_cache(d)  # computes the wait files: no Dask run left them
+    for by in rankprofile.PER_PROCESS:
+        want = whole.profile(by)
+        same(sliced[by], want, by)
+        same(cached[by], want, by)
+    if which == "synth":  # every call counted once, on its rank
+        got = cached[("rank", "function")]
+        assert got["calls"].sum() == len(a.trace.calls)
+        assert sorted(got["rank"].unique()) == list(range(6))
+    else:
+        r, t = WORKER_SEND[0]
+        per_thread = cached[("rank", "thread", "function")].set_index(
+            ["rank", "thread", "function"])
+        assert per_thread.loc[(r, t, "MPI_Ssend"), "calls"] == 1
+
+
+def test_a_profile_not_keyed_by_rank_is_refused():
+    with pytest.raises(ValueError, match="not a sum of per-rank"):
+        rankprofile.combine([], [("function",)])
