@@ -1,7 +1,8 @@
-"""The per-process profiles rank by rank (engines/rankprofile.py) equal the in-memory whole
-run's (window.Window.profile): from slices cut from the trace in memory, and from the
-Parquet cache one rank at a time, on a generated trace and on one whose worker threads
-call MPI."""
+"""The profiles rank by rank (engines/rankprofile.py) equal the in-memory whole run's
+(window.Window.profile): per process and thread (the ranks' profiles concatenated) and per
+communicator and tag (merged across ranks, medians from the ranks' value files), from
+slices cut from the trace in memory and from the Parquet cache one rank at a time, on a
+generated trace and on one whose worker threads call MPI."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_rank_by_rank_equals_the_whole_run_in_memory(synth_trace, lanes, which):
     sliced = rankprofile.compute(
         lambda fn: [fn(s) for s in slices.all_of_trace(a.trace, a.wait_states)])
     cached = rankprofile.from_cache(d)  # computes the wait files: no Dask run left them
-    for by in rankprofile.PER_PROCESS:
+    for by in rankprofile.ALL:
         want = whole.profile(by)
         same(sliced[by], want, by)
         same(cached[by], want, by)
@@ -63,6 +64,24 @@ def test_rank_by_rank_equals_the_whole_run_in_memory(synth_trace, lanes, which):
         assert per_thread.loc[(r, t, "MPI_Ssend"), "calls"] == 1
 
 
-def test_a_profile_not_keyed_by_rank_is_refused():
-    with pytest.raises(ValueError, match="not a sum of per-rank"):
-        rankprofile.combine([], [("function",)])
+def test_medians_across_ranks_are_of_every_rank_s_calls(tmp_path):
+    """Two ranks' calls of one function and tag: the merged group's median is of all six
+    durations, not a median of the ranks' medians."""
+    from mpiscope_testing.tracegen import TraceBuilder
+
+    durs = {0: [10, 20, 30], 1: [40, 50, 1000]}  # medians 20 and 50; of all six: 35
+    tb = TraceBuilder(2)
+    for r, ds in durs.items():
+        tb.call(r, 0, 5, "MPI_Init")
+        t = 100
+        for d in ds:
+            tb.call(r, t, t + d, "MPI_Barrier")
+            t += 2000
+        tb.call(r, t, t + 5, "MPI_Finalize")
+    d = tb.write(tmp_path / "t")
+    reader.load(d)  # the Parquet cache
+    got = rankprofile.from_cache(d)[("function", "tag")].set_index("function")
+    assert got.loc["MPI_Barrier", "calls"] == 6
+    assert got.loc["MPI_Barrier", "median_s"] == pytest.approx(35e-9)
+    assert (got.loc["MPI_Barrier", "min_s"], got.loc["MPI_Barrier", "max_s"]) == \
+        pytest.approx((10e-9, 1000e-9))

@@ -2,14 +2,16 @@
 computes rank by rank from the Parquet cache, never holding the trace, shown as the JSON
 of `mpiscope analyze --engine dask` has it (one source of truth: that command's JSON).
 
-Out of core the tabs are of the whole run: statistics of the visible window, the
-profiles per communicator and tag, user regions and the call tree group every call of the
-window at once, which needs the trace in memory; those tabs say so in one line instead of
-showing nothing. The profiles per process (and per thread) are sums of per-rank parts:
-after the analysis a second child process (`python -m mpiscope_webui.ooctabs`) computes
-them rank by rank from the Parquet cache and the wait files the analysis left
-(engines.rankprofile: the in-memory profile code run on each rank's slice), shown with
-the in-memory tab's titles, columns and formats.
+Out of core the tabs are of the whole run: statistics of the visible window, messages per
+communicator and tag, user regions and the call tree group every call of the window at
+once, which needs the trace in memory; those tabs say so in one line instead of showing
+nothing. The MPI function profiles per process, thread, communicator and tag are put
+together from per-rank parts: after the analysis a second child process (`python -m
+mpiscope_webui.ooctabs`) computes them rank by rank from the Parquet cache and the wait
+files the analysis left (engines.rankprofile: the in-memory profile code run on each
+rank's slice, medians across ranks from the ranks' sorted values), shown with the
+in-memory tab's titles, columns and formats; per call site is the analysis' JSON (its
+call sites named by their call paths).
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ TABS = (("Breakdown", "breakdown"), ("Functions", "functions"), ("Messages", "me
 SCOPE = ("Statistics of the whole run, all ranks (out of core: the Dask engine's analysis, "
          "as `mpiscope analyze --engine dask` writes it; the tabs do not follow the zoom, "
          "which needs the trace in memory).")
-# the per-process profiles out of core: (title, table name, keys), as windowstats.PROFILES
-PER_PROCESS = tuple(p for p in windowstats.PROFILES if p[2][0] == "rank")
+# the profiles computed out of core: (title, table name, keys), as windowstats.PROFILES;
+# per call site the JSON's (the call sites relabelled by call path, engines.ranktasks)
+COMPUTED = tuple(p for p in windowstats.PROFILES if p[1] != "per-callsite")
 NOT_HERE = {
-    "profiles": "Profiles per communicator and tag and user regions are not available out "
-                "of core (they group every rank's calls at once: the trace in memory).",
+    "profiles": "Messages per communicator and tag and user regions are not available out "
+                "of core (they group every call at once: the trace in memory).",
     "calltree": "The call tree is not available out of core (it groups every call by its "
                 "call path: the trace in memory); the call sites with their paths are in "
                 "Profiles.",
@@ -55,7 +58,7 @@ class Results:
         self.trace_dir = trace_dir
         self.json: dict[str, Any] | None = None
         self.error: str | None = None
-        # table name of PER_PROCESS -> its profile, once computed, else why not
+        # table name of COMPUTED -> its profile, once computed, else why not
         self.profiles: dict[str, pd.DataFrame] | None = None
         self.profiles_error: str | None = None
         self._done = threading.Event()
@@ -85,7 +88,7 @@ class Results:
             self._done.set()
 
     def _run_profiles(self) -> None:
-        """The per-process profiles, in a child process of their own (niced, as the
+        """The profiles (COMPUTED), in a child process of their own (niced, as the
         analysis): one Parquet file per table."""
         try:
             with tempfile.TemporaryDirectory(prefix="mpiscope-ooc-profiles-") as tmp:
@@ -97,10 +100,9 @@ class Results:
                         stdout=subprocess.DEVNULL, stderr=err, check=False)
                 if proc.returncode == 0:
                     self.profiles = {name: pd.read_parquet(Path(tmp) / f"{name}.parquet")
-                                     for _t, name, _by in PER_PROCESS}
+                                     for _t, name, _by in COMPUTED}
                 else:
-                    self.profiles_error = _failed("the per-process profiles", proc.returncode,
-                                                  log)
+                    self.profiles_error = _failed("the profiles", proc.returncode, log)
         except (OSError, ValueError) as err:
             self.profiles_error = f"{type(err).__name__}: {err}".splitlines()[0]
 
@@ -144,9 +146,7 @@ def tab(results: Results, name: str) -> list:
                 html.H4("Message sizes"), table(j["message_sizes"], "message-sizes")]
     elif name == "profiles":
         out += [html.Div(NOT_HERE["profiles"], className="muted ooc-note"),
-                *_per_process(results),
-                html.H4("MPI functions per call site"),
-                table(j["callsites"], "per-callsite", drop=("callpath",)),
+                *_profiles(results, table(j["callsites"], "per-callsite", drop=("callpath",))),
                 html.H4("Wait states per rank"), table(j["wait_states_per_rank"], "waits"),
                 html.H4("MPI time per thread"), table(j["threads"], "threads")]
     elif name == "findings":
@@ -160,14 +160,18 @@ def tab(results: Results, name: str) -> list:
     return out
 
 
-def _per_process(results: Results) -> list:
-    """The per-process profiles as the in-memory tab shows them (per thread only where a
-    rank has more than one thread calling MPI), or why they are missing, in one line."""
+def _profiles(results: Results, per_callsite) -> list:
+    """The profiles in the in-memory tab's order, titles and formats (per thread only
+    where a rank has more than one thread calling MPI; per call site: `per_callsite`),
+    or why they are missing, in one line."""
     if results.profiles is None:
-        return [html.Div(f"per-process profiles failed — {results.profiles_error}",
-                         className="error")]
+        return [html.Div(f"profiles failed — {results.profiles_error}", className="error"),
+                html.H4("MPI functions per call site"), per_callsite]
     out: list = []
-    for title, name, by in PER_PROCESS:
+    for title, name, by in windowstats.PROFILES:
+        if name == "per-callsite":
+            out += [html.H4(f"MPI functions {title}"), per_callsite]
+            continue
         df = results.profiles[name]
         if "thread" in by and not (df["thread"].to_numpy() != 0).any():
             continue  # one thread per rank: the same as per process
@@ -177,8 +181,8 @@ def _per_process(results: Results) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the per-process profiles of
-    the trace, OUT_DIR/<table name>.parquet each (Results runs it)."""
+    """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the profiles (COMPUTED) of the
+    trace, OUT_DIR/<table name>.parquet each (Results runs it)."""
     from mpiscope.engines import rankprofile
 
     ap = argparse.ArgumentParser(prog="python -m mpiscope_webui.ooctabs")
@@ -186,11 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir", type=Path)
     args = ap.parse_args(argv)
     try:
-        got = rankprofile.from_cache(args.trace_dir, [by for _t, _n, by in PER_PROCESS])
+        got = rankprofile.from_cache(args.trace_dir, [by for _t, _n, by in COMPUTED])
     except UserError as err:
         print(err.one_line(), file=sys.stderr)  # the line the tab shows
         return 1
-    for _title, name, by in PER_PROCESS:
+    for _title, name, by in COMPUTED:
         got[by].to_parquet(args.out_dir / f"{name}.parquet", index=False)
     return 0
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import breakdown, calltree, stats, threads, waitstates
+from mpiscope.analysis import breakdown, calltree, orderstats, stats, threads, waitstates
 from mpiscope.analysis.callpaths import CallPaths
 from mpiscope.analysis.waitstates import WaitStates
 from mpiscope.archive.trace import Trace
@@ -510,6 +510,25 @@ class Window:
         return self._kept("atoms", lambda: _Atoms.of(self))
 
     def _profile(self, by: tuple[str, ...]) -> pd.DataFrame:
+        return sort_profile(self._grouped(by)[0], by)
+
+    def profile_runs(self, by: Sequence[str]) -> tuple[pd.DataFrame, orderstats.Groups]:
+        """What merging the profiles of parts of a trace (its ranks) needs: the profile
+        by `by` unsorted (row g is group g; with `comm` also `comm_id`, the
+        communicator's id: two may share a name) and each group's per-call values (ns),
+        ascending (key g), for the medians across the parts (orderstats)."""
+        by = tuple(by)
+        if not by or any(k not in KEYS for k in by):
+            raise ValueError(f"profile keys must be some of {KEYS}")
+        df, inv, decoded, at = self._grouped(by)
+        if "comm" in by:
+            df.insert(by.index("comm") + 1, "comm_id", decoded[by.index("comm")])
+        return df, orderstats.Groups.of(np.repeat(inv, at.count), at.values)
+
+    def _grouped(self, by: tuple[str, ...]
+                 ) -> tuple[pd.DataFrame, np.ndarray, list[np.ndarray], _Atoms]:
+        """(the profile unsorted, the group of each atom, each key's code per group,
+        the atoms)."""
         ix, at = self.index, self._atoms()
         cols = [at.keys[k] for k in by]
         # one integer key per group (mixed radix of the columns' codes, offset to >= 0)
@@ -550,7 +569,7 @@ class Window:
                            "mean_s": time_ns / np.maximum(calls, 1) / 1e9, "min_s": mn / 1e9,
                            "median_s": md / 1e9, "max_s": mx / 1e9, "wait_s": wait_ns / 1e9,
                            "bytes": nbytes})
-        return sort_profile(df, by)
+        return df, inv, decoded, at
 
     def call_tree(self, paths: CallPaths) -> calltree.CallTree:
         """The window's call tree (analysis.calltree), metric × call path × rank."""

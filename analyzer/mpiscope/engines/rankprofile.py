@@ -1,12 +1,17 @@
-"""The whole run's per-process profiles (MPI functions per rank, per rank and thread), rank
+"""The whole run's MPI function profiles per process, thread, communicator and tag, rank
 by rank: what the web UI's Profiles tab shows in memory (`window.Window.profile`), for a
 trace served out of core.
 
-A profile keyed by the rank is a sum of per-rank profiles: every group lies on one rank,
-so its min/median/max are of that rank's calls alone. Each rank's part is the in-memory
-code itself (`WindowIndex.of` on the rank's slice, its whole-run window's `profile`), so
-both modes count alike; the parts are concatenated and sorted as one profile
-(`window.sort_profile`).
+Each rank's part is the in-memory code itself (`WindowIndex.of` on the rank's slice, its
+whole-run window), so both modes count alike:
+- a profile keyed by the rank (PER_PROCESS) is the ranks' profiles concatenated: every
+  group lies on one rank, its min/median/max are of that rank's calls alone;
+- one not keyed by it (ACROSS: per communicator, per tag) merges the ranks' groups: sums,
+  min of mins, max of maxes; each rank writes its groups' per-call values, sorted, to a
+  scratch file (8 B per call) and the medians are picked across the ranks' memory-mapped
+  files (`analysis.orderstats`, as the Dask engine's message medians), so no process
+  holds every rank's values at once.
+Either way the rows are sorted as one profile (`window.sort_profile`).
 
     compute(run)          # run: fn(RankSlice) over every rank (engines.ranktasks, tests)
     from_cache(DIR)       # one rank at a time from the Parquet cache and the Dask
@@ -21,13 +26,16 @@ from __future__ import annotations
 
 import functools
 import os
+import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import window
+from mpiscope.analysis import orderstats, window
 from mpiscope.analysis.waitstates import WaitStates
 from mpiscope.archive import cache
 from mpiscope.engines import ranktasks
@@ -37,38 +45,98 @@ from mpiscope.errors import UserError
 
 PER_PROCESS: tuple[tuple[str, ...], ...] = (("rank", "function"),
                                             ("rank", "thread", "function"))
+ACROSS: tuple[tuple[str, ...], ...] = (("function", "comm"), ("function", "tag"))
+ALL = PER_PROCESS + ACROSS
 Run = Callable[[Callable[[RankSlice], Any]], list[Any]]
 
 
-def part(s: RankSlice, by: Sequence[tuple[str, ...]] = PER_PROCESS) -> list[pd.DataFrame]:
-    """The rank's whole-run profile for each key tuple of `by` (each starts with rank)."""
+@dataclass(frozen=True)
+class Runs:
+    """A rank's part of a profile across ranks: its groups (row g: group g) and where
+    their per-call values lie (group g: orderstats key g of the values in `file`)."""
+
+    groups: pd.DataFrame
+    keys: np.ndarray
+    offsets: np.ndarray
+    file: str
+
+
+def part(s: RankSlice, by: Sequence[tuple[str, ...]], scratch: str | None = None
+         ) -> list[pd.DataFrame | Runs]:
+    """The rank's whole-run profile for each key tuple of `by`: a profile where the
+    keys hold the rank, else its `Runs` (values written under `scratch`)."""
     if s.waits is None:
         raise ValueError(f"rank {s.rank}: the slice has no wait states")
     ws = WaitStates(s.waits, skew=None)  # type: ignore[arg-type] - per_call is all it reads
     w = window.WindowIndex.of(s.trace, ws).whole()
-    return [w.profile(b) for b in by]
+    out: list[pd.DataFrame | Runs] = []
+    for i, b in enumerate(by):
+        if "rank" in b:
+            out.append(w.profile(b))
+            continue
+        if scratch is None:
+            raise ValueError(f"a profile by {b} across ranks needs a scratch directory")
+        groups, g = w.profile_runs(b)
+        f = Path(scratch) / f"rank={s.rank}-{i}.npy"
+        np.save(f, np.ascontiguousarray(g.values, dtype=np.float64))
+        out.append(Runs(groups, g.keys, g.offsets, str(f)))
+    return out
 
 
-def combine(parts: list[list[pd.DataFrame]], by: Sequence[tuple[str, ...]] = PER_PROCESS
+def _merged(parts: list[Runs], by: tuple[str, ...]) -> pd.DataFrame:
+    """The ranks' groups merged into one profile (unsorted): sums, min of the minima, max
+    of the maxima, each median picked across the ranks' runs of the group."""
+    cols = [*by, *window.PROFILE_COLUMNS]
+    frames = [p.groups.assign(_part=i, _group=np.arange(len(p.groups)))
+              for i, p in enumerate(parts) if len(p.groups)]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    df = pd.concat(frames, ignore_index=True)
+    keys = [("comm_id" if k == "comm" else k) for k in by]  # ids: two may share a name
+    df["_gid"] = df.groupby(keys, sort=False, observed=True).ngroup()
+    df = df.sort_values("_gid", kind="stable", ignore_index=True)
+    g = df.groupby("_gid", sort=True)
+    out = g.agg(**{k: (k, "first") for k in by},
+                calls=("calls", "sum"), time_s=("time_s", "sum"), min_s=("min_s", "min"),
+                max_s=("max_s", "max"), wait_s=("wait_s", "sum"),
+                bytes=("bytes", "sum")).reset_index(drop=True)
+    out["mean_s"] = out["time_s"] / np.maximum(out["calls"], 1)
+    groups = [orderstats.Groups(p.keys, p.offsets, np.load(p.file, mmap_mode="r"))
+              for p in parts]
+    part_of, group_of = df["_part"].to_numpy(), df["_group"].to_numpy()
+    ends = np.cumsum(g.size().to_numpy())
+    med = []
+    for a, b in zip(ends - g.size().to_numpy(), ends, strict=True):  # a merged group's rows
+        runs = [groups[int(part_of[r])].run(int(group_of[r])) for r in range(a, b)]
+        med.append(orderstats.median(runs) / 1e9)  # of ns, as in memory, then seconds
+    out["median_s"] = med
+    return out[cols]
+
+
+def combine(parts: list[list[pd.DataFrame | Runs]], by: Sequence[tuple[str, ...]]
             ) -> dict[tuple[str, ...], pd.DataFrame]:
     """The ranks' parts as one profile per key tuple, sorted as in memory."""
     out = {}
     for i, b in enumerate(by):
-        if "rank" not in b:
-            raise ValueError(f"a profile by {b} is not a sum of per-rank profiles")
-        frames = [p[i] for p in parts if len(p[i])]
-        df = (pd.concat(frames, ignore_index=True) if frames else
-              pd.DataFrame(columns=[*b, *window.PROFILE_COLUMNS]))
+        mine = [p[i] for p in parts]
+        if "rank" in b:
+            frames = [f for f in mine if isinstance(f, pd.DataFrame) and len(f)]
+            df = (pd.concat(frames, ignore_index=True) if frames else
+                  pd.DataFrame(columns=[*b, *window.PROFILE_COLUMNS]))
+        else:
+            df = _merged([r for r in mine if isinstance(r, Runs)], b)
         out[b] = window.sort_profile(df, b)
     return out
 
 
-def compute(run: Run, by: Sequence[tuple[str, ...]] = PER_PROCESS
+def compute(run: Run, by: Sequence[tuple[str, ...]] = ALL
             ) -> dict[tuple[str, ...], pd.DataFrame]:
-    """The per-process profiles of the whole run, `run` mapping a function over every
-    rank's slice (with its wait states)."""
+    """The profiles of the whole run by each key tuple of `by`, `run` mapping a function
+    over every rank's slice (with its wait states); the ranks' values for the medians
+    across ranks go to a temporary directory, removed when done."""
     by = tuple(tuple(b) for b in by)
-    return combine(run(functools.partial(part, by=by)), by)
+    with tempfile.TemporaryDirectory(prefix="mpiscope-profiles-") as scratch:
+        return combine(run(functools.partial(part, by=by, scratch=scratch)), by)
 
 
 def _waits_dir(t: CacheTables) -> Path:
@@ -87,7 +155,7 @@ def _waits_dir(t: CacheTables) -> Path:
             rt.close()
 
 
-def from_cache(trace_dir: Path | str, by: Sequence[tuple[str, ...]] = PER_PROCESS
+def from_cache(trace_dir: Path | str, by: Sequence[tuple[str, ...]] = ALL
                ) -> dict[tuple[str, ...], pd.DataFrame]:
     """`compute` over the trace's Parquet cache, one rank's slice at a time, in this
     process."""
