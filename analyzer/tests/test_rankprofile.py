@@ -1,6 +1,7 @@
 """The profiles rank by rank (engines/rankprofile.py) equal the in-memory whole run's
-(window.Window.profile): per process and thread (the ranks' profiles concatenated) and per
-communicator and tag (merged across ranks, medians from the ranks' value files), from
+(window.Window.profile, message_profile): per process and thread (the ranks' profiles
+concatenated) and per communicator and tag, MPI functions and messages (merged across
+ranks, medians from the ranks' value files), from
 slices cut from the trace in memory and from the Parquet cache one rank at a time, on a
 generated trace and on one whose worker threads call MPI."""
 
@@ -23,17 +24,23 @@ TIMES = ["time_s", "mean_s", "min_s", "median_s", "max_s", "wait_s"]
 
 
 def same(got: pd.DataFrame, want: pd.DataFrame, by: tuple[str, ...]) -> None:
-    """Equal keys, counts and bytes; times within float sums' rounding."""
-    assert list(got.columns) == list(want.columns) == [*by, *window.PROFILE_COLUMNS]
+    """Equal keys, counts and bytes; times within float sums' rounding; the same order
+    (by time, resp. bytes for messages)."""
+    if by[0] == "messages":
+        by, counts, times, order = by[1:], ["messages", "bytes"], ["median_transfer_s"], "bytes"
+    else:
+        counts, times, order = ["calls", "bytes"], TIMES, "time_s"
+    assert list(got.columns) == list(want.columns) == [
+        *by, *(counts[:1] + ["bytes", "median_transfer_s"] if order == "bytes" else
+               window.PROFILE_COLUMNS)]
     assert len(got) == len(want) > 0
-    keys = [*by, "calls", "bytes"]
+    keys = [*by, *counts]
     g = got.set_index(list(by)).loc[want.set_index(list(by)).index].reset_index()
     assert g[keys].values.tolist() == want[keys].values.tolist()
-    for col in TIMES:
+    for col in times:
         assert g[col].to_numpy() == pytest.approx(want[col].to_numpy(), rel=1e-9,
                                                   abs=1e-12), col
-    # shown in the same order: by time (ties by the keys)
-    assert np.all(np.diff(got["time_s"].to_numpy()) <= 1e-12)
+    assert np.all(np.diff(got[order].to_numpy()) <= 1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +57,8 @@ def test_rank_by_rank_equals_the_whole_run_in_memory(synth_trace, lanes, which):
         lambda fn: [fn(s) for s in slices.all_of_trace(a.trace, a.wait_states)])
     cached = rankprofile.from_cache(d)  # computes the wait files: no Dask run left them
     for by in rankprofile.ALL:
-        want = whole.profile(by)
+        want = (whole.message_profile(by[1:]) if by == rankprofile.MESSAGES else
+                whole.profile(by))
         same(sliced[by], want, by)
         same(cached[by], want, by)
     if which == "synth":  # every call counted once, on its rank

@@ -2,11 +2,11 @@
 computes rank by rank from the Parquet cache, never holding the trace, shown as the JSON
 of `mpiscope analyze --engine dask` has it (one source of truth: that command's JSON).
 
-Out of core the tabs are of the whole run: statistics of the visible window, messages per
-communicator and tag, user regions and the call tree group every call of the window at
-once, which needs the trace in memory; those tabs say so in one line instead of showing
-nothing. The MPI function profiles per process, thread, communicator and tag are put
-together from per-rank parts: after the analysis a second child process (`python -m
+Out of core the tabs are of the whole run: statistics of the visible window, user regions
+and the call tree group every call of the window at once, which needs the trace in
+memory; those tabs say so in one line instead of showing nothing. The MPI function
+profiles per process, thread, communicator and tag, and the messages per communicator and
+tag are put together from per-rank parts: after the analysis a second child process (`python -m
 mpiscope_webui.ooctabs`) computes them rank by rank from the Parquet cache and the wait
 files the analysis left (engines.rankprofile: the in-memory profile code run on each
 rank's slice, medians across ranks from the ranks' sorted values), shown with the
@@ -40,9 +40,10 @@ SCOPE = ("Statistics of the whole run, all ranks (out of core: the Dask engine's
 # the profiles computed out of core: (title, table name, keys), as windowstats.PROFILES;
 # per call site the JSON's (the call sites relabelled by call path, engines.ranktasks)
 COMPUTED = tuple(p for p in windowstats.PROFILES if p[1] != "per-callsite")
+MESSAGES = "messages-comm-tag"  # the messages per communicator and tag, as in memory
 NOT_HERE = {
-    "profiles": "Messages per communicator and tag and user regions are not available out "
-                "of core (they group every call at once: the trace in memory).",
+    "profiles": "User regions are not available out of core (they nest every region of "
+                "a rank at once: the trace in memory).",
     "calltree": "The call tree is not available out of core (it groups every call by its "
                 "call path: the trace in memory); the call sites with their paths are in "
                 "Profiles.",
@@ -100,7 +101,7 @@ class Results:
                         stdout=subprocess.DEVNULL, stderr=err, check=False)
                 if proc.returncode == 0:
                     self.profiles = {name: pd.read_parquet(Path(tmp) / f"{name}.parquet")
-                                     for _t, name, _by in COMPUTED}
+                                     for name in [n for _t, n, _b in COMPUTED] + [MESSAGES]}
                 else:
                     self.profiles_error = _failed("the profiles", proc.returncode, log)
         except (OSError, ValueError) as err:
@@ -177,12 +178,14 @@ def _profiles(results: Results, per_callsite) -> list:
             continue  # one thread per rank: the same as per process
         out += [html.H4(f"MPI functions {title}"),
                 windowstats.table(df, {"type": "otable", "name": name})]
-    return out
+    return out + [html.H4("Messages per communicator and tag"),
+                  windowstats.table(results.profiles[MESSAGES],
+                                    {"type": "otable", "name": MESSAGES})]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the profiles (COMPUTED) of the
-    trace, OUT_DIR/<table name>.parquet each (Results runs it)."""
+    """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the profiles (COMPUTED and
+    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each (Results runs it)."""
     from mpiscope.engines import rankprofile
 
     ap = argparse.ArgumentParser(prog="python -m mpiscope_webui.ooctabs")
@@ -190,12 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir", type=Path)
     args = ap.parse_args(argv)
     try:
-        got = rankprofile.from_cache(args.trace_dir, [by for _t, _n, by in COMPUTED])
+        got = rankprofile.from_cache(args.trace_dir,
+                                     [*(by for _t, _n, by in COMPUTED), rankprofile.MESSAGES])
     except UserError as err:
         print(err.one_line(), file=sys.stderr)  # the line the tab shows
         return 1
     for _title, name, by in COMPUTED:
         got[by].to_parquet(args.out_dir / f"{name}.parquet", index=False)
+    got[rankprofile.MESSAGES].to_parquet(args.out_dir / f"{MESSAGES}.parquet", index=False)
     return 0
 
 

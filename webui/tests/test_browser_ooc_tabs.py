@@ -2,8 +2,9 @@
 1024×768: `mpiscope serve` out of core (MPISCOPE_TIMELINE_OOC=1) on the lanes' trace
 (mpiscope_testing.lanetrace) shows Breakdown, Functions, Messages, Profiles and Findings
 with the numbers of `mpiscope analyze --engine dask --json` on the same trace (and the
-Profiles tab its profiles per process, thread and tag, their call counts those of the
-trace's calls), and the tabs out of core cannot fill say so in one line."""
+Profiles tab its profiles per process, thread and tag and its messages per tag, their
+counts those of the trace's tables), and the tabs out of core cannot fill say so in one
+line."""
 
 from __future__ import annotations
 
@@ -50,6 +51,13 @@ def calls(trace_dir) -> dict[tuple[int, int, int, str], int]:
     n = c.assign(n=stats.polls(c)).groupby(["rank", "thread", "tag", "function"],
                                             observed=True)["n"]
     return {(int(r), int(t), int(g), str(f)): int(v) for (r, t, g, f), v in n.sum().items()}
+
+
+@pytest.fixture(scope="module")
+def messages(trace_dir) -> dict[int, int]:
+    """Messages per tag (one communicator), counted in the trace's messages table."""
+    return {int(t): int(n) for t, n in
+            reader.load(trace_dir).messages.groupby("tag").size().items()}
 
 
 def counts(calls: dict, *keep: int) -> dict[tuple, int]:
@@ -99,7 +107,8 @@ def open_page(driver, url: str, size: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, size):
+def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, messages,
+                                                   size):
     open_page(browser, url, size)
     tabs = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#ooc-tabs .tab")]
     assert tabs == [label for label, _ in ooctabs.TABS]
@@ -164,8 +173,11 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, 
            for x in shown}
     assert got.items() <= per_thread.items()
     assert got[r, t, "MPI_Ssend"] == per_thread[r, t, "MPI_Ssend"] == 1
+    shown = rows(browser, ooctabs.MESSAGES)
+    assert {int(value(r["tag"])): value(r["messages"]) for r in shown} == messages
     heads = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#ooc-tab h4")]
-    assert heads[:5] == [f"MPI functions {title}" for title, _n, _b in windowstats.PROFILES]
+    assert heads[:6] == [*(f"MPI functions {title}" for title, _n, _b in windowstats.PROFILES),
+                         "Messages per communicator and tag"]
     note = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .ooc-note").text
     assert "not available out of core" in note and "per process" not in note
     assert layout_problems(browser) == []  # the tables fit the page, nothing overlaps

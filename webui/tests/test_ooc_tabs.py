@@ -1,6 +1,6 @@
 """The out-of-core page's tabs (ooctabs.py) without a browser: what a tab shows while the
 analysis runs, when it cannot run, the tabs out of core cannot fill, and the profiles
-out of core (per process, communicator, tag) against those in memory."""
+out of core (per process, communicator, tag; messages) against those in memory."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def test_running_and_unavailable_tabs_say_so_in_one_line(tmp_path):
 def test_profiles_out_of_core_equal_those_in_memory(himeno_traces, tmp_path):
     """On a real traced run: what the out-of-core page computes (the Dask engine's analysis,
     then the per-rank pass over the cache) is the in-memory Profiles tab's tables per
-    process, communicator and tag, exactly in their counts, within float sums' rounding
-    in their times."""
+    process, communicator and tag and of messages, exactly in their counts, within float
+    sums' rounding in their times."""
     d = shutil.copytree(himeno_traces["unpatched"], tmp_path / "t")  # shared: not written
     in_memory = Analysis(reader.load(d)).window_index.whole()  # writes the Parquet cache
     r = ooctabs.Results(d, start=False)
@@ -65,6 +65,13 @@ def test_profiles_out_of_core_equal_those_in_memory(himeno_traces, tmp_path):
         for col in ("time_s", "mean_s", "min_s", "median_s", "max_s", "wait_s"):
             assert got[col].to_numpy() == pytest.approx(want[col].to_numpy(), rel=1e-9,
                                                         abs=1e-12), col
+    want, got = in_memory.message_profile(), r.profiles[ooctabs.MESSAGES]
+    assert list(got.columns) == list(want.columns) and len(want) > 0
+    keys = ["comm", "tag", "messages", "bytes"]
+    assert sorted(got[keys].values.tolist()) == sorted(want[keys].values.tolist())
+    got = got.set_index(["comm", "tag"]).loc[want.set_index(["comm", "tag"]).index]
+    assert got["median_transfer_s"].to_numpy() == pytest.approx(
+        want["median_transfer_s"].to_numpy(), rel=1e-9, abs=1e-12)
     per_rank = r.profiles["per-rank"]
     assert sorted(set(per_rank["rank"])) == [0, 1, 2, 3]  # Himeno on 4 ranks
     assert (per_rank["calls"] > 0).all() and len(per_rank) >= 4 * 3
@@ -79,7 +86,7 @@ def test_profiles_out_of_core_equal_those_in_memory(himeno_traces, tmp_path):
     assert table.data == r.profiles["per-rank"].to_dict("records")
     note = text([n for n in shown if "ooc-note" in (getattr(n, "className", "") or "")])
     assert "not available out of core" in note
-    assert "per process" not in note and "Profiles per communicator" not in note
+    assert "per process" not in note and "per communicator" not in note
 
 
 def test_profiles_that_cannot_be_made_say_why_in_one_line(tmp_path, capsys):

@@ -463,6 +463,11 @@ def sort_profile(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
                           ascending=[False] + [True] * len(by), ignore_index=True)
 
 
+def sort_message_profile(df: pd.DataFrame) -> pd.DataFrame:
+    """A message profile's rows in the order shown: most bytes first."""
+    return df.sort_values("bytes", ascending=False, ignore_index=True)
+
+
 class Window:
     """The statistics of one window; each table computed on first use, then kept."""
 
@@ -701,6 +706,24 @@ class Window:
         return self._kept(("mprofile", by), lambda: self._mprofile(by))
 
     def _mprofile(self, by: tuple[str, ...]) -> pd.DataFrame:
+        return sort_message_profile(self._mgrouped(by)[0])
+
+    def message_profile_runs(self, by: Sequence[str] = ("comm", "tag")
+                             ) -> tuple[pd.DataFrame, orderstats.Groups]:
+        """As `profile_runs`, for `message_profile`: the profile unsorted (row g is group
+        g; with `comm` also `comm_id`) and each group's transfer times (ns), ascending."""
+        by = tuple(by)
+        if not by or any(k not in ("comm", "tag") for k in by):
+            raise ValueError("message profile keys: comm, tag")
+        df, inv, codes, sel = self._mgrouped(by)
+        if "comm" in by:
+            df.insert(by.index("comm") + 1, "comm_id", codes["comm"])
+        return df, orderstats.Groups.of(inv, self.index.m_transfer[sel].astype(np.float64))
+
+    def _mgrouped(self, by: tuple[str, ...]
+                  ) -> tuple[pd.DataFrame, np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """(the message profile unsorted, the group of each message, each key's code per
+        group, the messages' positions)."""
         ix = self.index
         sel = self._messages()
         raw = {"comm": ix.m_comm[sel].astype(np.int64), "tag": ix.m_tag[sel].astype(np.int64)}
@@ -721,14 +744,15 @@ class Window:
         for k, lo, r in reversed(list(zip(by, lows, radix, strict=True))):
             out[k] = rest % r + lo
             rest //= r
-        out = {k: out[k] for k in by}
+        codes = {k: out[k] for k in by}
+        out = dict(codes)
         if "comm" in out:
             out["comm"] = [ix.comm_names.get(int(i), f"comm {i}") for i in out["comm"]]
         df = pd.DataFrame({**out, "messages": np.bincount(inv, minlength=ng).astype(np.int64),
                            "bytes": np.bincount(inv, weights=ix.m_bytes[sel],
                                                 minlength=ng).astype(np.int64),
                            "median_transfer_s": med / 1e9})
-        return df.sort_values("bytes", ascending=False, ignore_index=True)
+        return df, inv, codes, sel
 
     # -- user regions --------------------------------------------------------------------
     def regions(self, by_rank: bool = False) -> pd.DataFrame:

@@ -1,17 +1,17 @@
-"""The whole run's MPI function profiles per process, thread, communicator and tag, rank
-by rank: what the web UI's Profiles tab shows in memory (`window.Window.profile`), for a
-trace served out of core.
+"""The whole run's MPI function profiles per process, thread, communicator and tag, and
+its messages per communicator and tag, rank by rank: what the web UI's Profiles tab shows
+in memory (`window.Window.profile`, `message_profile`), for a trace served out of core.
 
 Each rank's part is the in-memory code itself (`WindowIndex.of` on the rank's slice, its
 whole-run window), so both modes count alike:
 - a profile keyed by the rank (PER_PROCESS) is the ranks' profiles concatenated: every
   group lies on one rank, its min/median/max are of that rank's calls alone;
-- one not keyed by it (ACROSS: per communicator, per tag) merges the ranks' groups: sums,
-  min of mins, max of maxes; each rank writes its groups' per-call values, sorted, to a
-  scratch file (8 B per call) and the medians are picked across the ranks' memory-mapped
-  files (`analysis.orderstats`, as the Dask engine's message medians), so no process
-  holds every rank's values at once.
-Either way the rows are sorted as one profile (`window.sort_profile`).
+- one not keyed by it (ACROSS: per communicator, per tag; MESSAGES: each rank's sent
+  messages) merges the ranks' groups: sums, min of mins, max of maxes; each rank writes
+  its groups' per-call values (transfer times), sorted, to a scratch file (8 B each) and
+  the medians are picked across the ranks' memory-mapped files (`analysis.orderstats`,
+  as the Dask engine's message medians), so no process holds every rank's values at once.
+Either way the rows are sorted as in memory (`window.sort_profile`, `sort_message_profile`).
 
     compute(run)          # run: fn(RankSlice) over every rank (engines.ranktasks, tests)
     from_cache(DIR)       # one rank at a time from the Parquet cache and the Dask
@@ -46,7 +46,8 @@ from mpiscope.errors import UserError
 PER_PROCESS: tuple[tuple[str, ...], ...] = (("rank", "function"),
                                             ("rank", "thread", "function"))
 ACROSS: tuple[tuple[str, ...], ...] = (("function", "comm"), ("function", "tag"))
-ALL = PER_PROCESS + ACROSS
+MESSAGES = ("messages", "comm", "tag")  # `Window.message_profile()`: sent messages
+ALL = PER_PROCESS + ACROSS + (MESSAGES,)
 Run = Callable[[Callable[[RankSlice], Any]], list[Any]]
 
 
@@ -63,8 +64,8 @@ class Runs:
 
 def part(s: RankSlice, by: Sequence[tuple[str, ...]], scratch: str | None = None
          ) -> list[pd.DataFrame | Runs]:
-    """The rank's whole-run profile for each key tuple of `by`: a profile where the
-    keys hold the rank, else its `Runs` (values written under `scratch`)."""
+    """The rank's whole-run profile for each key tuple of `by` (or MESSAGES): a profile
+    where the keys hold the rank, else its `Runs` (values written under `scratch`)."""
     if s.waits is None:
         raise ValueError(f"rank {s.rank}: the slice has no wait states")
     ws = WaitStates(s.waits, skew=None)  # type: ignore[arg-type] - per_call is all it reads
@@ -76,41 +77,48 @@ def part(s: RankSlice, by: Sequence[tuple[str, ...]], scratch: str | None = None
             continue
         if scratch is None:
             raise ValueError(f"a profile by {b} across ranks needs a scratch directory")
-        groups, g = w.profile_runs(b)
+        groups, g = (w.message_profile_runs(b[1:]) if b[0] == "messages" else
+                     w.profile_runs(b))
         f = Path(scratch) / f"rank={s.rank}-{i}.npy"
         np.save(f, np.ascontiguousarray(g.values, dtype=np.float64))
         out.append(Runs(groups, g.keys, g.offsets, str(f)))
     return out
 
 
-def _merged(parts: list[Runs], by: tuple[str, ...]) -> pd.DataFrame:
-    """The ranks' groups merged into one profile (unsorted): sums, min of the minima, max
-    of the maxima, each median picked across the ranks' runs of the group."""
-    cols = [*by, *window.PROFILE_COLUMNS]
+def _merged(parts: list[Runs], by: tuple[str, ...], cols: list[str], agg: dict[str, str],
+            median: str) -> pd.DataFrame:
+    """The ranks' groups merged into one profile (unsorted): `agg` (column: how), the
+    keys `by` (a communicator by its id: two may share a name) and column `median`, the
+    median picked across the ranks' runs of the group (of ns, as in memory, then s)."""
     frames = [p.groups.assign(_part=i, _group=np.arange(len(p.groups)))
               for i, p in enumerate(parts) if len(p.groups)]
     if not frames:
         return pd.DataFrame(columns=cols)
     df = pd.concat(frames, ignore_index=True)
-    keys = [("comm_id" if k == "comm" else k) for k in by]  # ids: two may share a name
+    keys = [("comm_id" if k == "comm" else k) for k in by]
     df["_gid"] = df.groupby(keys, sort=False, observed=True).ngroup()
     df = df.sort_values("_gid", kind="stable", ignore_index=True)
     g = df.groupby("_gid", sort=True)
     out = g.agg(**{k: (k, "first") for k in by},
-                calls=("calls", "sum"), time_s=("time_s", "sum"), min_s=("min_s", "min"),
-                max_s=("max_s", "max"), wait_s=("wait_s", "sum"),
-                bytes=("bytes", "sum")).reset_index(drop=True)
-    out["mean_s"] = out["time_s"] / np.maximum(out["calls"], 1)
+                **{c: (c, how) for c, how in agg.items()}).reset_index(drop=True)
     groups = [orderstats.Groups(p.keys, p.offsets, np.load(p.file, mmap_mode="r"))
               for p in parts]
     part_of, group_of = df["_part"].to_numpy(), df["_group"].to_numpy()
-    ends = np.cumsum(g.size().to_numpy())
+    sizes = g.size().to_numpy()
+    ends = np.cumsum(sizes)
     med = []
-    for a, b in zip(ends - g.size().to_numpy(), ends, strict=True):  # a merged group's rows
+    for a, b in zip(ends - sizes, ends, strict=True):  # a merged group's rows
         runs = [groups[int(part_of[r])].run(int(group_of[r])) for r in range(a, b)]
-        med.append(orderstats.median(runs) / 1e9)  # of ns, as in memory, then seconds
-    out["median_s"] = med
+        med.append(orderstats.median(runs) / 1e9)
+    out[median] = med
+    if "mean_s" in cols:
+        out["mean_s"] = out["time_s"] / np.maximum(out["calls"], 1)
     return out[cols]
+
+
+FUNCTION_AGG = {"calls": "sum", "time_s": "sum", "min_s": "min", "max_s": "max",
+                "wait_s": "sum", "bytes": "sum"}
+MESSAGE_COLUMNS = ["messages", "bytes", "median_transfer_s"]
 
 
 def combine(parts: list[list[pd.DataFrame | Runs]], by: Sequence[tuple[str, ...]]
@@ -119,12 +127,19 @@ def combine(parts: list[list[pd.DataFrame | Runs]], by: Sequence[tuple[str, ...]
     out = {}
     for i, b in enumerate(by):
         mine = [p[i] for p in parts]
+        runs = [r for r in mine if isinstance(r, Runs)]
         if "rank" in b:
             frames = [f for f in mine if isinstance(f, pd.DataFrame) and len(f)]
             df = (pd.concat(frames, ignore_index=True) if frames else
                   pd.DataFrame(columns=[*b, *window.PROFILE_COLUMNS]))
+        elif b[0] == "messages":
+            keys = b[1:]
+            df = _merged(runs, keys, [*keys, *MESSAGE_COLUMNS],
+                         {"messages": "sum", "bytes": "sum"}, "median_transfer_s")
+            out[b] = window.sort_message_profile(df)
+            continue
         else:
-            df = _merged([r for r in mine if isinstance(r, Runs)], b)
+            df = _merged(runs, b, [*b, *window.PROFILE_COLUMNS], FUNCTION_AGG, "median_s")
         out[b] = window.sort_profile(df, b)
     return out
 
