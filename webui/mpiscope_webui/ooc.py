@@ -9,9 +9,10 @@ cache's small ranks table, the pyramid's cells per thread, and for "most waiting
 the Dask engine's per-rank wait files (`<cache>/derived/waits`, computed once if
 missing). The analysis tabs are the Dask engine's analysis of the whole run
 (mpiscope_webui.ooctabs: `mpiscope analyze --engine dask` run once, niced, in a child
-process when a page first asks); what needs the whole trace in memory (statistics that
-follow the zoom, the call tree, messages and details of a call, compare mode) is not
-offered in this mode, and its tab says so in one line.
+process when a page first asks, then the function profiles rank by rank); what needs
+the whole trace in memory (statistics that follow the zoom, the call tree, messages and
+details of a call, compare mode) is not offered in this mode, and its tab says so in one
+line.
 
 `serve` uses it when MPISCOPE_TIMELINE_OOC=1, or, unless MPISCOPE_TIMELINE_OOC=0, when
 the trace's cache says its tables would not fit: rows x BYTES_PER_ROW above the memory

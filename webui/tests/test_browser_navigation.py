@@ -133,9 +133,10 @@ def test_view_in_the_url_and_zoom_history(browser, url, size):
     assert status.startswith(f"{b[0]:.6f} – {b[1]:.6f} s")
 
 
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("fmt", ["svg", "png"])
-def test_timeline_saved_as_image(browser, url, tmp_path, fmt):
-    browser.set_window_size(1400, 900)
+def test_timeline_saved_as_image(browser, url, tmp_path, fmt, size):
+    browser.set_window_size(*size)
     browser.execute_cdp_cmd("Browser.setDownloadBehavior",
                             {"behavior": "allow", "downloadPath": str(tmp_path)})
     open_app(browser, url)

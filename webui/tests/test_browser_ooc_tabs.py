@@ -1,8 +1,10 @@
 """The out-of-core page's analysis tabs (ooctabs.py), in headless Chromium at 1400×900 and
 1024×768: `mpiscope serve` out of core (MPISCOPE_TIMELINE_OOC=1) on the lanes' trace
 (mpiscope_testing.lanetrace) shows Breakdown, Functions, Messages, Profiles and Findings
-with the numbers of `mpiscope analyze --engine dask --json` on the same trace, and the
-tabs out of core cannot fill say so in one line."""
+with the numbers of `mpiscope analyze --engine dask --json` on the same trace (and the
+Profiles tab its profiles per process, thread and tag and its messages per tag, their
+counts those of the trace's tables), and the tabs out of core cannot fill say so in one
+line."""
 
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ import sys
 import pytest
 from selenium.webdriver.common.by import By
 
+from mpiscope.analysis import stats
 from mpiscope.archive import reader
-from mpiscope_testing.lanetrace import build
+from mpiscope_testing.lanetrace import WORKER_SEND, build
 from mpiscope_testing.webui_page import GD, SIZES, layout_problems, open_tab, shot, wait_until
-from mpiscope_webui import ooctabs, pyramid
+from mpiscope_webui import ooctabs, pyramid, windowstats
 
 pytestmark = pytest.mark.browser
 ANALYSIS_S = 600  # the Dask analysis runs in the background on a loaded machine
@@ -39,6 +42,31 @@ def analysis(trace_dir, tmp_path_factory) -> dict:
                     str(trace_dir), "--json", str(out)], check=True, capture_output=True,
                    timeout=ANALYSIS_S)
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def calls(trace_dir) -> dict[tuple[int, int, int, str], int]:
+    """MPI calls per (rank, thread, tag, function), counted in the trace's calls table."""
+    c = reader.load(trace_dir).calls
+    n = c.assign(n=stats.polls(c)).groupby(["rank", "thread", "tag", "function"],
+                                            observed=True)["n"]
+    return {(int(r), int(t), int(g), str(f)): int(v) for (r, t, g, f), v in n.sum().items()}
+
+
+@pytest.fixture(scope="module")
+def messages(trace_dir) -> dict[int, int]:
+    """Messages per tag (one communicator), counted in the trace's messages table."""
+    return {int(t): int(n) for t, n in
+            reader.load(trace_dir).messages.groupby("tag").size().items()}
+
+
+def counts(calls: dict, *keep: int) -> dict[tuple, int]:
+    """The calls added up over all but the key positions `keep` (function last)."""
+    out: dict[tuple, int] = {}
+    for k, n in calls.items():
+        key = tuple(k[i] for i in keep)
+        out[key] = out.get(key, 0) + n
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +107,8 @@ def open_page(driver, url: str, size: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, size):
+def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, messages,
+                                                   size):
     open_page(browser, url, size)
     tabs = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#ooc-tabs .tab")]
     assert tabs == [label for label, _ in ooctabs.TABS]
@@ -127,8 +156,30 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, size):
     threads = rows(browser, "threads")
     assert {(int(r["rank"]), int(r["thread"])) for r in threads} == {
         (t["rank"], t["thread"]) for t in analysis["threads"]}
+    # per process: a row per (rank, function) with its calls; per tag likewise; per
+    # thread: rank 1's worker thread, which calls MPI too
+    per_rank = counts(calls, 0, 3)
+    shown = rows(browser, "per-rank")
+    assert len(shown) == min(len(per_rank), 15)  # a page of the table
+    assert {(int(r["rank"]), r["function"]): value(r["calls"]) for r in shown}.items() \
+        <= per_rank.items()
+    per_tag = counts(calls, 2, 3)
+    shown = rows(browser, "per-tag")
+    assert {(int(value(r["tag"])), r["function"]): value(r["calls"]) for r in shown} == per_tag
+    r, t = WORKER_SEND[0]
+    per_thread = counts(calls, 0, 1, 3)
+    shown = rows(browser, "per-thread")
+    got = {(int(x["rank"]), int(x["thread"]), x["function"]): value(x["calls"])
+           for x in shown}
+    assert got.items() <= per_thread.items()
+    assert got[r, t, "MPI_Ssend"] == per_thread[r, t, "MPI_Ssend"] == 1
+    shown = rows(browser, ooctabs.MESSAGES)
+    assert {int(value(r["tag"])): value(r["messages"]) for r in shown} == messages
+    heads = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#ooc-tab h4")]
+    assert heads[:6] == [*(f"MPI functions {title}" for title, _n, _b in windowstats.PROFILES),
+                         "Messages per communicator and tag"]
     note = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .ooc-note").text
-    assert "not available out of core" in note
+    assert "not available out of core" in note and "per process" not in note
     assert layout_problems(browser) == []  # the tables fit the page, nothing overlaps
     shot(browser, f"ooc-profiles-{size[0]}")
 

@@ -122,8 +122,9 @@ def test_rank_set_and_profiles(browser, url, trace_dir, size):
     shot(browser, f"window-profiles-{size[0]}")
 
 
-def test_csv_export_holds_the_window_table(browser, url, trace_dir, tmp_path):
-    browser.set_window_size(1400, 900)
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_csv_export_holds_the_window_table(browser, url, trace_dir, tmp_path, size):
+    browser.set_window_size(*size)
     browser.execute_cdp_cmd("Browser.setDownloadBehavior",
                             {"behavior": "allow", "downloadPath": str(tmp_path)})
     open_app(browser, url)

@@ -1,11 +1,18 @@
 """The out-of-core page's tabs (ooctabs.py) without a browser: what a tab shows while the
-analysis runs, when it cannot run, and the tabs out of core cannot fill."""
+analysis runs, when it cannot run, the tabs out of core cannot fill, and the profiles
+out of core (per process, communicator, tag; messages) against those in memory."""
 
 from __future__ import annotations
 
+import shutil
+
+import pytest
 from dash import html
 
-from mpiscope_webui import ooctabs
+from mpiscope.analysis import window
+from mpiscope.analysis.session import Analysis
+from mpiscope.archive import reader
+from mpiscope_webui import ooctabs, windowstats
 
 
 def text(node) -> str:
@@ -34,3 +41,66 @@ def test_running_and_unavailable_tabs_say_so_in_one_line(tmp_path):
     assert "Analysing out of core" in text(ooctabs.tab(r, "breakdown"))
     note = ooctabs.tab(r, "calltree")  # no analysis can fill it: said at once
     assert len(note) == 1 and "not available out of core" in text(note)
+
+
+def test_profiles_out_of_core_equal_those_in_memory(himeno_traces, tmp_path):
+    """On a real traced run: what the out-of-core page computes (the Dask engine's analysis,
+    then the per-rank pass over the cache) is the in-memory Profiles tab's tables per
+    process, communicator and tag and of messages, exactly in their counts, within float
+    sums' rounding in their times."""
+    d = shutil.copytree(himeno_traces["unpatched"], tmp_path / "t")  # shared: not written
+    in_memory = Analysis(reader.load(d)).window_index.whole()  # writes the Parquet cache
+    r = ooctabs.Results(d, start=False)
+    r._run()  # the real commands, as the page starts them
+    assert r.error is None and r.profiles_error is None, (r.error, r.profiles_error)
+    assert r.profiles is not None
+    for _title, name, by in ooctabs.COMPUTED:
+        want, got = in_memory.profile(by), r.profiles[name]
+        assert list(got.columns) == list(want.columns) == [*by, *window.PROFILE_COLUMNS]
+        keys = [*by, "calls", "bytes"]
+        assert sorted(got[keys].values.tolist()) == sorted(want[keys].values.tolist())
+        # row by row on the keys (the order is by time: equal only to the sums' rounding)
+        got = got.set_index(list(by)).loc[want.set_index(list(by)).index].reset_index()
+        assert got[keys].values.tolist() == want[keys].values.tolist()
+        for col in ("time_s", "mean_s", "min_s", "median_s", "max_s", "wait_s"):
+            assert got[col].to_numpy() == pytest.approx(want[col].to_numpy(), rel=1e-9,
+                                                        abs=1e-12), col
+    want, got = in_memory.message_profile(), r.profiles[ooctabs.MESSAGES]
+    assert list(got.columns) == list(want.columns) and len(want) > 0
+    keys = ["comm", "tag", "messages", "bytes"]
+    assert sorted(got[keys].values.tolist()) == sorted(want[keys].values.tolist())
+    got = got.set_index(["comm", "tag"]).loc[want.set_index(["comm", "tag"]).index]
+    assert got["median_transfer_s"].to_numpy() == pytest.approx(
+        want["median_transfer_s"].to_numpy(), rel=1e-9, abs=1e-12)
+    per_rank = r.profiles["per-rank"]
+    assert sorted(set(per_rank["rank"])) == [0, 1, 2, 3]  # Himeno on 4 ranks
+    assert (per_rank["calls"] > 0).all() and len(per_rank) >= 4 * 3
+
+    shown = ooctabs.tab(r, "profiles")
+    titles = [n.children for n in shown if isinstance(n, html.H4)]
+    # the in-memory tab's, in its order; one thread per rank: no table per thread
+    assert titles[:4] == [f"MPI functions {t}" for t, name, _by in windowstats.PROFILES
+                          if name != "per-thread"]
+    table = next(n for n in shown if getattr(n, "id", None) == {"type": "otable",
+                                                                  "name": "per-rank"})
+    assert table.data == r.profiles["per-rank"].to_dict("records")
+    note = text([n for n in shown if "ooc-note" in (getattr(n, "className", "") or "")])
+    assert "not available out of core" in note
+    assert "per process" not in note and "per communicator" not in note
+
+
+def test_profiles_that_cannot_be_made_say_why_in_one_line(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    assert ooctabs.main([str(tmp_path), str(tmp_path / "out")]) == 1  # no cache, no trace
+    err = capsys.readouterr().err
+    assert err.startswith(f"mpiscope: {tmp_path}: ") and err.count("\n") == 1
+    r = ooctabs.Results(tmp_path, start=False)
+    r.json = {"callsites": [], "wait_states_per_rank": [], "threads": []}
+    r.profiles_error = "`the profiles` exited 1: " + err.strip()
+    r._done.set()
+    shown = ooctabs.tab(r, "profiles")
+    failed = [n for n in shown if getattr(n, "className", None) == "error"]
+    assert len(failed) == 1 and text(failed).startswith("profiles failed — ")
+    # the rest of the tab is still there
+    assert "MPI functions per call site" in [n.children for n in shown
+                                             if isinstance(n, html.H4)]

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import breakdown, calltree, stats, threads, waitstates
+from mpiscope.analysis import breakdown, calltree, orderstats, stats, threads, waitstates
 from mpiscope.analysis.callpaths import CallPaths
 from mpiscope.analysis.waitstates import WaitStates
 from mpiscope.archive.trace import Trace
@@ -284,6 +284,11 @@ class WindowIndex:
                  "callpath": (c["callpath"].to_numpy(np.int32) if "callpath" in c.columns
                               else np.full(len(c), -1, np.int32))}, per_call))
 
+    def whole(self) -> Window:
+        """The whole run's window, all ranks."""
+        lo, hi = self.span
+        return self.query(lo, hi + 1)
+
     def query(self, t0: int, t1: int, ranks: Sequence[int] | None = None) -> Window:
         """The window [t0, t1) (ns, trace time) of the ranks given (None: all); the last
         few are kept (a tab switch asks for the same window again)."""
@@ -451,6 +456,18 @@ class _Atoms:
         return mins, meds, maxs
 
 
+def sort_profile(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """A profile's rows in the order shown: largest time first, ties by the keys (a
+    profile put together from per-rank parts is sorted the same way)."""
+    return df.sort_values(["time_s", *df.columns[:len(by)]],
+                          ascending=[False] + [True] * len(by), ignore_index=True)
+
+
+def sort_message_profile(df: pd.DataFrame) -> pd.DataFrame:
+    """A message profile's rows in the order shown: most bytes first."""
+    return df.sort_values("bytes", ascending=False, ignore_index=True)
+
+
 class Window:
     """The statistics of one window; each table computed on first use, then kept."""
 
@@ -498,6 +515,25 @@ class Window:
         return self._kept("atoms", lambda: _Atoms.of(self))
 
     def _profile(self, by: tuple[str, ...]) -> pd.DataFrame:
+        return sort_profile(self._grouped(by)[0], by)
+
+    def profile_runs(self, by: Sequence[str]) -> tuple[pd.DataFrame, orderstats.Groups]:
+        """What merging the profiles of parts of a trace (its ranks) needs: the profile
+        by `by` unsorted (row g is group g; with `comm` also `comm_id`, the
+        communicator's id: two may share a name) and each group's per-call values (ns),
+        ascending (key g), for the medians across the parts (orderstats)."""
+        by = tuple(by)
+        if not by or any(k not in KEYS for k in by):
+            raise ValueError(f"profile keys must be some of {KEYS}")
+        df, inv, decoded, at = self._grouped(by)
+        if "comm" in by:
+            df.insert(by.index("comm") + 1, "comm_id", decoded[by.index("comm")])
+        return df, orderstats.Groups.of(np.repeat(inv, at.count), at.values)
+
+    def _grouped(self, by: tuple[str, ...]
+                 ) -> tuple[pd.DataFrame, np.ndarray, list[np.ndarray], _Atoms]:
+        """(the profile unsorted, the group of each atom, each key's code per group,
+        the atoms)."""
         ix, at = self.index, self._atoms()
         cols = [at.keys[k] for k in by]
         # one integer key per group (mixed radix of the columns' codes, offset to >= 0)
@@ -538,8 +574,7 @@ class Window:
                            "mean_s": time_ns / np.maximum(calls, 1) / 1e9, "min_s": mn / 1e9,
                            "median_s": md / 1e9, "max_s": mx / 1e9, "wait_s": wait_ns / 1e9,
                            "bytes": nbytes})
-        return df.sort_values(["time_s", *df.columns[:len(by)]],
-                              ascending=[False] + [True] * len(by), ignore_index=True)
+        return df, inv, decoded, at
 
     def call_tree(self, paths: CallPaths) -> calltree.CallTree:
         """The window's call tree (analysis.calltree), metric × call path × rank."""
@@ -671,6 +706,24 @@ class Window:
         return self._kept(("mprofile", by), lambda: self._mprofile(by))
 
     def _mprofile(self, by: tuple[str, ...]) -> pd.DataFrame:
+        return sort_message_profile(self._mgrouped(by)[0])
+
+    def message_profile_runs(self, by: Sequence[str] = ("comm", "tag")
+                             ) -> tuple[pd.DataFrame, orderstats.Groups]:
+        """As `profile_runs`, for `message_profile`: the profile unsorted (row g is group
+        g; with `comm` also `comm_id`) and each group's transfer times (ns), ascending."""
+        by = tuple(by)
+        if not by or any(k not in ("comm", "tag") for k in by):
+            raise ValueError("message profile keys: comm, tag")
+        df, inv, codes, sel = self._mgrouped(by)
+        if "comm" in by:
+            df.insert(by.index("comm") + 1, "comm_id", codes["comm"])
+        return df, orderstats.Groups.of(inv, self.index.m_transfer[sel].astype(np.float64))
+
+    def _mgrouped(self, by: tuple[str, ...]
+                  ) -> tuple[pd.DataFrame, np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """(the message profile unsorted, the group of each message, each key's code per
+        group, the messages' positions)."""
         ix = self.index
         sel = self._messages()
         raw = {"comm": ix.m_comm[sel].astype(np.int64), "tag": ix.m_tag[sel].astype(np.int64)}
@@ -691,14 +744,15 @@ class Window:
         for k, lo, r in reversed(list(zip(by, lows, radix, strict=True))):
             out[k] = rest % r + lo
             rest //= r
-        out = {k: out[k] for k in by}
+        codes = {k: out[k] for k in by}
+        out = dict(codes)
         if "comm" in out:
             out["comm"] = [ix.comm_names.get(int(i), f"comm {i}") for i in out["comm"]]
         df = pd.DataFrame({**out, "messages": np.bincount(inv, minlength=ng).astype(np.int64),
                            "bytes": np.bincount(inv, weights=ix.m_bytes[sel],
                                                 minlength=ng).astype(np.int64),
                            "median_transfer_s": med / 1e9})
-        return df.sort_values("bytes", ascending=False, ignore_index=True)
+        return df, inv, codes, sel
 
     # -- user regions --------------------------------------------------------------------
     def regions(self, by_rank: bool = False) -> pd.DataFrame:
