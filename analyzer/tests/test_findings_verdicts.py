@@ -9,8 +9,9 @@ import subprocess
 import pytest
 from test_dask_engine import differences
 
-from mpiscope.analysis import findings
+from mpiscope.analysis import findings, simulate
 from mpiscope.analysis.session import Analysis
+from mpiscope.analysis.simulate import Scenario as Scenario_
 from mpiscope.archive import reader
 from mpiscope.engines import rankfindings, slices
 from mpiscope_testing.scenarios import PROGRAMS, Scenario, compile_program, marker_line
@@ -98,6 +99,30 @@ def test_waiting_that_is_data_in_flight_is_bandwidth_bound_not_imbalance():
     assert f in a.findings  # far above the noise floor
     # one scenario for the path: every site on it states the same saving
     assert {g.estimated_savings_s for g in bound.values()} == {f.estimated_savings_s}
+
+
+def test_call_sites_on_the_base_replay_are_read_from_it_not_replayed_again(monkeypatch):
+    """The verdict asks the base replay for its call sites' times: the base run keeps each
+    call's replayed time, equal to a baseline program built and run again."""
+    trace = _pipeline()[0].trace()
+    replays = findings.Replays(trace)
+    replays.base  # noqa: B018 (the base replay, made before counting)
+    builds = []
+    build = simulate.program.build
+    monkeypatch.setattr(simulate.program, "build", lambda *a: builds.append(a) or build(*a))
+    sites = [("MPI_Recv", "pipe.c:12"), ("MPI_Send", "pipe.c:8")]
+    kept = replays.site_ns(Scenario_(), sites)
+    assert builds == []
+    monkeypatch.undo()
+    pre = replays._prepared_program()
+    prog = simulate.program.build(trace, replays.base.fitted, replays.base.fitted,
+                                  Scenario_(), pre)
+    tl = simulate.engine.run(prog)
+    for f, c in sites:
+        mask = simulate.program.site_mask(trace.calls, f, c)[pre.op_call]
+        assert mask.any()
+        assert kept[(f, c)] == pytest.approx(float((tl.end - tl.start)[mask].sum()),
+                                             rel=1e-12)
 
 
 def _chat() -> Scenario:

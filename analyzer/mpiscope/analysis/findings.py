@@ -193,12 +193,12 @@ class Replays:
         except UserError:
             return None
         trace = self.trace
-        if scenario is None:
-            pre = self._prepared_program()
-            dur = pre.end - pre.start
+        pre = self._prepared_program()
+        if scenario is None or (scenario.is_baseline and len(base.op_ns) == len(pre.op_call)):
+            # as measured, or the base replay's own per-call times (kept by base_run)
+            dur = pre.end - pre.start if scenario is None else base.op_ns
             return {(f, c): float(dur[simulate.program.site_mask(trace.calls, f, c)[
                 pre.op_call]].sum()) for f, c in sites}
-        # the baseline too is built again: the base run keeps no program (memory)
         try:
             prog = simulate.program.build(
                 trace, base.fitted, simulate.target_machine(base.fitted, scenario),

@@ -134,6 +134,9 @@ class BaseRun:
     replayed_s: float
     fitted: Machine
     events: int  # as Replay.events
+    # each outermost call's replayed time (ns), in program.Prepared's op order: what
+    # per-call-site questions about the base replay need without building it again
+    op_ns: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
 
 def base_run(trace: Trace, prepared: program.Prepared | None = None) -> BaseRun:
@@ -143,8 +146,9 @@ def base_run(trace: Trace, prepared: program.Prepared | None = None) -> BaseRun:
     prepared = prepared if prepared is not None else program.Prepared.of(trace)
     prog = program.build(trace, fitted, fitted, Scenario(), prepared)
     events = prog.num_ops + 2 * len(prog.msg_row)
-    runtime_ns = engine.run(prog).runtime_ns
-    return BaseRun(replayed_s=runtime_ns / 1e9, fitted=fitted, events=events)
+    tl = engine.run(prog)
+    return BaseRun(replayed_s=tl.runtime_ns / 1e9, fitted=fitted, events=events,
+                   op_ns=np.where(prog.removed, 0.0, tl.end - tl.start))
 
 
 def replay(trace: Trace, scenario: Scenario | None = None, *,
