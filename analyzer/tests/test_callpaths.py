@@ -78,7 +78,8 @@ def test_callpaths_table_is_exactly_the_written_contexts(tmp_path):
     trace = reader.load(tb.write(tmp_path / "t"), use_cache=False)
 
     cp = trace.callpaths
-    assert list(cp.columns) == ["callpath", "level", "frame", "function"]
+    assert list(cp.columns) == ["callpath", "level", "frame", "function", "library"]
+    assert not cp["library"].any()  # the program's own files
     paths = {pid: list(zip(g["frame"], g["function"], strict=True))
              for pid, g in cp.groupby("callpath")}
     # one path per context: each frame with its callers (the written chains and their tails)
@@ -383,3 +384,32 @@ def test_frames_of_the_mpi_library_are_known_by_function_or_object():
     # the user's own code, whatever its file is called
     assert not in_mpi("mpi_util.c:40", "exchange_halo")
     assert not in_mpi("app.c:10", "main")
+
+
+CASE = "/usr/lib/python3.11/unittest/case.py"
+
+
+def test_a_test_helper_is_named_at_the_tests_line_not_at_unittests_runner(tmp_path):
+    """mpi4py's suite: a helper `check()` that only calls MPI (a detected wrapper) is
+    called from test methods that unittest's runner calls. The runner's frames are library
+    code (Python's standard library), so the call is named at the helper's line in the
+    program's own file: the outermost of its own frames, never `case.py:579`."""
+    helper = ("/src/suite/test_types.py:666", "TestTypes.check")
+    paths = [  # the helper reached from three caller chains (as a depth limit cuts them)
+        [helper, (f"{CASE}:579", "TestCase._callTestMethod"), (f"{CASE}:623", "TestCase.run")],
+        [helper, (f"{CASE}:579", "TestCase._callTestMethod")],
+        [helper, (f"{CASE}:576", "TestCase._callSetUp"), (f"{CASE}:619", "TestCase.run")],
+    ]
+    trace = reader.load(allreduce_run([(p, 2) for p in paths]).write(tmp_path / "t"),
+                        use_cache=False)
+    cp = trace.callpaths
+    lib = dict(zip(cp["frame"], cp["library"], strict=True))
+    assert not lib["test_types.py:666"]
+    assert lib["case.py:579"] and lib["case.py:576"]
+
+    a = Analysis(trace)
+    assert "TestTypes.check" in a.paths.wrappers
+    calls = a.trace.calls
+    sites = set(calls.loc[calls["function"] == "MPI_Allreduce", "callsite"].astype(str))
+    assert sites == {"test_types.py:666"}
+    assert all(f.callsite != "case.py:579" for f in a.all_findings)

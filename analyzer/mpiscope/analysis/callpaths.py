@@ -10,9 +10,14 @@ matters. The chosen frame skips, innermost first:
   functions, `libmpi*`/`libmpich*` objects, mpi4py's extension);
 - frames whose function or frame name matches a `skip_frames` glob (`message_passing::*`);
 - detected wrappers: a function that, wherever it appears, calls only MPI (or other
-  wrappers), and is reached from at least `WRAPPER_MIN_PATHS` distinct call paths.
+  wrappers), and is reached from at least `WRAPPER_MIN_PATHS` distinct call paths;
+- library frames (`callpaths.library`: Python's standard library, installed packages,
+  system headers), which are not the program's own code: a test's helper called by
+  unittest's runner is named at the test's line, not at the runner's.
 
-If every frame is skipped, the outermost recorded frame names the call. `relabel` gives
+If every frame is skipped, the outermost of the program's own frames names the call
+(where the path holds library frames), else the choice is made as if no frame were
+library code, else the outermost recorded frame names it. `relabel` gives
 the trace seen through that choice: `calls.callsite` becomes the chosen frame (or the
 chosen frame and the full path, to group by path), so every per-call-site result
 (statistics, wait states, findings, main loop) groups by it unchanged.
@@ -70,6 +75,7 @@ class CallPaths:
     chosen: dict[int, int]  # path id -> index of the chosen frame
     skip_frames: tuple[str, ...] = ()
     wrappers: set[str] = field(default_factory=set)  # detected wrapper functions
+    library: dict[int, list[bool]] = field(default_factory=dict)  # path id -> per frame
 
     @classmethod
     def of(cls, trace: Trace, skip_frames: Sequence[str] = (), detect: bool = True,
@@ -79,18 +85,23 @@ class CallPaths:
         cp = trace.callpaths
         frames: dict[int, list[str]] = {}
         functions: dict[int, list[str]] = {}
+        library: dict[int, list[bool]] = {}
         if len(cp):
             cp = cp.sort_values(["callpath", "level"], kind="stable")
+            has_library = "library" in cp.columns
             for pid, g in cp.groupby("callpath", sort=True):
                 frames[int(pid)] = [str(f) for f in g["frame"]]
                 functions[int(pid)] = [str(f) for f in g["function"]]
+                library[int(pid)] = ([bool(x) for x in g["library"]] if has_library
+                                     else [False] * len(g))
         used = sorted(set(used)) if used is not None else used_paths(trace.calls)
         globs = tuple(skip_frames)
         wrappers = (_detect_wrappers({p: list(zip(frames[p], functions[p], strict=True))
                                       for p in used if p in frames}, globs)
                     if detect else set())
-        chosen = {p: _choose(frames[p], functions[p], globs, wrappers) for p in frames}
-        return cls(frames, functions, chosen, globs, wrappers)
+        chosen = {p: _choose(frames[p], functions[p], globs, wrappers, library[p])
+                  for p in frames}
+        return cls(frames, functions, chosen, globs, wrappers, library)
 
     def path(self, pid: int) -> list[str]:
         return self.frames.get(pid, [])
@@ -160,15 +171,24 @@ def _detect_wrappers(paths: dict[int, list[tuple[str, str]]], globs: tuple[str, 
 
 
 def _choose(frames: list[str], functions: list[str], globs: tuple[str, ...],
-            wrappers: set[str]) -> int:
+            wrappers: set[str], library: list[bool] | None = None) -> int:
     if not frames:
         return 0
-    for i, (frame, function) in enumerate(zip(frames, functions, strict=True)):
-        if in_mpi(frame, function) or _matches(globs, frame, function):
-            continue
-        if _name(frame, function) in wrappers:
-            continue
-        return i
+    library = library or [False] * len(frames)
+    own = [i for i, (frame, function) in enumerate(zip(frames, functions, strict=True))
+           if not (in_mpi(frame, function) or _matches(globs, frame, function))]
+    for i in own:
+        if not library[i] and _name(frames[i], functions[i]) not in wrappers:
+            return i
+    if any(library):
+        # the program's own frames are all wrappers: the outermost of them, never the
+        # library code calling it (unittest's runner calling every test)
+        mine = [i for i in own if not library[i]]
+        if mine:
+            return mine[-1]
+    for i in own:  # library code only: chosen as if it were the program's
+        if _name(frames[i], functions[i]) not in wrappers:
+            return i
     return len(frames) - 1
 
 

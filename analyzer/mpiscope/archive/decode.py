@@ -13,8 +13,9 @@ import contextlib
 import ctypes as C
 import io
 import os
+import re
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,10 @@ from mpiscope.errors import UserError
 # 8: damaged timestamps and byte counts repaired, the reader's warnings in the metadata;
 # 9: MPI-4 large-count functions (MPI_X_c) have their int twin's call kind
 # 10: calls.prior_hash (the receive buffer at entry), the hosts' CPUs in the metadata
-READER_VERSION = "10"
+# 11: callpaths.library
+READER_VERSION = "11"
+# a call path's frame: (label, function, library) as in the callpaths table
+Frame = tuple[str, str, bool]
 NONE32 = _native.NONE32
 Progress = Callable[[str], None]
 
@@ -161,6 +165,17 @@ def require_regular_files(anchor: Path) -> None:
 
 def callsite_label(file: str, line: int) -> str:
     return f"{os.path.basename(file)}:{line}" if line > 0 else file
+
+
+# files of code a program's author does not own (callpaths.library): Python's standard
+# library and installed packages, system headers (their inline functions)
+_LIBRARY_FILE = re.compile(r"/lib/python\d[\d.]*/|/(site|dist)-packages/|^/usr/include/|"
+                           r"^<frozen ")
+
+
+def library_file(file: str) -> bool:
+    """The frame's file is library code, not the program's own (by its path)."""
+    return bool(_LIBRARY_FILE.search(file))
 
 
 def _name(obj: object) -> str:
@@ -378,18 +393,20 @@ class Definitions:
         n = self.context_slots.size
         self.context_path = np.full(n, -1, np.int32)
         self.context_source = np.zeros(n, np.int32)
-        self.callpaths: list[list[tuple[str, str]]] = []
+        self.callpaths: list[list[Frame]] = []
         ids: dict[tuple[str, ...], int] = {}
-        chains: dict[int, list[tuple[str, str]]] = {}
+        chains: dict[int, list[Frame]] = {}
 
-        def frame(c) -> tuple[str, str]:
+        def frame(c) -> Frame:
             scl, region = c.source_code_location, c.region
             function = (region.name or "") if region is not None else ""
-            label = callsite_label(_name(scl.file), int(scl.line_number)) if scl else function
-            return label, function
+            if scl is None:
+                return function, function, False
+            file = _name(scl.file)
+            return callsite_label(file, int(scl.line_number)), function, library_file(file)
 
-        def chain(ref: int) -> list[tuple[str, str]]:
-            out: list[tuple[str, str]] = []
+        def chain(ref: int) -> list[Frame]:
+            out: list[Frame] = []
             seen: set[int] = set()
             c = contexts.get(ref)
             while c is not None and c._ref not in seen:  # a damaged parent loop ends here
@@ -405,7 +422,7 @@ class Definitions:
 
         for ref in sorted(contexts):
             frames = chain(ref)
-            key = tuple(f for f, _fn in frames)
+            key = tuple(f[0] for f in frames)
             if key not in ids:
                 ids[key] = len(self.callpaths)
                 self.callpaths.append(frames)
@@ -658,16 +675,17 @@ def damage_warnings(defs: Definitions, damage: _native.Damage) -> list[str]:
     return out
 
 
-def callpaths_frame(paths: list[list[tuple[str, str]]]) -> pd.DataFrame:
-    """The `callpaths` table of call paths given as (frame, function) lists, innermost
-    first; path i gets id i."""
-    rows = [(i, level, frame, function) for i, frames in enumerate(paths)
-            for level, (frame, function) in enumerate(frames)]
+def callpaths_frame(paths: Sequence[Sequence[Frame | tuple[str, str]]]) -> pd.DataFrame:
+    """The `callpaths` table of call paths given as (frame, function[, library]) lists,
+    innermost first (library False where not given); path i gets id i."""
+    rows = [(i, level, *f[:2], bool(f[2]) if len(f) > 2 else False)
+            for i, frames in enumerate(paths) for level, f in enumerate(frames)]
     return pd.DataFrame({
         "callpath": np.asarray([r[0] for r in rows], np.int32),
         "level": np.asarray([r[1] for r in rows], np.int16),
         "frame": pd.Series([r[2] for r in rows], dtype=object),
-        "function": pd.Series([r[3] for r in rows], dtype=object)})
+        "function": pd.Series([r[3] for r in rows], dtype=object),
+        "library": np.asarray([r[4] for r in rows], bool)})
 
 
 def _records_frame(rows: list[dict], table: str) -> pd.DataFrame:

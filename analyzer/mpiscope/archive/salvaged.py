@@ -245,15 +245,16 @@ def _merge_comms(parts: list[_Part]) -> tuple[pd.DataFrame, list[np.ndarray]]:
 def _merge_callpaths(parts: list[_Part]) -> tuple[pd.DataFrame, list[np.ndarray]]:
     """One `callpaths` table for all ranks (equal chains of frames are one path, as the
     interposer unifies them at rank 0), and per part its path id -> merged id."""
-    paths: list[list[tuple[str, str]]] = []
+    paths: list[list[decode.Frame]] = []
     ids: dict[tuple[str, ...], int] = {}
     luts = []
     for p in parts:
         cp = p.trace.callpaths
         lut = np.full(int(cp["callpath"].max()) + 1 if len(cp) else 0, -1, np.int32)
         for pid, g in cp.sort_values(["callpath", "level"]).groupby("callpath"):
-            frames = list(zip(g["frame"].astype(str), g["function"].astype(str), strict=True))
-            key = tuple(f for f, _fn in frames)
+            frames = list(zip(g["frame"].astype(str), g["function"].astype(str),
+                              g["library"].astype(bool), strict=True))
+            key = tuple(f[0] for f in frames)
             if key not in ids:
                 ids[key] = len(paths)
                 paths.append(frames)
