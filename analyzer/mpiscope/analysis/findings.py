@@ -27,8 +27,9 @@ the run).
   call site at a notable share of run time; saving replayed by the simulator
   (mpiscope.analysis.simulate) on the machine fitted from the trace, with the collective
   run every k-th iteration, k the smallest of FREQUENT_KS that gets 90% of their best.
-- message_aggregation: bursts of small back-to-back messages between one pair; saving:
-  each burst sent as one message (`--aggregate`).
+- message_aggregation: bursts of small back-to-back messages between one pair, from
+  consecutive calls with one call path (one statement, not two lines a wrapper's caller
+  names alike); saving: each burst sent as one message (`--aggregate`).
 - load_imbalance: ranks waiting at a synchronizing call site because others are late;
   the waiting is attributed to the rank(s) that caused it (the late sender of each
   message, the last rank to arrive at each collective), weighted by the time it cost;
@@ -399,10 +400,10 @@ def _frequent_part(coll: pd.DataFrame) -> pd.DataFrame:
 def _aggregation_part(s: Any) -> pd.DataFrame | None:
     """Bursts of small back-to-back messages this part's ranks sent: per function, call
     site and (sender, receiver) pair, the messages, bursts, bytes and send time. A burst
-    is MIN_BURST messages at least, from consecutive calls of one call site to one
-    partner; a call that also receives from that partner (a Sendrecv exchange, a
-    ping-pong) is no part of one, and a trace with calls filtered out proves nothing
-    back to back."""
+    is MIN_BURST messages at least, from consecutive calls of one call site and call path
+    (_send_paths) to one partner; a call that also receives from that partner (a Sendrecv
+    exchange, a ping-pong) is no part of one, and a trace with calls filtered out proves
+    nothing back to back."""
     m = s.trace.messages
     if m.empty or s.trace.meta.filtered:
         return None
@@ -429,10 +430,11 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
         b = b[~np.isin(mine, key)]
     site = calls["callsite"].cat.codes.to_numpy() if hasattr(calls["callsite"], "cat") \
         else pd.factorize(calls["callsite"])[0]
-    b = b.assign(site=site[b["sc"].to_numpy()])
+    b = b.assign(site=site[b["sc"].to_numpy()], path=_send_paths(calls)[b["sc"].to_numpy()])
     b = b.sort_values(["send_rank", "recv_rank", "o"])
     pair = b["send_rank"].astype(np.int64) * 1_000_003 + b["recv_rank"]
-    new = (pair.diff() != 0) | (b["o"].diff() != 1) | (b["site"].diff() != 0)
+    new = ((pair.diff() != 0) | (b["o"].diff() != 1) | (b["site"].diff() != 0)
+           | (b["path"].diff() != 0))
     b = b.assign(burst=new.cumsum())
     size = b.groupby("burst")["burst"].transform("size")
     b = b[size >= MIN_BURST]
@@ -444,6 +446,16 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
     return (b.groupby(["function", "callsite", "send_rank", "recv_rank"])
             .agg(msgs=("bytes", "size"), bursts=("burst", "nunique"),
                  bytes=("bytes", "sum"), ns=("ns", "sum")).reset_index())
+
+
+def _send_paths(calls: pd.DataFrame) -> np.ndarray:
+    """Each call's recorded call path (-1: none). A burst's sends come from one path, one
+    statement sending in a loop: a call site named by its caller (a wrapper's, callpaths)
+    covers several statements, and a control message followed by a ping-pong's first
+    message from the next line are no burst to merge."""
+    if "callpath" not in calls.columns:
+        return np.full(len(calls), -1, dtype=np.int64)
+    return calls["callpath"].to_numpy().astype(np.int64)
 
 
 def _receiving_part(s: Any) -> pd.DataFrame | None:
