@@ -228,6 +228,34 @@ def bursts() -> TraceBuilder:
     return tb
 
 
+def test_one_run_for_the_saving_scale_bound_share_and_noise_floor(tmp_path):
+    """The bursts after a 50 ms MPI_Init (set-up, outside the measured interval): the
+    scale compares the measured interval with the same interval replayed (1: the replay
+    is exact), the share and the noise floor use that interval, not the set-up."""
+    tb = TraceBuilder(ranks=2)
+    for r in range(2):
+        tb.call(r, 0, 50_000_000, "MPI_Init")
+        tb.call(r, 50_040_000, 50_040_010, "MPI_Finalize")
+    t = 50_000_100
+    for _ in range(3):
+        for _ in range(4):
+            tb.send_call(0, t, t + 500, dest=1, tag=1, nbytes=8, callsite="halo.c:12")
+            tb.recv_call(1, t, t + 500, src=0, tag=1, nbytes=8, callsite="halo.c:20")
+            t += 510
+        for r in (0, 1):
+            tb.collective(r, t, t + 10, "MPI_Barrier", callsite="halo.c:30")
+        t += 10_000
+    a = Analysis(reader.load(tb.write(tmp_path / "trace")))
+    run = a.noise_floor.run_s
+    assert run == pytest.approx(40_000e-9)  # Init's end .. Finalize's start
+    base = simulate.base_run(a.trace)
+    assert base.replayed_s > 0.05 and base.interval_s == pytest.approx(run, rel=0.01)
+    [f] = [f for f in a.all_findings if f.kind == "message_aggregation"]
+    assert f.evidence["replay_scale"] == pytest.approx(run / base.interval_s)
+    assert f.evidence["share_of_run"] == pytest.approx(f.estimated_savings_s / run)
+    assert f"{f.estimated_savings_s / run:.1%} of the run" in f.message
+
+
 def test_no_burst_of_two_statements_a_caller_names_alike(tmp_path):
     """hpcc's PingPong: a helper sends a control message (pp.c:10) and then the ping
     (pp.c:11) and waits for the pong; named by the helper's caller (bench.c:40, the

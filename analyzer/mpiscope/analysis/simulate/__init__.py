@@ -134,6 +134,9 @@ class BaseRun:
     replayed_s: float
     fitted: Machine
     events: int  # as Replay.events
+    # the longest rank's measured interval as replayed (interval_ns): what the measured
+    # run (breakdown's total_s) is compared with to scale a replayed saving
+    interval_s: float = 0.0
 
 
 def base_run(trace: Trace, prepared: program.Prepared | None = None) -> BaseRun:
@@ -143,8 +146,36 @@ def base_run(trace: Trace, prepared: program.Prepared | None = None) -> BaseRun:
     prepared = prepared if prepared is not None else program.Prepared.of(trace)
     prog = program.build(trace, fitted, fitted, Scenario(), prepared)
     events = prog.num_ops + 2 * len(prog.msg_row)
-    runtime_ns = engine.run(prog).runtime_ns
-    return BaseRun(replayed_s=runtime_ns / 1e9, fitted=fitted, events=events)
+    tl = engine.run(prog)
+    return BaseRun(replayed_s=tl.runtime_ns / 1e9, fitted=fitted, events=events,
+                   interval_s=interval_ns(trace, prog, tl) / 1e9)
+
+
+def interval_ns(trace: Trace, prog: program.Program, tl: engine.Timeline) -> float:
+    """The longest rank's measured interval in the replay, as breakdown.intervals has it
+    in the trace: the end of its MPI_Init to the start of its MPI_Finalize (without them:
+    its start, its end)."""
+    n = prog.num_ranks
+    if n == 0 or not len(prog.op_call):
+        return tl.runtime_ns
+    rank = prog.op_rank()
+    first = prog.op_lo[:-1]
+    has = np.diff(prog.op_lo) > 0
+    begin = np.zeros(n)
+    begin[has] = tl.start[first[has]] - prog.gap[first[has]]
+    end = np.asarray(tl.rank_end, dtype=np.float64).copy()
+    kind = trace.calls["kind"]
+    for k, at, pick, fill in (("init", tl.end, np.maximum, -np.inf),
+                              ("finalize", tl.start, np.minimum, np.inf)):
+        ops = (kind == k).to_numpy()[prog.op_call]
+        if ops.any():
+            edge = np.full(n, fill)
+            pick.at(edge, rank[ops], at[ops])
+            if k == "init":
+                begin = np.where(np.isfinite(edge), edge, begin)
+            else:
+                end = np.where(np.isfinite(edge), edge, end)
+    return float(np.maximum(end - begin, 0.0).max())
 
 
 def replay(trace: Trace, scenario: Scenario | None = None, *,
