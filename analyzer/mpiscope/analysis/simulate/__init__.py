@@ -154,15 +154,20 @@ def base_run(trace: Trace, prepared: program.Prepared | None = None) -> BaseRun:
 def interval_ns(trace: Trace, prog: program.Program, tl: engine.Timeline) -> float:
     """The longest rank's measured interval in the replay, as breakdown.intervals has it
     in the trace: the end of its MPI_Init to the start of its MPI_Finalize (without them:
-    its start, its end)."""
+    its first event, as far before its first call as measured, and its end)."""
     n = prog.num_ranks
     if n == 0 or not len(prog.op_call):
         return tl.runtime_ns
     rank = prog.op_rank()
     first = prog.op_lo[:-1]
     has = np.diff(prog.op_lo) > 0
+    r = trace.ranks
+    first_ns = np.zeros(n)
+    known = r["rank"].to_numpy() < n
+    first_ns[r["rank"].to_numpy()[known]] = r["first_ns"].to_numpy()[known]
+    lead = trace.calls["start"].to_numpy()[prog.op_call[first[has]]] - first_ns[has]
     begin = np.zeros(n)
-    begin[has] = tl.start[first[has]] - prog.gap[first[has]]
+    begin[has] = tl.start[first[has]] - np.maximum(lead, 0)
     end = np.asarray(tl.rank_end, dtype=np.float64).copy()
     kind = trace.calls["kind"]
     for k, at, pick, fill in (("init", tl.end, np.maximum, -np.inf),
