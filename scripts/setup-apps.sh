@@ -4,9 +4,10 @@
 # pytest, not by `make setup`: users need none of them.
 #   lammps      C++ molecular dynamics (its work is in liblammps.so.0: exported symbols, no DWARF)
 #   mumps-test  MUMPS's example drivers: a Fortran direct solver (libdmumps: exported symbols)
+#   hpcc        the HPC Challenge benchmarks (a stripped C executable; PingPong, HPL, FFT...)
 #   mpi4py      the sdist of the installed mpi4py, for its own unit tests (tests/test_mpi4py_suite.py)
 set -euo pipefail
-APPS=(lammps mumps-test)
+APPS=(lammps mumps-test hpcc)
 missing=()
 for p in "${APPS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,6 +3,9 @@
 
 - LAMMPS (`lammps`): C++ molecular dynamics; its work is in liblammps.so.0, which has no
   DWARF but exports its symbols. Input: a small Lennard-Jones melt (apps/in.melt).
+- hpcc (`hpcc`): the HPC Challenge benchmarks (HPL, PTRANS, FFT, RandomAccess, PingPong
+  latency and bandwidth), a stripped C executable; input: Debian's example hpccinf.txt made
+  tiny, written by the test. At 4 ranks too, for the oversubscription warning.
 - MUMPS (`mumps-test`): the Fortran direct solver's example driver dsimpletest; the solver
   is libdmumps (Fortran, exported symbols, module procedures `__mod_MOD_proc`). Input: a
   2-D Laplacian on a 14x14 grid whose solution is 1..196 (apps/laplace14.mumps).
@@ -10,7 +13,7 @@
   executable without a dynamic symbol table for its own code: its call sites can only be
   named with cp2k-dbgsym, from Debian's debug archive, which this suite cannot reach.)
 
-`make test` installs both with scripts/setup-apps.sh; a plain `pytest` skips them when
+`make test` installs them with scripts/setup-apps.sh; a plain `pytest` skips them when
 they are missing (and fails under CI, where the set-up step must have run).
 
 Each application must print the same scientific output and exit the same way traced and
@@ -30,6 +33,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from mpiscope.jobs.mpirun import launcher
@@ -57,21 +61,27 @@ def need(program: str) -> str:
     return path
 
 
-def run_app(tmp: Path, cmd: list[str], stdin: Path | None, *analyze_args: str) -> AppRun:
-    """The application untraced, then traced with `mpiscope run`, in fresh directories
-    (both write files into their working directory), and the traced run's analysis."""
+def run_app(tmp: Path, cmd: list[str], stdin: Path | None, *analyze_args: str,
+            ranks: int = RANKS, files: dict[str, str] | None = None,
+            plain_too: bool = True) -> AppRun:
+    """The application untraced (unless not `plain_too`), then traced with `mpiscope
+    run`, in fresh directories (both write files into their working directory; `files`
+    are written there first: an input the application reads from it), and the traced
+    run's analysis."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("LD_PRELOAD", None)
     env.pop("MPISCOPE_OUT", None)
-    job = [*launcher(RANKS), *cmd]
+    job = [*launcher(ranks), *cmd]
 
     def go(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
         cwd.mkdir()
+        for name, text in (files or {}).items():
+            (cwd / name).write_text(text)
         with open(stdin or os.devnull, "rb") as inp:
             return subprocess.run(args, stdin=inp, cwd=cwd, env=env, capture_output=True,
                                   text=True, timeout=TIMEOUT)
 
-    plain = go(job, tmp / "plain")
+    plain = go(job, tmp / "plain") if plain_too else subprocess.CompletedProcess(job, 0)
     trace = tmp / "trace"
     traced = go(["mpiscope", "run", "--out", str(trace), "--", *job], tmp / "traced")
     out = tmp / "analysis.json"
@@ -126,6 +136,44 @@ def callpaths(run: AppRun) -> list[list[str]]:
     paths += [c["callpath"] for c in run.analysis["callsites"]]
     assert any(len(p) >= 2 for p in paths), "no call path deeper than the call site"
     return paths
+
+
+def assert_findings_above_the_noise_floor(run: AppRun) -> None:
+    """What the JSON lists as findings is at or above the noise floor it states, each
+    saving also given as a share of the run (the floor's run); what is below it is only
+    under `minor`, saying why. Whatever findings this run's timing gave."""
+    a = run.analysis
+    floor = a["noise_floor"]
+    run_s, floor_s = floor["run_s"], floor["floor_s"]
+    assert run_s > 0 and floor_s >= floor["run_share"] * run_s > 0, floor
+    ranks = len(a["ranks"])
+    for f in a["findings"]:
+        ev = f["evidence"]
+        assert "minor_reason" not in ev, f
+        if ev.get("saving_replayed", True):
+            assert f["estimated_savings_s"] >= floor_s, (f, floor)
+            assert ev["share_of_run"] == pytest.approx(f["estimated_savings_s"] / run_s), f
+            assert f"{ev['share_of_run']:.1%} of the run" in f["message"], f
+        else:  # no saving could be replayed: the time in its calls stands in for it
+            assert f["estimated_savings_s"] == 0 and f["time_s"] / ranks >= floor_s, (f, floor)
+            assert "no saving is stated" in f["message"], f
+    for f in a["minor"]:
+        ev = f["evidence"]
+        assert ev.get("minor_reason"), f
+        if "below the noise floor" in ev["minor_reason"]:
+            worth = (f["estimated_savings_s"] if ev.get("saving_replayed", True)
+                     else f["time_s"] / ranks)
+            assert worth < floor_s or worth == 0, (f, floor)
+        if ev.get("saving_replayed", True) and ev.get("share_of_run") is not None:
+            assert ev["share_of_run"] == pytest.approx(f["estimated_savings_s"] / run_s), f
+
+
+def assert_critical_path_inside_the_run(run: AppRun) -> None:
+    """The critical path starts and ends within the traced run and is no longer than
+    the interval it states."""
+    cp, run_s = run.analysis["critical_path"], run.analysis["meta"]["duration_s"]
+    assert 0 <= cp["begin_s"] <= cp["end_s"] <= run_s, (cp["begin_s"], cp["end_s"], run_s)
+    assert 0 < cp["length_s"] <= cp["end_s"] - cp["begin_s"] + 1e-9, cp
 
 
 # ------------------------------------------------------------------------ LAMMPS
@@ -205,6 +253,122 @@ def test_lammps_main_loop_is_its_time_step(lammps: AppRun) -> None:
     assert loop["iterations"] == 101, loop
     assert loop["callsite"].startswith("LAMMPS_NS::CommBrick::reverse_comm"), loop
     assert len(lammps.analysis["iterations"]) == 100
+
+
+def test_lammps_findings_are_above_the_noise_floor(lammps: AppRun) -> None:
+    assert_findings_above_the_noise_floor(lammps)
+
+
+def test_lammps_critical_path_is_inside_the_run(lammps: AppRun) -> None:
+    assert_critical_path_inside_the_run(lammps)
+
+
+# -------------------------------------------------------------------------- hpcc
+
+def hpccinf() -> str:
+    """Debian's example hpccinf.txt made tiny: HPL on N=200 (NB=40) on a 1x2 grid; the
+    other tests size themselves from it, so the whole run takes about a second."""
+    lines = Path("/usr/share/doc/hpcc/examples/_hpccinf.txt").read_text().splitlines()
+    for i, value in ((5, "200"), (7, "40"), (10, "1"), (11, "2")):
+        lines[i] = f"{value:<13}{lines[i].split(None, 1)[1]}"
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def hpcc(tmp_path_factory: pytest.TempPathFactory) -> AppRun:
+    exe = need("hpcc")
+    return run_app(tmp_path_factory.mktemp("hpcc"), [exe], None,
+                   files={"hpccinf.txt": hpccinf()})
+
+
+def hpcc_results(cwd: Path) -> list[str]:
+    """hpcc's exact verdicts (hpccoutf.txt): the sections run, the error counts of the
+    RandomAccess checks, HPL's residual checks and the summary's success/failure."""
+    out = (cwd / "hpccoutf.txt").read_text()
+    return re.findall(r"^(?:Begin of \w+ section\.|Found \d+ errors in \d+ locations.*"
+                      r"|\s*\d+ tests completed and (?:passed|failed).*|Success=\d+"
+                      r"|Failure=\d+|End of Tests\.)$", out, re.M)
+
+
+def test_hpcc_gives_the_same_verdicts_traced(hpcc: AppRun) -> None:
+    assert hpcc.plain.returncode == 0, hpcc.plain.stderr[-2000:]
+    assert hpcc.traced.returncode == 0, hpcc.traced.stderr[-2000:]
+    plain = hpcc_results(hpcc.trace.parent / "plain")
+    assert "Begin of LatencyBandwidth section." in plain and "Success=1" in plain, plain
+    assert hpcc_results(hpcc.trace.parent / "traced") == plain
+
+
+def ping_pong_sites(trace: Path) -> set[str]:
+    """Call sites (as the analysis names them) most of whose small messages are answered
+    at once: the sending rank's next MPI call receives from the same partner (hpcc's
+    PingPong latency and bandwidth tests, and its helpers' control messages)."""
+    import mpiscope
+
+    t = mpiscope.analyze(mpiscope.load(trace)).trace
+    calls, m = t.calls, t.messages
+    outer = calls[calls["depth"] == 0].sort_values(["rank", "start"])
+    nxt = outer.groupby("rank").shift(-1)
+    answered = pd.Series(
+        nxt["function"].astype(str).str.startswith("MPI_Recv").to_numpy()
+        & (nxt["peer"].to_numpy() == outer["peer"].to_numpy()), index=outer.index)
+    small = m[m["bytes"] <= 4096]
+    sent = pd.DataFrame({"site": calls["callsite"].astype(str).to_numpy()[small["send_call"]],
+                         "answered": answered.reindex(small["send_call"].to_numpy(),
+                                                      fill_value=False).to_numpy()})
+    share = sent.groupby("site")["answered"].mean()
+    return set(share[share > 0.5].index)
+
+
+def test_hpcc_ping_pong_is_no_aggregation_finding(hpcc: AppRun) -> None:
+    """hpcc's PingPong sends one message and waits for the answer: nothing to aggregate,
+    listed or below the noise floor."""
+    sites = ping_pong_sites(hpcc.trace)
+    assert sites, "no ping-pong found in hpcc's trace"
+    agg = [f for k in ("findings", "minor") for f in hpcc.analysis[k]
+           if f["kind"] == "message_aggregation"]
+    assert not [f for f in agg if f["callsite"] in sites], (sites, agg)
+
+
+def test_hpcc_findings_are_above_the_noise_floor(hpcc: AppRun) -> None:
+    assert_findings_above_the_noise_floor(hpcc)
+
+
+def test_hpcc_critical_path_is_inside_the_run(hpcc: AppRun) -> None:
+    assert_critical_path_inside_the_run(hpcc)
+
+
+@pytest.fixture(scope="module")
+def hpcc4(tmp_path_factory: pytest.TempPathFactory) -> AppRun:
+    """hpcc at 4 ranks (2x2 grid), traced only: more ranks than this host has cores."""
+    exe = need("hpcc")
+    inf = hpccinf().splitlines()
+    inf[10], inf[11] = (f"2            {x.split(None, 1)[1]}" for x in inf[10:12])
+    return run_app(tmp_path_factory.mktemp("hpcc4"), [exe], None, ranks=4,
+                   files={"hpccinf.txt": "\n".join(inf) + "\n"}, plain_too=False)
+
+
+def test_four_ranks_on_fewer_cores_warn_of_oversubscription(hpcc4: AppRun) -> None:
+    """The warning follows from the ranks per host and the CPUs the tracer recorded for
+    it (the CPUs this job could use: no more than the machine's), not from timing."""
+    import mpiscope
+
+    assert hpcc4.traced.returncode == 0, hpcc4.traced.stderr[-2000:]
+    meta = mpiscope.load(hpcc4.trace).meta
+    hosts = [r["host"] for r in hpcc4.analysis["ranks"]]
+    assert len(hosts) == 4 and len(set(hosts)) == 1 == len(meta.host_cpus), meta.host_cpus
+    cpus = meta.host_cpus[0]
+    assert 1 <= cpus <= (os.cpu_count() or cpus)
+    over = [w for w in hpcc4.analysis["warnings"] if w.startswith("oversubscribed:")]
+    if cpus < 4:
+        assert over == [w for w in over if f"4 ranks on {hosts[0]} with {cpus} CPU" in w], over
+        assert len(over) == 1, hpcc4.analysis["warnings"]
+        timed = [f for f in hpcc4.analysis["findings"] + hpcc4.analysis["minor"]
+                 if f["kind"] != "redundant_collective"]
+        assert all(f["oversubscribed"] for f in timed), timed
+    else:
+        assert not over, over
+    assert_findings_above_the_noise_floor(hpcc4)
+    assert_critical_path_inside_the_run(hpcc4)
 
 
 # ------------------------------------------------------------------------- MUMPS

@@ -228,6 +228,73 @@ def bursts() -> TraceBuilder:
     return tb
 
 
+def test_one_run_for_the_saving_scale_bound_share_and_noise_floor(tmp_path):
+    """The bursts after a 50 ms MPI_Init (set-up, outside the measured interval): the
+    scale compares the measured interval with the same interval replayed (1: the replay
+    is exact), the share and the noise floor use that interval, not the set-up."""
+    tb = TraceBuilder(ranks=2)
+    for r in range(2):
+        tb.call(r, 0, 50_000_000, "MPI_Init")
+        tb.call(r, 50_040_000, 50_040_010, "MPI_Finalize")
+    t = 50_000_100
+    for _ in range(3):
+        for _ in range(4):
+            tb.send_call(0, t, t + 500, dest=1, tag=1, nbytes=8, callsite="halo.c:12")
+            tb.recv_call(1, t, t + 500, src=0, tag=1, nbytes=8, callsite="halo.c:20")
+            t += 510
+        for r in (0, 1):
+            tb.collective(r, t, t + 10, "MPI_Barrier", callsite="halo.c:30")
+        t += 10_000
+    a = Analysis(reader.load(tb.write(tmp_path / "trace")))
+    run = a.noise_floor.run_s
+    assert run == pytest.approx(40_000e-9)  # Init's end .. Finalize's start
+    base = simulate.base_run(a.trace)
+    assert base.replayed_s > 0.05 and base.interval_s == pytest.approx(run, rel=0.01)
+    [f] = [f for f in a.all_findings if f.kind == "message_aggregation"]
+    assert f.evidence["replay_scale"] == pytest.approx(run / base.interval_s)
+    assert f.evidence["share_of_run"] == pytest.approx(f.estimated_savings_s / run)
+    assert f"{f.estimated_savings_s / run:.1%} of the run" in f.message
+
+
+def test_no_burst_of_two_statements_a_caller_names_alike(tmp_path):
+    """hpcc's PingPong: a helper sends a control message (pp.c:10) and then the ping
+    (pp.c:11) and waits for the pong; named by the helper's caller (bench.c:40, the
+    helper skipped as a layer) both sends are one call site, back to back, but no burst:
+    two statements, and the second is answered at once. Through the same layer a loop
+    sending from one statement (pp.c:20) still is one."""
+    def via(frame: str, caller: str) -> list[tuple[str, str]]:
+        return [(frame, "pingpong"), (caller, "bench")]
+
+    tb = TraceBuilder(ranks=2)
+    init_finalize(tb, 200_000)
+    t = 100
+    for _ in range(10):
+        tb.send_call(0, t, t + 100, dest=1, tag=1, nbytes=4, callpath=via("pp.c:10", "bench.c:40"))
+        tb.recv_call(1, t, t + 600, src=0, tag=1, nbytes=4, callpath=via("pp.c:30", "bench.c:40"))
+        tb.send_call(0, t + 100, t + 200, dest=1, tag=1, nbytes=8,
+                     callpath=via("pp.c:11", "bench.c:40"))
+        tb.recv_call(1, t + 600, t + 700, src=0, tag=1, nbytes=8,
+                     callpath=via("pp.c:31", "bench.c:40"))
+        tb.send_call(1, t + 700, t + 800, dest=0, tag=1, nbytes=8,
+                     callpath=via("pp.c:32", "bench.c:40"))
+        tb.recv_call(0, t + 200, t + 1300, src=1, tag=1, nbytes=8,
+                     callpath=via("pp.c:12", "bench.c:40"))
+        t += 2000
+    for _ in range(10):
+        for _ in range(3):
+            tb.send_call(0, t, t + 500, dest=1, tag=2, nbytes=8,
+                         callpath=via("pp.c:20", "bench.c:50"))
+            tb.recv_call(1, t, t + 500, src=0, tag=2, nbytes=8,
+                         callpath=via("pp.c:21", "bench.c:50"))
+            t += 510
+        for r in (0, 1):
+            tb.collective(r, t, t + 10, "MPI_Barrier", callsite="bench.c:60")
+        t += 2000
+    a = Analysis(reader.load(tb.write(tmp_path / "trace")), skip_frames="pingpong")
+    agg = [f for f in a.all_findings if f.kind == "message_aggregation"]
+    assert [(f.callsite, f.calls, f.evidence["bursts"]) for f in agg] == [("bench.c:50", 30, 10)]
+
+
 def test_message_aggregation_from_an_otf2_archive(tmp_path):
     doc = analyze(bursts(), tmp_path)
     [f] = of_kind(doc, "message_aggregation")

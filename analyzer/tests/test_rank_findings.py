@@ -167,7 +167,7 @@ def test_a_redundant_collective_outside_the_window_claims_no_saving(
     calls = a.trace.calls
     last = calls[calls["function"] == "MPI_Barrier"].groupby("rank")["call"].max()
     replays = rankfindings.BoundedReplays(run, a.loop, events // 2)
-    replays.run_s = float(a.ranks["total_s"].max())
+    replays.run_s = findings.run_s(a.ranks)
     saving = replays.saving(Scenario(remove_calls=tuple(sorted(int(c) for c in last))))
     assert saving is None
     assert "none of them lies in the replayed window (iterations" in replays.why_none

@@ -6,14 +6,17 @@ machine fitted from its own timings (mpiscope.analysis.simulate), once as they r
 once with the finding fixed (the scenario `mpiscope whatif` takes). The message says so.
 
 Savings (`Saving`): the difference of the two replays is in replayed time; the saving
-shown is that difference scaled to the measured run (× measured run / base replay, the
-run being the longest rank's measured interval), never below 0 and never above what the
-fix can take off: the time the finding's calls take (summed over ranks; for hot_spot the
-hot rank's computation but its 1/n share; bandwidth/latency-bound change every message on
-the path: the run only) and the run. A base replay slower than the run no longer shows a
-saving beyond the run; where scaled or bounded the message says so, the evidence keeps
-the replayed difference, the scale, the bound and `share_of_run` (the saving shown over
-the run).
+shown is that difference scaled to the measured run (× run / base replay), never below
+0 and never above what the fix can take off: the time the finding's calls take (summed
+over ranks; for hot_spot the hot rank's computation but its 1/n share;
+bandwidth/latency-bound change every message on the path: the run only) and the run. A
+base replay slower than the run no longer shows a saving beyond the run; where scaled or
+bounded the message says so, the evidence keeps the replayed difference, the scale, the
+bound and `share_of_run` (the saving shown over the run). The run (`run_s`) is one for
+all of it and for the noise floor: the longest rank's measured interval (breakdown: end
+of MPI_Init .. start of MPI_Finalize), and the scale compares it with the same interval
+in the base replay (simulate.BaseRun.interval_s), so a replay as it ran scales by 1 and
+set-up time (a slow MPI_Init) neither dilutes a share nor raises the floor.
 
 - redundant_collective: a collective whose input and result hashes equal those of the
   previous call from the same call site on the same communicator on every rank, and
@@ -27,8 +30,9 @@ the run).
   call site at a notable share of run time; saving replayed by the simulator
   (mpiscope.analysis.simulate) on the machine fitted from the trace, with the collective
   run every k-th iteration, k the smallest of FREQUENT_KS that gets 90% of their best.
-- message_aggregation: bursts of small back-to-back messages between one pair; saving:
-  each burst sent as one message (`--aggregate`).
+- message_aggregation: bursts of small back-to-back messages between one pair, from
+  consecutive calls with one call path (one statement, not two lines a wrapper's caller
+  names alike); saving: each burst sent as one message (`--aggregate`).
 - load_imbalance: ranks waiting at a synchronizing call site because others are late;
   the waiting is attributed to the rank(s) that caused it (the late sender of each
   message, the last rank to arrive at each collective), weighted by the time it cost;
@@ -117,7 +121,7 @@ class Replays:
     replayed = REPLAYED
     model = MODEL
     why_none = WHY_NONE  # what the message says where `saving` gives None
-    run_s = 0.0  # the measured run (longest rank), for savings as its share; detect sets it
+    run_s = 0.0  # the run (`run_s`): the savings' scale, bound and share; detect sets it
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
@@ -153,16 +157,14 @@ class Replays:
         return pre[1]
 
     def scale(self) -> float:
-        """The measured run over its replay (1 where either is unknown): what turns a
-        replayed difference into time of the measured run."""
+        """The measured run over the same interval replayed (1 where either is
+        unknown): what turns a replayed difference into time of the measured run; an exact
+        replay scales by 1."""
         try:
-            replayed = self.replayed_s
+            replayed = self.base.interval_s
         except UserError:
             return 1.0
-        # measured as the replay counts it (each rank's last event from the trace's
-        # origin, simulate.Replay.measured_s), so an exact replay scales by 1
-        ranks = self.trace.ranks
-        measured = float(ranks["last_ns"].max()) / 1e9 if len(ranks) else 0.0
+        measured = self.run_s
         return measured / replayed if replayed > 0 and measured > 0 else 1.0
 
     def saving(self, scenario: Scenario) -> float | None:
@@ -211,12 +213,18 @@ class Replays:
             prog.op_call]].sum()) for f, c in sites}
 
 
+def run_s(breakdown: pd.DataFrame) -> float:
+    """The run (module doc, "Savings"), from the per-rank breakdown: the longest rank's
+    measured interval."""
+    return float(breakdown["total_s"].max()) if len(breakdown) else 0.0
+
+
 @dataclass(frozen=True)
 class Saving:
     """A finding's saving as shown (module doc, "Savings"): the replayed difference
-    `replayed_s` (None: not replayed) scaled to the measured run by `scale` (measured /
-    replayed run) and bounded by `bound_s` (the time the finding's calls take, and the
-    run)."""
+    `replayed_s` (None: not replayed) scaled to the measured run by `scale` (`run_s` /
+    replayed run) and bounded by `bound_s` (the time the finding's calls take) and
+    `run_s`: one run for both, Replays.run_s."""
 
     replayed_s: float | None
     scale: float
@@ -399,10 +407,10 @@ def _frequent_part(coll: pd.DataFrame) -> pd.DataFrame:
 def _aggregation_part(s: Any) -> pd.DataFrame | None:
     """Bursts of small back-to-back messages this part's ranks sent: per function, call
     site and (sender, receiver) pair, the messages, bursts, bytes and send time. A burst
-    is MIN_BURST messages at least, from consecutive calls of one call site to one
-    partner; a call that also receives from that partner (a Sendrecv exchange, a
-    ping-pong) is no part of one, and a trace with calls filtered out proves nothing
-    back to back."""
+    is MIN_BURST messages at least, from consecutive calls of one call site and call path
+    (_send_paths) to one partner; a call that also receives from that partner (a Sendrecv
+    exchange, a ping-pong) is no part of one, and a trace with calls filtered out proves
+    nothing back to back."""
     m = s.trace.messages
     if m.empty or s.trace.meta.filtered:
         return None
@@ -429,10 +437,11 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
         b = b[~np.isin(mine, key)]
     site = calls["callsite"].cat.codes.to_numpy() if hasattr(calls["callsite"], "cat") \
         else pd.factorize(calls["callsite"])[0]
-    b = b.assign(site=site[b["sc"].to_numpy()])
+    b = b.assign(site=site[b["sc"].to_numpy()], path=_send_paths(calls)[b["sc"].to_numpy()])
     b = b.sort_values(["send_rank", "recv_rank", "o"])
     pair = b["send_rank"].astype(np.int64) * 1_000_003 + b["recv_rank"]
-    new = (pair.diff() != 0) | (b["o"].diff() != 1) | (b["site"].diff() != 0)
+    new = ((pair.diff() != 0) | (b["o"].diff() != 1) | (b["site"].diff() != 0)
+           | (b["path"].diff() != 0))
     b = b.assign(burst=new.cumsum())
     size = b.groupby("burst")["burst"].transform("size")
     b = b[size >= MIN_BURST]
@@ -444,6 +453,16 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
     return (b.groupby(["function", "callsite", "send_rank", "recv_rank"])
             .agg(msgs=("bytes", "size"), bursts=("burst", "nunique"),
                  bytes=("bytes", "sum"), ns=("ns", "sum")).reset_index())
+
+
+def _send_paths(calls: pd.DataFrame) -> np.ndarray:
+    """Each call's recorded call path (-1: none). A burst's sends come from one path, one
+    statement sending in a loop: a call site named by its caller (a wrapper's, callpaths)
+    covers several statements, and a control message followed by a ping-pong's first
+    message from the next line are no burst to merge."""
+    if "callpath" not in calls.columns:
+        return np.full(len(calls), -1, dtype=np.int64)
+    return calls["callpath"].to_numpy().astype(np.int64)
 
 
 def _receiving_part(s: Any) -> pd.DataFrame | None:
@@ -1164,7 +1183,7 @@ def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,
     (maps a function over the parts, in rank order) and the combines; savings from
     `replays`."""
     total_rank_ns = float(breakdown["total_s"].sum() * 1e9)
-    replays.run_s = float(breakdown["total_s"].max()) if len(breakdown) else 0.0
+    replays.run_s = run_s(breakdown)
     p1 = run(_part1)
     num_ranks = max(p["num_ranks"] for p in p1)
     offsets = np.zeros(max(num_ranks, 1), dtype=np.int64)
@@ -1248,16 +1267,16 @@ class NoiseFloor:
 
 
 def noise_floor(breakdown: pd.DataFrame, loop: iterations.Loop | None) -> NoiseFloor:
-    """The floor of this run (module doc): its length (longest rank's measured interval)
+    """The floor of this run (module doc): its length (`run_s`, as the savings have it)
     and, with a main loop, the spread of its iterations' durations (mean over ranks)."""
-    run_s = float(breakdown["total_s"].max()) if len(breakdown) else 0.0
+    run = run_s(breakdown)
     spread, n = 0.0, 0
     if loop is not None and loop.iterations >= 4 and loop.starts.size:
         d = np.diff(loop.starts.astype(np.float64), axis=1).mean(axis=0) / 1e9
         n = len(d)
         sigma = 1.4826 * float(np.median(np.abs(d - np.median(d))))
         spread = sigma * float(np.sqrt(n))
-    return NoiseFloor(max(RUN_SHARE_FLOOR * run_s, spread), run_s, RUN_SHARE_FLOOR, spread, n)
+    return NoiseFloor(max(RUN_SHARE_FLOOR * run, spread), run, RUN_SHARE_FLOOR, spread, n)
 
 
 def split(found: list[Finding], floor: NoiseFloor,

@@ -134,6 +134,9 @@ class BaseRun:
     replayed_s: float
     fitted: Machine
     events: int  # as Replay.events
+    # the longest rank's measured interval as replayed (interval_ns): what the measured
+    # run (breakdown's total_s) is compared with to scale a replayed saving
+    interval_s: float = 0.0
     # each outermost call's replayed time (ns), in program.Prepared's op order: what
     # per-call-site questions about the base replay need without building it again
     op_ns: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
@@ -148,7 +151,40 @@ def base_run(trace: Trace, prepared: program.Prepared | None = None) -> BaseRun:
     events = prog.num_ops + 2 * len(prog.msg_row)
     tl = engine.run(prog)
     return BaseRun(replayed_s=tl.runtime_ns / 1e9, fitted=fitted, events=events,
+                   interval_s=interval_ns(trace, prog, tl) / 1e9,
                    op_ns=np.where(prog.removed, 0.0, tl.end - tl.start))
+
+
+def interval_ns(trace: Trace, prog: program.Program, tl: engine.Timeline) -> float:
+    """The longest rank's measured interval in the replay, as breakdown.intervals has it
+    in the trace: the end of its MPI_Init to the start of its MPI_Finalize (without them:
+    its first event, as far before its first call as measured, and its end)."""
+    n = prog.num_ranks
+    if n == 0 or not len(prog.op_call):
+        return tl.runtime_ns
+    rank = prog.op_rank()
+    first = prog.op_lo[:-1]
+    has = np.diff(prog.op_lo) > 0
+    r = trace.ranks
+    first_ns = np.zeros(n)
+    known = r["rank"].to_numpy() < n
+    first_ns[r["rank"].to_numpy()[known]] = r["first_ns"].to_numpy()[known]
+    lead = trace.calls["start"].to_numpy()[prog.op_call[first[has]]] - first_ns[has]
+    begin = np.zeros(n)
+    begin[has] = tl.start[first[has]] - np.maximum(lead, 0)
+    end = np.asarray(tl.rank_end, dtype=np.float64).copy()
+    kind = trace.calls["kind"]
+    for k, at, pick, fill in (("init", tl.end, np.maximum, -np.inf),
+                              ("finalize", tl.start, np.minimum, np.inf)):
+        ops = (kind == k).to_numpy()[prog.op_call]
+        if ops.any():
+            edge = np.full(n, fill)
+            pick.at(edge, rank[ops], at[ops])
+            if k == "init":
+                begin = np.where(np.isfinite(edge), edge, begin)
+            else:
+                end = np.where(np.isfinite(edge), edge, end)
+    return float(np.maximum(end - begin, 0.0).max())
 
 
 def replay(trace: Trace, scenario: Scenario | None = None, *,

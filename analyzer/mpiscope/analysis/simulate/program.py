@@ -151,8 +151,9 @@ SMALL_MESSAGE_BYTES = 4096  # --aggregate merges bursts of messages up to this s
 
 def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
     """(send calls taken out, bytes per message) of `--aggregate`: per call site, each
-    burst of small messages one rank sends to one receiver from back-to-back calls
-    becomes its last message, carrying the burst's bytes (sent when the last part was)."""
+    burst of small messages one rank sends to one receiver from back-to-back calls with
+    one call path becomes its last message, carrying the burst's bytes (sent when the last
+    part was)."""
     calls, m = trace.calls, trace.messages
     gone = np.zeros(len(calls), bool)
     nbytes = m["bytes"].to_numpy().astype(np.float64) if len(m) else np.zeros(0)
@@ -183,9 +184,13 @@ def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarra
         o = ordinal[sub["send_call"].to_numpy()]
         pair = (sub["send_rank"].to_numpy().astype(np.int64) * 1_000_003
                 + sub["recv_rank"].to_numpy())
+        # one burst, one call path: as findings.message_aggregation counts them
+        path = (calls["callpath"].to_numpy().astype(np.int64)[sub["send_call"].to_numpy()]
+                if "callpath" in calls.columns else np.full(len(sub), -1, np.int64))
         order = np.lexsort((o, pair))
-        rows, o, pair = rows[order], o[order], pair[order]
-        new = np.r_[True, (pair[1:] != pair[:-1]) | (np.diff(o) != 1)]
+        rows, o, pair, path = rows[order], o[order], pair[order], path[order]
+        new = np.r_[True, (pair[1:] != pair[:-1]) | (np.diff(o) != 1)
+                    | (path[1:] != path[:-1])]
         burst = np.cumsum(new) - 1
         last = np.r_[new[1:], True]
         total = np.bincount(burst, weights=nbytes[rows])
