@@ -163,5 +163,10 @@ int mps_live_check_ring_size(const mps_live_log *log, uint64_t size, const char 
 int mps_live_check_window(const mps_live_log *log, const uint64_t *w, uint64_t nwords,
                           uint64_t k, const char *path, uint64_t at, uint64_t *end,
                           uint64_t *nevents, char *why, size_t whylen);
+/* The ring slot no recovered window is in (nwords words at byte `at` of the ring): all
+ * zero, but where `was` (the spilled window it held, or NULL) still shows through. */
+int mps_live_check_free_slot(const mps_live_log *log, const uint64_t *w, const uint64_t *was,
+                             uint64_t nwords, const char *path, uint64_t at, char *why,
+                             size_t whylen);
 
 #endif

@@ -620,3 +620,16 @@ int mps_live_check_window(const mps_live_log *log, const uint64_t *w, uint64_t n
                        "whole event record", (unsigned long long)k);
     return 0;
 }
+
+int mps_live_check_free_slot(const mps_live_log *log, const uint64_t *w, const uint64_t *was,
+                             uint64_t nwords, const char *path, uint64_t at, char *why,
+                             size_t whylen)
+{
+    /* zeros, or the spilled batch it held while it is being zeroed; never a batch of
+     * its own (that batch's WINDOW record would have been logged before any of it) */
+    for (uint64_t i = 0; i < nwords; i++)
+        if (w[i] && !(was && w[i] == was[i]))
+            return bad(why, whylen, path, at + 8 * i, "window %u: data in a window the log "
+                       "never started", log->nwin + 1);
+    return 0;
+}

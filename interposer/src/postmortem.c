@@ -366,6 +366,27 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
                 mps_rt.last_ts = t1;
             }
         }
+        /* the other slot, when no window was read from it: nothing of a batch the log
+         * never started */
+        uint64_t *was = NULL;
+        const uint64_t at = ((log.nwin + 1) & 1) * wbytes;
+        if (!bad && !mps_out.failed && (log.nwin == 0 || log.spilled == log.nwin)) {
+            errno = 0;
+            was = log.nwin ? malloc((size_t)wbytes) : NULL;
+            if (log.nwin && !was) {
+                snprintf(msg, msglen, "%s: out of memory for a window of %llu bytes", events,
+                         (unsigned long long)wbytes);
+                bad = 1;
+            } else if (read_at(rfd, win, (size_t)wbytes, at) != 0 ||
+                       (was && read_at(fd, was, (size_t)wbytes, (log.nwin - 1) * wbytes))) {
+                snprintf(msg, msglen, "%s: byte %llu: cannot read its other slot (%s)", ringf,
+                         (unsigned long long)at, errno ? strerror(errno) : "the file shrank");
+                bad = 1;
+            } else if (mps_live_check_free_slot(&log, win, was, wwords, ringf, at, msg, msglen)) {
+                bad = 1;
+            }
+            free(was);
+        }
         OTF2_EvtWriter_GetNumberOfEvents(w, &nevents);
     }
     if (w) OTF2_Archive_CloseEvtWriter(ar, w);
