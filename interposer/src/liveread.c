@@ -214,9 +214,16 @@ int mps_live_parse(const void *data, size_t len, const char *path, int rank,
     }
     memcpy(h, buf + 8, sizeof *h);
 #define AT(field) (8 + (uint64_t)offsetof(struct mps_live_header, field))
-    if (memcmp(h->magic, MPS_LIVE_MAGIC, 8) != 0 || h->version != MPS_LIVE_VERSION) {
-        bad(why, whylen, path, AT(magic), "not an mpiscope live log of version %u",
-            MPS_LIVE_VERSION);
+    if (memcmp(h->magic, MPS_LIVE_MAGIC, 8) != 0) {
+        bad(why, whylen, path, AT(magic), "not an mpiscope live log (bad magic)");
+        goto out;
+    }
+    /* an older layout (version 1: one file window per batch, no ring) is refused whole,
+     * not misread: the log is left as it is for the mpiscope that wrote it */
+    if (h->version != MPS_LIVE_VERSION) {
+        bad(why, whylen, path, AT(version),
+            "a live log of version %u; this mpiscope reads version %u only (recover it with "
+            "the mpiscope that wrote it)", h->version, MPS_LIVE_VERSION);
         goto out;
     }
     if (h->size == 0 || h->size > MPS_LIVE_MAX_RANKS) {

@@ -66,5 +66,5 @@ def test_a_rank_killed_after_many_window_recycles_is_recovered_with_every_call(
     proc = subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(out), "--json",
                            str(rep)], env=ENV, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    funcs = {f["function"]: f for f in json.loads(rep.read_text())["functions"]}
+    funcs = {f["name"]: f for f in json.loads(rep.read_text())["functions"]}
     assert funcs["MPI_Allreduce"]["calls"] == printed

@@ -122,7 +122,8 @@ def assert_refused(out: Outcome, defs: bytes, events: bytes | None,
     assert len(lines) == 1, out.stderr
     m = LINE.fullmatch(lines[0])
     assert m, lines[0]
-    assert m.group(1) in {str(out.log / f"rank{KILLED}.{suffix}") for suffix in ("defs", "events", "ring")}
+    assert m.group(1) in {str(out.log / f"rank{KILLED}.{suffix}")
+                          for suffix in ("defs", "events", "ring")}
     assert (out.log / f"rank{KILLED}.defs").read_bytes() == defs
     if events is not None:
         assert (out.log / f"rank{KILLED}.events").read_bytes() == events

@@ -2,7 +2,8 @@
 
 While a job runs, every rank's raw event buffer is a slot of `DIR/.mpiscope-live/
 rank<N>.ring`, each batch copied into `rank<N>.events` once encoded, with the definitions
-it needs in `rank<N>.defs` (interposer/src/live.h). A clean MPI_Finalize or a successful salvage removes them; a rank
+it needs in `rank<N>.defs` (interposer/src/live.h). A clean MPI_Finalize or a successful
+salvage removes them; a rank
 killed by SIGKILL or a crash leaves them behind. `mpiscope-recover` (built with the
 interposer, C: it reuses the interposer's event encoder) turns them into the per-rank
 archive `DIR/rank<N>/traces.otf2` that a salvaging rank writes, so `salvaged.py` then reads
