@@ -248,6 +248,7 @@ static void give_up(const char *what, const char *path)
     mps_evbuf *b = L.eb;
     L.on = 0;
     close_files(2); /* first: the spiller may be reading the ring */
+    if (!L.ring) return; /* the buffer is freed already (mps_live_free_buffer) */
     void *p = mmap(NULL, (size_t)L.win, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     /* without memory to move to, the buffer stays in the ring, its file gone: the space
@@ -290,7 +291,7 @@ void mps_live_string(enum mps_live_key key, const char *s)
 
 void mps_live_next_window(mps_evbuf *b, uint64_t used_words, uint64_t raw1, uint64_t ns1)
 {
-    if (!L.on) return;
+    if (!L.on || !L.ring) return;
     const uint64_t k = L.window, s = k & 1;
     if (!L.thread && start_spiller() != 0) {
         give_up("cannot start its writer thread for", L.events);
@@ -349,11 +350,30 @@ void mps_live_window_start(uint64_t raw0, uint64_t ns0)
     mps_live_record(MPS_LIVE_WINDOW, &L.next, sizeof L.next, NULL, 0);
 }
 
+static void unmap_ring(void)
+{
+    if (L.ring) munmap(L.ring, (size_t)(2 * L.win));
+    L.ring = NULL;
+}
+
+void mps_live_free_buffer(mps_evbuf *b)
+{
+    const char *p = (const char *)b->base;
+    if (!L.ring || p < L.ring || p >= L.ring + 2 * L.win) {
+        mps_evbuf_free(b);
+        return;
+    }
+    /* the spiller may still be copying the other slot; what it could not write is still
+     * in the ring file, which recovery reads (the files stay until mps_live_close) */
+    spill_wait();
+    unmap_ring();
+    L.eb = NULL;
+    b->base = b->pos = b->end = NULL;
+}
+
 void mps_live_close(int remove)
 {
     L.on = 0;
     close_files(remove ? 2 : 0);
-    /* called once the buffer is freed (finalize.c, salvage.c): the ring's mapping goes */
-    if (L.ring) munmap(L.ring, (size_t)(2 * L.win));
-    L.ring = NULL;
+    unmap_ring();
 }

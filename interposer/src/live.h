@@ -104,8 +104,15 @@ void mps_live_string(enum mps_live_key key, const char *s);
  * mps_live_window_start with the next batch's first anchor. */
 void mps_live_next_window(mps_evbuf *b, uint64_t used_words, uint64_t raw1, uint64_t ns1);
 void mps_live_window_start(uint64_t raw0, uint64_t ns0);
-/* Close the files; with remove, delete them (and the directory once empty). After the
- * buffer was freed: the ring is unmapped. */
+/* Free the event buffer b: where it is a slot of the ring, the whole ring is unmapped
+ * (once the spiller is done with it; the files stay for mps_live_close), else
+ * mps_evbuf_free. The ring is one mapping, unmapped in one piece and only here or in
+ * mps_live_close: unmapping the slot alone left a hole that a library loaded during the
+ * write-out could be mapped into (libdw loads debuginfod, curl, libcrypto) and that the
+ * later unmapping of the ring then took away from under it (a crash at exit). */
+void mps_live_free_buffer(mps_evbuf *b);
+/* Close the files; with remove, delete them (and the directory once empty). The ring is
+ * unmapped if mps_live_free_buffer has not done so. */
 void mps_live_close(int remove);
 
 /* ---- reader (mpiscope-recover: liveread.c) ---- */
