@@ -11,7 +11,7 @@
 /* Fault every page in now: a first touch costs ~1 us per 4 KiB page, which is ~45 ns
  * per traced call if paid in the hot path. Huge pages where the kernel allows them on
  * request make that cheaper and spare TLB misses. */
-static void populate(void *p, size_t len)
+void mps_evbuf_populate(void *p, size_t len)
 {
     madvise(p, len, MADV_HUGEPAGE);
 #ifdef MADV_POPULATE_WRITE
@@ -29,7 +29,7 @@ int mps_evbuf_init(mps_evbuf *b, uint64_t bytes)
     size_t len = words * sizeof(uint64_t);
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return -1;
-    populate(p, len);
+    mps_evbuf_populate(p, len);
     b->base = b->pos = p;
     b->end = b->base + words - MPS_EV_MAX_WORDS;
     return 0;
@@ -46,19 +46,6 @@ uint64_t mps_evbuf_window_bytes(const mps_evbuf *b)
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t len = (uint64_t)(b->end - b->base + MPS_EV_MAX_WORDS) * 8;
     return (len + page - 1) / page * page;
-}
-
-int mps_evbuf_remap(mps_evbuf *b, int fd, uint64_t off)
-{
-    size_t len = (size_t)mps_evbuf_window_bytes(b);
-    void *p = fd >= 0 ? mmap(b->base, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-                             (off_t)off)
-                      : mmap(b->base, len, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (p == MAP_FAILED) return -1;
-    populate(p, len);
-    b->pos = b->base;
-    return 0;
 }
 
 int mps_tsc_usable(void)

@@ -139,12 +139,9 @@ void mps_evbuf_drop_unfinished(mps_evbuf *b);
 void mps_evbuf_free(mps_evbuf *b);
 /* Bytes of the buffer's mapping (page-rounded): one window of the crash-safe event log. */
 uint64_t mps_evbuf_window_bytes(const mps_evbuf *b);
-/* Put the buffer's pages in place at the same address (MAP_FIXED, so the hot path's
- * pointers stay valid) and empty it: bytes [off, off + window) of file fd, MAP_SHARED, so
- * the kernel keeps what the hot path wrote when the process dies (crash-safe log, live.c);
- * or, with fd < 0, fresh anonymous memory again. The caller reserves the file's blocks
- * first: a store to a page the file system cannot back would be a SIGBUS. -1 + errno. */
-int mps_evbuf_remap(mps_evbuf *b, int fd, uint64_t off);
+/* Fault [p, p + len) in now, where the kernel allows (huge pages too): not in the hot
+ * path. Best effort. */
+void mps_evbuf_populate(void *p, size_t len);
 /* Recovery: end of the whole records in [p, lim), a window of a killed rank's log. The
  * window was fresh zeroed file space, so a zero time word (or an unknown kind, or a
  * record running past lim) ends the data. With `cut`, the window the rank was killed

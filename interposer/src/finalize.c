@@ -51,7 +51,7 @@ void mps_finalize_before(void)
         /* encode before the ranks agree, so a write error now skips the write-out too */
         if (mps_rt.state == 1)
             mps_flush_recorder(r, 0); /* inside MPI_Finalize: its time is the encoding's */
-        mps_evbuf_free(&r->eb);
+        mps_live_free_buffer(&r->eb); /* the main thread's: the live log's ring */
         mps_sched_stop(r);
     }
     int good = mps_rt.state == 1;

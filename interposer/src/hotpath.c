@@ -43,10 +43,11 @@ void mps_flush_recorder(struct mps_recorder *r, int record)
     mps_timemap_fix(&r->tm);
     uint64_t t_start = r->tm.ns1 + (uint64_t)r->tm.offset;
     r->flushes += record;
+    uint64_t used = (uint64_t)(r->eb.pos - r->eb.base); /* the live log's slot: to zero */
     mps_evbuf_encode(&r->eb, r->evt, r->attrs, &r->tm, &r->last_ts, &mps_out.failed);
     r->encode_ns += mps_mono_ns() - r->tm.ns1;
     int live = record && r == &mps_rt;
-    if (live) mps_live_next_window(&r->eb, r->tm.raw1, r->tm.ns1);
+    if (live) mps_live_next_window(&r->eb, used, r->tm.raw1, r->tm.ns1);
     if (record && !mps_out.failed) {
         if (t_start < r->last_ts) t_start = r->last_ts;
         uint64_t t_end = mps_mono_ns() + (uint64_t)mps_job.off_init;

@@ -36,7 +36,8 @@
 static const char *const kind_name[] = {
     [MPS_LIVE_HEADER] = "header", [MPS_LIVE_STRING] = "STRING", [MPS_LIVE_CALLSITE] = "CALLSITE",
     [MPS_LIVE_COMM] = "COMM", [MPS_LIVE_COMM_NAME] = "COMM_NAME", [MPS_LIVE_WINDOW] = "WINDOW",
-    [MPS_LIVE_REGIONS] = "REGIONS", [MPS_LIVE_OBJECT] = "OBJECT"};
+    [MPS_LIVE_REGIONS] = "REGIONS", [MPS_LIVE_OBJECT] = "OBJECT",
+    [MPS_LIVE_SPILLED] = "SPILLED"};
 
 static int bad(char *why, size_t whylen, const char *path, uint64_t at, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -213,9 +214,16 @@ int mps_live_parse(const void *data, size_t len, const char *path, int rank,
     }
     memcpy(h, buf + 8, sizeof *h);
 #define AT(field) (8 + (uint64_t)offsetof(struct mps_live_header, field))
-    if (memcmp(h->magic, MPS_LIVE_MAGIC, 8) != 0 || h->version != MPS_LIVE_VERSION) {
-        bad(why, whylen, path, AT(magic), "not an mpiscope live log of version %u",
-            MPS_LIVE_VERSION);
+    if (memcmp(h->magic, MPS_LIVE_MAGIC, 8) != 0) {
+        bad(why, whylen, path, AT(magic), "not an mpiscope live log (bad magic)");
+        goto out;
+    }
+    /* an older layout (version 1: one file window per batch, no ring) is refused whole,
+     * not misread: the log is left as it is for the mpiscope that wrote it */
+    if (h->version != MPS_LIVE_VERSION) {
+        bad(why, whylen, path, AT(version),
+            "a live log of version %u; this mpiscope reads version %u only (recover it with "
+            "the mpiscope that wrote it)", h->version, MPS_LIVE_VERSION);
         goto out;
     }
     if (h->size == 0 || h->size > MPS_LIVE_MAX_RANKS) {
@@ -271,12 +279,13 @@ int mps_live_parse(const void *data, size_t len, const char *path, int rank,
             [MPS_LIVE_COMM] = 4 * (4 + 2 * MPS_LIVE_MAX_RANKS + MAX_COMM_NAME / 4 + 2),
             [MPS_LIVE_COMM_NAME] = 4 + MAX_COMM_NAME,
             [MPS_LIVE_WINDOW] = sizeof(struct mps_live_window), [MPS_LIVE_REGIONS] = MAX_REGIONS,
-            [MPS_LIVE_OBJECT] = 4 * (5 + MPS_LIVE_MAX_RANKS + PATH_MAX / 4 + 1)};
+            [MPS_LIVE_OBJECT] = 4 * (5 + MPS_LIVE_MAX_RANKS + PATH_MAX / 4 + 1),
+            [MPS_LIVE_SPILLED] = 8};
         if (type == MPS_LIVE_HEADER) {
             bad(why, whylen, path, at, "a second header record");
             goto out;
         }
-        if (type < MPS_LIVE_STRING || type > MPS_LIVE_OBJECT) {
+        if (type < MPS_LIVE_STRING || type > MPS_LIVE_SPILLED) {
             bad(why, whylen, path, at, "unknown record type %u", type);
             goto out;
         }
@@ -403,6 +412,21 @@ int mps_live_parse(const void *data, size_t len, const char *path, int rank,
             if (append_words(&log->objects, &log->nobject_words, &ocap, p, n / 4)) goto oom;
             break;
         }
+        case MPS_LIVE_SPILLED: {
+            uint64_t k;
+            if (n != sizeof k) { bad(why, whylen, path, at + 4, "SPILLED record of %u bytes", n); goto out; }
+            memcpy(&k, p, sizeof k);
+            /* one per encode after the first, when window k - 1 is written out: at the
+             * encode that ends batch k, before window k + 1 starts */
+            if (k != (uint64_t)log->spilled + 1 || k != log->nwin) {
+                bad(why, whylen, path, at + 8, "SPILLED record for %llu windows, where %u "
+                    "were spilled and %u started", (unsigned long long)k, log->spilled,
+                    log->nwin);
+                goto out;
+            }
+            log->spilled = (uint32_t)k;
+            break;
+        }
         }
         at += 8 + (size_t)n;
     }
@@ -411,6 +435,13 @@ int mps_live_parse(const void *data, size_t len, const char *path, int rank,
         goto out;
     }
     log->regions_at = regions_at;
+    /* the ring holds two batches: every window before the last two is spilled */
+    if (log->nwin > log->spilled + 1) {
+        bad(why, whylen, path, len, "windows up to %u started, but only %u in the events "
+            "file: window %u is in neither it nor the ring", log->nwin, log->spilled,
+            log->spilled);
+        goto out;
+    }
     for (uint32_t i = 0; i < norphans; i++)
         if (refset_has(&seen, orphans[i].parent)) {
             bad(why, whylen, path, orphans[i].at + 12, "COMM record: its parent communicator "
@@ -525,13 +556,24 @@ void mps_live_log_free(mps_live_log *log)
 int mps_live_check_events_size(const mps_live_log *log, uint64_t size, const char *path,
                                char *why, size_t whylen)
 {
-    /* window i is reserved before it is used and logged (WINDOW record i) once its batch
-     * starts: windows 0..nwin, and perhaps the next one reserved, all window-sized */
-    uint64_t w = log->h.window_bytes, have = size / w, want = (uint64_t)log->nwin + 1;
-    if (size % w || have < want || have > want + 1)
-        return bad(why, whylen, path, size, "%llu bytes, where its definitions describe %llu "
-                   "event windows of %llu bytes", (unsigned long long)size,
-                   (unsigned long long)want, (unsigned long long)w);
+    /* window i's place is made (ftruncate) at the encode that ends batch i, after the
+     * SPILLED record for the windows before it and before window i + 1 starts */
+    uint64_t w = log->h.window_bytes, have = size / w;
+    if (size % w || have < log->spilled || have > (uint64_t)log->nwin + 1)
+        return bad(why, whylen, path, size, "%llu bytes, where its definitions describe %u "
+                   "spilled event windows of %llu bytes (of %u started)",
+                   (unsigned long long)size, log->spilled, (unsigned long long)w,
+                   log->nwin + 1);
+    return 0;
+}
+
+int mps_live_check_ring_size(const mps_live_log *log, uint64_t size, const char *path,
+                             char *why, size_t whylen)
+{
+    if (size != 2 * log->h.window_bytes)
+        return bad(why, whylen, path, size, "%llu bytes, where its definitions describe two "
+                   "slots of %llu bytes", (unsigned long long)size,
+                   (unsigned long long)log->h.window_bytes);
     return 0;
 }
 
@@ -543,13 +585,16 @@ static int annotation(unsigned kind)
 }
 
 int mps_live_check_window(const mps_live_log *log, const uint64_t *w, uint64_t nwords,
-                          uint64_t k, const char *path, uint64_t *end, uint64_t *nevents,
-                          char *why, size_t whylen)
+                          uint64_t k, const char *path, uint64_t at, uint64_t *end,
+                          uint64_t *nevents, char *why, size_t whylen)
 {
     const int last = k == log->nwin; /* the window the rank was killed writing */
-    const uint64_t base = k * log->h.window_bytes; /* its first byte in the file */
+    const uint64_t base = at; /* its first byte in the file */
     uint64_t *p = (uint64_t *)(uintptr_t)w;
-    *end = k > log->nwin ? 0 : (uint64_t)(mps_evbuf_valid_end(p, p + nwords, last) - p);
+    if (k > log->nwin)
+        return bad(why, whylen, path, at, "window %llu: the log started %u",
+                   (unsigned long long)k, log->nwin + 1);
+    *end = (uint64_t)(mps_evbuf_valid_end(p, p + nwords, last) - p);
     *nevents = 0;
     /* every event was stamped after its batch's first anchor and, but in the last
      * window, before its last one */
@@ -571,16 +616,27 @@ int mps_live_check_window(const mps_live_log *log, const uint64_t *w, uint64_t n
         *nevents += !annotation(kind);
         i += mps_evbuf_record_words(w + i);
     }
-    /* after the last whole record the window was never written (fresh zeroed file
-     * space), but in the rank's last window for what the kill interrupted: a record cut
-     * short, or the records of the call it was in being taken back (zeroed: a failed
-     * call's, a polling call's merged into the visit before it) */
+    /* after the last whole record the slot holds zeros (zeroed before its batch), but in
+     * the rank's last window for what the kill interrupted: a record cut short, or the
+     * records of the call it was in being taken back (zeroed: a failed call's, a polling
+     * call's merged into the visit before it) */
     uint64_t from = *end + (last ? MPS_LIVE_TAIL_WORDS : 0);
     for (uint64_t i = from; i < nwords; i++)
         if (w[i])
-            return bad(why, whylen, path, base + 8 * i, k > log->nwin
-                       ? "window %llu: data in a window the log never started"
-                       : "window %llu: data after its last whole event record",
-                       (unsigned long long)k);
+            return bad(why, whylen, path, base + 8 * i, "window %llu: data after its last "
+                       "whole event record", (unsigned long long)k);
+    return 0;
+}
+
+int mps_live_check_free_slot(const mps_live_log *log, const uint64_t *w, const uint64_t *was,
+                             uint64_t nwords, const char *path, uint64_t at, char *why,
+                             size_t whylen)
+{
+    /* zeros, or the spilled batch it held while it is being zeroed; never a batch of
+     * its own (that batch's WINDOW record would have been logged before any of it) */
+    for (uint64_t i = 0; i < nwords; i++)
+        if (w[i] && !(was && w[i] == was[i]))
+            return bad(why, whylen, path, at + 8 * i, "window %u: data in a window the log "
+                       "never started", log->nwin + 1);
     return 0;
 }

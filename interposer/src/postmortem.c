@@ -194,13 +194,15 @@ static int count_back(const char *dir, int rank, uint64_t *nevents)
 int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
 {
     char defs[PATH_MAX + 64], events[PATH_MAX + 64], part[PATH_MAX + 64], done[PATH_MAX + 64];
+    char ringf[PATH_MAX + 64];
     snprintf(defs, sizeof defs, "%s/%s/rank%d.defs", outdir, MPS_LIVE_DIR, rank);
     snprintf(events, sizeof events, "%s/%s/rank%d.events", outdir, MPS_LIVE_DIR, rank);
+    snprintf(ringf, sizeof ringf, "%s/%s/rank%d.ring", outdir, MPS_LIVE_DIR, rank);
     snprintf(part, sizeof part, "%s/%s/rank%d.part", outdir, MPS_LIVE_DIR, rank);
     snprintf(done, sizeof done, "%s/rank%d", outdir, rank);
     mps_live_log log;
     if (mps_live_read(defs, rank, &log, msg, msglen) != 0) return -1;
-    int fd = -1, have_part = 0;
+    int fd = -1, rfd = -1, have_part = 0;
     uint64_t *win = NULL;
     mps_offline_site *sites = NULL;
     mps_location *loc = NULL;
@@ -237,8 +239,9 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
         snprintf(msg, msglen, "still running (pid %u)", log.h.pid);
         goto fail;
     }
-    /* the events: window by window, each checked before it is encoded */
-    struct stat st;
+    /* the events: window by window, each checked before it is encoded; the windows
+     * spilled from the events file, the last one or two from the ring */
+    struct stat st, rst;
     fd = open(events, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(msg, msglen, "%s: %s", events, strerror(errno));
@@ -248,10 +251,19 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
         snprintf(msg, msglen, "%s: not a regular file", events);
         goto fail;
     }
-    if (mps_live_check_events_size(&log, (uint64_t)st.st_size, events, msg, msglen) != 0)
+    rfd = open(ringf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (rfd < 0 || fstat(rfd, &rst) != 0) {
+        snprintf(msg, msglen, "%s: %s", ringf, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(rst.st_mode)) {
+        snprintf(msg, msglen, "%s: not a regular file", ringf);
+        goto fail;
+    }
+    if (mps_live_check_events_size(&log, (uint64_t)st.st_size, events, msg, msglen) != 0 ||
+        mps_live_check_ring_size(&log, (uint64_t)rst.st_size, ringf, msg, msglen) != 0)
         goto fail;
     const uint64_t wbytes = log.h.window_bytes, wwords = wbytes / 8;
-    const uint64_t nfile = (uint64_t)st.st_size / wbytes; /* nwin + 1, or one more reserved */
     if (!(win = malloc((size_t)wbytes))) {
         snprintf(msg, msglen, "%s: out of memory for a window of %llu bytes", events,
                  (unsigned long long)wbytes);
@@ -323,21 +335,23 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
         OTF2_EvtWriter_Enter(w, log.h.init_cs != UINT32_MAX ? al : NULL, mps_rt.first_ts,
                              (OTF2_RegionRef)log.h.init_fn);
         OTF2_EvtWriter_Leave(w, NULL, mps_rt.last_ts, (OTF2_RegionRef)log.h.init_fn);
-        for (uint64_t k = 0; k < nfile && !mps_out.failed && !bad; k++) {
+        for (uint64_t k = 0; k <= log.nwin && !mps_out.failed && !bad; k++) {
             uint64_t end = 0, n = 0;
+            const int spilled = k < log.spilled;
+            const char *src = spilled ? events : ringf;
+            const uint64_t at = spilled ? k * wbytes : (k & 1) * wbytes;
             errno = 0;
-            if (read_at(fd, win, (size_t)wbytes, k * wbytes) != 0) {
-                snprintf(msg, msglen, "%s: byte %llu: cannot read window %llu (%s)", events,
-                         (unsigned long long)(k * wbytes), (unsigned long long)k,
+            if (read_at(spilled ? fd : rfd, win, (size_t)wbytes, at) != 0) {
+                snprintf(msg, msglen, "%s: byte %llu: cannot read window %llu (%s)", src,
+                         (unsigned long long)at, (unsigned long long)k,
                          errno ? strerror(errno) : "the file shrank");
                 bad = 1;
                 break;
             }
-            if (mps_live_check_window(&log, win, wwords, k, events, &end, &n, msg, msglen)) {
+            if (mps_live_check_window(&log, win, wwords, k, src, at, &end, &n, msg, msglen)) {
                 bad = 1;
                 break;
             }
-            if (k > log.nwin) break; /* reserved, never started: checked empty */
             expect += n;
             mps_timemap tm;
             recover_timemap(&log, k, &tm, &prev_mult, same_boot);
@@ -351,6 +365,27 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
                 OTF2_EvtWriter_BufferFlush(w, NULL, t0, t1);
                 mps_rt.last_ts = t1;
             }
+        }
+        /* the other slot, when no window was read from it: nothing of a batch the log
+         * never started */
+        uint64_t *was = NULL;
+        const uint64_t at = ((log.nwin + 1) & 1) * wbytes;
+        if (!bad && !mps_out.failed && (log.nwin == 0 || log.spilled == log.nwin)) {
+            errno = 0;
+            was = log.nwin ? malloc((size_t)wbytes) : NULL;
+            if (log.nwin && !was) {
+                snprintf(msg, msglen, "%s: out of memory for a window of %llu bytes", events,
+                         (unsigned long long)wbytes);
+                bad = 1;
+            } else if (read_at(rfd, win, (size_t)wbytes, at) != 0 ||
+                       (was && read_at(fd, was, (size_t)wbytes, (log.nwin - 1) * wbytes))) {
+                snprintf(msg, msglen, "%s: byte %llu: cannot read its other slot (%s)", ringf,
+                         (unsigned long long)at, errno ? strerror(errno) : "the file shrank");
+                bad = 1;
+            } else if (mps_live_check_free_slot(&log, win, was, wwords, ringf, at, msg, msglen)) {
+                bad = 1;
+            }
+            free(was);
         }
         OTF2_EvtWriter_GetNumberOfEvents(w, &nevents);
     }
@@ -402,17 +437,20 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
     snprintf(msg, msglen, "rank %d: %llu events, %.3f s from MPI_Init to its last event",
              rank, (unsigned long long)nevents, (double)(mps_rt.last_ts - log.h.init_enter) / 1e9);
     close(fd);
+    close(rfd);
     free(win);
     free(sites);
     mps_live_log_free(&log);
     unlink(defs);
     unlink(events);
+    unlink(ringf);
     snprintf(part, sizeof part, "%s/%s", outdir, MPS_LIVE_DIR);
     rmdir(part); /* once no other rank's log is left */
     return 0;
 fail:
     if (have_part) mps_remove_tree(part);
     if (fd >= 0) close(fd);
+    if (rfd >= 0) close(rfd);
     free(win);
     free(sites);
     free(loc);

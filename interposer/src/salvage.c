@@ -81,7 +81,7 @@ void mps_abort_before(void)
     /* the main thread's location only: the crash-safe log and the salvaged archive are
      * its (other threads' events of this run are lost with the process) */
     mps_flush_recorder(&mps_rt, 0);
-    mps_evbuf_free(&mps_rt.eb);
+    mps_live_free_buffer(&mps_rt.eb);
     OTF2_EvtWriter_GetNumberOfEvents(mps_out.evt, &mps_out.nevents_closed);
     OTF2_Archive_CloseEvtWriter(mps_out.archive, mps_out.evt);
     UNLOCK();

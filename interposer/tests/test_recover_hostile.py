@@ -1,16 +1,18 @@
 """`mpiscope-recover` reads a killed rank's crash-safe log as hostile input.
 
 A real log is made once: programs/crashlog.c traced with a 4 KiB buffer (so its events
-fill several windows), rank 1 kill -9ed mid-loop; it holds every record kind (header,
-strings, call sites, a named split communicator, an RMA window and a file, windows). Then:
+fill several windows, recycling the ring's two slots), rank 1 kill -9ed mid-loop; it holds
+every record kind (header, strings, call sites, a named split communicator, an RMA window
+and a file, windows, windows spilled). Then:
 
 - the log as the kill left it recovers whole: the trace holds exactly the events the log
-  holds, counted by an independent walk of the events file (mpiscope_testing.livelog);
+  holds, counted by an independent walk of the events and ring files
+  (mpiscope_testing.livelog);
 - each damage that once crashed, hung or flooded the tool, crafted at its offset (the
   layout is read from live.h): the tool exits 1 with one line naming the file, the byte
   and the problem, under a timeout and an address-space limit, and the log stays as it was;
-- a seeded mutation campaign (bit flips, truncations, huge counts/ids/lengths, in .defs
-  and .events): every case either recovers whole (exit 0, log gone, otf2-print reads the
+- a seeded mutation campaign (bit flips, truncations, huge counts/ids/lengths, in .defs,
+  .events and .ring): every case either recovers whole (exit 0, log gone, otf2-print reads the
   trace, as many events as the oracle counts in the damaged log) or fails in one line with
   the log kept; never a signal, a hang, or success with fewer events than the log held;
 - under memory limits from too small to ample: whole or nothing, never a partial trace.
@@ -42,6 +44,7 @@ LINE = re.compile(rf"mpiscope-recover: rank {KILLED}: (\S+): byte (\d+): (.+)")
 class Log:
     defs: bytes
     events: bytes
+    ring: bytes
     events_in_trace: int  # the oracle's count for the log as the kill left it
 
 
@@ -54,9 +57,10 @@ def crash(programs, tmp_path_factory: pytest.TempPathFactory) -> Log:
     live = job.out / ".mpiscope-live"
     defs = (live / f"rank{KILLED}.defs").read_bytes()
     events = (live / f"rank{KILLED}.events").read_bytes()
+    ring = (live / f"rank{KILLED}.ring").read_bytes()
     kinds = {r.type for r in livelog.records(defs)}
     assert kinds == set(livelog.layout().rec.values()), kinds  # every record kind
-    return Log(defs, events, livelog.expected_events(defs, events))
+    return Log(defs, events, ring, livelog.expected_events(defs, events, ring))
 
 
 @dataclass
@@ -71,7 +75,7 @@ class Outcome:
         return self.dir / ".mpiscope-live"
 
 
-def recover(tmp: Path, defs: bytes, events: bytes | None) -> Outcome:
+def recover(tmp: Path, defs: bytes, events: bytes | None, ring: bytes | None) -> Outcome:
     """The tool on a trace directory holding just this log, as `mpiscope recover` runs it,
     in at most AS_LIMIT of address space and TIMEOUT seconds."""
     if tmp.exists():
@@ -81,6 +85,8 @@ def recover(tmp: Path, defs: bytes, events: bytes | None) -> Outcome:
     (live / f"rank{KILLED}.defs").write_bytes(defs)
     if events is not None:
         (live / f"rank{KILLED}.events").write_bytes(events)
+    if ring is not None:
+        (live / f"rank{KILLED}.ring").write_bytes(ring)
     proc = subprocess.run(["prlimit", f"--as={AS_LIMIT}", str(TOOL), str(tmp), str(KILLED)],
                           capture_output=True, text=True, errors="replace", timeout=TIMEOUT)
     return Outcome(proc.returncode, proc.stdout, proc.stderr, tmp)
@@ -106,7 +112,8 @@ def assert_whole(out: Outcome, expected: int) -> None:
     assert otf2_events(out.dir / f"rank{KILLED}") == expected
 
 
-def assert_refused(out: Outcome, defs: bytes, events: bytes | None) -> re.Match:
+def assert_refused(out: Outcome, defs: bytes, events: bytes | None,
+                   ring: bytes | None) -> re.Match:
     """Refused in one line naming a file of the log, a byte and the problem; nothing
     written, the log as it was."""
     assert out.returncode == 1, (out.returncode, out.stderr)
@@ -115,10 +122,13 @@ def assert_refused(out: Outcome, defs: bytes, events: bytes | None) -> re.Match:
     assert len(lines) == 1, out.stderr
     m = LINE.fullmatch(lines[0])
     assert m, lines[0]
-    assert m.group(1) in {str(out.log / f"rank{KILLED}.{suffix}") for suffix in ("defs", "events")}
+    assert m.group(1) in {str(out.log / f"rank{KILLED}.{suffix}")
+                          for suffix in ("defs", "events", "ring")}
     assert (out.log / f"rank{KILLED}.defs").read_bytes() == defs
     if events is not None:
         assert (out.log / f"rank{KILLED}.events").read_bytes() == events
+    if ring is not None:
+        assert (out.log / f"rank{KILLED}.ring").read_bytes() == ring
     assert sorted(p.name for p in out.dir.iterdir()) == [".mpiscope-live"]  # no rank1/
     assert not (out.log / f"rank{KILLED}.part").exists()
     return m
@@ -127,7 +137,9 @@ def assert_refused(out: Outcome, defs: bytes, events: bytes | None) -> re.Match:
 def test_the_log_a_kill_leaves_recovers_whole(crash: Log, tmp_path: Path) -> None:
     assert crash.events_in_trace > 200
     assert len(livelog.of_type(crash.defs, "WINDOW")) >= 3  # mid-run flushes
-    assert_whole(recover(tmp_path / "t", crash.defs, crash.events), crash.events_in_trace)
+    assert livelog.spilled(crash.defs) >= 2  # ring slots reused
+    assert_whole(recover(tmp_path / "t", crash.defs, crash.events, crash.ring),
+                 crash.events_in_trace)
 
 
 # ------------------------------------------------------------ crafted damage
@@ -261,7 +273,7 @@ CRAFTED = [
     ("event_after_end", _event_after_end, "events", 0,
      "window 0: data after its last whole event record"),
     ("events_truncated", _events_truncated, "events", 0, "bytes, where its definitions "),
-    ("defs_lose_last_window", _defs_lose_last_window, "events", None,
+    ("defs_lose_last_window", _defs_lose_last_window, "ring", None,
      "data in a window the log never started"),
 ]
 
@@ -273,8 +285,8 @@ def test_crafted_damage_is_refused_in_one_line(crash: Log, tmp_path: Path, name:
                                                 says: str) -> None:
     d, e = bytearray(crash.defs), bytearray(crash.events)
     at = mutate(d, e)
-    out = recover(tmp_path / "t", bytes(d), bytes(e))
-    m = assert_refused(out, bytes(d), bytes(e))
+    out = recover(tmp_path / "t", bytes(d), bytes(e), crash.ring)
+    m = assert_refused(out, bytes(d), bytes(e), crash.ring)
     assert m.group(1).endswith(f".{file}"), m.group(0)
     if check_offset is not None:
         assert int(m.group(2)) == at + check_offset, (at, m.group(0))
@@ -288,7 +300,7 @@ def test_a_long_communicator_name_is_no_damage(crash: Log, tmp_path: Path) -> No
     name = b"n" * 127
     d = crash.defs[: rec.at] + struct.pack("<II", rec.type, 4 + len(name)) + \
         rec.payload[:4] + name + crash.defs[rec.end:]
-    out = recover(tmp_path / "t", d, crash.events)
+    out = recover(tmp_path / "t", d, crash.events, crash.ring)
     assert_whole(out, crash.events_in_trace)
     defs = subprocess.run(["otf2-print", "-G", str(out.dir / f"rank{KILLED}" / "traces.otf2")],
                           capture_output=True, text=True, check=True).stdout
@@ -296,7 +308,7 @@ def test_a_long_communicator_name_is_no_damage(crash: Log, tmp_path: Path) -> No
 
 
 def test_no_events_file(crash: Log, tmp_path: Path) -> None:
-    out = recover(tmp_path / "t", crash.defs, None)
+    out = recover(tmp_path / "t", crash.defs, None, crash.ring)
     assert out.returncode == 1 and out.stderr.count("\n") == 1
     assert "rank1.events: No such file or directory" in out.stderr
     assert (out.log / f"rank{KILLED}.defs").read_bytes() == crash.defs
@@ -309,14 +321,17 @@ SPECIAL64 = [0, 1, 1 << 63, (1 << 64) - 1, 1 << 40, 0xFFFFFFFF]
 
 
 def _mutations(crash: Log, rng: random.Random):
-    """(description, defs, events) cases: damage of every kind, in both files."""
+    """(description, defs, events, ring) cases: damage of every kind, in all three files
+    (events_*: the events file or, one time in three, the ring)."""
     recs = livelog.records(crash.defs)
-    used = [i for i in range(0, len(crash.events), 8) if crash.events[i: i + 8] != bytes(8)]
     kinds = ["defs_bit", "defs_u32", "defs_len", "defs_cut", "header_u32",
              "events_bit", "events_u64", "events_cut", "events_kind"]
     for case in range(300):
         kind = kinds[case % len(kinds)]
-        d, e = bytearray(crash.defs), bytearray(crash.events)
+        in_ring = kind.startswith("events") and case % 3 == 0
+        d = bytearray(crash.defs)
+        e = bytearray(crash.ring if in_ring else crash.events)
+        used = [i for i in range(0, len(e), 8) if e[i: i + 8] != bytes(8)] or [0]
         if kind == "defs_bit":
             i = rng.randrange(len(d))
             d[i] ^= 1 << rng.randrange(8)
@@ -366,7 +381,12 @@ def _mutations(crash: Log, rng: random.Random):
             i = rng.choice(used)
             e[i] = rng.randrange(64)
             what = f"events byte {e[i]} at {i}"
-        yield f"#{case} {what}", bytes(d), bytes(e), kind.startswith(("defs", "header"))
+        if in_ring:
+            yield (f"#{case} ring: {what}", bytes(d), crash.events, bytes(e),
+                   kind.startswith(("defs", "header")))
+        else:
+            yield (f"#{case} {what}", bytes(d), bytes(e), crash.ring,
+                   kind.startswith(("defs", "header")))
 
 
 def test_mutation_campaign(crash: Log, tmp_path: Path) -> None:
@@ -374,12 +394,13 @@ def test_mutation_campaign(crash: Log, tmp_path: Path) -> None:
     crash, a hang or a partial trace passed off as the rank's."""
     rng = random.Random(20240529)
     whole = refused = 0
-    for what, d, e, defs_only in _mutations(crash, rng):
-        out = recover(tmp_path / "t", d, e)
+    for what, d, e, r, defs_only in _mutations(crash, rng):
+        out = recover(tmp_path / "t", d, e, r)
         assert out.returncode in (0, 1), f"{what}: exit {out.returncode}: {out.stderr}"
         if out.returncode == 0:
             # the events file holds what the oracle counts (for .defs damage: unchanged)
-            expected = crash.events_in_trace if defs_only else livelog.expected_events(d, e)
+            expected = crash.events_in_trace if defs_only else \
+                livelog.expected_events(d, e, r)
             try:
                 assert_whole(out, expected)
             except AssertionError as err:
@@ -387,7 +408,7 @@ def test_mutation_campaign(crash: Log, tmp_path: Path) -> None:
             whole += 1
         else:
             try:
-                assert_refused(out, d, e)
+                assert_refused(out, d, e, r)
             except AssertionError as err:
                 raise AssertionError(f"{what}: {err}") from None
             refused += 1
@@ -407,6 +428,7 @@ def test_whole_or_nothing_under_memory_limits(crash: Log, tmp_path: Path) -> Non
         live.mkdir(parents=True)
         (live / f"rank{KILLED}.defs").write_bytes(crash.defs)
         (live / f"rank{KILLED}.events").write_bytes(crash.events)
+        (live / f"rank{KILLED}.ring").write_bytes(crash.ring)
         proc = subprocess.run(["prlimit", f"--as={limit_mib << 20}", str(TOOL), str(tmp),
                                str(KILLED)], capture_output=True, text=True, timeout=TIMEOUT)
         out = Outcome(proc.returncode, proc.stdout, proc.stderr, tmp)

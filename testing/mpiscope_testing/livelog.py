@@ -4,13 +4,13 @@ craft damaged logs and check what `mpiscope-recover` makes of them.
     from mpiscope_testing import livelog
     lay = livelog.layout()                      # from live.h, evbuf.h, evbuf.c, liveread.c
     recs = livelog.records(defs_bytes)          # [Record(type, at, payload)]
-    n = livelog.expected_events(defs, events)   # OTF2 events a whole recovery writes
+    n = livelog.expected_events(defs, events, ring)  # OTF2 events a whole recovery writes
 
 The record kinds and structs come from interposer/src/live.h, the event records' sizes
 from evbuf.c's record_words(), which event kinds annotate the next one (no event of their
 own) from liveread.c: a layout change there changes what the tests craft, not the tests.
-`expected_events` walks the events file independently of the C reader: the oracle the
-mutation campaign checks every successful recovery against.
+`expected_events` walks the events and ring files independently of the C reader: the
+oracle the mutation campaign checks every successful recovery against.
 """
 
 from __future__ import annotations
@@ -179,18 +179,26 @@ def window_end(words: tuple[int, ...], start: int, lim: int, cut: bool) -> tuple
     return p, starts
 
 
-def expected_events(defs: bytes, events: bytes) -> int:
+def spilled(defs: bytes) -> int:
+    """Windows the log says are in the events file (its last SPILLED record); the later
+    ones are in the ring, window k in slot k % 2."""
+    recs = of_type(defs, "SPILLED")
+    return struct.unpack("<Q", recs[-1].payload)[0] if recs else 0
+
+
+def expected_events(defs: bytes, events: bytes, ring: bytes) -> int:
     """The OTF2 events a recovery that takes the log whole writes for it: MPI_Init's Enter
     and Leave, one per event record of its windows (not the annotations), one BufferFlush
     per window after which the log went on."""
     lay = layout()
     header = defs[8: 8 + lay.header.size]
     wbytes = int(lay.header.get(header, "window_bytes"))
-    nwin = len(of_type(defs, "WINDOW"))
-    words = struct.unpack(f"<{len(events) // 8}Q", events[: len(events) // 8 * 8])
+    nwin, nspilled = len(of_type(defs, "WINDOW")), spilled(defs)
     total = 2 + nwin
     for k in range(nwin + 1):
-        start, lim = k * wbytes // 8, (k + 1) * wbytes // 8
-        _, starts = window_end(words, start, min(lim, len(words)), k == nwin)
+        data, at = (events, k * wbytes) if k < nspilled else (ring, (k % 2) * wbytes)
+        chunk = data[at: at + wbytes]
+        words = struct.unpack(f"<{len(chunk) // 8}Q", chunk[: len(chunk) // 8 * 8])
+        _, starts = window_end(words, 0, len(words), k == nwin)
         total += sum(1 for s in starts if words[s + 1] & 0xFF not in lay.annotations)
     return total

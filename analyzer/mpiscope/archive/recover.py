@@ -1,8 +1,9 @@
 """Ranks killed outright (SIGKILL, a crash) recovered from their crash-safe live logs.
 
-While a job runs, every rank's raw event buffer is a window onto
-`DIR/.mpiscope-live/rank<N>.events`, with the definitions it needs in `rank<N>.defs`
-(interposer/src/live.h). A clean MPI_Finalize or a successful salvage removes them; a rank
+While a job runs, every rank's raw event buffer is a slot of `DIR/.mpiscope-live/
+rank<N>.ring`, each batch copied into `rank<N>.events` once encoded, with the definitions
+it needs in `rank<N>.defs` (interposer/src/live.h). A clean MPI_Finalize or a successful
+salvage removes them; a rank
 killed by SIGKILL or a crash leaves them behind. `mpiscope-recover` (built with the
 interposer, C: it reuses the interposer's event encoder) turns them into the per-rank
 archive `DIR/rank<N>/traces.otf2` that a salvaging rank writes, so `salvaged.py` then reads
@@ -58,7 +59,7 @@ def _drop_served(trace_dir: Path) -> None:
     done = salvaged.archives(trace_dir)
     for rank in live_ranks(trace_dir):
         if rank in done:
-            for suffix in ("events", "defs", salvaged.UNRECOVERED):
+            for suffix in ("events", "ring", "defs", salvaged.UNRECOVERED):
                 (live / f"rank{rank}.{suffix}").unlink(missing_ok=True)
     try:
         live.rmdir()
@@ -74,7 +75,7 @@ def tool() -> Path:
 def timeout_for(trace_dir: Path, rank: int) -> float:
     """Seconds `mpiscope-recover` may take for rank's log: a base plus its size."""
     size = 0
-    for suffix in ("events", "defs"):
+    for suffix in ("events", "ring", "defs"):
         try:
             size += (Path(trace_dir) / LIVE_DIR / f"rank{rank}.{suffix}").stat().st_size
         except OSError:
@@ -152,7 +153,7 @@ def _not_a_log(trace_dir: Path, rank: int) -> str | None:
     """Why rank's live log is not read, or None: a FIFO, device or socket in place of
     one of its files would make the recovery wait forever for a writer (as for the
     trace's own files, decode.require_regular_files)."""
-    for suffix in ("events", "defs"):
+    for suffix in ("events", "ring", "defs"):
         path = trace_dir / LIVE_DIR / f"rank{rank}.{suffix}"
         try:
             mode = path.stat().st_mode

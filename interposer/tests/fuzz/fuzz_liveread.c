@@ -63,11 +63,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         use(&log);
         if (mps_live_check_events_size(&log, elen, "events", why, sizeof why) == 0) {
             uint64_t w = log.h.window_bytes;
-            uint64_t *win = malloc(w);
-            for (uint64_t k = 0; k < elen / w; k++) {
+            /* recovery allocates a window only once the ring file (2 windows) is there:
+             * here, only when the input holds one (a header may name up to 1 TiB) */
+            uint64_t *win = elen >= w ? malloc(w) : NULL;
+            for (uint64_t k = 0; k < elen / w && k <= log.nwin; k++) {
                 uint64_t end, nev;
                 memcpy(win, events + k * w, w);
-                if (mps_live_check_window(&log, win, w / 8, k, "events", &end, &nev, why,
+                if (mps_live_check_window(&log, win, w / 8, k, "events", k * w, &end, &nev, why,
                                           sizeof why) != 0)
                     break;
                 /* the records recovery then encodes: each one's words */
