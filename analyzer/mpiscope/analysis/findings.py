@@ -200,9 +200,9 @@ class Replays:
                 pre.op_call]].sum()) for f, c in sites}
         # the baseline too is built again: the base run keeps no program (memory)
         try:
-            prog = simulate.program.build(
+            prog = simulate.without_parts(simulate.program.build(
                 trace, base.fitted, simulate.target_machine(base.fitted, scenario),
-                scenario, self._prepared_program())
+                scenario, self._prepared_program()))
             tl = simulate.engine.run(prog)
         except UserError:
             return None
