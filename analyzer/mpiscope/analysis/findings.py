@@ -202,9 +202,9 @@ class Replays:
             return {(f, c): float(dur[simulate.program.site_mask(trace.calls, f, c)[
                 pre.op_call]].sum()) for f, c in sites}
         try:
-            prog = simulate.program.build(
+            prog = simulate.without_parts(simulate.program.build(
                 trace, base.fitted, simulate.target_machine(base.fitted, scenario),
-                scenario, self._prepared_program())
+                scenario, self._prepared_program()))
             tl = simulate.engine.run(prog)
         except UserError:
             return None

@@ -527,9 +527,12 @@ def compute(trace: Trace) -> WaitStates:
         _fence_waits(calls, sync, wait, kind)
         _gats_waits(calls, sync, trace.rma, wait, kind)
         _lock_waits(calls, sync, wait, kind)
+    # the calls' own columns, not copies (copy-on-write keeps them apart): kept for the
+    # whole session beside the calls table
     per_call = pd.DataFrame({
-        "call": calls["call"].to_numpy(), "rank": calls["rank"].to_numpy(),
+        "call": calls["call"], "rank": calls["rank"],
         "function": calls["function"], "callsite": calls["callsite"],
         "wait_ns": wait, "wait_kind": pd.Categorical.from_codes(kind, categories=list(KINDS)),
-    })
+    }, copy=False)
+    per_call.index = pd.RangeIndex(len(per_call))  # as before, whatever the calls' index
     return WaitStates(per_call, corr.correction)

@@ -65,7 +65,7 @@ def run(p: Program) -> Timeline:
         "op_inst": c(p.op_inst, i64), "op_waits": c(p.op_waits_inst, u8),
         "eager": c(p.msg_eager, u8), "contended": c(p.msg_contended, u8),
         "lat": c(p.msg_latency, f64), "xfer": c(p.msg_xfer, f64),
-        "msg_sender": c(p.op_rank()[p.msg_send_op], i64),
+        "msg_sender": c(p.msg_rank(p.msg_send_op), i64),
         "inst_size": c(p.inst_size, i64), "inst_cost": c(p.inst_cost, f64),
         "absorb": c(p.absorb, f64), "waited": c(p.waited, f64), **out}
     rc = native.run(arrays, {"nranks": p.num_ranks, "nops": p.num_ops, "nmsg": n_msg,

@@ -96,6 +96,11 @@ class Program:
     def op_rank(self) -> np.ndarray:
         return np.repeat(np.arange(self.num_ranks), np.diff(self.op_lo))
 
+    def msg_rank(self, ops: np.ndarray) -> np.ndarray:
+        """The rank of each of `ops` (op_rank()[ops] without a per-op array): the last
+        rank whose ops start at or before it (empty ranks before it start there too)."""
+        return np.searchsorted(self.op_lo, ops, "right") - 1
+
 
 def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> Csr:
     """values grouped by key (0..n-1)."""
@@ -293,6 +298,15 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
     return gone
 
 
+def _phases(is_sync: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Per op (`rank` sorted: ops in rank order): the collectives before it on its rank,
+    i.e. its phase (a collective ends the phase it closes)."""
+    before = np.cumsum(is_sync, dtype=np.int64)
+    before[is_sync] -= 1
+    before -= before[np.searchsorted(rank, rank)]  # minus the count at the rank's first op
+    return before
+
+
 def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarray,
               op_call: np.ndarray, op_lo: np.ndarray, nr: int) -> np.ndarray:
     """The computation with `balance` (each rank's compute between two collectives of its
@@ -316,13 +330,19 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
         sync = np.zeros(len(calls), bool)
         if len(trace.collectives):
             sync[trace.collectives["call"].to_numpy()] = True
-        is_sync = sync[op_call].astype(np.int64)
-        phase = pd.Series(is_sync).groupby(rank).cumsum().to_numpy() - is_sync
+        phase = _phases(sync[op_call], rank)
         work = np.where(first, 0.0, gap)
-        key = pd.DataFrame({"rank": rank, "phase": phase, "gap": work})
-        per = key.groupby(["phase", "rank"])["gap"].transform("sum").to_numpy()
-        mean = key.groupby(["phase", "rank"])["gap"].sum().groupby("phase").mean()
-        target = mean.reindex(phase).to_numpy()
+        # one int64 key per (phase, rank), ordered as the pair: pandas sums each group
+        # over its ops in order (compensated), as a two-key groupby did, at a fraction
+        # of its memory (that groupby was the peak of `analyze`)
+        span = int(rank.max()) + 1 if len(rank) else 1
+        key = phase * span + rank
+        sums = pd.Series(work).groupby(key).sum()
+        keys = sums.index.to_numpy()
+        per = sums.to_numpy()[np.searchsorted(keys, key)]
+        del key
+        mean = sums.groupby(keys // span).mean()
+        target = mean.to_numpy()[np.searchsorted(mean.index.to_numpy(), phase)]
         scale = np.where(per > 0, target / np.where(per > 0, per, 1), 1.0)
         if scenario.balance_at and not scenario.balance:
             # only the phases in which a call of those sites runs (on some rank)
