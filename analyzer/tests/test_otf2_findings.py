@@ -216,7 +216,12 @@ def bursts() -> TraceBuilder:
     taking 500 ns from send to arrival, a barrier after each burst."""
     tb = TraceBuilder(ranks=2)
     init_finalize(tb, 40_000)
-    t = 100
+    burst_rounds(tb, 100)
+    return tb
+
+
+def burst_rounds(tb: TraceBuilder, t: int) -> None:
+    """bursts()'s messages and barriers from time `t`."""
     for _ in range(3):
         for _ in range(4):
             tb.send_call(0, t, t + 500, dest=1, tag=1, nbytes=8, callsite="halo.c:12")
@@ -225,7 +230,6 @@ def bursts() -> TraceBuilder:
         for r in (0, 1):
             tb.collective(r, t, t + 10, "MPI_Barrier", callsite="halo.c:30")
         t += 10_000
-    return tb
 
 
 def test_one_run_for_the_saving_scale_bound_share_and_noise_floor(tmp_path):
@@ -236,15 +240,7 @@ def test_one_run_for_the_saving_scale_bound_share_and_noise_floor(tmp_path):
     for r in range(2):
         tb.call(r, 0, 50_000_000, "MPI_Init")
         tb.call(r, 50_040_000, 50_040_010, "MPI_Finalize")
-    t = 50_000_100
-    for _ in range(3):
-        for _ in range(4):
-            tb.send_call(0, t, t + 500, dest=1, tag=1, nbytes=8, callsite="halo.c:12")
-            tb.recv_call(1, t, t + 500, src=0, tag=1, nbytes=8, callsite="halo.c:20")
-            t += 510
-        for r in (0, 1):
-            tb.collective(r, t, t + 10, "MPI_Barrier", callsite="halo.c:30")
-        t += 10_000
+    burst_rounds(tb, 50_000_100)
     a = Analysis(reader.load(tb.write(tmp_path / "trace")))
     run = a.noise_floor.run_s
     assert run == pytest.approx(40_000e-9)  # Init's end .. Finalize's start

@@ -157,6 +157,24 @@ static int restore_comms(const mps_live_log *log)
 }
 
 /* n bytes at off of fd, all of them (-1 otherwise) */
+/* path opened for reading if it is a regular file (a FIFO would block, a device never
+ * end), with its stat in *st; else -1 and why in msg */
+static int open_regular(const char *path, struct stat *st, char *msg, size_t msglen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, st) != 0) {
+        snprintf(msg, msglen, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st->st_mode)) {
+        snprintf(msg, msglen, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static int read_at(int fd, void *buf, size_t n, uint64_t off)
 {
     for (size_t got = 0; got < n;) {
@@ -242,24 +260,9 @@ int mps_recover(const char *outdir, int rank, char *msg, size_t msglen)
     /* the events: window by window, each checked before it is encoded; the windows
      * spilled from the events file, the last one or two from the ring */
     struct stat st, rst;
-    fd = open(events, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(msg, msglen, "%s: %s", events, strerror(errno));
+    if ((fd = open_regular(events, &st, msg, msglen)) < 0 ||
+        (rfd = open_regular(ringf, &rst, msg, msglen)) < 0)
         goto fail;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(msg, msglen, "%s: not a regular file", events);
-        goto fail;
-    }
-    rfd = open(ringf, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (rfd < 0 || fstat(rfd, &rst) != 0) {
-        snprintf(msg, msglen, "%s: %s", ringf, strerror(errno));
-        goto fail;
-    }
-    if (!S_ISREG(rst.st_mode)) {
-        snprintf(msg, msglen, "%s: not a regular file", ringf);
-        goto fail;
-    }
     if (mps_live_check_events_size(&log, (uint64_t)st.st_size, events, msg, msglen) != 0 ||
         mps_live_check_ring_size(&log, (uint64_t)rst.st_size, ringf, msg, msglen) != 0)
         goto fail;
