@@ -219,3 +219,29 @@ def test_a_time_step_whose_calls_change_every_kth_step_is_the_loop():
     assert (loop.function, loop.callsite) == ("MPI_Irecv", "comm.cpp:reverse")
     every = {row.callsite: row.every for row in loop.sites.itertuples()}
     assert every["comm.cpp:reverse"] == 1 and every["thermo.cpp:7"] == 20
+
+
+def test_a_set_up_stretched_by_descheduling_does_not_hide_the_main_loop():
+    """LAMMPS on a busy machine: reading its input (a broadcast per line, some lines with
+    no work between them) was descheduled so long that its 16 broadcasts span more time
+    than the 100 time steps after them. The loop is the time step: it spans far more of
+    the calls."""
+    sc = Scenario()
+    for r in range(2):
+        sc.call(r, "MPI_Init", 0, 10, callsite="main.c:2")
+        t = 100
+        for line in range(16):  # 16 input lines over ~96 ms, every other one without work
+            t += 12_000_000 if line % 2 else 10
+            sc.call(r, "MPI_Bcast", t, t + 20, callsite="input.c:40", root=0)
+            t += 20
+        for _step in range(100):  # 100 steps over 80 ms
+            t += 700_000
+            sc.call(r, "MPI_Sendrecv", t, t + 50_000, callsite="comm.c:10", peer=1 - r)
+            t += 50_000
+            sc.call(r, "MPI_Allreduce", t, t + 50_000, callsite="thermo.c:5",
+                    bytes_sent=8, bytes_recv=8)
+            t += 50_000
+        sc.call(r, "MPI_Finalize", t + 10, t + 20, callsite="main.c:9")
+    loop = iterations.detect(sc.trace())
+    assert loop is not None
+    assert (loop.callsite, loop.iterations) == ("comm.c:10", 100)
