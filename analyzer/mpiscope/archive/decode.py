@@ -675,11 +675,10 @@ def damage_warnings(defs: Definitions, damage: _native.Damage) -> list[str]:
     return out
 
 
-def callpaths_frame(paths: Sequence[Sequence[Frame | tuple[str, str]]]) -> pd.DataFrame:
-    """The `callpaths` table of call paths given as (frame, function[, library]) lists,
-    innermost first (library False where not given); path i gets id i."""
-    rows = [(i, level, *f[:2], bool(f[2]) if len(f) > 2 else False)
-            for i, frames in enumerate(paths) for level, f in enumerate(frames)]
+def callpaths_frame(paths: Sequence[Sequence[Frame]]) -> pd.DataFrame:
+    """The `callpaths` table of call paths given as (frame, function, library) lists,
+    innermost first; path i gets id i."""
+    rows = [(i, level, *f) for i, frames in enumerate(paths) for level, f in enumerate(frames)]
     return pd.DataFrame({
         "callpath": np.asarray([r[0] for r in rows], np.int32),
         "level": np.asarray([r[1] for r in rows], np.int16),
