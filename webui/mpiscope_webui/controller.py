@@ -30,6 +30,22 @@ def _fmt_s(s: float) -> str:
     return numbers.seconds(s, digits=4)
 
 
+def run_window(model: TraceModel) -> tuple[float, float]:
+    """The run's extent on the timeline (s): its first call's start to its last call's end."""
+    idx = model.index
+    return idx.origin / 1e9, (idx.origin + model.duration) / 1e9
+
+
+def view_bounds(models: list[TraceModel]) -> tuple[float, float]:
+    """The extent a view's window is checked against (inputs.window keeps a window near
+    it): every run served. With one time scale for two runs, both panels show the same
+    window, the longer run's end included; checked against the shorter run alone, that
+    window was slid off the other panel's (a run more than twice as long as the other,
+    as a busy machine makes one)."""
+    w = [run_window(m) for m in models]
+    return min(a for a, _ in w), max(b for _, b in w)
+
+
 def parse_relayout(rd: object) -> tuple[list[float] | None, list[float] | None, bool]:
     """(x range, y range, reset) from a Plotly relayout event; (None, None, False) if none."""
     r = inputs.relayout(rd)
@@ -57,12 +73,10 @@ class Controller:
 
     # -- windows ---------------------------------------------------------------------------
     def full_window(self, panel: int) -> tuple[float, float]:
-        idx = self.models[panel].index
-        return idx.origin / 1e9, (idx.origin + self.models[panel].duration) / 1e9
+        return run_window(self.models[panel])
 
     def shared_window(self) -> tuple[float, float]:
-        w = [self.full_window(p) for p in range(len(self.models))]
-        return min(a for a, _ in w), max(b for _, b in w)
+        return view_bounds(self.models)
 
     def iteration_starts(self, panel: int) -> np.ndarray | None:
         """The panel's main-loop iterations' start times (s, trace time; the mean over
@@ -102,7 +116,7 @@ class Controller:
     def view(self, panel: int, data: object) -> View | None:
         """A view sent back by the page, checked (None: not one this panel can show)."""
         m = self.models[panel]
-        return inputs.view(data, self.full_window(panel), MIN_WINDOW_S, len(m.trace.calls),
+        return inputs.view(data, view_bounds(self.models), MIN_WINDOW_S, len(m.trace.calls),
                            timeline.curve_names(m), len(m.streams.rank), m.trace.num_ranks)
 
     def with_lanes(self, panel: int, view: View, chosen: object, order: object,
@@ -121,7 +135,7 @@ class Controller:
         if reset:
             v.t0, v.t1 = self.full_window(panel)
             v.y_range = None
-        w = None if x is None else inputs.window(*x, self.full_window(panel), MIN_WINDOW_S)
+        w = None if x is None else inputs.window(*x, view_bounds(self.models), MIN_WINDOW_S)
         if w is not None:
             v.t0, v.t1 = w
         if y is not None:

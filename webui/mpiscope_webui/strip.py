@@ -199,7 +199,7 @@ def register(app: Dash, models: list[TraceModel]) -> None:
                   State({"type": "strip-drawn", "panel": MATCH}, "data"))
     def draw(view, drawn):
         p = inputs.output_panel(ctx.outputs_list, n)
-        v = None if p is None else _view(models[p], view)
+        v = None if p is None else _view(models, p, view)
         if v is None:
             raise PreventUpdate
         if drawn is True:  # the bars are there: only the window moves (no figure sent)
@@ -216,20 +216,19 @@ def register(app: Dash, models: list[TraceModel]) -> None:
                   State({"type": "view", "panel": MATCH}, "data"), prevent_initial_call=True)
     def click(data, view):
         p = inputs.output_panel(ctx.outputs_list, n)
-        v = None if p is None else _view(models[p], view)
+        v = None if p is None else _view(models, p, view)
         new = None if v is None else zoom_to(models[p], v, data)
         if new is None:
             raise PreventUpdate
         return new.to_dict()
 
 
-def _view(model: TraceModel, data: object) -> View | None:
-    """The panel's view as the page sends it, checked (as Controller.view does)."""
+def _view(models: list[TraceModel], p: int, data: object) -> View | None:
+    """Panel p's view as the page sends it, checked (as Controller.view does)."""
     from mpiscope_webui import timeline
-    from mpiscope_webui.controller import MIN_WINDOW_S
+    from mpiscope_webui.controller import MIN_WINDOW_S, view_bounds
 
-    idx = model.index
-    full = idx.origin / 1e9, (idx.origin + model.duration) / 1e9
-    return inputs.view(data, full, MIN_WINDOW_S, len(model.trace.calls),
+    model = models[p]
+    return inputs.view(data, view_bounds(models), MIN_WINDOW_S, len(model.trace.calls),
                        timeline.curve_names(model), len(model.streams.rank),
                        model.trace.num_ranks)

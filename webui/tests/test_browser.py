@@ -16,8 +16,9 @@ from selenium.webdriver.common.by import By
 
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
-from mpiscope_testing import REPO
+from mpiscope_testing import REPO, comparetraces
 from mpiscope_testing.browser import WINDOW
+from mpiscope_testing.comparetraces import LONG_NS, SHORT_NS
 from mpiscope_testing.webui_page import (
     GD,
     SIZES,
@@ -36,6 +37,7 @@ from mpiscope_webui.geometry import ARROW_POINTS, ARROW_STRIDE, ARROW_TIP
 pytestmark = pytest.mark.browser
 
 README_SHOT = REPO / "docs" / "timeline.png"  # committed, shown in README
+STRIP = "document.querySelector('#panel-{p} .strip .js-plotly-plot')"  # above the timeline
 
 
 def curves(driver, p: int = 0) -> dict:
@@ -363,7 +365,13 @@ def test_compare_mode(browser, serve, himeno_traces):
     wait_until(browser, f"const a={GD.format(p=0)}._fullLayout.xaxis.range, "
                         f"b={GD.format(p=1)}._fullLayout.xaxis.range; "
                         "return a[0] === b[0] && a[1] === b[1]", what="one time scale")
+    # both runs whole, however long each took (a busy machine makes one several times
+    # the other: test_compare_mode_runs_of_different_lengths)
+    traces = {v: reader.load(himeno_traces[v]) for v in ("unpatched", "patched")}
     a = x_range(browser, 0)
+    assert a == pytest.approx([min(t.calls["start"].min() for t in traces.values()) / 1e9,
+                               max(t.calls["end"].max() for t in traces.values()) / 1e9],
+                              abs=1e-9)
     browser.execute_script(f"Plotly.relayout({GD.format(p=0)}, {{'xaxis.range[0]': "
                            f"{a[0] + 0.45 * (a[1] - a[0])}, 'xaxis.range[1]': {a[1]}}})")
     wait_until(browser, f"const a={GD.format(p=0)}._fullLayout.xaxis.range, "
@@ -375,8 +383,7 @@ def test_compare_mode(browser, serve, himeno_traces):
                       "return d && d.textContent", what="differences table")
     assert "MPI_Allreduce" in text and "delta" in text
     # patched reduces once, not every iteration: the calls of each run, as in its trace
-    calls = {v: int((reader.load(himeno_traces[v]).calls["function"] == "MPI_Allreduce").sum())
-             for v in ("unpatched", "patched")}
+    calls = {v: int((t.calls["function"] == "MPI_Allreduce").sum()) for v, t in traces.items()}
     assert calls["unpatched"] > calls["patched"] > 0
     row = browser.execute_script(
         "const rows = document.querySelectorAll('#diff-functions tr'); for (const r of rows) {"
@@ -395,6 +402,33 @@ def test_compare_mode(browser, serve, himeno_traces):
         shot(browser, "08-compare-1024")
     finally:
         resize(browser, WINDOW, panels=2)
+
+
+def test_compare_mode_runs_of_different_lengths(browser, serve, tmp_path_factory):
+    """One time scale for a run and one a fifth as long (a run traced on a busy machine
+    can last several times as long as the other): both timelines and the strips above
+    them show the same window, the longer run's end included, and so does a zoom past
+    the shorter run's end made in either panel. (The shorter run's panel used to slide
+    the window back near its own run, and test_compare_mode failed on such Himeno runs.)"""
+    base = tmp_path_factory.mktemp("uneven")
+    url = serve(comparetraces.build(base / "long", LONG_NS),
+                comparetraces.build(base / "short", SHORT_NS))
+    open_app(browser, url, panels=2)
+
+    def shown(window: tuple[float, float], what: str) -> None:
+        graphs = ", ".join(g.format(p=p) for p in (0, 1) for g in (GD, STRIP))
+        wait_until(browser, f"const w={list(window)!r}; return [{graphs}].every(g => g && "
+                   "g._fullLayout && g._fullLayout.xaxis.range.every((x, i) => "
+                   "Math.abs(x - w[i]) < 1e-12))", what=what)
+
+    browser.find_element(By.CSS_SELECTOR, "#shared input").click()
+    shown((0.0, LONG_NS / 1e9), "both runs at one time scale")
+    for p, window in ((0, (0.6, 0.9)), (1, (0.3, 0.5))):  # all of it after the short run
+        t0, t1 = (x * LONG_NS / 1e9 for x in window)
+        browser.execute_script(f"Plotly.relayout({GD.format(p=p)}, "
+                               f"{{'xaxis.range[0]': {t0!r}, 'xaxis.range[1]': {t1!r}}})")
+        shown((t0, t1), f"panel {p}'s zoom in both")
+    shot(browser, "08-compare-uneven")
 
 
 def test_compare_aligned_by_iteration(browser, serve, himeno_traces):

@@ -8,6 +8,8 @@ import pytest
 from plotly.io.json import to_json_plotly
 
 from mpiscope.archive import reader
+from mpiscope_testing import comparetraces
+from mpiscope_testing.comparetraces import LONG_NS, SHORT_NS
 from mpiscope_webui.app import create_app, navigation
 from mpiscope_webui.controller import parse_relayout
 from mpiscope_webui.geometry import untyped
@@ -52,6 +54,42 @@ def test_shared_time_scale_moves_both(ctl):
     z = navigation(ctl, TL, "relayoutData", {"xaxis.range[0]": 0.3, "xaxis.range[1]": 0.31},
                    both, "time")
     assert (z[1].t0, z[1].t1) == (0.3, 0.31)
+
+
+@pytest.fixture(scope="module")
+def uneven(tmp_path_factory):
+    """Compare mode on a run and one a fifth as long (traces by construction)."""
+    base = tmp_path_factory.mktemp("uneven")
+    return create_app([comparetraces.build(base / "long", LONG_NS),
+                       comparetraces.build(base / "short", SHORT_NS)]).controller
+
+
+def test_one_time_scale_for_runs_of_different_lengths(uneven):
+    """Both panels draw the same window with one time scale, the longer run's end
+    included, however much shorter the other run is: the views as the page stores and
+    sends them back, drawn. So does a zoom past the shorter run's end, made in either
+    panel. (The shorter run's panel used to slide the window back near its own run.)"""
+    ctl = uneven
+    assert ctl.full_window(0) == (0.0, LONG_NS / 1e9)
+    assert ctl.full_window(1) == (0.0, SHORT_NS / 1e9)
+
+    def drawn(views):
+        out = []
+        for p, v in enumerate(views):
+            back = ctl.view(p, json.loads(json.dumps(v.to_dict())))  # the store's round trip
+            fig, _ = ctl.render(p, back, 1400)
+            out.append(tuple(fig["layout"]["xaxis"]["range"]))
+        return out
+
+    views = [ctl.initial_view(0), ctl.initial_view(1)]
+    both = navigation(ctl, "shared", "value", ["shared"], views, "time")
+    assert drawn(both) == [(0.0, LONG_NS / 1e9)] * 2
+    window = (0.6 * LONG_NS / 1e9, 0.9 * LONG_NS / 1e9)  # all of it after the short run
+    for p in (0, 1):
+        tl = json.dumps({"panel": p, "type": "timeline"}, separators=(",", ":"))
+        z = navigation(ctl, tl, "relayoutData", {"xaxis.range[0]": window[0],
+                                                 "xaxis.range[1]": window[1]}, both, "time")
+        assert drawn(z) == [window] * 2, p
 
 
 def test_align_by_iteration_shows_the_same_iterations(ctl):
