@@ -138,15 +138,65 @@ def callpaths(run: AppRun) -> list[list[str]]:
     return paths
 
 
+def barriers_after_collectives(trace: Path) -> dict[str, int]:
+    """The contract's redundant barriers, found from the trace's calls: call sites (as the
+    analysis names them) of MPI_Barrier every call of which, on every rank, directly
+    follows a synchronizing collective on the same communicator with no MPI call in
+    between; each with its calls per rank. Which calls a program makes in what order is
+    the program's, not the run's timing."""
+    import mpiscope
+    from mpiscope.analysis.findings import SYNCHRONIZING
+
+    t = mpiscope.analyze(mpiscope.load(trace)).trace
+    if t.meta.filtered:  # calls left out: nothing is known to be back to back
+        return {}
+    calls = t.calls[t.calls["depth"] == 0].sort_values(["rank", "start"])
+    prev = calls.groupby("rank")[["function", "comm"]].shift(1)
+    after = (prev["function"].astype(str).isin(SYNCHRONIZING).to_numpy()
+             & (prev["comm"].to_numpy() == calls["comm"].to_numpy()))
+    bar = (calls["function"] == "MPI_Barrier").to_numpy()
+    df = pd.DataFrame({"site": calls["callsite"].astype(str).to_numpy()[bar],
+                       "rank": calls["rank"].to_numpy()[bar], "after": after[bar]})
+    every = df.groupby("site")["after"].all()
+    per_rank = df.groupby(["site", "rank"]).size().groupby("site").max()
+    return {str(s): int(per_rank[s]) for s in every[every].index}
+
+
 def assert_findings_above_the_noise_floor(run: AppRun) -> None:
     """What the JSON lists as findings is at or above the noise floor it states, each
     saving also given as a share of the run (the floor's run); what is below it is only
-    under `minor`, saying why. Whatever findings this run's timing gave."""
+    under `minor`, saying why. Whatever findings this run's timing gave, the rules always
+    have something to judge here: the barriers that directly follow a synchronizing
+    collective (the program's order of calls, found again from the trace) are each
+    reported, under `findings` only where they repeat (MIN_REDUNDANT_INSTANCES), those of
+    one instance (set-up, tear-down) under `minor` saying so."""
     a = run.analysis
     floor = a["noise_floor"]
     run_s, floor_s = floor["run_s"], floor["floor_s"]
     assert run_s > 0 and floor_s >= floor["run_share"] * run_s > 0, floor
+    assert floor_s == pytest.approx(max(floor["run_share"] * run_s,
+                                        floor["iteration_spread_s"])), floor
     ranks = len(a["ranks"])
+    truth = barriers_after_collectives(run.trace)
+    assert truth, "no barrier directly after a synchronizing collective found in the trace"
+    barriers = {f["callsite"]: (k, f) for k in ("findings", "minor") for f in a[k]
+                if f["kind"] == "redundant_collective"
+                and f["evidence"]["proof"] == "barrier_after"}
+    assert set(barriers) == set(truth), (sorted(barriers), truth)
+    for site, per_rank in truth.items():
+        _listed, f = barriers[site]
+        assert f["evidence"]["calls_per_rank"] == per_rank, (f, per_rank)
+    for where in ("findings", "minor"):
+        for f in a[where]:
+            if f["kind"] != "redundant_collective":
+                continue
+            ev = f["evidence"]
+            if ev["instances"] < 2:  # never claimed for one instance
+                assert where == "minor", f
+                assert ev["minor_reason"] == (f"only {ev['instances']} instance in this run "
+                                              "(redundancy is claimed from 2 on)"), f
+                assert not ev["saving_replayed"] and f["estimated_savings_s"] == 0, f
+                assert "Not claimed as redundant" in f["message"], f
     for f in a["findings"]:
         ev = f["evidence"]
         assert "minor_reason" not in ev, f
@@ -159,7 +209,7 @@ def assert_findings_above_the_noise_floor(run: AppRun) -> None:
             assert "no saving is stated" in f["message"], f
     for f in a["minor"]:
         ev = f["evidence"]
-        assert ev.get("minor_reason"), f
+        assert ev.get("minor_reason") and f["minor_reason"] == ev["minor_reason"], f
         if "below the noise floor" in ev["minor_reason"]:
             worth = (f["estimated_savings_s"] if ev.get("saving_replayed", True)
                      else f["time_s"] / ranks)

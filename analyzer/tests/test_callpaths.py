@@ -395,10 +395,11 @@ def test_a_test_helper_is_named_at_the_tests_line_not_at_unittests_runner(tmp_pa
     code (Python's standard library), so the call is named at the helper's line in the
     program's own file: the outermost of its own frames, never `case.py:579`."""
     helper = ("/src/suite/test_types.py:666", "TestTypes.check")
-    paths = [  # the helper reached from three caller chains (as a depth limit cuts them)
-        [helper, (f"{CASE}:579", "TestCase._callTestMethod"), (f"{CASE}:623", "TestCase.run")],
-        [helper, (f"{CASE}:579", "TestCase._callTestMethod")],
+    paths = [  # the helper reached from three caller chains, each cut by a depth of 3:
+        # from setUp, the test method and tearDown
         [helper, (f"{CASE}:576", "TestCase._callSetUp"), (f"{CASE}:619", "TestCase.run")],
+        [helper, (f"{CASE}:579", "TestCase._callTestMethod"), (f"{CASE}:623", "TestCase.run")],
+        [helper, (f"{CASE}:584", "TestCase._callTearDown"), (f"{CASE}:626", "TestCase.run")],
     ]
     trace = reader.load(allreduce_run([(p, 2) for p in paths]).write(tmp_path / "t"),
                         use_cache=False)
@@ -413,3 +414,132 @@ def test_a_test_helper_is_named_at_the_tests_line_not_at_unittests_runner(tmp_pa
     sites = set(calls.loc[calls["function"] == "MPI_Allreduce", "callsite"].astype(str))
     assert sites == {"test_types.py:666"}
     assert all(f.callsite != "case.py:579" for f in a.all_findings)
+
+
+def test_a_function_called_from_one_place_is_no_wrapper_under_a_depth_limit(tmp_path):
+    """solve() is the program's own step, called from one place (step <- run <- main). It
+    calls MPI directly, through exchange() (a wrapper, one layer) and through comm_layer()
+    (two layers), so at a depth of 4 its one caller chain is cut after 3, 2 and 1 outer
+    frames: three different tails of the same chain, not three callers. solve is no
+    wrapper, and its calls are named at its own lines; the real wrappers, reached from
+    setup() too, are still detected, the cut tails of their calls from solve included."""
+    chain = [("driver.c:30", "step"), ("driver.c:50", "run"), ("main.c:7", "main")]
+    exchange = ("exchange.c:5", "exchange")
+    paths = [
+        ([("solve.c:10", "solve"), *chain], 10),
+        ([exchange, ("solve.c:11", "solve"), *chain][:4], 10),
+        ([*through_layer("solve.c:12", "solve"), *chain][:4], 10),
+        # the wrappers' other callers: set-up code called by main (whole paths, < 4)
+        ([exchange, ("setup.c:5", "setup"), ("main.c:4", "main")], 1),
+        ([exchange, ("setup.c:6", "setup"), ("main.c:4", "main")], 1),
+        ([*through_layer("setup.c:7", "setup"), ("main.c:4", "main")], 1),
+        ([*through_layer("setup.c:8", "setup"), ("main.c:4", "main")], 1),
+    ]
+    assert max(len(p) for p, _n in paths) == 4
+    trace = reader.load(allreduce_run(paths).write(tmp_path / "t"), use_cache=False)
+    a = Analysis(trace)
+    assert a.paths.wrappers == {"exchange", "comm_inner", "comm_layer"}
+    sites = {c["callsite"]: c for c in a.to_dict()["callsites"]
+             if c["function"] == "MPI_Allreduce"}
+    assert {s: c["calls"] for s, c in sites.items()} == {
+        "solve.c:10": 20, "solve.c:11": 20, "solve.c:12": 20,
+        "setup.c:5": 2, "setup.c:6": 2, "setup.c:7": 2, "setup.c:8": 2}
+    assert sites["solve.c:12"]["callpath"] == [
+        "comm_inner.c:5", "comm_layer.c:20", "solve.c:12", "driver.c:30"]
+    assert all(f.callsite != "driver.c:30" for f in a.all_findings)
+
+
+def test_a_cut_tail_that_begins_no_other_is_a_caller_of_its_own(tmp_path):
+    """Only a cut tail that begins a longer one is merged into it: a whole (uncut) tail is
+    its caller's whole chain, a caller of its own even where a cut tail begins with it,
+    and cut tails that differ in a frame they both kept are different callers."""
+    bcast = ("bcast.c:3", "bcast_all")
+    paths = [
+        ([bcast, ("a.c:1", "f1"), ("b.c:1", "g1"), ("c.c:1", "h1")], 3),  # cut
+        ([bcast, ("a.c:2", "f2"), ("b.c:2", "g2")], 3),  # whole
+        ([bcast, ("a.c:2", "f2"), ("b.c:2", "g2"), ("c.c:2", "h2")], 3),  # cut, begun by it
+        ([INNER, LAYER, ("d.c:1", "f3"), ("e.c:1", "g3")], 3),  # cut
+        ([INNER, ("f.c:1", "f4"), ("g.c:1", "g4"), ("h.c:1", "h4")], 3),  # cut
+        ([INNER, LAYER, ("x.c:1", "f5")], 3),  # whole
+    ]
+    trace = reader.load(allreduce_run(paths).write(tmp_path / "t"), use_cache=False)
+    # bcast_all: (a.c:1, b.c:1, c.c:1), (a.c:2, b.c:2) and (a.c:2, b.c:2, c.c:2): 3 callers;
+    # comm_inner: (comm_layer.c:20, d.c:1, e.c:1), (f.c:1, ..), (comm_layer.c:20, x.c:1):
+    # 3; comm_layer: (d.c:1, e.c:1) and (x.c:1): 2, no wrapper
+    assert Analysis(trace).paths.wrappers == {"bcast_all", "comm_inner"}
+
+
+DEEP_CALLER = '''\
+import numpy as np
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+x, y = np.ones(2), np.empty(2)
+
+
+def exchange():  # a wrapper: only MPI, from three places
+    comm.Allreduce(x, y)
+
+
+def inner():
+    comm.Allreduce(x, y)
+
+
+def layer():  # a two-level wrapper with inner
+    inner()
+
+
+def solve():  # the program's own step: called from one place only
+    comm.Allreduce(x, y)  # SOLVE:direct
+    exchange()  # SOLVE:exchange
+    layer()  # SOLVE:layer
+
+
+def step():
+    solve()
+
+
+def run(n):
+    for _ in range(n):
+        step()
+
+
+def setup():
+    exchange()
+    exchange()
+    layer()
+    layer()
+
+
+setup()
+run(5)
+'''
+
+
+def test_a_traced_function_called_from_one_place_is_named_at_its_lines(tmp_path):
+    """The case above, traced: an mpi4py program at the default depth (4) whose solve()
+    is reached through one chain (run -> step -> solve) and calls MPI directly and through
+    one- and two-level wrappers. Its calls are named at its own lines, not at step's."""
+    pytest.importorskip("mpi4py")
+    from mpiscope_testing import mpijobs
+    from mpiscope_testing.scenarios import analyze_json
+
+    prog = tmp_path / "deep.py"
+    prog.write_text(DEEP_CALLER)
+    job = mpijobs.run(["python3", str(prog)], np=2, out=tmp_path / "trace")
+    assert job.returncode == 0, job.stderr
+    _, doc = analyze_json(tmp_path / "trace", tmp_path)
+    lines = DEEP_CALLER.splitlines()
+
+    def at(text: str) -> str:
+        return f"deep.py:{next(i + 1 for i, t in enumerate(lines) if text in t)}"
+
+    sites = {c["callsite"]: c["calls"] for c in doc["callsites"]
+             if c["function"] == "MPI_Allreduce"}
+    solve = {at(f"# SOLVE:{k}") for k in ("direct", "exchange", "layer")}
+    assert solve <= set(sites), sites
+    assert all(sites[s] == 2 * 5 for s in solve), sites
+    assert at("    solve()") not in sites, sites  # step's line: solve taken for a wrapper
+    paths = {tuple(c["callpath"]) for c in doc["callsites"] if c["callsite"] in solve}
+    assert (at("comm.Allreduce(x, y)  # SOLVE"), at("    solve()"), at("        step()"),
+            at("run(5)")) in paths, paths

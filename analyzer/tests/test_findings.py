@@ -57,9 +57,23 @@ def test_redundant_only_when_every_call_of_the_site_is():
     # the last call changes the result: the call site is not redundant (not "in 2 of 4")
     sc = _allreduces([(11, 22, 5), (11, 22, 22), (11, 22, 22), (12, 23, 22)])
     assert by_kind(Analysis(sc.trace()).findings, "redundant_collective") == []
-    # one repeated call (set-up) is never claimed
+    # one repeated call (set-up) is never claimed: kept under `minor`, saying why, with
+    # no saving (nothing replayed for it)
     sc = _allreduces([(11, 22, 5), (11, 22, 22)])
-    assert by_kind(Analysis(sc.trace()).findings, "redundant_collective") == []
+    a = Analysis(sc.trace())
+    assert by_kind(a.findings, "redundant_collective") == []
+    [minor] = a.to_dict()["minor"]
+    assert (minor["kind"], minor["callsite"], minor["calls"]) == (
+        "redundant_collective", "x.c:5", 2)
+    assert minor["minor_reason"] == "only 1 instance in this run (redundancy is claimed " \
+        "from 2 on)"
+    assert minor["estimated_savings_s"] == 0 and not minor["evidence"]["saving_replayed"]
+    assert minor["evidence"]["share_of_run"] is None
+    assert minor["message"].startswith(
+        "MPI_Allreduce at x.c:5, in 1 instance of this run (2 calls per rank in all): on "
+        "every rank its input and result equal those of the previous call")
+    assert "Not claimed as redundant" in minor["message"]
+    assert "no saving is stated" in minor["message"]
 
 
 def test_barrier_directly_after_a_synchronizing_collective():
@@ -77,6 +91,11 @@ def test_barrier_directly_after_a_synchronizing_collective():
     assert (f.function, f.callsite, f.calls) == ("MPI_Barrier", "y.c:2", 6)
     assert "MPI_Barrier at y.c:2 is provably redundant in all 3 calls of this run (3 calls " \
         "per rank in all): each directly follows MPI_Allreduce" in f.message
+    # the barrier at the end, once: under `minor`
+    [minor] = by_kind(Analysis(sc.trace()).minor_findings, "redundant_collective")
+    assert (minor.callsite, minor.evidence["proof"], minor.evidence["instances"]) == (
+        "y.c:6", "barrier_after", 1)
+    assert minor.evidence["minor_reason"].startswith("only 1 instance in this run")
 
 
 def test_message_aggregation_saves_latency_per_burst():

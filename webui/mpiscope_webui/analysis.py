@@ -30,6 +30,7 @@ class FindingView:
     window: tuple[float, float] | None  # seconds (trace time) of the first occurrences
     callpath: list[str] = field(default_factory=list)  # frames, innermost first
     minor_reason: str = ""  # why it is below the noise floor ("": a listed finding)
+    saving_stated: bool = True  # False: no saving replayed (estimated_savings_s is 0)
 
 
 @dataclass
@@ -102,4 +103,5 @@ def finding_view(trace: Trace, f: Finding) -> FindingView:
         window = ((lo - pad) / 1e9, (hi + pad) / 1e9)
     return FindingView(f.kind, f.function, f.callsite, f.message, float(f.time_s),
                        float(f.estimated_savings_s), c["call"].to_numpy(np.int64)[rows], window,
-                       list(f.callpath), str(f.evidence.get("minor_reason", "")))
+                       list(f.callpath), str(f.evidence.get("minor_reason", "")),
+                       bool(f.evidence.get("saving_replayed", True)))

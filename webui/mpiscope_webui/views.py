@@ -227,8 +227,9 @@ def _finding_item(f: FindingView, panel: int, i: int) -> html.Li:
         html.Button(f"{f.kind}: {f.function} at {f.callsite or '?'}",
                     className="finding", title="zoom the timeline to its occurrences",
                     **{"data-panel": panel, "data-idx": i}),  # see assets/findings.js
-        html.Span(f" saves ≈ {numbers.seconds(f.estimated_savings_s)} of "
-                  f"{numbers.seconds(f.time_s)} · {numbers.count(len(f.calls), 'call')}",
+        html.Span((f" saves ≈ {numbers.seconds(f.estimated_savings_s)} of "
+                   if f.saving_stated else " no saving stated · ")
+                  + f"{numbers.seconds(f.time_s)} · {numbers.count(len(f.calls), 'call')}",
                   className="muted"),
         *([html.Div("via " + " <- ".join(f.callpath), className="muted callpath")]
           if len(f.callpath) > 1 else []),

@@ -80,3 +80,23 @@ def test_findings_below_the_floor_are_listed_apart_with_their_reason(tmp_path):
     assert item.children[0].className == "finding"  # clickable: zooms to its calls
     assert item.children[0].to_plotly_json()["props"]["data-idx"] == 0
     assert item.children[-1].children == "minor: " + panels.findings[0].minor_reason
+
+
+def test_a_minor_finding_without_a_saving_says_so(tmp_path):
+    """A barrier directly after an Allreduce, once (set-up): under `minor`, not claimed,
+    and no saving replayed for it, so none is shown (not "saves ≈ 0 s")."""
+    tb = TraceBuilder(ranks=2)
+    for r in (0, 1):
+        tb.call(r, 0, 10 * US, "MPI_Init", callsite="main.c:2")
+        tb.collective(r, 100 * US, 150 * US, "MPI_Allreduce", sent=8, received=8,
+                      callsite="setup.c:7")
+        tb.collective(r, 150 * US, 160 * US, "MPI_Barrier", callsite="setup.c:8")
+        tb.call(r, 200 * US, 210 * US, "MPI_Finalize", callsite="main.c:40")
+    panels = TraceModel.build(reader.load(tb.write(tmp_path / "once"))).analysis()
+    [f] = [f for f in panels.findings if f.kind == "redundant_collective"]
+    assert f.callsite == "setup.c:8" and f.minor_reason.startswith("only 1 instance")
+    (ol,) = _lists(findings_list(panels, 0), "findings minor")
+    [item] = [li for li in ol.children
+              if li.children[0].children == "redundant_collective: MPI_Barrier at setup.c:8"]
+    assert item.children[1].children.startswith(" no saving stated · ")
+    assert "saves" not in item.children[1].children

@@ -10,7 +10,8 @@ matters. The chosen frame skips, innermost first:
   functions, `libmpi*`/`libmpich*` objects, mpi4py's extension);
 - frames whose function or frame name matches a `skip_frames` glob (`message_passing::*`);
 - detected wrappers: a function that, wherever it appears, calls only MPI (or other
-  wrappers), and is reached from at least `WRAPPER_MIN_PATHS` distinct call paths;
+  wrappers), and is reached from at least `WRAPPER_MIN_PATHS` distinct call paths (a
+  path cut by the recorded depth is the same caller as a longer one it begins);
 - library frames (`callpaths.library`: Python's standard library, installed packages,
   system headers), which are not the program's own code: a test's helper called by
   unittest's runner is named at the test's line, not at the runner's.
@@ -96,8 +97,11 @@ class CallPaths:
                                      else [False] * len(g))
         used = sorted(set(used)) if used is not None else used_paths(trace.calls)
         globs = tuple(skip_frames)
+        # the trace does not say its depth limit: a path that was cut has exactly that
+        # many frames (frames left out, MPI's, are not counted), the longest there is
+        depth = max((len(f) for f in frames.values()), default=0)
         wrappers = (_detect_wrappers({p: list(zip(frames[p], functions[p], strict=True))
-                                      for p in used if p in frames}, globs)
+                                      for p in used if p in frames}, globs, depth)
                     if detect else set())
         chosen = {p: _choose(frames[p], functions[p], globs, wrappers, library[p])
                   for p in frames}
@@ -139,16 +143,34 @@ def _name(frame: str, function: str) -> str:
     return function or frame
 
 
-def _detect_wrappers(paths: dict[int, list[tuple[str, str]]], globs: tuple[str, ...]
-                     ) -> set[str]:
+def _distinct_callers(tails: dict[tuple[str, ...], bool]) -> int:
+    """How many different callers the caller tails (frames outside a function, innermost
+    first; True: the path was cut by the depth limit) name. A cut tail is only the start
+    of its real chain: one that begins another tail may be that same caller (a function
+    reached through one more inner layer keeps one outer frame fewer), so it is not
+    counted. A tail that ended on its own is its whole chain."""
+    order = sorted(tails)
+    n = 0
+    for i, t in enumerate(order):
+        # sorted: the tails that begin with t follow it directly
+        longer = i + 1 < len(order) and order[i + 1][:len(t)] == t
+        if not (tails[t] and longer):
+            n += 1
+    return n
+
+
+def _detect_wrappers(paths: dict[int, list[tuple[str, str]]], globs: tuple[str, ...],
+                     depth: int = 0) -> set[str]:
     """Functions that call only MPI (or wrappers) wherever they appear, reached from at
-    least WRAPPER_MIN_PATHS distinct caller paths. Inner layers first, then the layers
-    that call only them (a two-level wrapper), until nothing changes."""
+    least WRAPPER_MIN_PATHS distinct caller paths (`depth`: the recorded depth limit,
+    the paths of that length were cut by it). Inner layers first, then the layers that
+    call only them (a two-level wrapper), until nothing changes."""
     wrappers: set[str] = set()
     while True:
-        callers: dict[str, set[tuple[str, ...]]] = {}
+        callers: dict[str, dict[tuple[str, ...], bool]] = {}
         disqualified: set[str] = set()
         for frames in paths.values():
+            cut = len(frames) >= depth > 0
             start = _outside_mpi(frames)
             for i in range(start, len(frames)):
                 frame, function = frames[i]
@@ -162,9 +184,12 @@ def _detect_wrappers(paths: dict[int, list[tuple[str, str]]], globs: tuple[str, 
                     continue
                 outer = tuple(f for f, _fn in frames[i + 1:])
                 if outer:  # the outermost recorded frame: its callers are unknown
-                    callers.setdefault(name, set()).add(outer)
+                    tails = callers.setdefault(name, {})
+                    # seen whole once, it is whole: a cut copy is no other caller
+                    tails[outer] = tails.get(outer, True) and cut
         new = {n for n, c in callers.items()
-               if n not in disqualified and len(c) >= WRAPPER_MIN_PATHS}
+               if n not in disqualified and len(c) >= WRAPPER_MIN_PATHS
+               and _distinct_callers(c) >= WRAPPER_MIN_PATHS}
         if not new:
             return wrappers
         wrappers |= new

@@ -25,7 +25,8 @@ set-up time (a slow MPI_Init) neither dilutes a share nor raises the floor.
   not redundant), or a barrier directly after a synchronizing collective on the same
   communicator. Claimed for a call site only where every call after its first on each
   communicator is so (never one instance in set-up or tear-down: at least
-  MIN_REDUNDANT_INSTANCES); saving: those instances removed.
+  MIN_REDUNDANT_INSTANCES; a site proved in fewer is kept under `minor`, saying so, with
+  no saving replayed); saving: those instances removed.
 - frequent_collective: a small collective run every iteration of the main loop from one
   call site at a notable share of run time; saving replayed by the simulator
   (mpiscope.analysis.simulate) on the machine fitted from the trace, with the collective
@@ -758,7 +759,7 @@ def _group_redundant(rows: pd.DataFrame, site_calls: pd.DataFrame, firsts: int,
                      proof: str) -> list[Finding]:
     """One finding per call site whose every call (but the first on each communicator
     where `firsts` is 1) on every rank is in `rows`, in MIN_REDUNDANT_INSTANCES
-    instances at least."""
+    instances at least; in fewer, a minor one saying so (nothing replayed)."""
     found = []
     rows = rows.assign(function=rows["function"].astype(str),
                        callsite=rows["callsite"].astype(str))
@@ -769,12 +770,16 @@ def _group_redundant(rows: pd.DataFrame, site_calls: pd.DataFrame, firsts: int,
         want = sc["calls"] - firsts * sc["comms"]
         have = g.groupby("rank")["call"].size().reindex(want.index, fill_value=0)
         n = int(g["instance"].nunique())
-        if n < MIN_REDUNDANT_INSTANCES or not (have == want).all():
+        if not (have == want).all():
             continue
         total = int(sc["calls"].max())
+        time_s = float((g["end"] - g["start"]).sum() / 1e9)
+        if n < MIN_REDUNDANT_INSTANCES:
+            found.append(_too_few(str(function), str(callsite), g, n, total, time_s,
+                                  why, proof, replays))
+            continue
         which = (f"all {n} calls after the first" if firsts else f"all {n} calls") + \
             f" of this run ({_plural(total, 'call')} per rank in all)"
-        time_s = float((g["end"] - g["start"]).sum() / 1e9)
         sv = _saving(replays.saving(Scenario(remove_calls=tuple(
             sorted(int(c) for c in g["call"])))), replays, time_s)
         found.append(Finding(
@@ -784,6 +789,26 @@ def _group_redundant(rows: pd.DataFrame, site_calls: pd.DataFrame, firsts: int,
             {"proof": proof, "instances": n, "calls_per_rank": total, **sv.evidence(),
              "ranks": sorted(int(r) for r in g["rank"].unique()), "model": replays.model}))
     return found
+
+
+def _too_few(function: str, callsite: str, g: pd.DataFrame, n: int, total: int,
+             time_s: float, why: Callable[[pd.DataFrame], str], proof: str,
+             replays: Replays) -> Finding:
+    """A call site the redundancy proof holds for in fewer than MIN_REDUNDANT_INSTANCES
+    instances (a set-up or tear-down call): shown under `minor`, never claimed, and not
+    replayed (no saving is stated for what is not claimed)."""
+    sv = Saving(None, 1.0, time_s, replays.run_s)  # no replay run for it: none scaled
+    reason = (f"only {_plural(n, 'instance')} in this run (redundancy is claimed from "
+              f"{MIN_REDUNDANT_INSTANCES} on)")
+    return Finding(
+        "redundant_collective", function, callsite, len(g), time_s, sv.s,
+        f"{where(function, callsite)}, in {_plural(n, 'instance')} of this run "
+        f"({_plural(total, 'call')} per rank in all): {why(g)}. Not claimed as redundant: "
+        "a call made this few times (set-up, tear-down) shows no pattern; no saving is "
+        "stated.",
+        {"proof": proof, "instances": n, "calls_per_rank": total, **sv.evidence(),
+         "replay_scale": None, "share_of_run": None,
+         "ranks": sorted(int(r) for r in g["rank"].unique()), "minor_reason": reason})
 
 
 def _every_kth(replays: Replays, function: str, callsite: str, per_iteration: int,

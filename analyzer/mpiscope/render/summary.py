@@ -289,8 +289,10 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10,
     if analysis.minor_findings:
         minor = analysis.minor_findings
         listed = "; ".join(
-            f"{f.kind} {findings.where(f.function, f.callsite)} "
-            f"(saves {numbers.seconds(f.estimated_savings_s)})" for f in minor[:top])
+            f"{f.kind} {findings.where(f.function, f.callsite)}"
+            + (f" (saves {numbers.seconds(f.estimated_savings_s)})"
+               if f.evidence.get("saving_replayed", True) else " (no saving stated)")
+            for f in minor[:top])
         more = f" and {len(minor) - top} more" if len(minor) > top else ""
         rule = analysis.noise_floor.rule
         console.print(f"[dim]Minor, {numbers.count(len(minor), 'finding')} (each with why "
