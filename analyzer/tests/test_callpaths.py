@@ -192,6 +192,22 @@ def test_replayed_traces_keep_their_call_paths(tmp_path):
     assert list(out.calls["callsite"].astype(str)) == list(src.calls["callsite"].astype(str))
 
 
+def test_a_rewritten_trace_keeps_which_frames_are_library_code(tmp_path):
+    """An archive mpiscope writes (a replay's prediction, a salvaged job) names frames by
+    their labels, the files' names without their paths: unittest's runner must still read
+    back as library code, the program's own file as its own."""
+    case = "/usr/lib/python3.11/unittest/case.py"
+    path = [("/src/suite/test_x.py:12", "TestX.test_sum"), (f"{case}:579", "TestCase.run")]
+    src = reader.load(allreduce_run([(path, 2)]).write(tmp_path / "a"), use_cache=False)
+    out = reader.load(writer.write(src, tmp_path / "b"), use_cache=False)
+
+    def flags(t):
+        return dict(zip(t.callpaths["frame"], t.callpaths["library"], strict=True))
+
+    assert not flags(src)["test_x.py:12"] and flags(src)["case.py:579"]
+    assert flags(out) == flags(src)
+
+
 def test_a_salvaged_jobs_ranks_share_one_set_of_paths(tmp_path):
     """A job that died leaves one archive per rank (DIR/rank<N>/), each numbering its own
     contexts: merged, equal paths are one id again."""

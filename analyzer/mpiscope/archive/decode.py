@@ -173,9 +173,21 @@ _LIBRARY_FILE = re.compile(r"/lib/python\d[\d.]*/|/(site|dist)-packages/|^/usr/i
                            r"^<frozen ")
 
 
+# a CallingContextProperty marking a library frame whose file's path no longer tells (an
+# archive mpiscope wrote keeps the frame's label, the file's name, not its path)
+LIBRARY_PROPERTY = "mpiscope::library"
+
+
 def library_file(file: str) -> bool:
     """The frame's file is library code, not the program's own (by its path)."""
     return bool(_LIBRARY_FILE.search(file))
+
+
+def _marked_library(context) -> bool:
+    try:
+        return bool(int(context[LIBRARY_PROPERTY]))
+    except (KeyError, TypeError, ValueError):  # unmarked, or a property of another type
+        return False
 
 
 def _name(obj: object) -> str:
@@ -403,7 +415,8 @@ class Definitions:
             if scl is None:
                 return function, function, False
             file = _name(scl.file)
-            return callsite_label(file, int(scl.line_number)), function, library_file(file)
+            return (callsite_label(file, int(scl.line_number)), function,
+                    library_file(file) or _marked_library(c))
 
         def chain(ref: int) -> list[Frame]:
             out: list[Frame] = []

@@ -27,6 +27,7 @@ from otf2.enums import (
 )
 
 from mpiscope import __version__
+from mpiscope.archive.decode import LIBRARY_PROPERTY
 from mpiscope.archive.trace import Trace
 
 BASE_TIME = 1_000_000_000  # raw timestamp of t=0
@@ -90,17 +91,23 @@ class CallingContexts:
         return self.regions[name]
 
     def context(self, frames) -> object | None:
-        """`frames`: innermost first, each `"file.c:LINE"` (its function unknown) or a
-        (frame, function) pair."""
-        chain = tuple((f, "") if isinstance(f, str) else (str(f[0]), str(f[1]))
+        """`frames`: innermost first, each `"file.c:LINE"` (its function unknown), a
+        (frame, function) pair or a (frame, function, library) triple. A library frame's
+        context carries the LIBRARY_PROPERTY: its label keeps only the file's name, and
+        the path that made it library code (decode.library_file) is not in the tables."""
+        chain = tuple((f, "", False) if isinstance(f, str)
+                      else (str(f[0]), str(f[1]), bool(f[2]) if len(f) > 2 else False)
                       for f in frames)
         if not chain:
             return None
         if chain not in self.contexts:
             parent = self.context(chain[1:]) if len(chain) > 1 else None
-            frame, function = chain[0]
-            self.contexts[chain] = self.defs.calling_context(
-                self._region(function, frame), self.source(frame), parent)
+            frame, function, library = chain[0]
+            ctx = self.defs.calling_context(self._region(function, frame), self.source(frame),
+                                            parent)
+            if library:
+                self.defs.calling_context_property(ctx, LIBRARY_PROPERTY, Type.UINT8, 1)
+            self.contexts[chain] = ctx
         return self.contexts[chain]
 
 
@@ -173,7 +180,7 @@ def _write(trace: Trace, w: otf2.writer.Writer) -> None:
     source = contexts.source
     # the call paths: their frames, kept through a replay or a salvaged job
     cp = trace.callpaths
-    paths = {int(k): list(zip(g["frame"], g["function"], strict=True))
+    paths = {int(k): list(zip(g["frame"], g["function"], g["library"], strict=True))
              for k, g in cp.sort_values(["callpath", "level"]).groupby("callpath")}
     a_path = callpath_attribute(d) if paths else None
 
