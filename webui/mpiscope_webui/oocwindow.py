@@ -1,0 +1,172 @@
+"""Statistics of the visible window out of core: the MPI function profile (calls, time per
+function, in all and per rank) of a window and a rank set, from the timeline pyramid and
+its detail (mpiscope_webui.pyramid), never loading the trace.
+
+What a window counts is what the in-memory window counts (mpiscope.analysis.window): a
+call is in the window [t0, t1) if it overlaps it (a call of no length: if it starts in
+it); its `calls` are its MPI calls (a merged polling visit: its `polls`); its time is the
+part inside the window. The two agree by construction:
+- the window is cut at the edges of the columns of one pyramid level: the whole columns
+  [E0, E1) inside it are read from the pyramid (per cell: ns inside the column, from the
+  same prefix sums as the in-memory level of detail, and the calls starting in it);
+- the two partial pieces [t0, E0) and [E1, t1) come from the detail (a range read of the
+  row groups that can hold them), clipped as the in-memory window clips calls: the left
+  piece counts every call that starts before E0 and overlaps the window (those that
+  started before the window included), the right one the calls that start in it;
+- the level is the finest at which the window spans at most COLUMNS columns: a wide
+  window costs O(COLUMNS) cells per rank and function, its edge pieces are each less than
+  a column (1/COLUMNS of the window: few calls); a window narrower than a column of the
+  finest level is read from the detail alone (a few row groups per rank).
+
+What it cannot give (the pyramid has no per-call values): min/median/max, waiting and
+bytes per window; the breakdown, which needs each call's waiting part; messages, which
+are not in the pyramid. The page says so beside the tables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from mpiscope.analysis.window import sort_profile
+from mpiscope_webui.pyramid import Pyramid
+
+COLUMNS = 2048  # whole columns of a window at most (the level chosen to fit)
+PROFILE_COLUMNS = ["calls", "time_s", "mean_s"]  # of mpiscope.analysis.window's
+EVER = -(2**62)  # count calls starting from then on: all
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """The MPI calls of a window and rank set, per (rank, function): calls, ns inside the
+    window; and how they were read."""
+
+    t0: int  # ns, absolute (trace time)
+    t1: int
+    ranks: tuple[int, ...] | None  # None: all
+    rank: np.ndarray
+    fcode: np.ndarray
+    calls: np.ndarray
+    ns: np.ndarray
+    functions: list[str]
+    level: int | None  # the pyramid level of the whole columns (None: detail alone)
+    columns: int  # whole columns read from the pyramid
+    calls_read: int  # detail rows read for the edge pieces (whole row groups)
+    edge_calls: int  # of which in the edge pieces
+
+    def profile(self, by: Sequence[str] = ("function",)) -> pd.DataFrame:
+        """As mpiscope.analysis.window.Window.profile for `("function",)` (the column
+        `name`) or `("rank", "function")`, with the columns PROFILE_COLUMNS; largest time
+        first."""
+        by = tuple(by)
+        if by == ("function",):
+            key = self.fcode.astype(np.int64)
+        elif by == ("rank", "function"):
+            key = self.rank.astype(np.int64) * len(self.functions) + self.fcode
+        else:
+            raise ValueError("out of core a window's profile is by function or by "
+                             "(rank, function)")
+        uniq, inv = np.unique(key, return_inverse=True)
+        ng = len(uniq)
+        calls = np.bincount(inv, weights=self.calls, minlength=ng).astype(np.int64)
+        ns = np.bincount(inv, weights=self.ns, minlength=ng)
+        out: dict[str, object] = {}
+        if by == ("function",):
+            out["name"] = [self.functions[int(i)] for i in uniq]
+        else:
+            out["rank"] = uniq // len(self.functions)
+            out["function"] = [self.functions[int(i)] for i in uniq % len(self.functions)]
+        df = pd.DataFrame({**out, "calls": calls, "time_s": ns / 1e9,
+                           "mean_s": ns / np.maximum(calls, 1) / 1e9})
+        # the in-memory window's rows: a group holds a call (none of no call)
+        return sort_profile(df[df["calls"] > 0].reset_index(drop=True), by)
+
+
+def _level(p: Pyramid, t0: int, t1: int) -> int:
+    """The finest level at which [t0, t1) (relative ns) spans at most COLUMNS columns."""
+    for k in range(p.levels - 1, -1, -1):
+        if p.cols(k) * (t1 - t0) <= COLUMNS * p.span:
+            return k
+    return 0
+
+
+def _edge(p: Pyramid, rank: int, t0: int, t1: int, a: int, b: int, count_from: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(fcode, calls, ns) of one rank's calls overlapping [a, b) (absolute ns; a call of
+    no length: starting in it) clipped to it, calls counted where they start at or after
+    `count_from` and overlap the window [t0, t1); and the rows read."""
+    lo, hi = p._groups[rank]
+    # a call of no length at `a` ends at `a`: >= (Pyramid.row_groups_of asks > a)
+    groups = np.flatnonzero((lo < b) & (hi >= a)).tolist()
+    if not groups:
+        e = np.empty(0, np.int64)
+        return e, e, e, 0
+    t = pa.concat_tables(p._detail_groups(rank, groups))
+    s, e = t["start"].to_numpy(), t["end"].to_numpy()  # end >= start (pyramid.build)
+    here = (s < b) & ((e > a) | (s >= a))
+    s, e = s[here], e[here]
+    fcode = t["fcode"].to_numpy()[here].astype(np.int64)
+    polls = (t["polls"].to_numpy()[here].astype(np.int64) if "polls" in t.column_names
+             else np.ones(len(s), np.int64))
+    ns = np.maximum(np.minimum(e, b) - np.maximum(s, a), 0)
+    counted = (s >= count_from) & (s < t1) & ((e > t0) | (s >= t0))
+    return fcode, np.where(counted, polls, 0), ns, t.num_rows
+
+
+def window_stats(p: Pyramid, t0: int, t1: int,
+                 ranks: Sequence[int] | None = None) -> WindowStats:
+    """The MPI calls of [t0, t1) (absolute ns) on `ranks` (None: all)."""
+    t0, t1 = sorted((int(t0), int(t1)))
+    t1 = max(t1, t0 + 1)
+    chosen = None if ranks is None else tuple(sorted({int(r) for r in ranks}))
+    wanted = [r for r in p.ranks if chosen is None or r in chosen]
+    rel0, rel1 = t0 - p.origin, t1 - p.origin
+    level = _level(p, rel0, rel1)
+    edges = p.edges(level)
+    c0 = int(np.searchsorted(edges, rel0, side="left"))  # first column starting in it
+    c1 = int(np.searchsorted(edges, rel1, side="right")) - 1  # last edge inside it
+    parts_r: list[np.ndarray] = []
+    parts_f: list[np.ndarray] = []
+    parts_c: list[np.ndarray] = []
+    parts_n: list[np.ndarray] = []
+    if c1 > c0:  # whole columns [E0, E1): the pyramid
+        e0, e1 = int(edges[c0]) + p.origin, int(edges[c1]) + p.origin
+        stream, _col, fcode, ns, calls = p.cells(level, c0, c1)
+        rank = p.streams.rank[stream.astype(np.int64)]
+        keep = np.isin(rank, wanted)
+        parts_r.append(rank[keep])
+        parts_f.append(fcode[keep].astype(np.int64))
+        parts_c.append(calls[keep].astype(np.int64))
+        parts_n.append(ns[keep].astype(np.int64))
+        # the left piece also when empty (the window on a column edge): the calls that
+        # started before the window and overlap it are counted there
+        pieces = [(t0, e0, EVER)] + ([(e1, t1, e1)] if t1 > e1 else [])
+        columns = c1 - c0
+    else:  # narrower than a column: the detail alone
+        level, columns = None, 0
+        pieces = [(t0, t1, EVER)]
+
+    def one(r: int) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray, int]]:
+        return [(r, *_edge(p, r, t0, t1, a, b, f)) for a, b, f in pieces]
+
+    read = edge = 0
+    with ThreadPoolExecutor(min(len(wanted), os.cpu_count() or 1) or 1) as pool:
+        for got in pool.map(one, wanted):
+            for r, fcode, calls, ns, rows in got:
+                parts_r.append(np.full(len(fcode), r, np.int64))
+                parts_f.append(fcode)
+                parts_c.append(calls)
+                parts_n.append(ns)
+                read += rows
+                edge += len(fcode)
+    if not parts_r:
+        parts_r = parts_f = parts_c = parts_n = [np.empty(0, np.int64)]
+    return WindowStats(t0, t1, chosen, np.concatenate(parts_r), np.concatenate(parts_f),
+                       np.concatenate(parts_c), np.concatenate(parts_n), list(p.functions),
+                       level, columns, read, edge)

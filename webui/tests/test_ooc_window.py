@@ -1,0 +1,126 @@
+"""Statistics of a window out of core (mpiscope_webui.oocwindow: the pyramid's whole
+columns, the detail's edge pieces) equal those of the in-memory window
+(mpiscope.analysis.window) on the same trace and windows: wide, narrow, on a column edge,
+inside one long call, and for a rank set. The trace is built by construction to hold what
+makes the two differ if either counts wrongly: calls on a second thread, calls of no
+length, merged polling visits (a row standing for many calls), a call spanning many
+columns, and enough calls for a pyramid of several levels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mpiscope.analysis import stats
+from mpiscope.analysis.session import Analysis
+from mpiscope.archive import reader
+from mpiscope_testing.tracegen import TraceBuilder
+from mpiscope_webui import oocwindow, pyramid
+
+RANKS = 3
+ROUNDS = 700  # of 4 calls each per rank: a pyramid of several levels
+LONG = (1, 200_000, 900_000)  # rank 1's long MPI_Wait: (rank, start, end) in ns
+
+
+def build(out: Path) -> Path:
+    rng = np.random.default_rng(7)
+    tb = TraceBuilder(RANKS, hosts=["a", "a", "b"], threads=2)
+    for r in range(RANKS):
+        tb.call(r, 0, 1_000, "MPI_Init")
+        t = 2_000 + 37 * r
+        for i in range(ROUNDS):
+            if r == LONG[0] and LONG[1] <= t < LONG[2]:
+                tb.call(r, LONG[1], LONG[2], "MPI_Wait", callsite="long.c:1")
+                t = LONG[2] + 50
+            d = int(rng.integers(20, 400))
+            tb.call(r, t, t + d, "MPI_Allreduce", callsite="a.c:1")
+            t += d + int(rng.integers(0, 300))
+            tb.call(r, t, t, "MPI_Comm_rank", callsite="a.c:2")  # of no length
+            t += int(rng.integers(1, 50))
+            for _ in range(3):  # polls completing nothing: one merged visit
+                tb.call(r, t, t + 5, "MPI_Test", callsite="a.c:3")
+                t += 5
+            t += int(rng.integers(10, 200))
+            if i % 5 == 0:  # the worker thread calls MPI too
+                tb.call((r, 1), t - 100, t + 40, "MPI_Send", callsite="w.c:1")
+        tb.call(r, t + 100, t + 600, "MPI_Finalize")
+    return tb.write(out)
+
+
+@pytest.fixture(scope="module")
+def opened(tmp_path_factory):
+    d = build(tmp_path_factory.mktemp("oocwindow") / "t")
+    trace = reader.load(d)  # writes the Parquet cache the pyramid is built from
+    assert (stats.polls(trace.calls) > 1).any(), "no merged polling visit to count"
+    assert ((trace.calls["end"] == trace.calls["start"]).any()
+            and (trace.calls["thread"] > 0).any())
+    p = pyramid.Pyramid.open(d)
+    assert p.levels >= 3
+    return Analysis(trace), p
+
+
+def compare(opened, t0: int, t1: int, ranks=None) -> oocwindow.WindowStats:
+    """The out-of-core profiles of [t0, t1) equal the in-memory ones: the same rows (name,
+    calls) in the same order, the times to the ns."""
+    mem, p = opened
+    got = oocwindow.window_stats(p, t0, t1, ranks)
+    w = mem.window(t0, t1, ranks)
+    for by in (("function",), ("rank", "function")):
+        want = w.profile(by)[[*(["name"] if by == ("function",) else list(by)),
+                              *oocwindow.PROFILE_COLUMNS]]
+        have = got.profile(by)
+        assert len(want) > 0
+        pd.testing.assert_frame_equal(have.drop(columns=["time_s", "mean_s"]),
+                                      want.drop(columns=["time_s", "mean_s"]),
+                                      check_dtype=False)
+        assert np.allclose(have["time_s"], want["time_s"], rtol=0, atol=0.5e-9)
+        assert np.allclose(have["mean_s"], want["mean_s"], rtol=1e-12, atol=1e-15)
+    return got
+
+
+def test_a_wide_window_is_mostly_the_pyramid(opened):
+    _mem, p = opened
+    t0, t1 = p.origin + p.span // 7, p.origin + p.span - p.span // 9
+    got = compare(opened, t0, t1)
+    assert got.level is not None and got.columns > oocwindow.COLUMNS // 2
+    # the edge pieces are each under a column: a small share of the window's calls
+    calls = int(got.calls.sum())
+    assert got.edge_calls < calls / 10
+
+
+def test_a_narrow_window_is_the_detail(opened):
+    _mem, p = opened
+    finest = p.span // p.cols(p.levels - 1)
+    t0 = p.origin + p.span // 2 + 13
+    got = compare(opened, t0, t0 + finest // 2)
+    assert got.level is None and got.columns == 0
+
+
+def test_a_window_on_column_edges(opened):
+    _mem, p = opened
+    k = p.levels - 2
+    e = p.edges(k) + p.origin
+    c = p.cols(k)
+    got = compare(opened, int(e[c // 4]), int(e[c // 4 + 300]))
+    assert got.columns > 0
+    # and one ending on an edge, starting inside a column
+    compare(opened, int(e[c // 3]) + 7, int(e[c // 2]))
+
+
+def test_a_window_inside_a_long_call_and_a_rank_set(opened):
+    _mem, p = opened
+    rank, s, e = LONG
+    # the long call starts before the window and ends after it: counted once, its time
+    # the window's
+    got = compare(opened, p.origin + s + 10_000, p.origin + e - 10_000, ranks=[rank])
+    assert got.profile()["name"].tolist() == ["MPI_Wait"]
+    compare(opened, p.origin + s - 5_000, p.origin + e + 40_000, ranks=[0, 2])
+
+
+def test_the_whole_run_for_a_rank_set(opened):
+    _mem, p = opened
+    got = compare(opened, p.origin, p.origin + p.span, ranks=[2])
+    assert got.calls_read == 0  # whole columns of the coarsest level fit: no detail read
