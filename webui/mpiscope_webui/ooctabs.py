@@ -2,9 +2,14 @@
 computes rank by rank from the Parquet cache, never holding the trace, shown as the JSON
 of `mpiscope analyze --engine dask` has it (one source of truth: that command's JSON).
 
-Out of core the tabs are of the whole run: statistics of the visible window, user regions
-and the call tree group every call of the window at once, which needs the trace in
-memory; those tabs say so in one line instead of showing nothing. The MPI function
+The page's scope bar (the visible window or the whole run, a rank set) is kept: the
+Functions tab follows it (mpiscope_webui.oocwindow: calls and time per function and per
+process of the window and ranks, from the timeline pyramid and its detail, equal to the
+in-memory window's); the whole run of all ranks stays the Dask engine's JSON, and the
+Breakdown of the whole run keeps the ranks chosen. What a window cannot have out of core
+(its breakdown, which needs each call's waiting part; its messages; its min/median/max,
+waiting and bytes; user regions and the call tree, which group every call at once) each
+tab says in one line above the whole run's tables. The MPI function
 profiles per process, thread, communicator and tag, and the messages per communicator and
 tag are put together from per-rank parts: after the analysis a second child process (`python -m
 mpiscope_webui.ooctabs`) computes them rank by rank from the Parquet cache and the wait
@@ -22,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +35,31 @@ import pandas as pd
 from dash import html
 
 from mpiscope.errors import UserError
-from mpiscope_webui import windowstats
+from mpiscope_webui import inputs, oocwindow, windowstats
+from mpiscope_webui.pyramid import Pyramid
+from mpiscope_webui.timeline import View
+from mpiscope_webui.windowstats import RUN, Scope
 
 NICE = 10  # the analysis runs beside the timeline, below it
 TABS = (("Breakdown", "breakdown"), ("Functions", "functions"), ("Messages", "messages"),
         ("Profiles", "profiles"), ("Call tree", "calltree"), ("Findings", "findings"))
-SCOPE = ("Statistics of the whole run, all ranks (out of core: the Dask engine's analysis, "
-         "as `mpiscope analyze --engine dask` writes it; the tabs do not follow the zoom, "
-         "which needs the trace in memory).")
+SCOPE = ("Statistics of the whole run, {ranks} (out of core: the Dask engine's analysis, "
+         "as `mpiscope analyze --engine dask` writes it).")
+# what a tab cannot follow out of core (a window, or a rank set where it has all ranks)
+NOT_IN_WINDOW = {
+    "breakdown": "The breakdown of a window is not available out of core (a window's "
+                 "synchronization needs each call's waiting part, not kept per column): "
+                 "these are the whole run's.",
+    "messages": "Messages of a window or a rank set are not available out of core (the "
+                "timeline pyramid holds calls, not messages): these are the whole run's, all "
+                "ranks.",
+    "profiles": "Profiles of a window or a rank set are not available out of core "
+                "(min/median/max, waiting and bytes need every call of the window): these "
+                "are the whole run's, all ranks; the window's calls and time per process "
+                "are under Functions.",
+    "findings": "Findings are of the whole run.",
+}
+WindowOf = Callable[[tuple[int, int], "tuple[int, ...] | None"], oocwindow.WindowStats]
 # the profiles computed out of core: (title, table name, keys), as windowstats.PROFILES;
 # per call site the JSON's (the call sites relabelled by call path, engines.ranktasks)
 COMPUTED = tuple(p for p in windowstats.PROFILES if p[1] != "per-callsite")
@@ -123,23 +146,100 @@ def _frame(rows: list[dict], drop: tuple[str, ...] = ()) -> pd.DataFrame:
     return df.drop(columns=[c for c in drop if c in df.columns])
 
 
-def tab(results: Results, name: str) -> list:
-    """The contents of one tab (a value of TABS)."""
+def scope_of(p: Pyramid, view: View | None, scope: object, ranks: object) -> Scope:
+    """What the tabs are about, as windowstats.Scope.of in memory: the visible window (the
+    whole run when zoomed out all the way or asked for), the ranks chosen (none: the
+    ranks the timeline shows, all unless its lanes are chosen)."""
+    chosen = None
+    if isinstance(ranks, list) and ranks:
+        ok = [inputs.integer(r, 0, p.num_ranks) for r in ranks[:windowstats.MAX_RANK_CHOICES]]
+        chosen = tuple(sorted({r for r in ok if r is not None})) or None
+    if view is None:
+        return Scope(None, chosen)
+    if chosen is None and view.ranks:
+        chosen = tuple(sorted({int(r) for r in view.ranks}))
+    a, b = int(round(view.t0 * 1e9)), int(round(view.t1 * 1e9))
+    if scope == RUN or (a <= p.origin and b >= p.origin + p.span - 2):
+        return Scope(None, chosen)
+    return Scope((a, b), chosen)
+
+
+def follows(name: str, scope: Scope) -> bool:
+    """Whether tab `name` shows `scope` itself (else the whole run's JSON)."""
+    if scope.window is None and scope.ranks is None:
+        return True
+    return name == "functions" or (name == "breakdown" and scope.window is None)
+
+
+def tab_key(name: str, scope: Scope) -> str:
+    """What tab `name` shows of `scope`: the same key, the same contents."""
+    if name == "functions":
+        return scope.key()
+    if name == "breakdown":  # its rows are the ranks chosen; its note: a window or not
+        return f"{scope.window is None}|{scope.ranks}"
+    return str(scope.window is None and scope.ranks is None)  # its note or none
+
+
+def _ranks_text(ranks: tuple[int, ...] | None) -> str:
+    if ranks is None:
+        return "all ranks"
+    return ("rank " + ", ".join(str(r) for r in ranks[:12])
+            + (f" and {len(ranks) - 12} more" if len(ranks) > 12 else ""))
+
+
+def window_tab(p: Pyramid, scope: Scope, window_of: WindowOf) -> list:
+    """The Functions tab of a window and rank set (the whole run for a rank set): calls and
+    time per function, then per process, out of core (oocwindow)."""
+    a, b = scope.window or (p.origin, p.origin + p.span)
+    where = ("the whole run" if scope.window is None else
+             f"the window {a / 1e9:.6f} – {b / 1e9:.6f} s ({windowstats._dur((b - a) / 1e9)})")
+    text = (f"Statistics of {where}, {_ranks_text(scope.ranks)}. A call counts if it overlaps "
+            "the window; its time is the part inside it (out of core: the timeline pyramid's "
+            "whole columns and the detail at the window's two edges). Min/median/max, "
+            "waiting and bytes of a window need the trace in memory.")
+    try:
+        ws = window_of((a, b), scope.ranks)
+        return [html.Div(text, className="muted scope-text"),
+                windowstats.table(windowstats.functions_frame(ws.profile()),
+                                  {"type": "otable", "name": "functions"}),
+                html.H4("MPI functions per process"),
+                windowstats.table(ws.profile(("rank", "function")),
+                                  {"type": "otable", "name": "window-per-rank"})]
+    except (OSError, ValueError, KeyError) as err:  # shown to the user, one line
+        return [html.Div(text, className="muted scope-text"),
+                html.Div(f"window statistics: {type(err).__name__}: {err}".splitlines()[0],
+                         className="error")]
+
+
+def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | None = None,
+        window_of: WindowOf | None = None) -> list:
+    """The contents of one tab (a value of TABS) for `scope` (default: the whole run, all
+    ranks); `p` and `window_of` (oocwindow.window_stats of p, kept) for the window's."""
+    scope = scope or Scope(None, None)
     if name in NOT_HERE and name != "profiles":
         return [html.Div(NOT_HERE[name], className="muted ooc-note")]
+    whole = scope.window is None and scope.ranks is None
+    if name == "functions" and not whole and p is not None and window_of is not None:
+        return window_tab(p, scope, window_of)
     if not results.done:
         return [html.Div("Analysing out of core (Dask engine, rank by rank)… the tab fills "
                          "in when it is done.", className="muted ooc-running")]
     if results.json is None:
         return [html.Div(f"analysis failed — {results.error}", className="error")]
     j = results.json
-    out: list = [html.Div(SCOPE, className="muted scope-text")]
+    kept = name == "breakdown" and scope.ranks is not None  # its rows: the ranks chosen
+    out: list = [html.Div(SCOPE.format(ranks=_ranks_text(scope.ranks) if kept
+                                       else "all ranks"), className="muted scope-text")]
+    if not whole and not follows(name, scope) and name in NOT_IN_WINDOW:
+        out.insert(0, html.Div(NOT_IN_WINDOW[name], className="muted ooc-note"))
 
     def table(rows: list[dict], ident: str, drop: tuple[str, ...] = ()):
         return windowstats.table(_frame(rows, drop), {"type": "otable", "name": ident})
 
     if name == "breakdown":
-        out += [table(j["ranks"], "breakdown")]
+        chosen = set(scope.ranks or ())
+        out += [table([r for r in j["ranks"] if not kept or r["rank"] in chosen],
+                      "breakdown")]
     elif name == "functions":
         out += [table(j["functions"], "functions")]
     elif name == "messages":
