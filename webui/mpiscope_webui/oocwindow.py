@@ -99,27 +99,32 @@ def _level(p: Pyramid, t0: int, t1: int) -> int:
     return 0
 
 
-def _edge(p: Pyramid, rank: int, t0: int, t1: int, a: int, b: int, count_from: int
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(fcode, calls, ns) of one rank's calls overlapping [a, b) (absolute ns; a call of
-    no length: starting in it) clipped to it, calls counted where they start at or after
-    `count_from` and overlap the window [t0, t1); and the rows read."""
+def _pieces(p: Pyramid, rank: int, t0: int, t1: int, pieces: list[tuple[int, int, int]]
+            ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], int]:
+    """Per piece (a, b, count_from): (fcode, calls, ns) of one rank's calls overlapping
+    [a, b) (absolute ns; a call of no length: starting in it) clipped to it, calls counted
+    where they start at or after `count_from` and overlap the window [t0, t1); and the
+    detail rows read (the row groups that can hold a piece, each read once)."""
     lo, hi = p._groups[rank]
     # a call of no length at `a` ends at `a`: >= (Pyramid.row_groups_of asks > a)
-    groups = np.flatnonzero((lo < b) & (hi >= a)).tolist()
+    groups = sorted({int(g) for a, b, _f in pieces
+                     for g in np.flatnonzero((lo < b) & (hi >= a))})
     if not groups:
         e = np.empty(0, np.int64)
-        return e, e, e, 0
+        return [(e, e, e) for _ in pieces], 0
     t = pa.concat_tables(p._detail_groups(rank, groups))
     s, e = t["start"].to_numpy(), t["end"].to_numpy()  # end >= start (pyramid.build)
-    here = (s < b) & ((e > a) | (s >= a))
-    s, e = s[here], e[here]
-    fcode = t["fcode"].to_numpy()[here].astype(np.int64)
-    polls = (t["polls"].to_numpy()[here].astype(np.int64) if "polls" in t.column_names
+    fcode = t["fcode"].to_numpy().astype(np.int64)
+    polls = (t["polls"].to_numpy().astype(np.int64) if "polls" in t.column_names
              else np.ones(len(s), np.int64))
-    ns = np.maximum(np.minimum(e, b) - np.maximum(s, a), 0)
-    counted = (s >= count_from) & (s < t1) & ((e > t0) | (s >= t0))
-    return fcode, np.where(counted, polls, 0), ns, t.num_rows
+    out = []
+    for a, b, count_from in pieces:
+        here = (s < b) & ((e > a) | (s >= a))
+        sh, eh = s[here], e[here]
+        ns = np.maximum(np.minimum(eh, b) - np.maximum(sh, a), 0)
+        counted = (sh >= count_from) & (sh < t1) & ((eh > t0) | (sh >= t0))
+        out.append((fcode[here], np.where(counted, polls[here], 0), ns))
+    return out, t.num_rows
 
 
 def window_stats(p: Pyramid, t0: int, t1: int,
@@ -155,18 +160,18 @@ def window_stats(p: Pyramid, t0: int, t1: int,
         level, columns = None, 0
         pieces = [(t0, t1, EVER)]
 
-    def one(r: int) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray, int]]:
-        return [(r, *_edge(p, r, t0, t1, a, b, f)) for a, b, f in pieces]
+    def one(r: int):
+        return r, *_pieces(p, r, t0, t1, pieces)
 
     read = edge = 0
     with ThreadPoolExecutor(min(len(wanted), os.cpu_count() or 1) or 1) as pool:
-        for got in pool.map(one, wanted):
-            for r, fcode, calls, ns, rows in got:
+        for r, got, rows in pool.map(one, wanted):
+            read += rows
+            for fcode, calls, ns in got:
                 parts_r.append(np.full(len(fcode), r, np.int64))
                 parts_f.append(fcode)
                 parts_c.append(calls)
                 parts_n.append(ns)
-                read += rows
                 edge += len(fcode)
     if not parts_r:
         parts_r = parts_f = parts_c = parts_n = [np.empty(0, np.int64)]
