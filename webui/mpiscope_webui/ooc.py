@@ -10,9 +10,10 @@ the Dask engine's per-rank wait files (`<cache>/derived/waits`, computed once if
 missing). The analysis tabs are the Dask engine's analysis of the whole run
 (mpiscope_webui.ooctabs: `mpiscope analyze --engine dask` run once, niced, in a child
 process when a page first asks, then the function profiles rank by rank); under the
-scope bar (the visible window or the whole run, a rank set) the Functions tab follows
-the zoom and the rank set (mpiscope_webui.oocwindow: from the pyramid and its detail).
-What needs the whole trace in memory (a window's breakdown, messages and profiles, the
+scope bar (the visible window or the whole run, a rank set) the Functions and Breakdown
+tabs follow the zoom and the rank set (mpiscope_webui.oocwindow: the functions from the
+pyramid and its detail, the breakdown from each rank's measured calls that the profiles'
+pass writes). What needs the whole trace in memory (a window's messages and profiles, the
 call tree, details of a call, compare mode) is not offered in this mode, and its tab says
 so in one line.
 
@@ -217,7 +218,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
     info = (f"{numbers.count(p.num_ranks, 'rank')} · {numbers.seconds((p.span - 2) / 1e9, 4)} · "
             f"{sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (the tabs: the Dask engine's analysis of the whole run; "
-            f"Functions follows the zoom)")
+            f"Functions and Breakdown follow the zoom)")
 
     @functools.lru_cache(maxsize=16)  # a few widths, not one per resize forever
     def first(width: int) -> tuple[dict, str]:

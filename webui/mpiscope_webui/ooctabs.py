@@ -4,12 +4,14 @@ of `mpiscope analyze --engine dask` has it (one source of truth: that command's 
 
 The page's scope bar (the visible window or the whole run, a rank set) is kept: the
 Functions tab follows it (mpiscope_webui.oocwindow: calls and time per function and per
-process of the window and ranks, from the timeline pyramid and its detail, equal to the
-in-memory window's); the whole run of all ranks stays the Dask engine's JSON, and the
+process of the window and ranks, from the timeline pyramid and its detail), and so does
+the Breakdown once the analysis is done (each rank's measured calls with their waiting
+part, written by the profiles' pass below: oocwindow.write_breakdown), both equal to the
+in-memory window's; the whole run of all ranks stays the Dask engine's JSON, and the
 Breakdown of the whole run keeps the ranks chosen. What a window cannot have out of core
-(its breakdown, which needs each call's waiting part; its messages; its min/median/max,
-waiting and bytes; user regions and the call tree, which group every call at once) each
-tab says in one line above the whole run's tables. The MPI function
+(its messages; its min/median/max, waiting and bytes; user regions and the call tree,
+which group every call at once) each tab says in one line above the whole run's tables.
+The MPI function
 profiles per process, thread, communicator and tag, and the messages per communicator and
 tag are put together from per-rank parts: after the analysis a second child process (`python -m
 mpiscope_webui.ooctabs`) computes them rank by rank from the Parquet cache and the wait
@@ -47,9 +49,9 @@ SCOPE = ("Statistics of the whole run, {ranks} (out of core: the Dask engine's a
          "as `mpiscope analyze --engine dask` writes it).")
 # what a tab cannot follow out of core (a window, or a rank set where it has all ranks)
 NOT_IN_WINDOW = {
-    "breakdown": "The breakdown of a window is not available out of core (a window's "
-                 "synchronization needs each call's waiting part, not kept per column): "
-                 "these are the whole run's.",
+    "breakdown": "The breakdown of a window is not available: it needs each rank's "
+                 "measured calls with their waiting part, which the profiles' pass writes "
+                 "(it failed, see Profiles): these are the whole run's.",
     "messages": "Messages of a window or a rank set are not available out of core (the "
                 "timeline pyramid holds calls, not messages): these are the whole run's, all "
                 "ranks.",
@@ -64,6 +66,7 @@ WindowOf = Callable[[tuple[int, int], "tuple[int, ...] | None"], oocwindow.Windo
 # per call site the JSON's (the call sites relabelled by call path, engines.ranktasks)
 COMPUTED = tuple(p for p in windowstats.PROFILES if p[1] != "per-callsite")
 MESSAGES = "messages-comm-tag"  # the messages per communicator and tag, as in memory
+BREAKDOWN = "breakdown"  # the child's directory of oocwindow.write_breakdown's files
 NOT_HERE = {
     "profiles": "User regions are not available out of core (they nest every region of "
                 "a rank at once: the trace in memory).",
@@ -85,6 +88,10 @@ class Results:
         # table name of COMPUTED -> its profile, once computed, else why not
         self.profiles: dict[str, pd.DataFrame] | None = None
         self.profiles_error: str | None = None
+        # the measured calls per rank for a window's breakdown (oocwindow), written by the
+        # profiles' child beside them and kept while the server runs (memory-mapped)
+        self.breakdown: oocwindow.WindowBreakdown | None = None
+        self._kept_dir: tempfile.TemporaryDirectory | None = None
         self._done = threading.Event()
         if start:
             threading.Thread(target=self._run, daemon=True).start()
@@ -115,18 +122,20 @@ class Results:
         """The profiles (COMPUTED), in a child process of their own (niced, as the
         analysis): one Parquet file per table."""
         try:
-            with tempfile.TemporaryDirectory(prefix="mpiscope-ooc-profiles-") as tmp:
-                log = Path(tmp) / "log"
-                with log.open("w") as err:
-                    proc = subprocess.run(
-                        ["nice", "-n", str(NICE), sys.executable, "-m", "mpiscope_webui.ooctabs",
-                         str(self.trace_dir), tmp],
-                        stdout=subprocess.DEVNULL, stderr=err, check=False)
-                if proc.returncode == 0:
-                    self.profiles = {name: pd.read_parquet(Path(tmp) / f"{name}.parquet")
-                                     for name in [n for _t, n, _b in COMPUTED] + [MESSAGES]}
-                else:
-                    self.profiles_error = _failed("the profiles", proc.returncode, log)
+            self._kept_dir = tempfile.TemporaryDirectory(prefix="mpiscope-ooc-profiles-")
+            tmp = self._kept_dir.name
+            log = Path(tmp) / "log"
+            with log.open("w") as err:
+                proc = subprocess.run(
+                    ["nice", "-n", str(NICE), sys.executable, "-m", "mpiscope_webui.ooctabs",
+                     str(self.trace_dir), tmp],
+                    stdout=subprocess.DEVNULL, stderr=err, check=False)
+            if proc.returncode == 0:
+                self.profiles = {name: pd.read_parquet(Path(tmp) / f"{name}.parquet")
+                                 for name in [n for _t, n, _b in COMPUTED] + [MESSAGES]}
+                self.breakdown = oocwindow.WindowBreakdown.open(Path(tmp) / BREAKDOWN)
+            else:
+                self.profiles_error = _failed("the profiles", proc.returncode, log)
         except (OSError, ValueError) as err:
             self.profiles_error = f"{type(err).__name__}: {err}".splitlines()[0]
 
@@ -175,8 +184,8 @@ def tab_key(name: str, scope: Scope) -> str:
     """What tab `name` shows of `scope`: the same key, the same contents."""
     if name == "functions":
         return scope.key()
-    if name == "breakdown":  # its rows are the ranks chosen; its note: a window or not
-        return f"{scope.window is None}|{scope.ranks}"
+    if name == "breakdown":  # its rows are the ranks chosen, of the window
+        return scope.key()
     return str(scope.window is None and scope.ranks is None)  # its note or none
 
 
@@ -211,6 +220,26 @@ def window_tab(p: Pyramid, scope: Scope, window_of: WindowOf) -> list:
                          className="error")]
 
 
+def breakdown_tab(results: Results, scope: Scope) -> list:
+    """The Breakdown tab of a window and rank set, out of core (oocwindow.WindowBreakdown:
+    each rank's measured calls, written by the analysis' per-rank pass)."""
+    assert scope.window is not None and results.breakdown is not None
+    a, b = scope.window
+    text = (f"Statistics of the window {a / 1e9:.6f} – {b / 1e9:.6f} s "
+            f"({windowstats._dur((b - a) / 1e9)}), {_ranks_text(scope.ranks)}. Each rank's "
+            "measured interval cut to the window, its outermost MPI calls cut likewise; a "
+            "call's waiting is at its start, as the timeline shades it (out of core: each "
+            "rank's measured calls with their waiting part, found by binary search).")
+    try:
+        df = results.breakdown.frame(a, b, scope.ranks)
+    except (OSError, ValueError) as err:  # shown to the user, one line
+        return [html.Div(text, className="muted scope-text"),
+                html.Div(f"window breakdown: {type(err).__name__}: {err}".splitlines()[0],
+                         className="error")]
+    return [html.Div(text, className="muted scope-text"),
+            windowstats.table(df, {"type": "otable", "name": "breakdown"})]
+
+
 def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | None = None,
         window_of: WindowOf | None = None) -> list:
     """The contents of one tab (a value of TABS) for `scope` (default: the whole run, all
@@ -221,6 +250,13 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
     whole = scope.window is None and scope.ranks is None
     if name == "functions" and not whole and p is not None and window_of is not None:
         return window_tab(p, scope, window_of)
+    if name == "breakdown" and scope.window is not None:
+        if results.breakdown is not None:
+            return breakdown_tab(results, scope)
+        if not results.done:
+            return [html.Div("Analysing out of core (Dask engine, rank by rank)… the "
+                             "window's breakdown needs the wait states: it fills in when "
+                             "the analysis is done.", className="muted ooc-running")]
     if not results.done:
         return [html.Div("Analysing out of core (Dask engine, rank by rank)… the tab fills "
                          "in when it is done.", className="muted ooc-running")]
@@ -285,19 +321,25 @@ def _profiles(results: Results, per_callsite) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the profiles (COMPUTED and
-    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each (Results runs it)."""
+    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each, and each rank's measured
+    calls for a window's breakdown, OUT_DIR/breakdown/ (Results runs it)."""
     from mpiscope.engines import rankprofile
 
     ap = argparse.ArgumentParser(prog="python -m mpiscope_webui.ooctabs")
     ap.add_argument("trace_dir", type=Path)
     ap.add_argument("out_dir", type=Path)
     args = ap.parse_args(argv)
+    bd = args.out_dir / BREAKDOWN
+    bd.mkdir()
+    meta: list[dict] = []
     try:
-        got = rankprofile.from_cache(args.trace_dir,
-                                     [*(by for _t, _n, by in COMPUTED), rankprofile.MESSAGES])
+        got = rankprofile.from_cache(
+            args.trace_dir, [*(by for _t, _n, by in COMPUTED), rankprofile.MESSAGES],
+            each=lambda rank, ix: meta.append(oocwindow.write_breakdown(bd, rank, ix)))
     except UserError as err:
         print(err.one_line(), file=sys.stderr)  # the line the tab shows
         return 1
+    (bd / oocwindow.BREAKDOWN_META).write_text(json.dumps(meta))
     for _title, name, by in COMPUTED:
         got[by].to_parquet(args.out_dir / f"{name}.parquet", index=False)
     got[rankprofile.MESSAGES].to_parquet(args.out_dir / f"{MESSAGES}.parquet", index=False)

@@ -1,6 +1,7 @@
-"""Statistics of the visible window out of core: the MPI function profile (calls, time per
-function, in all and per rank) of a window and a rank set, from the timeline pyramid and
-its detail (mpiscope_webui.pyramid), never loading the trace.
+"""Statistics of the visible window out of core, never loading the trace: the MPI
+function profile (calls, time per function, in all and per rank) of a window and a rank
+set, from the timeline pyramid and its detail (mpiscope_webui.pyramid); and its per-rank
+breakdown, from each rank's measured calls (WindowBreakdown, below).
 
 What a window counts is what the in-memory window counts (mpiscope.analysis.window): a
 call is in the window [t0, t1) if it overlaps it (a call of no length: if it starts in
@@ -18,23 +19,35 @@ part inside the window. The two agree by construction:
   a column (1/COLUMNS of the window: few calls); a window narrower than a column of the
   finest level is read from the detail alone (a few row groups per rank).
 
+The breakdown of a window is the in-memory window's (Window.breakdown): each rank's
+measured interval cut to the window, its outermost main-thread MPI calls (not Init or
+Finalize) cut likewise, their synchronization the waiting part at their start (a
+barrier: all of it), their I/O the MPI-IO calls. The rank's calls do not overlap, so the
+time of each kind inside [lo, hi) is F(hi) - F(lo), F(x) the time before x: a running sum
+beside each call, sorted by start, in a memory-mapped file per rank (write_breakdown,
+from the rank's window index with its wait states: the analysis' per-rank pass), found
+by binary search — a few pages per rank and window, whatever its width.
+
 What it cannot give (the pyramid has no per-call values): min/median/max, waiting and
-bytes per window; the breakdown, which needs each call's waiting part; messages, which
-are not in the pyramid. The page says so beside the tables.
+bytes per window; messages, which are not in the pyramid. The page says so beside the
+tables.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from mpiscope.analysis.window import sort_profile
+from mpiscope.analysis import breakdown
+from mpiscope.analysis.window import WindowIndex, sort_profile
 from mpiscope_webui.pyramid import Pyramid
 
 COLUMNS = 256  # whole columns of a window at most (the level chosen to fit): an edge
@@ -178,3 +191,94 @@ def window_stats(p: Pyramid, t0: int, t1: int,
     return WindowStats(t0, t1, chosen, np.concatenate(parts_r), np.concatenate(parts_f),
                        np.concatenate(parts_c), np.concatenate(parts_n), list(p.functions),
                        level, columns, read, edge)
+
+
+# -- the breakdown of a window ----------------------------------------------------------
+# One rank's measured calls (breakdown.intervals' interval, outermost, main thread, not
+# Init/Finalize: window.WindowIndex.measured), sorted by start, with running sums: a
+# window's MPI, synchronization and I/O time on the rank is F(hi) - F(lo) of each, F(x)
+# the time of those intervals before x, found by a binary search in the memory-mapped
+# file (a few pages read per rank and window, whatever its width).
+BREAKDOWN = np.dtype([("start", "<i8"), ("end", "<i8"), ("sync_end", "<i8"), ("io", "<i8"),
+                      ("cum_mpi", "<i8"), ("cum_sync", "<i8"), ("cum_io", "<i8")])
+BREAKDOWN_META = "ranks.json"
+
+
+def write_breakdown(out_dir: Path, rank: int, ix: WindowIndex) -> dict:
+    """Write one rank's measured calls (`out_dir/rank=R.npy`, BREAKDOWN) from the rank's
+    window index (computed from its slice with its wait states: rankprofile); returns
+    what BREAKDOWN_META keeps of the rank."""
+    m = np.flatnonzero(ix.measured & (ix.rank == rank))
+    s, e = ix.calls.start[m], ix.calls.end[m]
+    sync_end = s + ix.sync[m]  # the waiting part at the call's start (a barrier: all)
+    io = ix.io[m].astype(np.int64)
+    a = np.zeros(len(m), BREAKDOWN)
+    a["start"], a["end"], a["sync_end"], a["io"] = s, e, sync_end, io
+    for col, length in (("cum_mpi", e - s), ("cum_sync", sync_end - s),
+                        ("cum_io", (e - s) * io)):
+        a[col][1:] = np.cumsum(length)[:-1]
+    np.save(out_dir / f"rank={rank}.npy", a)
+    # F needs intervals that do not overlap (a thread's outermost calls); a damaged
+    # trace's may: its windows' breakdown is then not offered for that rank
+    ok = bool((s[1:] >= np.maximum(e, sync_end)[:-1]).all())
+    return {"rank": int(rank), "begin": int(ix.iv_begin[rank]), "end": int(ix.iv_end[rank]),
+            "host": ix.hosts.get(rank, "?"), "ok": ok}
+
+
+@dataclass
+class WindowBreakdown:
+    """The per-rank files of write_breakdown, opened (memory-mapped on first use)."""
+
+    path: Path
+    ranks: dict[int, dict]
+    _arrays: dict[int, np.ndarray]
+
+    @classmethod
+    def open(cls, path: Path) -> WindowBreakdown:
+        meta = json.loads((path / BREAKDOWN_META).read_text())
+        return cls(path, {int(m["rank"]): m for m in meta}, {})
+
+    def _array(self, rank: int) -> np.ndarray:
+        a = self._arrays.get(rank)
+        if a is None:
+            a = np.load(self.path / f"rank={rank}.npy", mmap_mode="r")
+            self._arrays[rank] = a
+        return a
+
+    def frame(self, t0: int, t1: int, ranks: Sequence[int] | None = None) -> pd.DataFrame:
+        """The breakdown of [t0, t1) (absolute ns) per rank (breakdown.ranks_frame's
+        columns; mpiscope.analysis.window.Window.breakdown's values), for `ranks` (None:
+        all); ValueError naming a rank whose calls overlap (no window breakdown)."""
+        t0, t1 = sorted((int(t0), int(t1)))
+        chosen = sorted(self.ranks if ranks is None
+                        else {int(r) for r in ranks if int(r) in self.ranks})
+        bad = [r for r in chosen if not self.ranks[r]["ok"]]
+        if bad:
+            raise ValueError(f"rank {bad[0]}'s outermost MPI calls overlap (a damaged "
+                             "trace): its window breakdown needs the trace in memory")
+        rows = []
+        for r in chosen:
+            m = self.ranks[r]
+            lo = max(m["begin"], t0)
+            hi = max(min(m["end"], t1), lo)
+            a = self._array(r)
+            rows.append((r, lo, hi, *(_upto(a, hi, k) - _upto(a, lo, k)
+                                      for k in ("mpi", "sync", "io"))))
+        sums = pd.DataFrame(rows, columns=["rank", "begin", "end", "mpi", "sync", "io"]
+                            ).set_index("rank")
+        return breakdown.ranks_frame(sums, {r: self.ranks[r]["host"] for r in chosen})
+
+
+def _upto(a: np.ndarray, x: int, kind: str) -> int:
+    """Time of the rank's `kind` intervals (mpi: [start, end), sync: [start, sync_end),
+    io: [start, end) of I/O calls) before x: those starting earlier are all before the
+    last one (they do not overlap)."""
+    i = int(np.searchsorted(a["start"], x, side="left")) - 1
+    if i < 0:
+        return 0
+    row = a[i]
+    s = int(row["start"])
+    end = int(row["sync_end"]) if kind == "sync" else int(row["end"])
+    if kind == "io" and not row["io"]:
+        end = s
+    return int(row[f"cum_{kind}"]) + max(min(end, x) - s, 0)

@@ -1,14 +1,15 @@
-"""The out-of-core page's Functions tab follows the zoom and the rank set, in headless
-Chromium at 1400×900 and 1024×768: the same trace built by construction
+"""The out-of-core page's Functions and Breakdown tabs follow the zoom and the rank set,
+in headless Chromium at 1400×900 and 1024×768: the same trace built by construction
 (mpiscope_testing.windowtrace: what each window holds is known) served out of core
 (MPISCOPE_TIMELINE_OOC=1) and in memory, zoomed to the same windows; the out-of-core
-table shows the window's functions, calls and times, as the in-memory page does."""
+tables show the window's functions (calls, times) and breakdown, as the in-memory page
+does."""
 
 from __future__ import annotations
 
 import pytest
 from selenium.webdriver.common.by import By
-from test_browser_window import PHASE_A, PHASE_B_S, _pick_rank, rows_when
+from test_browser_window import PHASE_A, PHASE_B_S, _pick_rank, rows_when, table_js
 
 from mpiscope_testing.webui_page import open_app, open_tab, shot, wait_until, zoom_to
 from mpiscope_testing.windowtrace import ALLREDUCES, SENDS, build
@@ -19,6 +20,9 @@ SIZES = [(1400, 900), (1024, 768)]
 OOC = {"type": "otable", "name": "functions"}
 IN_MEMORY = {"type": "ftable", "panel": 0}
 SHOWN = ("name", "calls", "time_s")  # what both pages show of a window
+OOC_BREAKDOWN = {"type": "otable", "name": "breakdown"}
+PARTS = ("rank", "host", "total_s", "compute_s", "communication_s", "synchronization_s",
+         "io_s")
 
 
 @pytest.fixture(scope="module")
@@ -93,13 +97,22 @@ def test_out_of_core_functions_follow_the_zoom_as_in_memory(browser, urls, size)
                          lambda r: len(r) == 1, "rank 2's row per process")
     assert (per_rank[0]["rank"], per_rank[0]["function"]) == ("2", "MPI_Allreduce")
     assert "rank 2" in browser.find_element(By.CSS_SELECTOR, "#ooc-tab .scope-text").text
-    # the Breakdown cannot follow a window out of core, and says so in one line
+    # the Breakdown of the window and rank, once the analysis has left each rank's
+    # measured calls with their waiting (rank 2 enters each allreduce late: no waiting)
     open_tab(browser, "Breakdown")
-    note = wait_until(browser, "const n = document.querySelector('#ooc-tab .ooc-note');"
-                      " return n && n.textContent", timeout=600, what="the breakdown's note")
-    assert "not available out of core" in note and len(note.splitlines()) == 1
+    bd = wait_until(browser, f"const r = (() => {{ {table_js(OOC_BREAKDOWN)} }})(); "
+                    "return r && r.length === 1 && r[0].rank === '2' && r", timeout=600,
+                    what="the window's breakdown of rank 2")
+    text = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .scope-text").text
+    assert f"{PHASE_B_S[0]:.6f} – {PHASE_B_S[1]:.6f} s" in text and "rank 2" in text
+    shot(browser, f"ooc-window-breakdown-{size[0]}")
 
     # the in-memory page, the same windows: the same rows, as shown
     assert shown(in_memory(browser, urls["memory"], PHASE_A, None, phase_a)) == shown(ooc_a)
     assert shown(in_memory(browser, urls["memory"], PHASE_B_S, 2,
                            lambda r: r and r[0]["calls"] == str(ALLREDUCES))) == shown(ooc_b2)
+    open_tab(browser, "Breakdown")
+    mem_bd = rows_when(browser, {"type": "wtable", "panel": 0, "name": "breakdown"},
+                       lambda r: [x["rank"] for x in r] == ["2"], "in memory: rank 2")
+    assert [{k: r[k] for k in PARTS} for r in bd] == [{k: r[k] for k in PARTS}
+                                                      for r in mem_bd]

@@ -8,6 +8,7 @@ columns, and enough calls for a pyramid of several levels."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from mpiscope.analysis import stats
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
 from mpiscope_testing.tracegen import TraceBuilder
-from mpiscope_webui import oocwindow, pyramid
+from mpiscope_webui import ooctabs, oocwindow, pyramid
 
 RANKS = 3
 ROUNDS = 700  # of 4 calls each per rank: a pyramid of several levels
@@ -28,16 +29,25 @@ LONG = (1, 200_000, 900_000)  # rank 1's long MPI_Wait: (rank, start, end) in ns
 def build(out: Path) -> Path:
     rng = np.random.default_rng(7)
     tb = TraceBuilder(RANKS, hosts=["a", "a", "b"], threads=2)
+    fh = tb.file("out.dat")
     for r in range(RANKS):
         tb.call(r, 0, 1_000, "MPI_Init")
+        tb.enter(r, 1_200, "MPI_File_open")
+        tb.io_create(r, 1_300, fh)
+        tb.leave(r, 1_300, "MPI_File_open")
         t = 2_000 + 37 * r
         for i in range(ROUNDS):
             if r == LONG[0] and LONG[1] <= t < LONG[2]:
                 tb.call(r, LONG[1], LONG[2], "MPI_Wait", callsite="long.c:1")
                 t = LONG[2] + 50
             d = int(rng.integers(20, 400))
-            tb.call(r, t, t + d, "MPI_Allreduce", callsite="a.c:1")
+            # a collective: the late ranks make the others wait (synchronization)
+            tb.collective(r, t, t + d, "MPI_Barrier" if i % 50 == 0 else "MPI_Allreduce",
+                          sent=8, received=8, callsite="a.c:1")
             t += d + int(rng.integers(0, 300))
+            if i % 97 == 0:  # I/O
+                tb.io_call(r, t, t + 80, "MPI_File_write", fh, "write", 64, i)
+                t += 90
             tb.call(r, t, t, "MPI_Comm_rank", callsite="a.c:2")  # of no length
             t += int(rng.integers(1, 50))
             for _ in range(3):  # polls completing nothing: one merged visit
@@ -51,8 +61,13 @@ def build(out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def opened(tmp_path_factory):
-    d = build(tmp_path_factory.mktemp("oocwindow") / "t")
+def trace_dir(tmp_path_factory) -> Path:
+    return build(tmp_path_factory.mktemp("oocwindow") / "t")
+
+
+@pytest.fixture(scope="module")
+def opened(trace_dir):
+    d = trace_dir
     trace = reader.load(d)  # writes the Parquet cache the pyramid is built from
     assert (stats.polls(trace.calls) > 1).any(), "no merged polling visit to count"
     assert ((trace.calls["end"] == trace.calls["start"]).any()
@@ -124,3 +139,40 @@ def test_the_whole_run_for_a_rank_set(opened):
     _mem, p = opened
     got = compare(opened, p.origin, p.origin + p.span, ranks=[2])
     assert got.calls_read == 0  # whole columns of the coarsest level fit: no detail read
+
+
+@pytest.fixture(scope="module")
+def breakdown(opened, trace_dir) -> Iterator[oocwindow.WindowBreakdown]:
+    """The per-rank files the out-of-core page's analysis leaves (the real child
+    processes: the Dask engine's analysis, then the profiles' pass over each rank)."""
+    r = ooctabs.Results(trace_dir, start=False)
+    r._run()
+    assert r.error is None and r.profiles_error is None, (r.error, r.profiles_error)
+    assert r.breakdown is not None
+    yield r.breakdown  # its files live as long as `r` (the server's Results)
+
+
+def test_the_breakdown_of_a_window_equals_the_in_memory_one(opened, breakdown):
+    """Per rank: total, compute, communication, synchronization and I/O of the window as
+    the in-memory window computes them (to the ns), for the windows above and the whole
+    run; the trace has waiting (late ranks at the collectives), barriers and I/O."""
+    mem, p = opened
+    e = p.edges(p.levels - 2) + p.origin
+    rank, s, end = LONG
+    windows = [(p.origin + p.span // 7, p.origin + p.span - p.span // 9, None),
+               (p.origin + p.span // 2 + 13, p.origin + p.span // 2 + 500, None),
+               (int(e[len(e) // 4]), int(e[len(e) // 4 + 300]), None),
+               (p.origin + s + 10_000, p.origin + end - 10_000, [rank]),
+               (p.origin + s - 5_000, p.origin + end + 40_000, [0, 2]),
+               (p.origin - 1000, p.origin + p.span + 1000, None),  # past both ends
+               (p.origin, p.origin + 300, None)]  # inside MPI_Init: nothing measured
+    whole = mem.window(p.origin, p.origin + p.span).breakdown()
+    for col in ("synchronization_s", "io_s"):
+        assert (whole[col] > 0).all(), col  # the trace has both on every rank
+    for t0, t1, ranks in windows:
+        want = mem.window(t0, t1, ranks).breakdown()
+        got = breakdown.frame(t0, t1, ranks)
+        assert got["rank"].tolist() == want["rank"].tolist()
+        assert got["host"].tolist() == want["host"].tolist()
+        for col in ("total_s", "compute_s", "communication_s", "synchronization_s", "io_s"):
+            assert np.allclose(got[col], want[col], rtol=0, atol=1.5e-9), (t0, t1, col)
