@@ -17,7 +17,8 @@ part inside the window. The two agree by construction:
 - the level is the finest at which the window spans at most COLUMNS columns: a wide
   window costs O(COLUMNS) cells per rank and function, its edge pieces are each less than
   a column (1/COLUMNS of the window: few calls); a window narrower than a column of the
-  finest level is read from the detail alone (a few row groups per rank).
+  finest level, or whose detail row groups are on every rank those its edge pieces read
+  anyway, is read from the detail alone (a few row groups per rank, no cells).
 
 The breakdown of a window is the in-memory window's (Window.breakdown): each rank's
 measured interval cut to the window, its outermost main-thread MPI calls (not Init or
@@ -140,6 +141,20 @@ def _pieces(p: Pyramid, rank: int, t0: int, t1: int, pieces: list[tuple[int, int
     return out, t.num_rows
 
 
+def _edges_hold_it(p: Pyramid, ranks: list[int], t0: int, t1: int, e0: int, e1: int
+                   ) -> bool:
+    """Whether, on every rank, the detail row groups that can hold [t0, t1) are those its
+    edge pieces [t0, e0) and [e1, t1) read anyway: then the detail alone answers, reading
+    no more (a narrow window: no pyramid cells read)."""
+    for r in ranks:
+        lo, hi = p._groups[r]
+        window = (lo < t1) & (hi >= t0)
+        edges = ((lo < e0) & (hi >= t0)) | ((lo < t1) & (hi >= e1) & (t1 > e1))
+        if (window & ~edges).any():
+            return False
+    return True
+
+
 def window_stats(p: Pyramid, t0: int, t1: int,
                  ranks: Sequence[int] | None = None) -> WindowStats:
     """The MPI calls of [t0, t1) (absolute ns) on `ranks` (None: all)."""
@@ -156,8 +171,9 @@ def window_stats(p: Pyramid, t0: int, t1: int,
     parts_f: list[np.ndarray] = []
     parts_c: list[np.ndarray] = []
     parts_n: list[np.ndarray] = []
-    if c1 > c0:  # whole columns [E0, E1): the pyramid
-        e0, e1 = int(edges[c0]) + p.origin, int(edges[c1]) + p.origin
+    e0, e1 = int(edges[min(c0, len(edges) - 1)]) + p.origin, int(edges[max(c1, 0)]) + p.origin
+    if c1 > c0 and not _edges_hold_it(p, wanted, t0, t1, e0, e1):
+        # whole columns [E0, E1): the pyramid
         stream, _col, fcode, ns, calls = p.cells(level, c0, c1)
         rank = p.streams.rank[stream.astype(np.int64)]
         keep = np.isin(rank, wanted)
@@ -169,7 +185,7 @@ def window_stats(p: Pyramid, t0: int, t1: int,
         # started before the window and overlap it are counted there
         pieces = [(t0, e0, EVER)] + ([(e1, t1, e1)] if t1 > e1 else [])
         columns = c1 - c0
-    else:  # narrower than a column: the detail alone
+    else:  # narrower than a column, or no more to read than its edges: the detail alone
         level, columns = None, 0
         pieces = [(t0, t1, EVER)]
 
