@@ -8,13 +8,20 @@ in-memory one (calls exactly, time to the ns).
 Each step is measured cold (the pyramid opened anew: no level or detail row group kept,
 but the OS page cache warm) and warm (the page's next ask of a nearby window: the coarse
 levels and the row groups read lately are kept, as in a serving session).
+
+Then the Breakdown tab's window breakdown out of core (oocwindow.WindowBreakdown: each
+rank's measured calls, memory-mapped, two binary searches per rank), its files written
+here from the in-memory index (the server has them from the analysis' per-rank pass:
+the same content), beside the in-memory window's breakdown, checked equal.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -85,7 +92,49 @@ def main() -> int:
                   f"{ref * 1e3:>6.0f}ms {'yes' if equal else 'NO'}")
     print(f"slowest out-of-core window (cold): {worst * 1e3:.0f} ms "
           f"(target {TARGET_S * 1e3:.0f} ms), load {os.getloadavg()[0]:.2f}")
+    breakdowns(s, sets, windows(lo, hi + 1))
     return 0
+
+
+def breakdowns(s: Analysis, sets: list, steps: list[tuple[str, int, int]]) -> None:
+    ix = s.window_index
+    with tempfile.TemporaryDirectory(prefix="mpiscope-bench-breakdown-") as tmp:
+        d = Path(tmp)
+        t = time.perf_counter()
+        meta = [oocwindow.write_breakdown(d, r, ix) for r in range(ix.num_ranks)]
+        (d / oocwindow.BREAKDOWN_META).write_text(json.dumps(meta))
+        size = sum(f.stat().st_size for f in d.iterdir())
+        print(f"\nwindow breakdown files: {time.perf_counter() - t:.2f} s to write here, "
+              f"{size / 1e6:.0f} MB; load {os.getloadavg()[0]:.2f}")
+        print(f"{'window':>16} {'ranks':>5} {'ooc cold':>9} {'ooc warm':>9} {'target':>6} "
+              f"{'in memory':>9} equal")
+        worst = 0.0
+        warm_b = oocwindow.WindowBreakdown.open(d)
+        for ranks in sets:
+            for name, a, b in steps:
+                t = time.perf_counter()
+                got = oocwindow.WindowBreakdown.open(d).frame(a, b, ranks)
+                cold = time.perf_counter() - t
+                t = time.perf_counter()
+                warm_b.frame(a, b, ranks)
+                warm = time.perf_counter() - t
+                ix._cache.clear()
+                ix._whole = None
+                t = time.perf_counter()
+                want = s.window(a, b, ranks).breakdown()
+                mem = time.perf_counter() - t
+                cols = ["total_s", "compute_s", "communication_s", "synchronization_s",
+                        "io_s"]
+                equal = (got["rank"].tolist() == want["rank"].tolist() and bool(
+                    np.allclose(got[cols].to_numpy(), want[cols].to_numpy(), rtol=0,
+                                atol=1.5e-9)))
+                worst = max(worst, cold)
+                print(f"{name:>16} {'all' if ranks is None else len(ranks):>5} "
+                      f"{cold * 1e3:>7.1f}ms {warm * 1e3:>7.1f}ms "
+                      f"{'ok' if cold <= TARGET_S else 'OVER':>6} {mem * 1e3:>7.0f}ms "
+                      f"{'yes' if equal else 'NO'}")
+        print(f"slowest out-of-core window breakdown (cold): {worst * 1e3:.1f} ms "
+              f"(target {TARGET_S * 1e3:.0f} ms), load {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -215,24 +215,24 @@ def window_stats(p: Pyramid, t0: int, t1: int,
 # window's MPI, synchronization and I/O time on the rank is F(hi) - F(lo) of each, F(x)
 # the time of those intervals before x, found by a binary search in the memory-mapped
 # file (a few pages read per rank and window, whatever its width).
-BREAKDOWN = np.dtype([("start", "<i8"), ("end", "<i8"), ("sync_end", "<i8"), ("io", "<i8"),
-                      ("cum_mpi", "<i8"), ("cum_sync", "<i8"), ("cum_io", "<i8")])
+# the rows of a rank's (7, calls) int64 array: each contiguous, so that a binary search
+# in `start` touches a few pages of the file, not the whole column
+START, END, SYNC_END, IO, CUM_MPI, CUM_SYNC, CUM_IO = range(7)
 BREAKDOWN_META = "ranks.json"
 
 
 def write_breakdown(out_dir: Path, rank: int, ix: WindowIndex) -> dict:
-    """Write one rank's measured calls (`out_dir/rank=R.npy`, BREAKDOWN) from the rank's
+    """Write one rank's measured calls (`out_dir/rank=R.npy`, rows START...) from the rank's
     window index (computed from its slice with its wait states: rankprofile); returns
     what BREAKDOWN_META keeps of the rank."""
     m = np.flatnonzero(ix.measured & (ix.rank == rank))
     s, e = ix.calls.start[m], ix.calls.end[m]
     sync_end = s + ix.sync[m]  # the waiting part at the call's start (a barrier: all)
     io = ix.io[m].astype(np.int64)
-    a = np.zeros(len(m), BREAKDOWN)
-    a["start"], a["end"], a["sync_end"], a["io"] = s, e, sync_end, io
-    for col, length in (("cum_mpi", e - s), ("cum_sync", sync_end - s),
-                        ("cum_io", (e - s) * io)):
-        a[col][1:] = np.cumsum(length)[:-1]
+    a = np.zeros((7, len(m)), np.int64)
+    a[START], a[END], a[SYNC_END], a[IO] = s, e, sync_end, io
+    for row, length in ((CUM_MPI, e - s), (CUM_SYNC, sync_end - s), (CUM_IO, (e - s) * io)):
+        a[row, 1:] = np.cumsum(length)[:-1]
     np.save(out_dir / f"rank={rank}.npy", a)
     # F needs intervals that do not overlap (a thread's outermost calls); a damaged
     # trace's may: its windows' breakdown is then not offered for that rank
@@ -278,23 +278,21 @@ class WindowBreakdown:
             lo = max(m["begin"], t0)
             hi = max(min(m["end"], t1), lo)
             a = self._array(r)
-            rows.append((r, lo, hi, *(_upto(a, hi, k) - _upto(a, lo, k)
-                                      for k in ("mpi", "sync", "io"))))
+            upto_hi, upto_lo = _upto(a, hi), _upto(a, lo)
+            rows.append((r, lo, hi, *(x - y for x, y in zip(upto_hi, upto_lo, strict=True))))
         sums = pd.DataFrame(rows, columns=["rank", "begin", "end", "mpi", "sync", "io"]
                             ).set_index("rank")
         return breakdown.ranks_frame(sums, {r: self.ranks[r]["host"] for r in chosen})
 
 
-def _upto(a: np.ndarray, x: int, kind: str) -> int:
-    """Time of the rank's `kind` intervals (mpi: [start, end), sync: [start, sync_end),
-    io: [start, end) of I/O calls) before x: those starting earlier are all before the
-    last one (they do not overlap)."""
-    i = int(np.searchsorted(a["start"], x, side="left")) - 1
+def _upto(a: np.ndarray, x: int) -> tuple[int, int, int]:
+    """The rank's MPI ([start, end)), synchronization ([start, sync_end)) and I/O ([start,
+    end) of I/O calls) time before x: the intervals starting earlier are all before the
+    last of them (they do not overlap)."""
+    i = int(np.searchsorted(a[START], x, side="left")) - 1
     if i < 0:
-        return 0
-    row = a[i]
-    s = int(row["start"])
-    end = int(row["sync_end"]) if kind == "sync" else int(row["end"])
-    if kind == "io" and not row["io"]:
-        end = s
-    return int(row[f"cum_{kind}"]) + max(min(end, x) - s, 0)
+        return 0, 0, 0
+    s, e, se, io = (int(a[k, i]) for k in (START, END, SYNC_END, IO))
+    part = max(min(e, x) - s, 0)
+    return (int(a[CUM_MPI, i]) + part, int(a[CUM_SYNC, i]) + max(min(se, x) - s, 0),
+            int(a[CUM_IO, i]) + (part if io else 0))
