@@ -9,10 +9,13 @@ cache's small ranks table, the pyramid's cells per thread, and for "most waiting
 the Dask engine's per-rank wait files (`<cache>/derived/waits`, computed once if
 missing). The analysis tabs are the Dask engine's analysis of the whole run
 (mpiscope_webui.ooctabs: `mpiscope analyze --engine dask` run once, niced, in a child
-process when a page first asks, then the function profiles rank by rank); what needs
-the whole trace in memory (statistics that follow the zoom, the call tree, messages and
-details of a call, compare mode) is not offered in this mode, and its tab says so in one
-line.
+process when a page first asks, then the function profiles rank by rank); under the
+scope bar (the visible window or the whole run, a rank set) the Functions and Breakdown
+tabs follow the zoom and the rank set (mpiscope_webui.oocwindow: the functions from the
+pyramid and its detail, the breakdown from each rank's measured calls that the profiles'
+pass writes). What needs the whole trace in memory (a window's messages and profiles, the
+call tree, details of a call, compare mode) is not offered in this mode, and its tab says
+so in one line.
 
 `serve` uses it when MPISCOPE_TIMELINE_OOC=1, or, unless MPISCOPE_TIMELINE_OOC=0, when
 the trace's cache says its tables would not fit: rows x BYTES_PER_ROW above the memory
@@ -42,10 +45,12 @@ from mpiscope_webui import (
     firstview,
     inputs,
     ooctabs,
+    oocwindow,
     pyramid,
     safety_net,
     security,
     timeline,
+    windowstats,
 )
 from mpiscope_webui.app import lane_bar, url_callbacks
 from mpiscope_webui.geometry import rects, typed
@@ -212,7 +217,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
     lanes = LaneSource(trace_dir, p)
     info = (f"{numbers.count(p.num_ranks, 'rank')} · {numbers.seconds((p.span - 2) / 1e9, 4)} · "
             f"{sum(man['calls']):,} MPI "
-            f"calls · out-of-core timeline (the tabs: the Dask engine's analysis of the whole run)")
+            f"calls · out-of-core timeline (the tabs: the Dask engine's analysis of the whole run; "
+            f"Functions and Breakdown follow the zoom)")
 
     @functools.lru_cache(maxsize=16)  # a few widths, not one per resize forever
     def first(width: int) -> tuple[dict, str]:
@@ -242,6 +248,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
                 html.Div(dcc.Graph(id="ooc-timeline", className="timeline", figure=fig,
                                    config=GRAPH_CONFIG), className="timeline-wrap"),
             ], className="panel", id="panel-0"), id="timelines"),
+            windowstats.scope_bar(p.num_ranks),
+            dcc.Store(id="ooc-filled"),
             dcc.Tabs(id="ooc-tabs", value="breakdown", className="tabs", children=[
                 dcc.Tab(label=label, value=value) for label, value in ooctabs.TABS]),
             # as the in-memory tabs' columns: a wide table scrolls inside, not the page
@@ -293,11 +301,22 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
     results: list[ooctabs.Results] = []  # started by the first page that shows a tab
     started = threading.Lock()
 
+    @functools.lru_cache(maxsize=8)  # a tab switch or a lane change asks again
+    def window_of(window: tuple[int, int], ranks: tuple[int, ...] | None
+                  ) -> oocwindow.WindowStats:
+        return oocwindow.window_stats(p, *window, ranks)
+
+    # the tab follows the view (the zoom, the lanes shown), the scope and the rank set; it
+    # is redrawn only when what it shows changes (a redraw resets the tables' sorting)
     @app.callback(Output("ooc-tab", "children"), Output("ooc-poll", "disabled"),
-                  Input("ooc-tabs", "value"), Input("ooc-poll", "n_intervals"))
-    def analysis_tab(name, _tick):
+                  Output("ooc-filled", "data"),
+                  Input("ooc-tabs", "value"), Input("ooc-poll", "n_intervals"),
+                  Input(view_id, "data"), Input("scope", "value"), Input("rankset", "value"),
+                  State("ooc-filled", "data"))
+    def analysis_tab(name, _tick, stored, scope, ranks, filled):
         if not analyze:
-            return html.Div("The analysis is off for this server.", className="muted"), True
+            return (html.Div("The analysis is off for this server.", className="muted"),
+                    True, no_update)
         with started:
             if not results:
                 results.append(ooctabs.Results(trace_dir, start=analyze))
@@ -309,7 +328,11 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
         # whatever the page sends: a tab's name, else the first tab
         name = name if isinstance(name, str) and name in dict(ooctabs.TABS).values() \
             else "breakdown"
-        return ooctabs.tab(r, name), r.done
+        sc = ooctabs.scope_of(p, checked(stored), scope, ranks)
+        key = f"{name}|{ooctabs.tab_key(name, sc)}|{r.done}"
+        if key == filled:
+            raise PreventUpdate
+        return ooctabs.tab(r, name, sc, p, window_of), r.done, key
 
     @app.callback(Output(view_id, "data", allow_duplicate=True),
                   Input({"type": "lane-ranks", "panel": 0}, "value"),

@@ -2,9 +2,16 @@
 computes rank by rank from the Parquet cache, never holding the trace, shown as the JSON
 of `mpiscope analyze --engine dask` has it (one source of truth: that command's JSON).
 
-Out of core the tabs are of the whole run: statistics of the visible window, user regions
-and the call tree group every call of the window at once, which needs the trace in
-memory; those tabs say so in one line instead of showing nothing. The MPI function
+The page's scope bar (the visible window or the whole run, a rank set) is kept: the
+Functions tab follows it (mpiscope_webui.oocwindow: calls and time per function and per
+process of the window and ranks, from the timeline pyramid and its detail), and so does
+the Breakdown once the analysis is done (each rank's measured calls with their waiting
+part, written by the profiles' pass below: oocwindow.write_breakdown), both equal to the
+in-memory window's; the whole run of all ranks stays the Dask engine's JSON, and the
+Breakdown of the whole run keeps the ranks chosen. What a window cannot have out of core
+(its messages; its min/median/max, waiting and bytes; user regions and the call tree,
+which group every call at once) each tab says in one line above the whole run's tables.
+The MPI function
 profiles per process, thread, communicator and tag, and the messages per communicator and
 tag are put together from per-rank parts: after the analysis a second child process (`python -m
 mpiscope_webui.ooctabs`) computes them rank by rank from the Parquet cache and the wait
@@ -22,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +37,36 @@ import pandas as pd
 from dash import html
 
 from mpiscope.errors import UserError
-from mpiscope_webui import windowstats
+from mpiscope_webui import inputs, oocwindow, windowstats
+from mpiscope_webui.pyramid import Pyramid
+from mpiscope_webui.timeline import View
+from mpiscope_webui.windowstats import RUN, Scope
 
 NICE = 10  # the analysis runs beside the timeline, below it
 TABS = (("Breakdown", "breakdown"), ("Functions", "functions"), ("Messages", "messages"),
         ("Profiles", "profiles"), ("Call tree", "calltree"), ("Findings", "findings"))
-SCOPE = ("Statistics of the whole run, all ranks (out of core: the Dask engine's analysis, "
-         "as `mpiscope analyze --engine dask` writes it; the tabs do not follow the zoom, "
-         "which needs the trace in memory).")
+SCOPE = ("Statistics of the whole run, {ranks} (out of core: the Dask engine's analysis, "
+         "as `mpiscope analyze --engine dask` writes it).")
+# what a tab cannot follow out of core (a window, or a rank set where it has all ranks)
+NOT_IN_WINDOW = {
+    "breakdown": "The breakdown of a window is not available: it needs each rank's "
+                 "measured calls with their waiting part, which the profiles' pass writes "
+                 "(it failed, see Profiles): these are the whole run's.",
+    "messages": "Messages of a window or a rank set are not available out of core (the "
+                "timeline pyramid holds calls, not messages): these are the whole run's, all "
+                "ranks.",
+    "profiles": "Profiles of a window or a rank set are not available out of core "
+                "(min/median/max, waiting and bytes need every call of the window): these "
+                "are the whole run's, all ranks; the window's calls and time per process "
+                "are under Functions.",
+    "findings": "Findings are of the whole run.",
+}
+WindowOf = Callable[[tuple[int, int], "tuple[int, ...] | None"], oocwindow.WindowStats]
 # the profiles computed out of core: (title, table name, keys), as windowstats.PROFILES;
 # per call site the JSON's (the call sites relabelled by call path, engines.ranktasks)
 COMPUTED = tuple(p for p in windowstats.PROFILES if p[1] != "per-callsite")
 MESSAGES = "messages-comm-tag"  # the messages per communicator and tag, as in memory
+BREAKDOWN = "breakdown"  # the child's directory of oocwindow.write_breakdown's files
 NOT_HERE = {
     "profiles": "User regions are not available out of core (they nest every region of "
                 "a rank at once: the trace in memory).",
@@ -62,6 +88,10 @@ class Results:
         # table name of COMPUTED -> its profile, once computed, else why not
         self.profiles: dict[str, pd.DataFrame] | None = None
         self.profiles_error: str | None = None
+        # the measured calls per rank for a window's breakdown (oocwindow), written by the
+        # profiles' child beside them and kept while the server runs (memory-mapped)
+        self.breakdown: oocwindow.WindowBreakdown | None = None
+        self._kept_dir: tempfile.TemporaryDirectory | None = None
         self._done = threading.Event()
         if start:
             threading.Thread(target=self._run, daemon=True).start()
@@ -92,18 +122,20 @@ class Results:
         """The profiles (COMPUTED), in a child process of their own (niced, as the
         analysis): one Parquet file per table."""
         try:
-            with tempfile.TemporaryDirectory(prefix="mpiscope-ooc-profiles-") as tmp:
-                log = Path(tmp) / "log"
-                with log.open("w") as err:
-                    proc = subprocess.run(
-                        ["nice", "-n", str(NICE), sys.executable, "-m", "mpiscope_webui.ooctabs",
-                         str(self.trace_dir), tmp],
-                        stdout=subprocess.DEVNULL, stderr=err, check=False)
-                if proc.returncode == 0:
-                    self.profiles = {name: pd.read_parquet(Path(tmp) / f"{name}.parquet")
-                                     for name in [n for _t, n, _b in COMPUTED] + [MESSAGES]}
-                else:
-                    self.profiles_error = _failed("the profiles", proc.returncode, log)
+            self._kept_dir = tempfile.TemporaryDirectory(prefix="mpiscope-ooc-profiles-")
+            tmp = self._kept_dir.name
+            log = Path(tmp) / "log"
+            with log.open("w") as err:
+                proc = subprocess.run(
+                    ["nice", "-n", str(NICE), sys.executable, "-m", "mpiscope_webui.ooctabs",
+                     str(self.trace_dir), tmp],
+                    stdout=subprocess.DEVNULL, stderr=err, check=False)
+            if proc.returncode == 0:
+                self.profiles = {name: pd.read_parquet(Path(tmp) / f"{name}.parquet")
+                                 for name in [n for _t, n, _b in COMPUTED] + [MESSAGES]}
+                self.breakdown = oocwindow.WindowBreakdown.open(Path(tmp) / BREAKDOWN)
+            else:
+                self.profiles_error = _failed("the profiles", proc.returncode, log)
         except (OSError, ValueError) as err:
             self.profiles_error = f"{type(err).__name__}: {err}".splitlines()[0]
 
@@ -123,23 +155,127 @@ def _frame(rows: list[dict], drop: tuple[str, ...] = ()) -> pd.DataFrame:
     return df.drop(columns=[c for c in drop if c in df.columns])
 
 
-def tab(results: Results, name: str) -> list:
-    """The contents of one tab (a value of TABS)."""
+def scope_of(p: Pyramid, view: View | None, scope: object, ranks: object) -> Scope:
+    """What the tabs are about, as windowstats.Scope.of in memory: the visible window (the
+    whole run when zoomed out all the way or asked for), the ranks chosen (none: the
+    ranks the timeline shows, all unless its lanes are chosen)."""
+    chosen = None
+    if isinstance(ranks, list) and ranks:
+        ok = [inputs.integer(r, 0, p.num_ranks) for r in ranks[:windowstats.MAX_RANK_CHOICES]]
+        chosen = tuple(sorted({r for r in ok if r is not None})) or None
+    if view is None:
+        return Scope(None, chosen)
+    if chosen is None and view.ranks:
+        chosen = tuple(sorted({int(r) for r in view.ranks}))
+    a, b = int(round(view.t0 * 1e9)), int(round(view.t1 * 1e9))
+    if scope == RUN or (a <= p.origin and b >= p.origin + p.span - 2):
+        return Scope(None, chosen)
+    return Scope((a, b), chosen)
+
+
+def follows(name: str, scope: Scope) -> bool:
+    """Whether tab `name` shows `scope` itself (else the whole run's JSON)."""
+    if scope.window is None and scope.ranks is None:
+        return True
+    return name == "functions" or (name == "breakdown" and scope.window is None)
+
+
+def tab_key(name: str, scope: Scope) -> str:
+    """What tab `name` shows of `scope`: the same key, the same contents."""
+    if name == "functions":
+        return scope.key()
+    if name == "breakdown":  # its rows are the ranks chosen, of the window
+        return scope.key()
+    return str(scope.window is None and scope.ranks is None)  # its note or none
+
+
+def _ranks_text(ranks: tuple[int, ...] | None) -> str:
+    if ranks is None:
+        return "all ranks"
+    return ("rank " + ", ".join(str(r) for r in ranks[:12])
+            + (f" and {len(ranks) - 12} more" if len(ranks) > 12 else ""))
+
+
+def window_tab(p: Pyramid, scope: Scope, window_of: WindowOf) -> list:
+    """The Functions tab of a window and rank set (the whole run for a rank set): calls and
+    time per function, then per process, out of core (oocwindow)."""
+    a, b = scope.window or (p.origin, p.origin + p.span)
+    where = ("the whole run" if scope.window is None else
+             f"the window {a / 1e9:.6f} – {b / 1e9:.6f} s ({windowstats._dur((b - a) / 1e9)})")
+    text = (f"Statistics of {where}, {_ranks_text(scope.ranks)}. A call counts if it overlaps "
+            "the window; its time is the part inside it (out of core: the timeline pyramid's "
+            "whole columns and the detail at the window's two edges). Min/median/max, "
+            "waiting and bytes of a window need the trace in memory.")
+    try:
+        ws = window_of((a, b), scope.ranks)
+        return [html.Div(text, className="muted scope-text"),
+                windowstats.table(windowstats.functions_frame(ws.profile()),
+                                  {"type": "otable", "name": "functions"}),
+                html.H4("MPI functions per process"),
+                windowstats.table(ws.profile(("rank", "function")),
+                                  {"type": "otable", "name": "window-per-rank"})]
+    except (OSError, ValueError, KeyError) as err:  # shown to the user, one line
+        return [html.Div(text, className="muted scope-text"),
+                html.Div(f"window statistics: {type(err).__name__}: {err}".splitlines()[0],
+                         className="error")]
+
+
+def breakdown_tab(results: Results, scope: Scope) -> list:
+    """The Breakdown tab of a window and rank set, out of core (oocwindow.WindowBreakdown:
+    each rank's measured calls, written by the analysis' per-rank pass)."""
+    assert scope.window is not None and results.breakdown is not None
+    a, b = scope.window
+    text = (f"Statistics of the window {a / 1e9:.6f} – {b / 1e9:.6f} s "
+            f"({windowstats._dur((b - a) / 1e9)}), {_ranks_text(scope.ranks)}. Each rank's "
+            "measured interval cut to the window, its outermost MPI calls cut likewise; a "
+            "call's waiting is at its start, as the timeline shades it (out of core: each "
+            "rank's measured calls with their waiting part, found by binary search).")
+    try:
+        df = results.breakdown.frame(a, b, scope.ranks)
+    except (OSError, ValueError) as err:  # shown to the user, one line
+        return [html.Div(text, className="muted scope-text"),
+                html.Div(f"window breakdown: {type(err).__name__}: {err}".splitlines()[0],
+                         className="error")]
+    return [html.Div(text, className="muted scope-text"),
+            windowstats.table(df, {"type": "otable", "name": "breakdown"})]
+
+
+def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | None = None,
+        window_of: WindowOf | None = None) -> list:
+    """The contents of one tab (a value of TABS) for `scope` (default: the whole run, all
+    ranks); `p` and `window_of` (oocwindow.window_stats of p, kept) for the window's."""
+    scope = scope or Scope(None, None)
     if name in NOT_HERE and name != "profiles":
         return [html.Div(NOT_HERE[name], className="muted ooc-note")]
+    whole = scope.window is None and scope.ranks is None
+    if name == "functions" and not whole and p is not None and window_of is not None:
+        return window_tab(p, scope, window_of)
+    if name == "breakdown" and scope.window is not None:
+        if results.breakdown is not None:
+            return breakdown_tab(results, scope)
+        if not results.done:
+            return [html.Div("Analysing out of core (Dask engine, rank by rank)… the "
+                             "window's breakdown needs the wait states: it fills in when "
+                             "the analysis is done.", className="muted ooc-running")]
     if not results.done:
         return [html.Div("Analysing out of core (Dask engine, rank by rank)… the tab fills "
                          "in when it is done.", className="muted ooc-running")]
     if results.json is None:
         return [html.Div(f"analysis failed — {results.error}", className="error")]
     j = results.json
-    out: list = [html.Div(SCOPE, className="muted scope-text")]
+    kept = name == "breakdown" and scope.ranks is not None  # its rows: the ranks chosen
+    out: list = [html.Div(SCOPE.format(ranks=_ranks_text(scope.ranks) if kept
+                                       else "all ranks"), className="muted scope-text")]
+    if not whole and not follows(name, scope) and name in NOT_IN_WINDOW:
+        out.insert(0, html.Div(NOT_IN_WINDOW[name], className="muted ooc-note"))
 
     def table(rows: list[dict], ident: str, drop: tuple[str, ...] = ()):
         return windowstats.table(_frame(rows, drop), {"type": "otable", "name": ident})
 
     if name == "breakdown":
-        out += [table(j["ranks"], "breakdown")]
+        chosen = set(scope.ranks or ())
+        out += [table([r for r in j["ranks"] if not kept or r["rank"] in chosen],
+                      "breakdown")]
     elif name == "functions":
         out += [table(j["functions"], "functions")]
     elif name == "messages":
@@ -185,19 +321,25 @@ def _profiles(results: Results, per_callsite) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the profiles (COMPUTED and
-    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each (Results runs it)."""
+    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each, and each rank's measured
+    calls for a window's breakdown, OUT_DIR/breakdown/ (Results runs it)."""
     from mpiscope.engines import rankprofile
 
     ap = argparse.ArgumentParser(prog="python -m mpiscope_webui.ooctabs")
     ap.add_argument("trace_dir", type=Path)
     ap.add_argument("out_dir", type=Path)
     args = ap.parse_args(argv)
+    bd = args.out_dir / BREAKDOWN
+    bd.mkdir()
+    meta: list[dict] = []
     try:
-        got = rankprofile.from_cache(args.trace_dir,
-                                     [*(by for _t, _n, by in COMPUTED), rankprofile.MESSAGES])
+        got = rankprofile.from_cache(
+            args.trace_dir, [*(by for _t, _n, by in COMPUTED), rankprofile.MESSAGES],
+            each=lambda rank, ix: meta.append(oocwindow.write_breakdown(bd, rank, ix)))
     except UserError as err:
         print(err.one_line(), file=sys.stderr)  # the line the tab shows
         return 1
+    (bd / oocwindow.BREAKDOWN_META).write_text(json.dumps(meta))
     for _title, name, by in COMPUTED:
         got[by].to_parquet(args.out_dir / f"{name}.parquet", index=False)
     got[rankprofile.MESSAGES].to_parquet(args.out_dir / f"{MESSAGES}.parquet", index=False)

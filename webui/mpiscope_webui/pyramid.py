@@ -5,7 +5,9 @@ Built from the partitioned cache (`calls/rank=R/part-0.parquet`, mpiscope.archiv
 by Dask, one task per rank, into `<cache>/derived/timeline/` (derived: not among the
 cache's checked files, dropped with a copied cache, rebuilt when missing):
 - `pyramid/rank=R/part-0.parquet`: per (level, column, thread, function) the ns that
-  function ran on that thread of rank R in that column (zeros left out), sorted by
+  function ran on that thread of rank R in that column and its `calls`: the MPI calls
+  (a merged polling visit: its `polls`) that start in the column (cells with neither
+  left out), sorted by
   key = level << 40 | column, whose row-group statistics make a level's column range a
   range read. Level k has BASE_COLS * 2^k columns over the whole run, column
   i = [i*span//n, (i+1)*span//n) from `origin`, so a column of level k is exactly two of
@@ -13,7 +15,7 @@ cache's checked files, dropped with a copied cache, rebuilt when missing):
   of detail (lod.StateIndex.time_upto), so a zoom answered here is the in-memory LOD's
   summary at the pyramid's resolution.
 - `detail/rank=R/part-0.parquet`: the rank's calls (start, end, fcode, depth, call,
-  thread) sorted by start, in row groups of ROW_GROUP rows with min/max statistics: the
+  thread, polls) sorted by start, in row groups of ROW_GROUP rows with min/max statistics: the
   calls of a window are those of the row groups whose start range begins before its end
   and whose largest end lies after its start: a range read of a few row groups per rank.
 - `manifest.json` (written last; the directory is renamed into place when complete): the
@@ -23,7 +25,8 @@ cache's checked files, dropped with a copied cache, rebuilt when missing):
 
 A zoom whose pixels are at least one finest column wide is answered from the pyramid
 (summary cells only, like lod.query with max_exact=0); a narrower one reads the detail of
-its window and runs the in-memory LOD on just those calls.
+its window and runs the in-memory LOD on just those calls. The tabs' statistics of a
+window (mpiscope_webui.oocwindow) read the same cells and detail.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from mpiscope.errors import UserError
 from mpiscope_webui import lod
 from mpiscope_webui.model import Streams
 
-LAYOUT = "timeline-pyramid-4"  # 4: cells and detail per thread
+LAYOUT = "timeline-pyramid-5"  # 4: cells and detail per thread; 5: calls per cell
 DIR = "timeline"
 BASE_COLS = 256  # columns of the coarsest level
 MAX_COLS = 1 << 17  # columns of the finest level at most (per rank: functions x this x 8 B)
@@ -127,14 +130,29 @@ def per_column(start: np.ndarray, end: np.ndarray, fcode: np.ndarray, nf: int,
     return out
 
 
+def starts_per_column(start: np.ndarray, polls: np.ndarray, fcode: np.ndarray, nf: int,
+                      edges: np.ndarray) -> np.ndarray:
+    """(functions, columns) MPI calls of each function starting in each column (a row
+    counts its `polls`), times relative to the origin."""
+    col = np.searchsorted(edges, start, side="right") - 1
+    ncol = len(edges) - 1
+    ok = (col >= 0) & (col < ncol)
+    flat = fcode[ok].astype(np.int64) * ncol + col[ok]
+    return np.bincount(flat, weights=polls[ok], minlength=nf * ncol).astype(
+        np.int64).reshape(nf, ncol)
+
+
 def _build_rank(cache_dir: str, out_dir: str, rank: int, functions: list[str], origin: int,
                 span: int, levels: int) -> tuple[int, list[int], list[int]]:
     """One Dask task: the pyramid and the sorted detail of one rank; (calls, cells per
     level, the threads that call MPI)."""
     path = _calls_file(Path(cache_dir), rank)
+    names = pq.ParquetFile(path).schema_arrow.names
     cols = ["call", "function", "start", "end", "depth"]
-    has_thread = "thread" in pq.ParquetFile(path).schema_arrow.names
-    t = pq.read_table(path, columns=cols + ["thread"] if has_thread else cols)
+    t = pq.read_table(path, columns=cols + [c for c in ("thread", "polls") if c in names])
+    has_thread = "thread" in names
+    polls = (t["polls"].to_numpy().astype(np.int32) if "polls" in names
+             else np.ones(t.num_rows, np.int32))
     start = t["start"].to_numpy().astype(np.int64) - origin
     end = np.maximum(t["end"].to_numpy().astype(np.int64) - origin, start)
     fcode = _global_codes(t["function"], functions)
@@ -145,7 +163,7 @@ def _build_rank(cache_dir: str, out_dir: str, rank: int, functions: list[str], o
                        "fcode": fcode[order],
                        "depth": t["depth"].to_numpy().astype(np.int8)[order],
                        "call": t["call"].to_numpy().astype(np.int64)[order],
-                       "thread": thread[order]})
+                       "thread": thread[order], "polls": polls[order]})
     out = Path(out_dir)
     path = out / "detail" / f"rank={rank}" / cache.PART_FILE
     path.parent.mkdir(parents=True)
@@ -158,19 +176,24 @@ def _build_rank(cache_dir: str, out_dir: str, rank: int, functions: list[str], o
     parts = []
     for th in threads:  # a thread's calls do not overlap per function, a rank's may
         mine = thread == th
-        dense = per_column(start[mine], end[mine], fcode[mine], nf, _col_edges(span, finest))
+        edges = _col_edges(span, finest)
+        dense = per_column(start[mine], end[mine], fcode[mine], nf, edges)
+        count = starts_per_column(start[mine], polls[mine], fcode[mine], nf, edges)
         for k in range(levels - 1, -1, -1):  # finest first, each coarser one sums pairs
-            f_idx, col = np.nonzero(dense)
+            f_idx, col = np.nonzero(dense | count)
             parts.append(pa.table({"level": np.full(len(col), k, np.int8),
                                    "col": col.astype(np.int32),
                                    "fcode": f_idx.astype(np.int16), "ns": dense[f_idx, col],
-                                   "thread": np.full(len(col), th, np.int32)}))
+                                   "thread": np.full(len(col), th, np.int32),
+                                   "calls": count[f_idx, col]}))
             if k:
                 dense = dense.reshape(nf, -1, 2).sum(axis=2)
+                count = count.reshape(nf, -1, 2).sum(axis=2)
     if not parts:
         parts.append(pa.table({"level": np.zeros(0, np.int8), "col": np.zeros(0, np.int32),
                                "fcode": np.zeros(0, np.int16), "ns": np.zeros(0, np.int64),
-                               "thread": np.zeros(0, np.int32)}))
+                               "thread": np.zeros(0, np.int32),
+                               "calls": np.zeros(0, np.int64)}))
     table = pa.concat_tables(parts)  # by level, then column (np.nonzero's order is by
     # function first, and by thread before that: sort within each level)
     table = table.sort_by([("level", "ascending"), ("col", "ascending"),
@@ -321,8 +344,8 @@ class Pyramid:
 
     def _read_cells(self, level: int, c0: int, c1: int,
                     threads: int | None = None) -> tuple[np.ndarray, ...]:
-        """(stream, col, fcode, ns) of columns [c0, c1) of a level: per rank, only the row
-        groups whose key range meets it (footers parsed at open); `threads` readers
+        """(stream, col, fcode, ns, calls) of columns [c0, c1) of a level: per rank, only the
+        row groups whose key range meets it (footers parsed at open); `threads` readers
         (default: one per CPU)."""
         k0, k1 = (level << KEY_SHIFT) | c0, (level << KEY_SHIFT) | c1
 
@@ -332,20 +355,20 @@ class Pyramid:
             if not groups:
                 return None
             t = pq.ParquetFile(self.pyramid_file(r), metadata=md).read_row_groups(
-                groups, columns=["key", "fcode", "ns", "thread"], use_threads=False)
+                groups, columns=["key", "fcode", "ns", "thread", "calls"], use_threads=False)
             key = t["key"].to_numpy()
             a, b = np.searchsorted(key, [k0, k1])  # sorted by key within the file
             th = t["thread"].to_numpy()[a:b]
             return (self.streams.find(np.full(b - a, r, np.int64), th),
                     key[a:b] & ((1 << KEY_SHIFT) - 1), t["fcode"].to_numpy()[a:b],
-                    t["ns"].to_numpy()[a:b])
+                    t["ns"].to_numpy()[a:b], t["calls"].to_numpy()[a:b])
 
         threads = threads or min(len(self.ranks), os.cpu_count() or 1) or 1
         with ThreadPoolExecutor(threads) as pool:
             parts = [x for x in pool.map(one, self.ranks) if x is not None]
         if not parts:
-            return tuple(np.empty(0, np.int64) for _ in range(4))
-        return tuple(np.concatenate([x[i] for x in parts]) for i in range(4))
+            return tuple(np.empty(0, np.int64) for _ in range(5))
+        return tuple(np.concatenate([x[i] for x in parts]) for i in range(5))
 
     def detail_file(self, rank: int) -> Path:
         return self.path / "detail" / f"rank={rank}" / cache.PART_FILE
@@ -386,7 +409,7 @@ class Pyramid:
                 self._keep_level(level, threads=1)
 
     def cells(self, level: int, c0: int, c1: int) -> tuple[np.ndarray, ...]:
-        """The stored (stream, col, fcode, ns) of columns [c0, c1) of a level: from memory
+        """The stored (stream, col, fcode, ns, calls) of columns [c0, c1) of a level: from memory
         for the coarse levels (read once), else a filtered read of the level's range."""
         cached = self._levels.get(level)
         if cached is None and self.cells_per_level[level] <= CACHED_ROWS:
@@ -421,7 +444,7 @@ class Pyramid:
         col_edges = self.edges(level)
         first = c0 + (np.arange(nbins + 1) * (c1 - c0)) // nbins  # first column of each bin
         edges = col_edges[first]
-        rank, col, fcode, ns = self.cells(level, c0, c1)
+        rank, col, fcode, ns, _calls = self.cells(level, c0, c1)
         b = np.searchsorted(first, col, side="right") - 1
         slot = np.full(len(self.functions), -1, np.int64)
         slot[visible] = np.arange(len(visible))

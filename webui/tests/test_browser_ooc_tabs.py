@@ -123,7 +123,7 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, 
         for col in ("total_s", "compute_s", "communication_s", "synchronization_s"):
             assert close(r[col], e[col]), (col, r, e)
     scope = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .scope-text").text
-    assert "whole run" in scope and "do not follow the zoom" in scope
+    assert "whole run, all ranks" in scope and "Dask engine" in scope
 
     open_tab(browser, "Functions")
     shown = rows(browser, "functions")

@@ -62,14 +62,21 @@ class Runs:
     file: str
 
 
-def part(s: RankSlice, by: Sequence[tuple[str, ...]], scratch: str | None = None
-         ) -> list[pd.DataFrame | Runs]:
+Each = Callable[[int, window.WindowIndex], None]  # also done with each rank's index
+
+
+def part(s: RankSlice, by: Sequence[tuple[str, ...]], scratch: str | None = None,
+         each: Each | None = None) -> list[pd.DataFrame | Runs]:
     """The rank's whole-run profile for each key tuple of `by` (or MESSAGES): a profile
-    where the keys hold the rank, else its `Runs` (values written under `scratch`)."""
+    where the keys hold the rank, else its `Runs` (values written under `scratch`);
+    `each(rank, index)` is called with the rank's window index (what else a caller
+    keeps of each rank, without building the index twice)."""
     if s.waits is None:
         raise ValueError(f"rank {s.rank}: the slice has no wait states")
     ws = WaitStates(s.waits, skew=None)  # type: ignore[arg-type] - per_call is all it reads
     w = window.WindowIndex.of(s.trace, ws).whole()
+    if each is not None:
+        each(s.rank, w.index)
     out: list[pd.DataFrame | Runs] = []
     for i, b in enumerate(by):
         if "rank" in b:
@@ -144,14 +151,14 @@ def combine(parts: list[list[pd.DataFrame | Runs]], by: Sequence[tuple[str, ...]
     return out
 
 
-def compute(run: Run, by: Sequence[tuple[str, ...]] = ALL
+def compute(run: Run, by: Sequence[tuple[str, ...]] = ALL, each: Each | None = None
             ) -> dict[tuple[str, ...], pd.DataFrame]:
     """The profiles of the whole run by each key tuple of `by`, `run` mapping a function
     over every rank's slice (with its wait states); the ranks' values for the medians
     across ranks go to a temporary directory, removed when done."""
     by = tuple(tuple(b) for b in by)
     with tempfile.TemporaryDirectory(prefix="mpiscope-profiles-") as scratch:
-        return combine(run(functools.partial(part, by=by, scratch=scratch)), by)
+        return combine(run(functools.partial(part, by=by, scratch=scratch, each=each)), by)
 
 
 def _waits_dir(t: CacheTables) -> Path:
@@ -170,8 +177,8 @@ def _waits_dir(t: CacheTables) -> Path:
             rt.close()
 
 
-def from_cache(trace_dir: Path | str, by: Sequence[tuple[str, ...]] = ALL
-               ) -> dict[tuple[str, ...], pd.DataFrame]:
+def from_cache(trace_dir: Path | str, by: Sequence[tuple[str, ...]] = ALL,
+               each: Each | None = None) -> dict[tuple[str, ...], pd.DataFrame]:
     """`compute` over the trace's Parquet cache, one rank's slice at a time, in this
     process."""
     t = open_cache(trace_dir)
@@ -190,4 +197,4 @@ def from_cache(trace_dir: Path | str, by: Sequence[tuple[str, ...]] = ALL
     def run(fn: Callable[[RankSlice], Any]) -> list[Any]:
         return [fn(ranktasks.build_slice(src, r)) for r in ranks]
 
-    return compute(run, by)
+    return compute(run, by, each)

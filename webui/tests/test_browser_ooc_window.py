@@ -1,0 +1,118 @@
+"""The out-of-core page's Functions and Breakdown tabs follow the zoom and the rank set,
+in headless Chromium at 1400×900 and 1024×768: the same trace built by construction
+(mpiscope_testing.windowtrace: what each window holds is known) served out of core
+(MPISCOPE_TIMELINE_OOC=1) and in memory, zoomed to the same windows; the out-of-core
+tables show the window's functions (calls, times) and breakdown, as the in-memory page
+does."""
+
+from __future__ import annotations
+
+import pytest
+from selenium.webdriver.common.by import By
+from test_browser_window import PHASE_A, PHASE_B_S, _pick_rank, rows_when, table_js
+
+from mpiscope_testing.webui_page import open_app, open_tab, shot, wait_until, zoom_to
+from mpiscope_testing.windowtrace import ALLREDUCES, SENDS, build
+from mpiscope_webui import pyramid
+
+pytestmark = pytest.mark.browser
+SIZES = [(1400, 900), (1024, 768)]
+OOC = {"type": "otable", "name": "functions"}
+IN_MEMORY = {"type": "ftable", "panel": 0}
+SHOWN = ("name", "calls", "time_s")  # what both pages show of a window
+OOC_BREAKDOWN = {"type": "otable", "name": "breakdown"}
+PARTS = ("rank", "host", "total_s", "compute_s", "communication_s", "synchronization_s",
+         "io_s")
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("oocwindow") / "t")
+
+
+@pytest.fixture(scope="module")
+def urls(serve, trace_dir) -> dict[str, str]:
+    out = {}
+    for mode, env in (("ooc", "1"), ("memory", "0")):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(pyramid.ENV, env)
+            out[mode] = serve(trace_dir)
+    return out
+
+
+def open_ooc(driver, url: str) -> None:
+    driver.get(url)
+    wait_until(driver, "const g = document.querySelector('#panel-0 .timeline "
+               ".js-plotly-plot'); return g && g._fullData && g._fullData.length > 1",
+               what="timeline drawn")
+
+
+def names(rows: list[dict]) -> set[str]:
+    return {r["name"] for r in rows}
+
+
+def shown(rows: list[dict]) -> list[tuple[str, ...]]:
+    return [tuple(r[k] for k in SHOWN) for r in rows]
+
+
+def in_memory(driver, url: str, window: tuple[float, float], rank: int | None,
+              ok) -> list[dict]:
+    """The in-memory page's Functions table for the window (and rank), as shown."""
+    open_app(driver, url)
+    open_tab(driver, "Functions")
+    zoom_to(driver, *window)
+    if rank is not None:
+        _pick_rank(driver, rank)
+    return rows_when(driver, IN_MEMORY, ok, "the in-memory page's window")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_out_of_core_functions_follow_the_zoom_as_in_memory(browser, urls, size):
+    browser.set_window_size(*size)
+    open_ooc(browser, urls["ooc"])
+    assert browser.find_element(By.ID, "scope").is_displayed()
+    open_tab(browser, "Functions")
+    zoom_to(browser, *PHASE_A)
+
+    def phase_a(r):
+        return names(r) == {"MPI_Send", "MPI_Recv"}
+
+    ooc_a = rows_when(browser, OOC, phase_a, "phase A out of core: sends and receives")
+    send = next(r for r in ooc_a if r["name"] == "MPI_Send")
+    assert send["calls"] == str(len(SENDS))
+    scope = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .scope-text").text
+    assert f"{PHASE_A[0]:.6f} – {PHASE_A[1]:.6f} s" in scope and "all ranks" in scope
+    table = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .dash-spreadsheet")
+    assert table.is_displayed() and table.rect["x"] + table.rect["width"] <= size[0]
+    shot(browser, f"ooc-window-phase-a-{size[0]}")
+
+    zoom_to(browser, *PHASE_B_S)
+    ooc_b = rows_when(browser, OOC, lambda r: names(r) == {"MPI_Allreduce"},
+                      "phase B out of core: the allreduces only")
+    assert ooc_b[0]["calls"] == str(3 * ALLREDUCES)
+    _pick_rank(browser, 2)
+    ooc_b2 = rows_when(browser, OOC, lambda r: r and r[0]["calls"] == str(ALLREDUCES),
+                       "phase B, rank 2 alone")
+    per_rank = rows_when(browser, {"type": "otable", "name": "window-per-rank"},
+                         lambda r: len(r) == 1, "rank 2's row per process")
+    assert (per_rank[0]["rank"], per_rank[0]["function"]) == ("2", "MPI_Allreduce")
+    assert "rank 2" in browser.find_element(By.CSS_SELECTOR, "#ooc-tab .scope-text").text
+    # the Breakdown of the window and rank, once the analysis has left each rank's
+    # measured calls with their waiting (rank 2 enters each allreduce late: no waiting)
+    open_tab(browser, "Breakdown")
+    bd = wait_until(browser, f"const r = (() => {{ {table_js(OOC_BREAKDOWN)} }})(); "
+                    "return r && r.length === 1 && r[0].rank === '2' && r", timeout=600,
+                    what="the window's breakdown of rank 2")
+    text = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .scope-text").text
+    assert f"{PHASE_B_S[0]:.6f} – {PHASE_B_S[1]:.6f} s" in text and "rank 2" in text
+    shot(browser, f"ooc-window-breakdown-{size[0]}")
+
+    # the in-memory page, the same windows: the same rows, as shown
+    assert shown(in_memory(browser, urls["memory"], PHASE_A, None, phase_a)) == shown(ooc_a)
+    assert shown(in_memory(browser, urls["memory"], PHASE_B_S, 2,
+                           lambda r: r and r[0]["calls"] == str(ALLREDUCES))) == shown(ooc_b2)
+    open_tab(browser, "Breakdown")
+    mem_bd = rows_when(browser, {"type": "wtable", "panel": 0, "name": "breakdown"},
+                       lambda r: [x["rank"] for x in r] == ["2"], "in memory: rank 2")
+    assert [{k: r[k] for k in PARTS} for r in bd] == [{k: r[k] for k in PARTS}
+                                                      for r in mem_bd]
