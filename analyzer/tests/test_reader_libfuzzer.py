@@ -180,10 +180,36 @@ def build(tmp: Path) -> Path:
     return exe
 
 
+def local_definitions(tmp: Path) -> bytes:
+    """A location's local definitions as Score-P writes them: clock offsets (libotf2
+    corrects the events' timestamps by them) and id maps (it maps the events' region,
+    comm and attribute refs through them)."""
+    import _otf2
+    import otf2
+    from otf2.enums import LocationGroupType, LocationType, MappingType
+
+    with otf2.writer.open(str(tmp / "local"), timer_resolution=10**9) as w:
+        d = w.definitions
+        root = d.system_tree_node("machine", class_name="machine")
+        group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
+                                 system_tree_parent=root)
+        loc = d.location("rank 0", type=LocationType.CPU_THREAD, group=group)
+        w.event_writer_from_location(loc)
+        dw = _otf2.Archive_GetDefWriter(w.handle, loc._ref)
+        _otf2.DefWriter_WriteClockOffset(dw, 1000, 50, 0.5)
+        _otf2.DefWriter_WriteClockOffset(dw, 2 * 10**9, -70, 0.5)
+        for kind, ids in ((MappingType.REGION, [1, 0, 2, 3, 5, 4]),
+                          (MappingType.COMM, [0, 1]), (MappingType.ATTRIBUTE, [0, 2, 1])):
+            _otf2.DefWriter_WriteMappingTable(dw, kind, _otf2.IdMap_CreateFromUint64Array(
+                ids, False))
+    return (tmp / "local" / "traces" / f"{loc._ref}.def").read_bytes()
+
+
 def seeds(trace: Path, dest: Path) -> None:
     """Each damageable file whole (as a replacement and as a patch at offset 0, the
-    selector bytes fuzz_reader.c decodes); the definitions' fields as they are, alone and
-    with the trace's length unknown (no bound on timestamps) before each replacement."""
+    selector bytes fuzz_reader.c decodes); each local definition file replaced by one with
+    clock offsets and id maps; the definitions' fields as they are, alone and with the
+    trace's length unknown (no bound on timestamps) before each replacement."""
     defs = Definitions(trace / "traces.otf2")
     lk = defs.lookup()
     files = [f for loc in lk.locations.tolist()
@@ -193,10 +219,13 @@ def seeds(trace: Path, dest: Path) -> None:
     claimed = [defs.location_events.get(loc, 0) for loc in lk.locations.tolist()]
     attrs = [lk.attr_callsite, lk.attr_in, lk.attr_out, lk.attr_callpath, lk.attr_calls,
              lk.attr_prior, lk.attr_run_delay]
-    fields = struct.pack(f"<4Q{len(claimed)}Q7I", lk.timer_resolution, lk.global_offset, 0, 0,
-                         *claimed, *attrs)
+    fields = struct.pack(f"<5Q{len(claimed)}Q7I", lk.timer_resolution, lk.global_offset, 0, 0,
+                         0, *claimed, *attrs)
     (dest / "definitions").write_bytes(bytes([2 * n]))
+    local = local_definitions(dest.parent)
     for i, f in enumerate(files):
+        if f.suffix == ".def":
+            (dest / f"local-{i}").write_bytes(bytes([i]) + local)
         data = f.read_bytes()
         (dest / f"replace-{i}").write_bytes(bytes([i]) + data)
         (dest / f"patch-{i}").write_bytes(bytes([n + i]) + struct.pack("<I", 0) + data[:64])

@@ -21,7 +21,8 @@
  *                input written there (nothing: the file is cut at the offset);
  *   s == 2F      what a hostile traces.def can make Python hand over unchecked: u64 words
  *                replace timer resolution (0: Python's 10^9), global offset, trace
- *                length, the memory budget in events (0: none), then each location's
+ *                length, the memory budget in events (0: none), subset (nonzero: read
+ *                as the Dask engine reads a group of ranks), then each location's
  *                claimed event count, then 7 u32 the attribute refs; what follows is
  *                a file's damage as above (its own byte s), if any.
  * The template's file is put back after each input; one directory per process.
@@ -262,8 +263,25 @@ static void check_call_ref(int64_t call, const char *what)
            call, g_ncalls);
 }
 
+static const int64_t *g_first, *g_last; /* per location: its first and last time */
+
+/* a time of location (rank, thread), or of any of the rank's locations (thread < 0), lies
+ * within its first and last time */
+static void check_time(int32_t rank, int32_t thread, int64_t t, const char *what)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int32_t j = 0; j < g_cfg.nloc; j++)
+        if (g_cfg.loc_rank[j] == rank && (thread < 0 || g_cfg.loc_thread[j] == thread)) {
+            if (g_first[j] < lo) lo = g_first[j];
+            if (g_last[j] > hi) hi = g_last[j];
+        }
+    EXPECT(lo <= t && t <= hi, "%s of rank %d thread %d at %" PRId64 ", outside %" PRId64
+           "..%" PRId64, what, rank, thread, t, lo, hi);
+}
+
 /* what Python builds its DataFrames and analyses on (decode.py): codes within their
- * categories, row references within their tables, no negative time, duration or bytes */
+ * categories, row references within their tables, no negative time, duration or bytes,
+ * every time within its location's first and last */
 static void check_tables(void **cols[T_NTABLES], const uint64_t *rows)
 {
     int32_t fmin = g_cfg.unknown_func, fmax = g_cfg.unknown_func;
@@ -278,6 +296,9 @@ static void check_tables(void **cols[T_NTABLES], const uint64_t *rows)
             int64_t s = ((C_START_t *)c[C_START])[i], e = ((C_END_t *)c[C_END])[i];
             EXPECT(0 <= s && s <= e, "table %d row %" PRIu64 ": start %" PRId64 " end %" PRId64,
                    t, i, s, e);
+            int32_t rank = ((C_RANK_t *)c[C_RANK])[i], thread = ((C_THREAD_t *)c[C_THREAD])[i];
+            check_time(rank, thread, s, "call start");
+            check_time(rank, thread, e, "call end");
             int32_t fn = ((C_FUNCTION_t *)c[C_FUNCTION])[i];
             EXPECT(fmin <= fn && fn <= fmax, "function code %d", fn);
             EXPECT(((C_BYTES_SENT_t *)c[C_BYTES_SENT])[i] >= 0 &&
@@ -287,7 +308,8 @@ static void check_tables(void **cols[T_NTABLES], const uint64_t *rows)
     }
     for (uint64_t i = 0; i < rows[T_P2P]; i++) {
         check_call_ref(((P_CALL_t *)cols[T_P2P][P_CALL])[i], "p2p");
-        EXPECT(((P_TIME_t *)cols[T_P2P][P_TIME])[i] >= 0, "p2p time");
+        check_time(((P_RANK_t *)cols[T_P2P][P_RANK])[i], ((P_THREAD_t *)cols[T_P2P][P_THREAD])[i],
+                   ((P_TIME_t *)cols[T_P2P][P_TIME])[i], "p2p time");
         EXPECT(((P_BYTES_t *)cols[T_P2P][P_BYTES])[i] >= 0, "p2p bytes");
     }
     for (uint64_t i = 0; i < rows[T_MESSAGES]; i++) {
@@ -306,22 +328,37 @@ static void check_tables(void **cols[T_NTABLES], const uint64_t *rows)
     for (uint64_t i = 0; i < rows[T_FLUSHES]; i++) {
         int64_t s = ((F_START_t *)cols[T_FLUSHES][F_START])[i];
         EXPECT(0 <= s && s <= ((F_END_t *)cols[T_FLUSHES][F_END])[i], "flush");
+        check_time(((F_RANK_t *)cols[T_FLUSHES][F_RANK])[i], -1, s, "flush");
     }
     for (uint64_t i = 0; i < rows[T_UNMATCHED]; i++)
         check_call_ref(((U_CALL_t *)cols[T_UNMATCHED][U_CALL])[i], "unmatched");
     for (uint64_t i = 0; i < rows[T_RMA]; i++) {
         void **c = cols[T_RMA];
         check_call_ref(((R_CALL_t *)c[R_CALL])[i], "rma");
+        check_time(((R_RANK_t *)c[R_RANK])[i], -1, ((R_TIME_t *)c[R_TIME])[i], "rma");
+        if (((R_COMPLETE_TIME_t *)c[R_COMPLETE_TIME])[i] != -1)
+            check_time(((R_RANK_t *)c[R_RANK])[i], -1, ((R_COMPLETE_TIME_t *)c[R_COMPLETE_TIME])[i],
+                       "rma completion");
         check_call_ref(((R_COMPLETE_CALL_t *)c[R_COMPLETE_CALL])[i], "rma complete");
         EXPECT(((R_BYTES_SENT_t *)c[R_BYTES_SENT])[i] >= 0 &&
                ((R_BYTES_RECV_t *)c[R_BYTES_RECV])[i] >= 0, "rma bytes");
     }
-    for (uint64_t i = 0; i < rows[T_RMA_SYNC]; i++)
+    for (uint64_t i = 0; i < rows[T_RMA_SYNC]; i++) {
         check_call_ref(((S_CALL_t *)cols[T_RMA_SYNC][S_CALL])[i], "rma sync");
+        check_time(((S_RANK_t *)cols[T_RMA_SYNC][S_RANK])[i], -1,
+                   ((S_TIME_t *)cols[T_RMA_SYNC][S_TIME])[i], "rma sync");
+    }
     for (uint64_t i = 0; i < rows[T_IO]; i++) {
         void **c = cols[T_IO];
         check_call_ref(((I_CALL_t *)c[I_CALL])[i], "io");
         check_call_ref(((I_COMPLETE_CALL_t *)c[I_COMPLETE_CALL])[i], "io complete");
+        int32_t rank = ((I_RANK_t *)c[I_RANK])[i];
+        int64_t s = ((I_START_t *)c[I_START])[i], e = ((I_END_t *)c[I_END])[i];
+        check_time(rank, -1, s, "io start");
+        if (e != -1) {
+            check_time(rank, -1, e, "io end");
+            EXPECT(s <= e, "io ends before it starts");
+        }
         EXPECT(((I_BYTES_t *)c[I_BYTES])[i] >= 0 &&
                ((I_BYTES_REQUESTED_t *)c[I_BYTES_REQUESTED])[i] >= 0, "io bytes");
     }
@@ -361,11 +398,6 @@ static void read_archive(const mpsr_config *base)
         if (!cols[t]) die("out of memory");
         for (int k = 0; k < ncols[t]; k++) cols[t][k] = mpsr_take(res, t, k);
     }
-    if (ok) check_tables(cols, rows);
-    for (int t = 0; t < T_NTABLES; t++) {
-        for (int k = 0; k < ncols[t]; k++) mpsr_free_buffer(cols[t][k]);
-        free(cols[t]);
-    }
     uint64_t *events = calloc((size_t)nloc + 1, 8), *v1 = calloc((size_t)nloc + 1, 8);
     uint64_t *v2 = calloc((size_t)nloc + 1, 8), *v3 = calloc((size_t)nloc + 1, 8);
     int64_t *first = calloc((size_t)nloc + 1, 8), *last = calloc((size_t)nloc + 1, 8);
@@ -377,6 +409,13 @@ static void read_archive(const mpsr_config *base)
     for (int32_t i = 0; ok && i < nloc; i++)
         EXPECT(0 <= first[i] && first[i] <= last[i], "location %d: first %" PRId64
                " last %" PRId64, i, first[i], last[i]);
+    g_first = first;
+    g_last = last;
+    if (ok) check_tables(cols, rows);
+    for (int t = 0; t < T_NTABLES; t++) {
+        for (int k = 0; k < ncols[t]; k++) mpsr_free_buffer(cols[t][k]);
+        free(cols[t]);
+    }
     mpsr_free_buffer(mpsr_take_link(res));
     (void)mpsr_clock_offsets(res);
     free(events); free(v1); free(v2); free(v3); free(first); free(last); free(trunc);
@@ -446,7 +485,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.global_offset = word(data, size, 1, cfg.global_offset);
     cfg.trace_length = word(data, size, 2, cfg.trace_length);
     cfg.max_kept_events = word(data, size, 3, cfg.max_kept_events);
-    size_t w = 4;
+    cfg.subset = word(data, size, 4, cfg.subset) != 0; /* as the Dask engine reads */
+    size_t w = 5;
     for (int32_t i = 0; i < cfg.nloc; i++, w++) g_claimed[i] = word(data, size, w, g_claimed[i]);
     uint32_t *attrs[] = {&cfg.attr_callsite, &cfg.attr_in, &cfg.attr_out, &cfg.attr_callpath,
                          &cfg.attr_calls, &cfg.attr_prior, &cfg.attr_run_delay};
