@@ -256,11 +256,15 @@ static void pad_if_cut(const file_t *f, const uint8_t *data, size_t size)
 static void no_progress(uint64_t done, uint64_t expected) { (void)done; (void)expected; }
 
 static int64_t g_ncalls;
+static const C_RANK_t *g_call_rank;
 
-static void check_call_ref(int64_t call, const char *what)
+/* a row's reference to a call: none (-1) or a call of the row's rank */
+static void check_call_ref(int64_t call, int32_t rank, const char *what)
 {
     EXPECT(call >= -1 && call < g_ncalls, "%s refers to call %" PRId64 " of %" PRId64, what,
            call, g_ncalls);
+    EXPECT(call < 0 || g_call_rank[call] == rank, "%s of rank %d refers to call %" PRId64
+           " of rank %d", what, rank, call, g_call_rank[call]);
 }
 
 static const int64_t *g_first, *g_last; /* per location: its first and last time */
@@ -290,6 +294,7 @@ static void check_tables(void **cols[T_NTABLES], const uint64_t *rows)
         if (g_cfg.region_func[i] > fmax) fmax = g_cfg.region_func[i];
     }
     g_ncalls = (int64_t)rows[T_CALLS];
+    g_call_rank = cols[T_CALLS][C_RANK];
     for (int t = T_CALLS; t <= T_REGIONS; t++) {
         void **c = cols[t];
         for (uint64_t i = 0; i < rows[t]; i++) {
@@ -307,22 +312,28 @@ static void check_tables(void **cols[T_NTABLES], const uint64_t *rows)
         }
     }
     for (uint64_t i = 0; i < rows[T_P2P]; i++) {
-        check_call_ref(((P_CALL_t *)cols[T_P2P][P_CALL])[i], "p2p");
+        check_call_ref(((P_CALL_t *)cols[T_P2P][P_CALL])[i],
+                       ((P_RANK_t *)cols[T_P2P][P_RANK])[i], "p2p");
         check_time(((P_RANK_t *)cols[T_P2P][P_RANK])[i], ((P_THREAD_t *)cols[T_P2P][P_THREAD])[i],
                    ((P_TIME_t *)cols[T_P2P][P_TIME])[i], "p2p time");
         EXPECT(((P_BYTES_t *)cols[T_P2P][P_BYTES])[i] >= 0, "p2p bytes");
     }
     for (uint64_t i = 0; i < rows[T_MESSAGES]; i++) {
         void **c = cols[T_MESSAGES];
-        check_call_ref(((M_SEND_CALL_t *)c[M_SEND_CALL])[i], "message send");
-        check_call_ref(((M_RECV_CALL_t *)c[M_RECV_CALL])[i], "message recv");
-        check_call_ref(((M_SEND_COMPLETE_CALL_t *)c[M_SEND_COMPLETE_CALL])[i], "send complete");
-        check_call_ref(((M_RECV_COMPLETE_CALL_t *)c[M_RECV_COMPLETE_CALL])[i], "recv complete");
+        int32_t srank = ((M_SEND_RANK_t *)c[M_SEND_RANK])[i];
+        int32_t rrank = ((M_RECV_RANK_t *)c[M_RECV_RANK])[i];
+        check_call_ref(((M_SEND_CALL_t *)c[M_SEND_CALL])[i], srank, "message send");
+        check_call_ref(((M_RECV_CALL_t *)c[M_RECV_CALL])[i], rrank, "message recv");
+        check_call_ref(((M_SEND_COMPLETE_CALL_t *)c[M_SEND_COMPLETE_CALL])[i], srank,
+                       "send complete");
+        check_call_ref(((M_RECV_COMPLETE_CALL_t *)c[M_RECV_COMPLETE_CALL])[i], rrank,
+                       "recv complete");
         EXPECT(((M_BYTES_t *)c[M_BYTES])[i] >= 0, "message bytes");
     }
     for (uint64_t i = 0; i < rows[T_COLLECTIVES]; i++) {
         int64_t call = ((K_CALL_t *)cols[T_COLLECTIVES][K_CALL])[i];
         EXPECT(call >= 0 && call < g_ncalls, "collective call %" PRId64, call);
+        EXPECT(((C_COLL_SEQ_t *)cols[T_CALLS][C_COLL_SEQ])[call] >= 0, "collective without seq");
         EXPECT(((K_INSTANCE_t *)cols[T_COLLECTIVES][K_INSTANCE])[i] >= 0, "instance");
     }
     for (uint64_t i = 0; i < rows[T_FLUSHES]; i++) {
@@ -331,27 +342,31 @@ static void check_tables(void **cols[T_NTABLES], const uint64_t *rows)
         check_time(((F_RANK_t *)cols[T_FLUSHES][F_RANK])[i], -1, s, "flush");
     }
     for (uint64_t i = 0; i < rows[T_UNMATCHED]; i++)
-        check_call_ref(((U_CALL_t *)cols[T_UNMATCHED][U_CALL])[i], "unmatched");
+        check_call_ref(((U_CALL_t *)cols[T_UNMATCHED][U_CALL])[i],
+                       ((U_RANK_t *)cols[T_UNMATCHED][U_RANK])[i], "unmatched");
     for (uint64_t i = 0; i < rows[T_RMA]; i++) {
         void **c = cols[T_RMA];
-        check_call_ref(((R_CALL_t *)c[R_CALL])[i], "rma");
+        check_call_ref(((R_CALL_t *)c[R_CALL])[i], ((R_RANK_t *)c[R_RANK])[i], "rma");
         check_time(((R_RANK_t *)c[R_RANK])[i], -1, ((R_TIME_t *)c[R_TIME])[i], "rma");
         if (((R_COMPLETE_TIME_t *)c[R_COMPLETE_TIME])[i] != -1)
             check_time(((R_RANK_t *)c[R_RANK])[i], -1, ((R_COMPLETE_TIME_t *)c[R_COMPLETE_TIME])[i],
                        "rma completion");
-        check_call_ref(((R_COMPLETE_CALL_t *)c[R_COMPLETE_CALL])[i], "rma complete");
+        check_call_ref(((R_COMPLETE_CALL_t *)c[R_COMPLETE_CALL])[i], ((R_RANK_t *)c[R_RANK])[i],
+                       "rma complete");
         EXPECT(((R_BYTES_SENT_t *)c[R_BYTES_SENT])[i] >= 0 &&
                ((R_BYTES_RECV_t *)c[R_BYTES_RECV])[i] >= 0, "rma bytes");
     }
     for (uint64_t i = 0; i < rows[T_RMA_SYNC]; i++) {
-        check_call_ref(((S_CALL_t *)cols[T_RMA_SYNC][S_CALL])[i], "rma sync");
+        check_call_ref(((S_CALL_t *)cols[T_RMA_SYNC][S_CALL])[i],
+                       ((S_RANK_t *)cols[T_RMA_SYNC][S_RANK])[i], "rma sync");
         check_time(((S_RANK_t *)cols[T_RMA_SYNC][S_RANK])[i], -1,
                    ((S_TIME_t *)cols[T_RMA_SYNC][S_TIME])[i], "rma sync");
     }
     for (uint64_t i = 0; i < rows[T_IO]; i++) {
         void **c = cols[T_IO];
-        check_call_ref(((I_CALL_t *)c[I_CALL])[i], "io");
-        check_call_ref(((I_COMPLETE_CALL_t *)c[I_COMPLETE_CALL])[i], "io complete");
+        check_call_ref(((I_CALL_t *)c[I_CALL])[i], ((I_RANK_t *)c[I_RANK])[i], "io");
+        check_call_ref(((I_COMPLETE_CALL_t *)c[I_COMPLETE_CALL])[i], ((I_RANK_t *)c[I_RANK])[i],
+                       "io complete");
         int32_t rank = ((I_RANK_t *)c[I_RANK])[i];
         int64_t s = ((I_START_t *)c[I_START])[i], e = ((I_END_t *)c[I_END])[i];
         check_time(rank, -1, s, "io start");
