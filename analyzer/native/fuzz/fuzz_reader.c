@@ -430,9 +430,16 @@ static void read_archive(const mpsr_config *base)
         die("out of memory");
     mpsr_locations(res, nloc, events, first, last, trunc);
     mpsr_damage(res, nloc, v1, v2, v3, overrun);
-    for (int32_t i = 0; ok && i < nloc; i++)
+    /* no time beyond the trace's length, where the definitions give one (the reader's
+     * rounding: within a nanosecond and a part in 10^12) */
+    double end = (double)cfg.trace_length * (1e9 / (double)cfg.timer_resolution);
+    end += end * 1e-12 + 1;
+    for (int32_t i = 0; ok && i < nloc; i++) {
         EXPECT(0 <= first[i] && first[i] <= last[i], "location %d: first %" PRId64
                " last %" PRId64, i, first[i], last[i]);
+        EXPECT(!cfg.trace_length || (double)last[i] <= end, "location %d: last %" PRId64
+               " beyond the trace's end %.0f", i, last[i], end);
+    }
     g_first = first;
     g_last = last;
     if (ok) check_tables(cols, rows);
