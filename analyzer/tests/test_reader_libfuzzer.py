@@ -3,24 +3,26 @@
 analyzer/native/fuzz/fuzz_reader.c is built with clang, AddressSanitizer and UBSan, the
 reader's source compiled in. It damages one file of a small real archive per input (a
 location's local definitions or events: replaced, patched at an offset or cut; not the
-anchor, which libotf2 parses before any code of ours runs, see fuzz_reader.c),
-or the fields of the definitions Python hands over unchecked (clock, event counts,
-attribute refs), then reads it as read_events does, with the config Python made for the
-undamaged archive (mpiscope.archive.native.config), and checks the tables as Python
-relies on them. The archive (`template()`) holds every kind of record the reader decodes:
-two ranks of two threads, blocking and non-blocking point-to-point (completed on the
-other thread), polling, collectives with hashes, a non-blocking collective, RMA, MPI-IO,
-a buffer flush, call paths and run-queue delays.
+anchor, which libotf2 parses before any code of ours runs, see fuzz_reader.c), and/or
+the fields of the definitions Python hands over unchecked (clock, event counts,
+attribute refs, subset reads), then reads it as read_events does, with the config Python
+made for the undamaged archive (mpiscope.archive.native.config), and checks the tables
+as Python relies on them. The archive (`template()`) holds every kind of record the
+reader decodes: two ranks of two threads, blocking and non-blocking point-to-point
+(completed on the other thread), polling, collectives with hashes, a non-blocking
+collective, RMA, MPI-IO, a buffer flush, call paths and run-queue delays.
 
-First the inputs that once found bugs (analyzer/native/fuzz/regressions/) are replayed,
-then the fuzzer runs for a fixed budget from seeds made of the archive's own files; any
-crash, leak, undefined behaviour, broken table or input running 10 s fails the test with
-the input's path and the sanitizer's report.
+First the inputs of analyzer/native/fuzz/regressions/ (`KNOWN`: what found a problem,
+and issue 29's damages to the reader) are replayed, then the fuzzer runs for a fixed
+budget from seeds made of the archive's own files; any crash, leak, undefined
+behaviour, broken table or input running 10 s fails the test with the input's path and
+the sanitizer's report.
 """
 
 from __future__ import annotations
 
 import ctypes as C
+import os
 import re
 import shutil
 import struct
@@ -39,7 +41,23 @@ from mpiscope_testing.tracegen import TraceBuilder
 FUZZ_SECONDS = 60
 NATIVE = Path(__file__).resolve().parents[1] / "native"
 FUZZ = NATIVE / "fuzz"
-REGRESSIONS = FUZZ / "regressions"  # inputs that once found a bug
+REGRESSIONS = FUZZ / "regressions"
+# Its inputs, replayed first: what each does to `template()`'s archive (they name its
+# files and offsets: a changed template changes what they damage) and what it found.
+KNOWN = {
+    "huge-event-counts.bin": "every location claims 2^64 - 1 events (issue 29: the sum "
+                             "wrapped and table_reserve's doubling never ended)",
+    "local-defs-id-map-of-2e32.bin": "a local definition file whose id map claims 2^32 "
+                                     "entries: libotf2 malloc'd 32 GB (ASan aborted)",
+    "timestamp-before-the-start.bin": "rank 0's first timestamp at 0 (issue 29: negative "
+                                      "times)",
+    "timestamp-beyond-the-trace.bin": "a timestamp of 2^64 - 1 (issue 29: durations of "
+                                      "9e9 s)",
+    "timestamp-backwards.bin": "a timestamp moved back to the trace's start (issue 29: "
+                               "negative durations)",
+    "unbounded-times-near-2e63.bin": "the trace's length unknown and rank 1's polling "
+                                     "calls at times beyond 2^63 ns (saturated, merged)",
+}
 US = 1000
 CHUNK = 256 << 10  # OTF2's smallest event chunk: libotf2 clears one per location and read
 
@@ -245,13 +263,13 @@ def test_libfuzzer_on_the_native_reader(tmp_path: Path) -> None:
     config_file(trace / "traces.otf2", tmp_path / "config.bin")
     exe = build(tmp_path)
     env = {"MPSR_FUZZ_TEMPLATE": str(trace), "MPSR_FUZZ_CONFIG": str(tmp_path / "config.bin"),
-           "TMPDIR": str(tmp_path), "PATH": "/usr/bin:/bin",
+           "TMPDIR": str(tmp_path), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
            # libotf2 allocates what a damaged file says before reading it: natively
            # malloc fails and it reports the damage; ASan must do the same (fuzz_reader.c)
            "ASAN_OPTIONS": "detect_leaks=1:allocator_may_return_null=1",
            "UBSAN_OPTIONS": "print_stacktrace=1"}
     known = sorted(REGRESSIONS.glob("*.bin"))
-    assert known
+    assert {p.name for p in known} == set(KNOWN)
     proc = subprocess.run([str(exe), "-rss_limit_mb=2048", *map(str, known)],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -259,7 +277,9 @@ def test_libfuzzer_on_the_native_reader(tmp_path: Path) -> None:
     corpus.mkdir()
     seed_dir.mkdir()
     seeds(trace, seed_dir)
+    # -len_control=0: whole files replaced from the start, not only short inputs
     proc = subprocess.run([str(exe), f"-max_total_time={FUZZ_SECONDS}", "-max_len=16384",
+                           "-len_control=0",
                            "-timeout=10", "-rss_limit_mb=2048", "-seed=20261129",
                            f"-artifact_prefix={tmp_path}/", str(corpus), str(seed_dir)],
                           capture_output=True, text=True, timeout=FUZZ_SECONDS + 180, env=env)
