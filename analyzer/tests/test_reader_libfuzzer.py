@@ -2,15 +2,16 @@
 
 analyzer/native/fuzz/fuzz_reader.c is built with clang, AddressSanitizer and UBSan, the
 reader's source compiled in. It damages one file of a small real archive per input (a
-location's local definitions or events: replaced, patched at an offset or cut; not the
-anchor, which libotf2 parses before any code of ours runs, see fuzz_reader.c), and/or
+location's events: replaced, patched at an offset or cut; not the anchor nor the local
+definitions, which libotf2 alone parses, see fuzz_reader.c), and/or
 the fields of the definitions Python hands over unchecked (clock, event counts,
 attribute refs, subset reads), then reads it as read_events does, with the config Python
 made for the undamaged archive (mpiscope.archive.native.config), and checks the tables
 as Python relies on them. The archive (`template()`) holds every kind of record the
 reader decodes: two ranks of two threads, blocking and non-blocking point-to-point
 (completed on the other thread), polling, collectives with hashes, a non-blocking
-collective, RMA, MPI-IO, a buffer flush, call paths and run-queue delays.
+collective, RMA, MPI-IO, a buffer flush, call paths and run-queue delays; one location
+has local definitions (clock offsets, id maps) as Score-P writes them.
 
 First the inputs of analyzer/native/fuzz/regressions/ (`KNOWN`: what found a problem,
 and issue 29's damages to the reader) are replayed, then the fuzzer runs for a fixed
@@ -198,10 +199,11 @@ def build(tmp: Path) -> Path:
     return exe
 
 
-def local_definitions(tmp: Path) -> bytes:
+def local_definitions(tmp: Path, nregions: int) -> bytes:
     """A location's local definitions as Score-P writes them: clock offsets (libotf2
     corrects the events' timestamps by them) and id maps (it maps the events' region,
-    comm and attribute refs through them)."""
+    comm and attribute refs through them: here regions swapped pairwise, two attributes
+    swapped)."""
     import _otf2
     import otf2
     from otf2.enums import LocationGroupType, LocationType, MappingType
@@ -216,7 +218,7 @@ def local_definitions(tmp: Path) -> bytes:
         dw = _otf2.Archive_GetDefWriter(w.handle, loc._ref)
         _otf2.DefWriter_WriteClockOffset(dw, 1000, 50, 0.5)
         _otf2.DefWriter_WriteClockOffset(dw, 2 * 10**9, -70, 0.5)
-        for kind, ids in ((MappingType.REGION, [1, 0, 2, 3, 5, 4]),
+        for kind, ids in ((MappingType.REGION, [i ^ 1 for i in range(nregions & ~1)]),
                           (MappingType.COMM, [0, 1]), (MappingType.ATTRIBUTE, [0, 2, 1])):
             _otf2.DefWriter_WriteMappingTable(dw, kind, _otf2.IdMap_CreateFromUint64Array(
                 ids, False))
@@ -224,15 +226,12 @@ def local_definitions(tmp: Path) -> bytes:
 
 
 def seeds(trace: Path, dest: Path) -> None:
-    """Each damageable file whole (as a replacement and as a patch at offset 0, the
-    selector bytes fuzz_reader.c decodes); each local definition file replaced by one with
-    clock offsets and id maps; the definitions' fields as they are, alone and with the
+    """Each event file whole (as a replacement and as a patch at offset 0, the selector
+    bytes fuzz_reader.c decodes); the definitions' fields as they are, alone and with the
     trace's length unknown (no bound on timestamps) before each replacement."""
     defs = Definitions(trace / "traces.otf2")
     lk = defs.lookup()
-    files = [f for loc in lk.locations.tolist()
-             for f in (trace / "traces" / f"{loc}.def", trace / "traces" / f"{loc}.evt")
-             if f.is_file()]
+    files = [trace / "traces" / f"{loc}.evt" for loc in lk.locations.tolist()]
     n = len(files)
     claimed = [defs.location_events.get(loc, 0) for loc in lk.locations.tolist()]
     attrs = [lk.attr_callsite, lk.attr_in, lk.attr_out, lk.attr_callpath, lk.attr_calls,
@@ -240,10 +239,7 @@ def seeds(trace: Path, dest: Path) -> None:
     fields = struct.pack(f"<5Q{len(claimed)}Q7I", lk.timer_resolution, lk.global_offset, 0, 0,
                          0, *claimed, *attrs)
     (dest / "definitions").write_bytes(bytes([2 * n]))
-    local = local_definitions(dest.parent)
     for i, f in enumerate(files):
-        if f.suffix == ".def":
-            (dest / f"local-{i}").write_bytes(bytes([i]) + local)
         data = f.read_bytes()
         (dest / f"replace-{i}").write_bytes(bytes([i]) + data)
         (dest / f"patch-{i}").write_bytes(bytes([n + i]) + struct.pack("<I", 0) + data[:64])
@@ -261,6 +257,9 @@ def report(proc: subprocess.CompletedProcess, where: Path) -> str:
 def test_libfuzzer_on_the_native_reader(tmp_path: Path) -> None:
     trace = template().write(tmp_path / "trace", chunk_size_events=CHUNK)
     config_file(trace / "traces.otf2", tmp_path / "config.bin")
+    # rank 0's second thread as Score-P writes a location: with local definitions
+    nregions = len(Definitions(trace / "traces.otf2").lookup().region_func)
+    (trace / "traces" / "1.def").write_bytes(local_definitions(tmp_path, nregions))
     exe = build(tmp_path)
     env = {"MPSR_FUZZ_TEMPLATE": str(trace), "MPSR_FUZZ_CONFIG": str(tmp_path / "config.bin"),
            "TMPDIR": str(tmp_path), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
