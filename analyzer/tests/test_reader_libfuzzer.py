@@ -48,8 +48,6 @@ REGRESSIONS = FUZZ / "regressions"
 KNOWN = {
     "huge-event-counts.bin": "every location claims 2^64 - 1 events (issue 29: the sum "
                              "wrapped and table_reserve's doubling never ended)",
-    "local-defs-id-map-of-2e32.bin": "a local definition file whose id map claims 2^32 "
-                                     "entries: libotf2 malloc'd 32 GB (ASan aborted)",
     "timestamp-before-the-start.bin": "rank 0's first timestamp at 0 (issue 29: negative "
                                       "times)",
     "timestamp-beyond-the-trace.bin": "a timestamp of 2^64 - 1 (issue 29: durations of "
