@@ -43,9 +43,15 @@
  * leaked when the record then fails. So they are damaged only with
  * MPSR_FUZZ_LOCAL_DEFS=1 (the test's runs test our code); the test's template gives a
  * location valid local definitions (clock offsets, id maps), which every input reads.
- * For such runs: ASAN_OPTIONS=allocator_may_return_null=1 (as malloc natively), and
- * the id maps' leak is suppressed for LeakSanitizer (we create no id maps); an
- * allocation of ours that fails still shows, as "out of memory" in the reader's error. */
+ * The id maps' leak is suppressed for LeakSanitizer (we create no id maps).
+ *
+ * libotf2 also allocates what a damaged event's array count says (2^32 entries: 16 GB)
+ * before reading it; natively the pages are never touched (the read fails at the
+ * buffer's end), under ASan the allocation alone costs 2 GB of shadow. So the test runs
+ * with ASAN_OPTIONS=allocator_may_return_null=1:max_allocation_size_mb=1024, as on a
+ * machine that refuses such an allocation: libotf2 then reports the damage. Our own
+ * allocations for a few KB of files never come near that: one that fails shows as "out
+ * of memory" in the reader's error, which fails the run. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
