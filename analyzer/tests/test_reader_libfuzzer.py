@@ -54,6 +54,9 @@ KNOWN = {
                                       "9e9 s)",
     "timestamp-backwards.bin": "a timestamp moved back to the trace's start (issue 29: "
                                "negative durations)",
+    "coarse-clock-far-offset.bin": "a 251 Hz clock with an offset near 2^56: times "
+                                   "computed from two rounded doubles (the offset's last "
+                                   "16 ticks lost) fell 24 ms beyond the trace's end",
     "event-array-of-2e32.bin": "an event whose array claims 2^32 entries: libotf2 "
                                "malloc'd 16 GB (2 GB of ASan shadow)",
     "unbounded-times-near-2e63.bin": "the trace's length unknown and rank 1's polling "
