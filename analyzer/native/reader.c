@@ -220,7 +220,10 @@ static inline int64_t ns_of(const mpsr_config *g, uint64_t t)
         if (t >= off) return t - off > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)(t - off);
         return off - t > (uint64_t)INT64_MAX ? -INT64_MAX : -(int64_t)(off - t);
     }
-    double v = ((double)t - (double)off) * (1e9 / (double)g->timer_resolution) + 0.5;
+    /* the difference in integers, exact: two large stamps as doubles each lose their
+     * last bits (an offset of 2^56 ticks: 16 of them, 64 ms of a 251 Hz clock) */
+    double d = t >= off ? (double)(t - off) : -(double)(off - t);
+    double v = d * (1e9 / (double)g->timer_resolution) + 0.5;
     if (!(v > -9.2e18)) return -INT64_MAX; /* also NaN */
     return v < 9.2e18 ? (int64_t)v : INT64_MAX;
 }

@@ -377,11 +377,14 @@ class TraceBuilder:
         self.leave(rank, end, function)
 
     # ------------------------------------------------------------------ writing
-    def write(self, directory: str | os.PathLike) -> Path:
-        """Write the archive into `directory` (created; must not hold a trace yet)."""
+    def write(self, directory: str | os.PathLike, *, chunk_size_events: int = 1 << 20) -> Path:
+        """Write the archive into `directory` (created; must not hold a trace yet).
+        `chunk_size_events`: OTF2's event chunk size (its default; smaller ones make a
+        reader allocate less per location)."""
         directory = Path(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)
-        with otf2.writer.open(str(directory), timer_resolution=1_000_000_000) as w:
+        with otf2.writer.open(str(directory), timer_resolution=1_000_000_000,
+                              chunk_size_events=chunk_size_events) as w:
             # pin global_offset to t=0 even if no event happens exactly then
             w._update_timestamps(BASE_TIME)
             self._write(w)

@@ -252,6 +252,38 @@ def _complete(anchor: Path, locations: np.ndarray) -> Iterator[Path]:
         yield t / anchor.name
 
 
+def config(lk: Lookup, *, subset: bool = False,
+           max_kept_events: int = 0) -> tuple[Config, dict[str, np.ndarray]]:
+    """The mpsr_config read_events hands to mpsr_read, and the array behind each of its
+    pointer fields (by field name; they must outlive the Config). The reader's fuzz
+    harness (analyzer/native/fuzz) is given exactly this."""
+    ctx_path = lk.context_path if lk.context_path is not None else np.zeros(0, np.int32)
+    ctx_src = lk.context_source if lk.context_source is not None else np.zeros(0, np.int32)
+    arrays = {
+        "locs": lk.locations, "loc_rank": lk.loc_rank, "loc_thread": lk.loc_thread,
+        "region_func": lk.region_func, "region_kind": lk.region_kind,
+        "region_mpi": lk.region_mpi, "source_code": lk.source_code,
+        "comm_index": lk.comm_index, "comm_offset": lk.comm_offset,
+        "comm_members": lk.comm_members, "comm_self": lk.comm_self, "win_comm": lk.win_comm,
+        "context_path": ctx_path, "context_source": ctx_src,
+        "loc_max_events": lk.loc_max_events,
+        **{f"{name}_refs": refs for name, refs in lk.refs.items()}}
+    arrays = {name: a for name, a in arrays.items() if a is not None}
+    cfg = Config(
+        nloc=len(lk.locations), attr_callsite=lk.attr_callsite,
+        attr_in=lk.attr_in, attr_out=lk.attr_out, timer_resolution=lk.timer_resolution,
+        global_offset=lk.global_offset, nregions=len(lk.region_func),
+        unknown_func=lk.unknown_func, nsources=len(lk.source_code),
+        unknown_source=lk.unknown_source, ncommrefs=len(lk.comm_index),
+        ncomms=len(lk.comm_self), expected_events=lk.expected_events,
+        nwinrefs=len(lk.win_comm), attr_callpath=lk.attr_callpath, attr_calls=lk.attr_calls,
+        attr_prior=lk.attr_prior, attr_run_delay=lk.attr_run_delay, ncontexts=len(ctx_path),
+        subset=int(subset), trace_length=lk.trace_length,
+        max_kept_events=max(int(max_kept_events), 0),
+        **{name: _ptr(a) for name, a in arrays.items()})
+    return cfg, arrays
+
+
 def read_events(anchor: Path, lk: Lookup,
                 progress: Callable[[int, int], None] | None = None, *,
                 subset: bool = False, max_kept_events: int = 0) -> Events:
@@ -261,27 +293,7 @@ def read_events(anchor: Path, lk: Lookup,
     `max_kept_events` (0: none): reading stops with a UserError once it keeps more events
     (idle polling calls merged into visits are not kept: archive/memory.py)."""
     lib = library()
-    ctx_path = lk.context_path if lk.context_path is not None else np.zeros(0, np.int32)
-    ctx_src = lk.context_source if lk.context_source is not None else np.zeros(0, np.int32)
-    cfg = Config(
-        nloc=len(lk.locations), locs=_ptr(lk.locations), loc_rank=_ptr(lk.loc_rank),
-        loc_thread=_ptr(lk.loc_thread), attr_callsite=lk.attr_callsite,
-        attr_in=lk.attr_in, attr_out=lk.attr_out, timer_resolution=lk.timer_resolution,
-        global_offset=lk.global_offset, nregions=len(lk.region_func),
-        region_func=_ptr(lk.region_func), region_kind=_ptr(lk.region_kind),
-        region_mpi=_ptr(lk.region_mpi), unknown_func=lk.unknown_func,
-        nsources=len(lk.source_code), source_code=_ptr(lk.source_code),
-        unknown_source=lk.unknown_source, ncommrefs=len(lk.comm_index),
-        comm_index=_ptr(lk.comm_index), ncomms=len(lk.comm_self),
-        comm_offset=_ptr(lk.comm_offset), comm_members=_ptr(lk.comm_members),
-        comm_self=_ptr(lk.comm_self), expected_events=lk.expected_events,
-        nwinrefs=len(lk.win_comm), win_comm=_ptr(lk.win_comm),
-        attr_callpath=lk.attr_callpath, attr_calls=lk.attr_calls,
-        attr_prior=lk.attr_prior, attr_run_delay=lk.attr_run_delay, ncontexts=len(ctx_path),
-        context_path=_ptr(ctx_path), context_source=_ptr(ctx_src), subset=int(subset),
-        trace_length=lk.trace_length, loc_max_events=_ptr(lk.loc_max_events),
-        max_kept_events=max(int(max_kept_events), 0),
-        **{f"{name}_refs": _ptr(refs) for name, refs in lk.refs.items()})
+    cfg, _arrays = config(lk, subset=subset, max_kept_events=max_kept_events)
     callback = PROGRESS(progress) if progress else PROGRESS()
     with _complete(anchor, lk.locations) as readable:
         res = lib.mpsr_read(str(readable).encode(), C.byref(cfg), callback)
