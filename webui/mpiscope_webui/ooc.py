@@ -321,10 +321,10 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
             if not results:
                 results.append(ooctabs.Results(trace_dir, start=analyze))
         r = results[0]
-        got = [inputs.trigger(t.get("prop_id")) for t in ctx.triggered if isinstance(t, dict)]
-        polled = any(g is not None and g[0] == "ooc-poll" for g in got)
-        if polled and not r.done:
-            raise PreventUpdate  # still running: the "analysing" line stays
+        # No early "nothing new" for a poll tick: when two calls of this callback overlap
+        # (a zoom's and a tick's, under load), Dash puts back what the outputs held when
+        # the later one started if it returns no update (plotly/dash#1861), which undid
+        # the zoom's tab. Every call reads the current view, so the key below decides.
         # whatever the page sends: a tab's name, else the first tab
         name = name if isinstance(name, str) and name in dict(ooctabs.TABS).values() \
             else "breakdown"
