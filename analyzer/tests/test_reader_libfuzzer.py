@@ -37,6 +37,7 @@ import pytest
 from mpiscope.archive import native
 from mpiscope.archive.decode import Definitions
 from mpiscope.archive.memory import kept_events_budget
+from mpiscope_testing.ownpeak import own_peak
 from mpiscope_testing.tracegen import TraceBuilder
 
 FUZZ_SECONDS = 60
@@ -274,7 +275,7 @@ def test_libfuzzer_on_the_native_reader(tmp_path: Path) -> None:
            "UBSAN_OPTIONS": "print_stacktrace=1"}
     known = sorted(REGRESSIONS.glob("*.bin"))
     assert {p.name for p in known} == set(KNOWN)
-    proc = subprocess.run([str(exe), "-rss_limit_mb=2048", *map(str, known)],
+    proc = subprocess.run(own_peak([str(exe), "-rss_limit_mb=2048", *map(str, known)]),
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     corpus, seed_dir = tmp_path / "corpus", tmp_path / "seeds"
@@ -282,10 +283,10 @@ def test_libfuzzer_on_the_native_reader(tmp_path: Path) -> None:
     seed_dir.mkdir()
     seeds(trace, seed_dir)
     # -len_control=0: whole files replaced from the start, not only short inputs
-    proc = subprocess.run([str(exe), f"-max_total_time={FUZZ_SECONDS}", "-max_len=16384",
+    proc = subprocess.run(own_peak([str(exe), f"-max_total_time={FUZZ_SECONDS}", "-max_len=16384",
                            "-len_control=0",
                            "-timeout=10", "-rss_limit_mb=2048", "-seed=20261129",
-                           f"-artifact_prefix={tmp_path}/", str(corpus), str(seed_dir)],
+                           f"-artifact_prefix={tmp_path}/", str(corpus), str(seed_dir)]),
                           capture_output=True, text=True, timeout=FUZZ_SECONDS + 180, env=env)
     assert proc.returncode == 0, report(proc, tmp_path)
     assert not any(p.name.startswith(("crash-", "leak-", "timeout-", "oom-"))

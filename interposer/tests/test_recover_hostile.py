@@ -25,6 +25,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ import pytest
 from mpiscope.paths import interposer_tool
 from mpiscope_testing import livelog
 from mpiscope_testing.killing import KILLED, run_and_kill
+from mpiscope_testing.ownpeak import own_peak
 
 TOOL = interposer_tool("mpiscope-recover")
 AS_LIMIT = 512 << 20  # address space the tool gets: a log asking for more is refused
@@ -455,6 +457,25 @@ HERE = Path(__file__).parent
 REGRESSIONS = HERE / "data" / "recover-regressions"  # inputs that once found a bug
 
 
+def test_a_fuzzer_started_late_in_the_run_sees_its_own_peak_memory() -> None:
+    """libFuzzer's -rss_limit_mb reads the process's peak RSS, which Linux carries over
+    from the launcher: a launcher (the test process, late in `make test`) that once held
+    400 MB made a plain child report 400 MB from its start; started through `own_peak`
+    the child reports its own."""
+    code = ("import resource, subprocess, sys\n"
+            "big = bytearray(400 << 20)\n"
+            "for i in range(0, len(big), 4096): big[i] = 1\n"
+            "del big\n"
+            "child = [sys.executable, '-c', 'import resource; "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10)']\n"
+            "for cmd in (child, sys.argv[1:] + child):\n"
+            "    print(subprocess.run(cmd, capture_output=True, text=True).stdout.strip())\n")
+    out = subprocess.run([sys.executable, "-c", code, *own_peak([])], capture_output=True,
+                         text=True, check=True).stdout.split()
+    plain, own = map(int, out)
+    assert plain >= 400 and own < 200, (plain, own)
+
+
 @pytest.mark.skipif(shutil.which("clang") is None,
                     reason="clang not installed (`make setup` installs it)")
 def test_libfuzzer_on_the_reader(crash: Log, tmp_path: Path) -> None:
@@ -479,9 +500,9 @@ def test_libfuzzer_on_the_reader(crash: Log, tmp_path: Path) -> None:
     corpus.mkdir()
     (seeds / "killed").write_bytes(struct.pack("<I", len(crash.defs)) + crash.defs +
                                    crash.events)
-    proc = subprocess.run([str(exe), f"-max_total_time={FUZZ_SECONDS}", "-max_len=65536",
+    proc = subprocess.run(own_peak([str(exe), f"-max_total_time={FUZZ_SECONDS}", "-max_len=65536",
                            "-timeout=10", "-rss_limit_mb=2048", "-seed=20240529",
-                           f"-artifact_prefix={tmp_path}/", str(corpus), str(seeds)],
+                           f"-artifact_prefix={tmp_path}/", str(corpus), str(seeds)]),
                           capture_output=True, text=True, timeout=FUZZ_SECONDS + 120)
     found = sorted(p.name for p in tmp_path.iterdir()
                    if p.name.startswith(("crash-", "leak-", "timeout-", "oom-")))
