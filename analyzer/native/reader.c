@@ -27,6 +27,7 @@
 #include <otf2/otf2.h>
 
 #include "columns.h"
+#include "localdefs.h"
 #include "schema.h"
 
 #define NONE32 UINT32_MAX
@@ -1250,17 +1251,46 @@ static OTF2_CallbackCode on_clock_offset(void *u, OTF2_TimeStamp t, int64_t offs
     return OTF2_CALLBACK_SUCCESS;
 }
 
+/* The local definition file of location `loc` of the archive `anchor` (DIR/NAME.otf2 ->
+ * DIR/NAME/loc.def) in `path`; 0 for an anchor not named so. */
+static int local_defs_path(const char *anchor, uint64_t loc, char *path, size_t len)
+{
+    size_t n = strlen(anchor);
+    if (n < 5 || strcmp(anchor + n - 5, ".otf2") != 0) return 0;
+    snprintf(path, len, "%.*s/%" PRIu64 ".def", (int)(n - 5), anchor, loc);
+    return 1;
+}
+
 /* Does the location have local definitions (e.g. Score-P's id mappings)? An empty local
  * definition file is a 20-byte header; skipping it saves libotf2 a definition chunk
  * (allocated and cleared, several MB) per location. */
 static int local_defs_present(const char *anchor, uint64_t loc)
 {
     char path[4096];
-    size_t n = strlen(anchor);
-    if (n < 5 || strcmp(anchor + n - 5, ".otf2") != 0) return 1;
-    snprintf(path, sizeof path, "%.*s/%" PRIu64 ".def", (int)(n - 5), anchor, loc);
+    if (!local_defs_path(anchor, loc, path, sizeof path)) return 1;
     struct stat st;
     return stat(path, &st) != 0 || st.st_size > 24;
+}
+
+/* Are the selected locations' local definition files safe for libotf2 (localdefs.c)?
+ * If not, the read fails with the first damaged one's name and problem. */
+static int local_defs_damaged(OTF2_Reader *rd, const char *anchor, const mpsr_config *cfg,
+                              mpsr_result *res)
+{
+    uint64_t evt_chunk = 0, def_chunk = 0;
+    OTF2_Reader_GetChunkSize(rd, &evt_chunk, &def_chunk);
+    for (int32_t i = 0; i < cfg->nloc; i++) {
+        char path[4096], why[200];
+        if (!local_defs_path(anchor, cfg->locs[i], path, sizeof path)) return 0;
+        if (mpsr_local_defs_check(path, def_chunk, why, sizeof why)) {
+            const char *dir = strrchr(path, '/'), *name = dir ? dir : path;
+            while (dir && dir > path && dir[-1] != '/') dir--; /* "traces/N.def" */
+            snprintf(res->error, sizeof res->error, "damaged local definitions (%.200s): %s",
+                     dir ? dir : name, why);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Read the events of cfg->nloc locations (world rank i = cfg->locs[i]).
@@ -1318,6 +1348,10 @@ mpsr_result *mpsr_read(const char *anchor, const mpsr_config *cfg, mpsr_progress
         goto out;
     }
     OTF2_Reader_SetSerialCollectiveCallbacks(rd);
+    if (local_defs_damaged(rd, anchor, cfg, res)) {
+        OTF2_Reader_Close(rd);
+        goto out;
+    }
     /* a compressed archive's bytes hold more events than plain ones (zlib: < 1100x) */
     OTF2_Compression compression = OTF2_COMPRESSION_NONE;
     OTF2_Reader_GetCompression(rd, &compression);

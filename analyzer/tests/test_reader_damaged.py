@@ -7,7 +7,9 @@
   durations of 9e9 s);
 - byte counts of 2^63 + 5 (negative bytes in the JSON);
 - an event file cut in its second chunk (libotf2 decoded the buffer's old contents: an
-  OOM kill), and the bound that holds whatever libotf2 decodes.
+  OOM kill), and the bound that holds whatever libotf2 decodes;
+- a local definition file whose id map claims more ids than its record holds (libotf2
+  allocated what it claimed and read past its buffer: analyzer/native/localdefs.c).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from mpiscope.analysis.session import Analysis
 from mpiscope.archive import decode, native, reader
 from mpiscope_testing import otf2mutate as mut
 from mpiscope_testing.jsonchecks import problems
-from mpiscope_testing.tracegen import TraceBuilder, copy_trace
+from mpiscope_testing.tracegen import TraceBuilder, copy_trace, local_definitions
 
 EVENT_TABLES = ("calls", "p2p", "messages", "collectives", "unmatched")
 
@@ -176,3 +178,29 @@ def test_a_stream_beyond_the_bound_is_stopped_and_said(trace: Path,
     assert t.ranks["events"].tolist()[2] == 301 and t.meta.truncated_ranks == [2]
     assert t.meta.warnings == ["more events than their event files' bytes can hold (damaged): "
                                "read as far as those bytes go in rank 2"]
+
+
+def _analyze(trace: Path, tmp: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mpiscope", "analyze", str(trace),
+                           "--no-cache", "--json", str(tmp / "out.json")],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("claimed", [1 << 32, 17_000_000, (1 << 64) - 1, "one more"])
+def test_an_id_map_claiming_more_ids_than_it_holds_is_refused_in_one_line(
+        trace: Path, tmp_path: Path, claimed: int | str) -> None:
+    # rank 1 with local definitions as Score-P writes them: read as they are
+    nregions = len(decode.Definitions(trace / "traces.otf2").lookup().region_func)
+    local = trace / "traces" / "1.def"
+    data = local_definitions(tmp_path, nregions)
+    local.write_bytes(data)
+    assert _analyze(trace, tmp_path).returncode == 0
+    # its region map (the first) made to claim more ids than follow it
+    held = nregions & ~1
+    local.write_bytes(mut.with_id_map_count(data, 0, held + 1 if claimed == "one more"
+                                            else claimed))
+    p = _analyze(trace, tmp_path)
+    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, p.stderr
+    assert "damaged local definitions (traces/1.def): a mapping table at offset" in p.stderr
+    assert (f"holds {held} of the {held + 1} ids" if claimed == "one more"
+            else f"claims {claimed} ids in") in p.stderr, p.stderr

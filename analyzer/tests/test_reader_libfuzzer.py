@@ -38,7 +38,7 @@ from mpiscope.archive import native
 from mpiscope.archive.decode import Definitions
 from mpiscope.archive.memory import kept_events_budget
 from mpiscope_testing.ownpeak import own_peak
-from mpiscope_testing.tracegen import TraceBuilder
+from mpiscope_testing.tracegen import TraceBuilder, local_definitions
 
 FUZZ_SECONDS = 60
 NATIVE = Path(__file__).resolve().parents[1] / "native"
@@ -62,6 +62,16 @@ KNOWN = {
                                "malloc'd 16 GB (2 GB of ASan shadow)",
     "unbounded-times-near-2e63.bin": "the trace's length unknown and rank 1's polling "
                                      "calls at times beyond 2^63 ns (saturated, merged)",
+}
+# Damaged local definition files with which libotf2 itself read out of bounds (SEGV under
+# ASan) or allocated what they claimed, replayed with MPSR_FUZZ_LOCAL_DEFS=1: localdefs.c
+# now refuses them before libotf2 reads them
+LIBOTF2 = FUZZ / "libotf2"
+KNOWN_LIBOTF2 = {
+    "id-map-of-2e32-entries.bin": "a MappingTable's id map claiming 2^32 entries: libotf2 "
+                                  "allocated 32 GB before reading them",
+    "id-map-read-past-its-buffer.bin": "an id map claiming ~17 M entries in a 28-byte "
+                                       "file: otf2_id_map_read read past its buffer",
 }
 US = 1000
 CHUNK = 256 << 10  # OTF2's smallest event chunk: libotf2 clears one per location and read
@@ -198,35 +208,10 @@ def build(tmp: Path) -> Path:
     exe = tmp / "fuzz_reader"
     subprocess.run(["clang", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
                     "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", "-I", str(gen),
-                    "-I", str(NATIVE), str(NATIVE / "reader.c"), str(FUZZ / "fuzz_reader.c"),
+                    "-I", str(NATIVE), str(NATIVE / "reader.c"), str(NATIVE / "localdefs.c"),
+                    str(FUZZ / "fuzz_reader.c"),
                     "-lotf2", "-o", str(exe)], check=True, capture_output=True, timeout=300)
     return exe
-
-
-def local_definitions(tmp: Path, nregions: int) -> bytes:
-    """A location's local definitions as Score-P writes them: clock offsets (libotf2
-    corrects the events' timestamps by them) and id maps (it maps the events' region,
-    comm and attribute refs through them: here regions swapped pairwise, two attributes
-    swapped)."""
-    import _otf2
-    import otf2
-    from otf2.enums import LocationGroupType, LocationType, MappingType
-
-    with otf2.writer.open(str(tmp / "local"), timer_resolution=10**9) as w:
-        d = w.definitions
-        root = d.system_tree_node("machine", class_name="machine")
-        group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
-                                 system_tree_parent=root)
-        loc = d.location("rank 0", type=LocationType.CPU_THREAD, group=group)
-        w.event_writer_from_location(loc)
-        dw = _otf2.Archive_GetDefWriter(w.handle, loc._ref)
-        _otf2.DefWriter_WriteClockOffset(dw, 1000, 50, 0.5)
-        _otf2.DefWriter_WriteClockOffset(dw, 2 * 10**9, -70, 0.5)
-        for kind, ids in ((MappingType.REGION, [i ^ 1 for i in range(nregions & ~1)]),
-                          (MappingType.COMM, [0, 1]), (MappingType.ATTRIBUTE, [0, 2, 1])):
-            _otf2.DefWriter_WriteMappingTable(dw, kind, _otf2.IdMap_CreateFromUint64Array(
-                ids, False))
-    return (tmp / "local" / "traces" / f"{loc._ref}.def").read_bytes()
 
 
 def seeds(trace: Path, dest: Path) -> None:
@@ -275,6 +260,14 @@ def test_libfuzzer_on_the_native_reader(tmp_path: Path) -> None:
            "UBSAN_OPTIONS": "print_stacktrace=1"}
     known = sorted(REGRESSIONS.glob("*.bin"))
     assert {p.name for p in known} == set(KNOWN)
+    proc = subprocess.run(own_peak([str(exe), "-rss_limit_mb=2048", *map(str, known)]),
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # from here on the local definition files are damaged too (fuzz_reader.c): localdefs.c
+    # checks them before libotf2 reads them; first the inputs that libotf2 alone failed
+    env["MPSR_FUZZ_LOCAL_DEFS"] = "1"
+    known = sorted(LIBOTF2.glob("*.bin"))
+    assert {p.name for p in known} == set(KNOWN_LIBOTF2)
     proc = subprocess.run(own_peak([str(exe), "-rss_limit_mb=2048", *map(str, known)]),
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -28,6 +28,7 @@ TIMESTAMP = 0x05
 ATTRIBUTES = 0x06
 LOCATION = 0x0E  # global definition record types (OTF2_GlobalDefRecordType)
 REGION = 0x0F
+MAPPING_TABLE = 0x05  # a local definition record type (OTF2_LocalDefRecordType)
 HUGE = [(1 << 64) - 1, (1 << 63) + 5, (1 << 62), (1 << 40), 0xFFFFFFFE, 0xFFFFFFFF,
         0x7FFFFFFF, 1 << 31]
 
@@ -101,6 +102,15 @@ def with_self_ref(data: bytes, record_type: int, index: int, value: int) -> byte
     rec = [r for r in def_records(data) if r.type == record_type][index]
     _old, stop = cint(data, rec.body)
     return replace(data, rec, rec.body, stop, encode(value))
+
+
+def with_id_map_count(data: bytes, index: int, value: int) -> bytes:
+    """A local definition file's index-th MappingTable claiming `value` ids (fields:
+    mapping type (a byte), the id map's count, its mode (a byte), the ids); the ids it
+    holds stay as they are."""
+    rec = [r for r in def_records(data) if r.type == MAPPING_TABLE][index]
+    _old, stop = cint(data, rec.body + 1)
+    return replace(data, rec, rec.body + 1, stop, encode(value))
 
 
 def timestamps(data: bytes, lo: int, hi: int) -> list[int]:

@@ -31,7 +31,8 @@ of N CPU-thread locations, created rank by rank as Score-P does (location refs t
 from ranks: rank r's thread t is ref r * N + t). Events of one rank may be added in any
 order; they are written sorted by time (ties keep the order they were added in). Leaving
 out Leaves or `MPI_Finalize` makes a truncated trace. `copy_trace(src, dst)` makes a
-writable copy of a trace to damage.
+writable copy of a trace to damage; `local_definitions(tmp, nregions)` the bytes of a
+location's local definitions as Score-P writes them (clock offsets, id maps).
 """
 
 from __future__ import annotations
@@ -585,3 +586,28 @@ def copy_trace(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
     for p in [dst, *dst.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     return dst
+
+
+def local_definitions(tmp: Path, nregions: int) -> bytes:
+    """A location's local definitions as Score-P writes them: clock offsets (libotf2
+    corrects the events' timestamps by them) and id maps (it maps the events' region,
+    comm and attribute refs through them: here regions swapped pairwise, two attributes
+    swapped). Written by an archive of its own in `tmp`/local; the bytes go to the
+    location's `traces/N.def` of the trace it is for."""
+    from otf2.enums import LocationGroupType, LocationType, MappingType
+
+    with otf2.writer.open(str(tmp / "local"), timer_resolution=10**9) as w:
+        d = w.definitions
+        root = d.system_tree_node("machine", class_name="machine")
+        group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
+                                 system_tree_parent=root)
+        loc = d.location("rank 0", type=LocationType.CPU_THREAD, group=group)
+        w.event_writer_from_location(loc)
+        dw = _otf2.Archive_GetDefWriter(w.handle, loc._ref)
+        _otf2.DefWriter_WriteClockOffset(dw, 1000, 50, 0.5)
+        _otf2.DefWriter_WriteClockOffset(dw, 2 * 10**9, -70, 0.5)
+        for kind, ids in ((MappingType.REGION, [i ^ 1 for i in range(nregions & ~1)]),
+                          (MappingType.COMM, [0, 1]), (MappingType.ATTRIBUTE, [0, 2, 1])):
+            _otf2.DefWriter_WriteMappingTable(dw, kind, _otf2.IdMap_CreateFromUint64Array(
+                ids, False))
+    return (tmp / "local" / "traces" / f"{loc._ref}.def").read_bytes()

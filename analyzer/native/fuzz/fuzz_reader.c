@@ -40,9 +40,10 @@
  * claiming more entries than its record holds is read past the chunk buffer
  * (otf2_id_map_read: SEGV under ASan; natively it read garbage here and went on), after
  * allocating what it claims (2^32 entries: 32 GB; malloc fails natively), and the map is
- * leaked when the record then fails. So they are damaged only with
- * MPSR_FUZZ_LOCAL_DEFS=1 (the test's runs test our code); the test's template gives a
- * location valid local definitions (clock offsets, id maps), which every input reads.
+ * leaked when the record then fails. The reader now checks each file first (localdefs.c)
+ * and refuses such a map, so the test damages them too, in its runs with
+ * MPSR_FUZZ_LOCAL_DEFS=1; the test's template gives a location valid local definitions
+ * (clock offsets, id maps), which every input reads.
  * The id maps' leak is suppressed for LeakSanitizer (we create no id maps).
  *
  * libotf2 also allocates what a damaged event's array count says (2^32 entries: 16 GB)
