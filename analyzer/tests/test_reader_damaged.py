@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes as C
 import subprocess
 import sys
 from pathlib import Path
@@ -204,3 +205,24 @@ def test_an_id_map_claiming_more_ids_than_it_holds_is_refused_in_one_line(
     assert "damaged local definitions (traces/1.def): a mapping table at offset" in p.stderr
     assert (f"holds {held} of the {held + 1} ids" if claimed == "one more"
             else f"claims {claimed} ids in") in p.stderr, p.stderr
+
+
+def test_local_definitions_of_several_chunks_are_checked_chunk_by_chunk(tmp_path: Path) -> None:
+    # three 256 KiB chunks of id maps (each chunk ends with END_OF_CHUNK, the rest unused)
+    chunk = 256 << 10
+    data = local_definitions(tmp_path, 4, chunk_size=chunk, large_maps=3)
+    assert len(data) > 2 * chunk
+    lib = native.library()
+    why = C.create_string_buffer(200)
+    ok = tmp_path / "ok.def"
+    ok.write_bytes(data)
+    assert lib.mpsr_local_defs_check(str(ok).encode(), C.c_uint64(chunk), why, 200) == 0
+    # the map that opens the second chunk made to claim 65,535 ids
+    records = mut.def_records(data[chunk:])
+    assert records[0].type == mut.MAPPING_TABLE
+    bad = tmp_path / "bad.def"
+    bad.write_bytes(data[:chunk] + mut.with_id_map_count(data[chunk:], 0, 65535))
+    assert lib.mpsr_local_defs_check(str(bad).encode(), C.c_uint64(chunk), why, 200) == 1
+    assert why.value.decode() == (f"a mapping table at offset {chunk + mut.HEADER} holds "
+                                  "60000 of the 65535 ids it claims")
+

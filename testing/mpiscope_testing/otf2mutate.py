@@ -3,7 +3,7 @@ suite (analyzer/tests/test_fuzz.py) and its regression cases.
 
 OTF2 files (`traces.def`, `traces/N.evt`, `traces/N.def`) are chunks: an 18-byte header
 (record type, endianness, first and last event number as uint64), then records; a
-complete file ends with END_OF_CHUNK, END_OF_FILE (0x02 0x01). Integers are mostly
+complete file ends with END_OF_FILE, END_OF_BUFFER (0x02 0x01). Integers are mostly
 "compressed": a byte giving their length (0..8), then that many bytes little-endian;
 0xff alone is the all-ones value (OTF2's "undefined"). Definition records carry their
 length (type byte, length byte, fields), their first field is the record's own ref.

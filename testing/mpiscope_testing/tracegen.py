@@ -588,15 +588,18 @@ def copy_trace(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
     return dst
 
 
-def local_definitions(tmp: Path, nregions: int) -> bytes:
+def local_definitions(tmp: Path, nregions: int, *, chunk_size: int = 4 << 20,
+                      large_maps: int = 0) -> bytes:
     """A location's local definitions as Score-P writes them: clock offsets (libotf2
     corrects the events' timestamps by them) and id maps (it maps the events' region,
     comm and attribute refs through them: here regions swapped pairwise, two attributes
     swapped). Written by an archive of its own in `tmp`/local; the bytes go to the
-    location's `traces/N.def` of the trace it is for."""
+    location's `traces/N.def` of the trace it is for. `large_maps` more maps of 60,000
+    ids each (unused ids: a file of several `chunk_size` chunks)."""
     from otf2.enums import LocationGroupType, LocationType, MappingType
 
-    with otf2.writer.open(str(tmp / "local"), timer_resolution=10**9) as w:
+    with otf2.writer.open(str(tmp / "local"), timer_resolution=10**9,
+                          chunk_size_definitions=chunk_size) as w:
         d = w.definitions
         root = d.system_tree_node("machine", class_name="machine")
         group = d.location_group("rank 0", location_group_type=LocationGroupType.PROCESS,
@@ -610,4 +613,7 @@ def local_definitions(tmp: Path, nregions: int) -> bytes:
                           (MappingType.COMM, [0, 1]), (MappingType.ATTRIBUTE, [0, 2, 1])):
             _otf2.DefWriter_WriteMappingTable(dw, kind, _otf2.IdMap_CreateFromUint64Array(
                 ids, False))
+        for _ in range(large_maps):
+            unused = _otf2.IdMap_CreateFromUint64Array(list(range(1000, 61000)), False)
+            _otf2.DefWriter_WriteMappingTable(dw, MappingType.COMM, unused)
     return (tmp / "local" / "traces" / f"{loc._ref}.def").read_bytes()

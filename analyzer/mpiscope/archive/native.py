@@ -187,7 +187,7 @@ def _ptr(a: np.ndarray | None) -> int:
     return a.ctypes.data if a is not None and len(a) else 0
 
 
-_END = b"\x02\x01"  # a complete OTF2 buffer file ends with END_OF_CHUNK, END_OF_FILE
+_END = b"\x02\x01"  # a complete OTF2 buffer file ends with END_OF_FILE, END_OF_BUFFER
 _CHUNK_MAX = 16 << 20  # OTF2's largest chunk size
 
 
