@@ -9,7 +9,9 @@
 - an event file cut in its second chunk (libotf2 decoded the buffer's old contents: an
   OOM kill), and the bound that holds whatever libotf2 decodes;
 - a local definition file whose id map claims more ids than its record holds (libotf2
-  allocated what it claimed and read past its buffer: analyzer/native/localdefs.c).
+  allocated what it claimed and read past its buffer: analyzer/native/localdefs.c);
+- an anchor claiming 2^30 properties (libotf2 reserved 21 GB and spun for a minute:
+  mpiscope.archive.anchor).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pandas as pd
 import pytest
 
 from mpiscope.analysis.session import Analysis
+from mpiscope.archive import anchor as anchor_file
 from mpiscope.archive import decode, native, reader
 from mpiscope_testing import otf2mutate as mut
 from mpiscope_testing.jsonchecks import problems
@@ -225,4 +228,20 @@ def test_local_definitions_of_several_chunks_are_checked_chunk_by_chunk(tmp_path
     assert lib.mpsr_local_defs_check(str(bad).encode(), C.c_uint64(chunk), why, 200) == 1
     assert why.value.decode() == (f"a mapping table at offset {chunk + mut.HEADER} holds "
                                   "60000 of the 65535 ids it claims")
+
+
+@pytest.mark.parametrize("top", [0x50, 0x01])
+def test_an_anchor_claiming_more_properties_than_its_bytes_is_refused_in_one_line(
+        trace: Path, tmp_path: Path, top: int) -> None:
+    anchor = trace / "traces.otf2"
+    data = bytearray(anchor.read_bytes())
+    count, at = anchor_file._property_count(bytes(data))
+    assert count == 4  # the synthetic trace's own (program, command line, MPI, version)
+    data[at - 1] = top  # the count's most significant byte (little-endian)
+    anchor.write_bytes(bytes(data))
+    claimed = (top << 24) + 4
+    p = _analyze(trace, tmp_path)
+    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, p.stderr
+    assert p.stderr.strip() == (f"mpiscope: {anchor}: damaged anchor file: it claims "
+                                f"{claimed:,} properties in {len(data) - at:,} bytes")
 

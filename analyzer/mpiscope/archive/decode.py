@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mpiscope.archive import anchor as anchor_file
 from mpiscope.archive import native as _native
 from mpiscope.archive.schema import SCHEMA
 from mpiscope.archive.trace import Trace, TraceMeta
@@ -253,6 +254,7 @@ class Definitions:
         import otf2
 
         require_regular_files(anchor)  # before libotf2 opens (and blocks on) any of them
+        anchor_file.check(anchor)  # before libotf2 allocates what its counts claim
         _silence_otf2_package()
         fix_otf2_intercomm()
         # its definition callbacks print Python tracebacks on damaged records: keep them
