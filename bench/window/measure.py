@@ -90,12 +90,10 @@ def main() -> int:
     worst_all = 0.0
     for ranks in sets:
         for name, a, b in windows(lo, hi + 1):
-            ix._cache.clear()  # each step from scratch: nothing kept from the last
-            ix._whole = None
+            ix.forget()  # each step from scratch: nothing kept from the last
             times = []
             for fn in TABS.values():
-                ix._cache.clear()
-                ix._whole = None
+                ix.forget()
                 t = time.perf_counter()
                 w = s.window(a, b, ranks)
                 fn(w)
@@ -138,8 +136,7 @@ def profiles_tab(trace, s: Analysis, steps: list[tuple[str, int, int]]) -> None:
 
     print(f"\nProfiles tab callback (every table of the tab + layout JSON), "
           f"load {os.getloadavg()[0]:.2f}:")
-    ix._cache.clear()
-    ix._whole = None
+    ix.forget()
     whole = windowstats.Scope(None, None)
     cold, n = answer(whole)
     served, _ = answer(whole)
@@ -148,7 +145,7 @@ def profiles_tab(trace, s: Analysis, steps: list[tuple[str, int, int]]) -> None:
           f"{'ok' if served <= TARGET_S else 'OVER'}  {n / 1e3:.0f} kB")
     worst = 0.0
     for name, a, b in steps[1:]:
-        ix._cache.clear()
+        ix.forget()
         took, n = answer(windowstats.Scope((a, b), None))
         worst = max(worst, took)
         print(f"{name:>24} {took * 1e3:8.0f} ms  {'ok' if took <= TARGET_S else 'OVER'}  "

@@ -71,8 +71,7 @@ def main() -> int:
             t = time.perf_counter()
             oocwindow.window_stats(warm_p, a, b, ranks).profile()
             warm = time.perf_counter() - t
-            ix._cache.clear()
-            ix._whole = None
+            ix.forget()
             t = time.perf_counter()
             want = s.window(a, b, ranks).functions()
             mem = time.perf_counter() - t
@@ -118,8 +117,7 @@ def breakdowns(s: Analysis, sets: list, steps: list[tuple[str, int, int]]) -> No
                 t = time.perf_counter()
                 warm_b.frame(a, b, ranks)
                 warm = time.perf_counter() - t
-                ix._cache.clear()
-                ix._whole = None
+                ix.forget()
                 t = time.perf_counter()
                 want = s.window(a, b, ranks).breakdown()
                 mem = time.perf_counter() - t

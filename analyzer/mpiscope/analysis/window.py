@@ -289,6 +289,12 @@ class WindowIndex:
         lo, hi = self.span
         return self.query(lo, hi + 1)
 
+    def forget(self) -> None:
+        """Drop the windows kept (benchmarks time each window from scratch)."""
+        with self._lock:
+            self._cache.clear()
+            self._whole = None
+
     def query(self, t0: int, t1: int, ranks: Sequence[int] | None = None) -> Window:
         """The window [t0, t1) (ns, trace time) of the ranks given (None: all); the last
         few are kept (a tab switch asks for the same window again)."""
