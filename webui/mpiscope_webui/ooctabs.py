@@ -262,13 +262,13 @@ def breakdown_tab(results: Results, scope: Scope) -> list:
 
 
 def messages_panels(matrix: pd.DataFrame, sizes: pd.DataFrame, num_ranks: int) -> list:
-    """The Messages tab's figures and tables, as in memory (app.analysis_panel): the
-    sender x receiver matrix, the message sizes (no protocol switch: a window's has none)."""
+    """The Messages tab's figures (their titles: the tables') and tables, as in memory
+    (app.analysis_panel): the sender x receiver matrix, the message sizes (no protocol
+    switch: the in-memory window's tab has none)."""
     a = Panels(pd.DataFrame(), pd.DataFrame(), sizes, matrix, [])
-    return [html.H4("Communication matrix"),
-            dcc.Graph(figure=views.comm_matrix_figure(a, num_ranks)),
+    return [dcc.Graph(figure=views.comm_matrix_figure(a, num_ranks)),
             windowstats.table(matrix, {"type": "otable", "name": "matrix"}),
-            html.H4("Message sizes"), dcc.Graph(figure=views.message_size_figure(a)),
+            dcc.Graph(figure=views.message_size_figure(a)),
             windowstats.table(sizes, {"type": "otable", "name": "message-sizes"})]
 
 
