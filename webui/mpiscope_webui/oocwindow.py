@@ -318,10 +318,9 @@ MESSAGES_META = "messages.json"
 MAX_MESSAGES = 1 << 23
 
 
-def write_messages(out_dir: Path, rank: int, ix: WindowIndex) -> int:
-    """Write one rank's sent messages (`out_dir/rank=R.npy`, rows TIME...) from the rank's
-    window index (its slice's messages: those it sent); returns how many."""
-    m = ix.message_rows()
+def write_messages(out_dir: Path, rank: int, m: MessageRows) -> int:
+    """Write one rank's sent messages `m`, by send time (`out_dir/rank=R.npy`, rows
+    TIME...); returns how many."""
     a = np.stack([m.time, m.send, m.recv, m.nbytes, m.transfer, m.comm, m.tag]
                  ).astype(np.int64) if len(m) else np.zeros((7, 0), np.int64)
     np.save(out_dir / f"rank={rank}.npy", a)
@@ -338,8 +337,12 @@ class MessagesWriter:
     comm_names: dict[int, str] = field(default_factory=dict)
 
     def rank(self, rank: int, ix: WindowIndex) -> None:
-        self.counts[int(rank)] = write_messages(self.out_dir, rank, ix)
-        self.comm_names = ix.comm_names  # the whole comms table, in every rank's slice
+        """From the rank's window index: its slice's messages, those it sent."""
+        self.add(rank, ix.message_rows(), ix.comm_names)
+
+    def add(self, rank: int, sent: MessageRows, comm_names: dict[int, str]) -> None:
+        self.counts[int(rank)] = write_messages(self.out_dir, rank, sent)
+        self.comm_names = comm_names  # the whole comms table, in every rank's slice
 
     def close(self) -> None:
         tmp = self.out_dir / (MESSAGES_META + ".tmp")
