@@ -405,8 +405,9 @@ def _messages_profile(results: Results, scope: Scope | None) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the profiles (COMPUTED and
-    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each, and each rank's measured
-    calls for a window's breakdown, OUT_DIR/breakdown/ (Results runs it)."""
+    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each, each rank's measured
+    calls for a window's breakdown, OUT_DIR/breakdown/, and each rank's sent messages for
+    a window's messages, OUT_DIR/sent/ (Results runs it)."""
     from mpiscope.engines import rankprofile
 
     ap = argparse.ArgumentParser(prog="python -m mpiscope_webui.ooctabs")

@@ -260,3 +260,10 @@ def test_the_messages_of_a_window_equal_the_in_memory_ones(opened, results):
     assert table.data == want.message_profile().to_dict("records")
     assert ooctabs.tab_key("messages", scope) != ooctabs.tab_key(
         "messages", ooctabs.Scope((t0, t1 + 1), None))
+    # a window holding more messages than are read at once says so, in one line
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(oocwindow, "MAX_MESSAGES", 10)
+        shown = ooctabs.tab(results, "messages", scope, p)
+    failed = [n for n in shown if getattr(n, "className", None) == "error"]
+    assert len(failed) == 1 and failed[0].children.endswith(": zoom in")
+    assert "\n" not in failed[0].children
