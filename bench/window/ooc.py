@@ -13,6 +13,12 @@ Then the Breakdown tab's window breakdown out of core (oocwindow.WindowBreakdown
 rank's measured calls, memory-mapped, two binary searches per rank), its files written
 here from the in-memory index (the server has them from the analysis' per-rank pass:
 the same content), beside the in-memory window's breakdown, checked equal.
+
+Then the Messages tab's tables out of core (oocwindow.WindowMessages: each rank's sent
+messages by send time, memory-mapped, one range per sender; the matrix, the sizes and the
+messages per communicator and tag), its files written here from the in-memory index split
+by sender (the server's per-rank pass writes each rank's slice's: the same content),
+beside the in-memory window's tables, checked equal.
 """
 
 from __future__ import annotations
@@ -92,6 +98,7 @@ def main() -> int:
     print(f"slowest out-of-core window (cold): {worst * 1e3:.0f} ms "
           f"(target {TARGET_S * 1e3:.0f} ms), load {os.getloadavg()[0]:.2f}")
     breakdowns(s, sets, windows(lo, hi + 1))
+    messages(s, sets, windows(lo, hi + 1))
     return 0
 
 
@@ -132,6 +139,53 @@ def breakdowns(s: Analysis, sets: list, steps: list[tuple[str, int, int]]) -> No
                       f"{'ok' if cold <= TARGET_S else 'OVER':>6} {mem * 1e3:>7.0f}ms "
                       f"{'yes' if equal else 'NO'}")
         print(f"slowest out-of-core window breakdown (cold): {worst * 1e3:.1f} ms "
+              f"(target {TARGET_S * 1e3:.0f} ms), load {os.getloadavg()[0]:.2f}")
+
+
+def messages(s: Analysis, sets: list, steps: list[tuple[str, int, int]]) -> None:
+    ix = s.window_index
+    with tempfile.TemporaryDirectory(prefix="mpiscope-bench-messages-") as tmp:
+        d = Path(tmp)
+        t = time.perf_counter()
+        rows = ix.message_rows()
+        writer = oocwindow.MessagesWriter(d)
+        for r in range(ix.num_ranks):
+            writer.add(r, rows.take(np.flatnonzero(rows.send == r)), ix.comm_names)
+        writer.close()
+        size = sum(f.stat().st_size for f in d.iterdir())
+        print(f"\nwindow message files: {time.perf_counter() - t:.2f} s to write here, "
+              f"{size / 1e6:.0f} MB ({len(rows):,} messages); load {os.getloadavg()[0]:.2f}")
+        print(f"{'window':>16} {'ranks':>5} {'messages':>10} {'ooc cold':>9} {'ooc warm':>9} "
+              f"{'target':>6} {'in memory':>9} equal")
+        worst = 0.0
+        warm_m = oocwindow.WindowMessages.open(d)
+
+        def tab(m: oocwindow.WindowMessages, a: int, b: int, ranks):
+            """The Messages tab and the Profiles' messages table, as the page asks."""
+            return m.tables(a, b, ranks, ix.num_ranks), m.profile(a, b, ranks)
+
+        for ranks in sets:
+            for name, a, b in steps:
+                t = time.perf_counter()
+                got, prof = tab(oocwindow.WindowMessages.open(d), a, b, ranks)
+                cold = time.perf_counter() - t
+                t = time.perf_counter()
+                tab(warm_m, a, b, ranks)
+                warm = time.perf_counter() - t
+                ix._cache.clear()
+                ix._whole = None
+                t = time.perf_counter()
+                w = s.window(a, b, ranks)
+                want = (w.comm_matrix(), w.message_sizes(), w.message_profile())
+                mem = time.perf_counter() - t
+                equal = all(x.equals(y) for x, y in zip((got.matrix, got.sizes, prof), want,
+                                                         strict=True))
+                worst = max(worst, cold)
+                print(f"{name:>16} {'all' if ranks is None else len(ranks):>5} "
+                      f"{got.messages:>10,} {cold * 1e3:>7.1f}ms {warm * 1e3:>7.1f}ms "
+                      f"{'ok' if cold <= TARGET_S else 'OVER':>6} {mem * 1e3:>7.0f}ms "
+                      f"{'yes' if equal else 'NO'}")
+        print(f"slowest out-of-core window messages (cold): {worst * 1e3:.1f} ms "
               f"(target {TARGET_S * 1e3:.0f} ms), load {os.getloadavg()[0]:.2f}")
 
 

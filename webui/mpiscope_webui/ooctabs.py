@@ -4,21 +4,22 @@ of `mpiscope analyze --engine dask` has it (one source of truth: that command's 
 
 The page's scope bar (the visible window or the whole run, a rank set) is kept: the
 Functions tab follows it (mpiscope_webui.oocwindow: calls and time per function and per
-process of the window and ranks, from the timeline pyramid and its detail), and so does
-the Breakdown once the analysis is done (each rank's measured calls with their waiting
-part, written by the profiles' pass below: oocwindow.write_breakdown), both equal to the
+process of the window and ranks, from the timeline pyramid and its detail), and so do,
+once the analysis is done, the Breakdown (each rank's measured calls with their waiting
+part, written by the profiles' pass below: oocwindow.write_breakdown) and the Messages
+tab with the Profiles' messages per communicator and tag (each rank's sent messages by
+send time, written by the same pass: oocwindow.MessagesWriter), all equal to the
 in-memory window's; the whole run of all ranks stays the Dask engine's JSON, and the
 Breakdown of the whole run keeps the ranks chosen. What a window cannot have out of core
-(its messages; its min/median/max, waiting and bytes; user regions and the call tree,
-which group every call at once) each tab says in one line above the whole run's tables.
-The MPI function
-profiles per process, thread, communicator and tag, and the messages per communicator and
-tag are put together from per-rank parts: after the analysis a second child process (`python -m
-mpiscope_webui.ooctabs`) computes them rank by rank from the Parquet cache and the wait
-files the analysis left (engines.rankprofile: the in-memory profile code run on each
-rank's slice, medians across ranks from the ranks' sorted values), shown with the
-in-memory tab's titles, columns and formats; per call site is the analysis' JSON (its
-call sites named by their call paths).
+(its function profiles' min/median/max, waiting and bytes; user regions and the call
+tree, which group every call at once) each tab says in one line above the whole run's
+tables. The MPI function profiles per process, thread, communicator and tag, and the
+messages per communicator and tag of the whole run are put together from per-rank parts:
+after the analysis a second child process (`python -m mpiscope_webui.ooctabs`) computes
+them rank by rank from the Parquet cache and the wait files the analysis left
+(engines.rankprofile: the in-memory profile code run on each rank's slice, medians across
+ranks from the ranks' sorted values), shown with the in-memory tab's titles, columns and
+formats; per call site is the analysis' JSON (its call sites named by their call paths).
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from dash import html
+from dash import dcc, html
 
+from mpiscope.analysis.window import WindowIndex
 from mpiscope.errors import UserError
-from mpiscope_webui import inputs, oocwindow, windowstats
+from mpiscope_webui import inputs, oocwindow, views, windowstats
+from mpiscope_webui.analysis import Panels
 from mpiscope_webui.pyramid import Pyramid
 from mpiscope_webui.timeline import View
 from mpiscope_webui.windowstats import RUN, Scope
@@ -52,13 +55,14 @@ NOT_IN_WINDOW = {
     "breakdown": "The breakdown of a window is not available: it needs each rank's "
                  "measured calls with their waiting part, which the profiles' pass writes "
                  "(it failed, see Profiles): these are the whole run's.",
-    "messages": "Messages of a window or a rank set are not available out of core (the "
-                "timeline pyramid holds calls, not messages): these are the whole run's, all "
-                "ranks.",
+    "messages": "The messages of a window or a rank set are not available: they need each "
+                "rank's sent messages, which the profiles' pass writes (it failed, see "
+                "Profiles): these are the whole run's, all ranks.",
     "profiles": "Profiles of a window or a rank set are not available out of core "
                 "(min/median/max, waiting and bytes need every call of the window): these "
                 "are the whole run's, all ranks; the window's calls and time per process "
-                "are under Functions.",
+                "are under Functions, its messages per communicator and tag at the end of "
+                "this tab.",
     "findings": "Findings are of the whole run.",
 }
 WindowOf = Callable[[tuple[int, int], "tuple[int, ...] | None"], oocwindow.WindowStats]
@@ -67,6 +71,10 @@ WindowOf = Callable[[tuple[int, int], "tuple[int, ...] | None"], oocwindow.Windo
 COMPUTED = tuple(p for p in windowstats.PROFILES if p[1] != "per-callsite")
 MESSAGES = "messages-comm-tag"  # the messages per communicator and tag, as in memory
 BREAKDOWN = "breakdown"  # the child's directory of oocwindow.write_breakdown's files
+SENT = "sent"  # the child's directory of oocwindow.MessagesWriter's files
+# said under Profiles where its messages table follows the window (its functions do not)
+MESSAGES_FOLLOW = ("Messages per communicator and tag: those of {where}, {ranks} (sent "
+                   "inside the window, their sender or receiver among the ranks).")
 NOT_HERE = {
     "profiles": "User regions are not available out of core (they nest every region of "
                 "a rank at once: the trace in memory).",
@@ -91,6 +99,9 @@ class Results:
         # the measured calls per rank for a window's breakdown (oocwindow), written by the
         # profiles' child beside them and kept while the server runs (memory-mapped)
         self.breakdown: oocwindow.WindowBreakdown | None = None
+        # each rank's sent messages by send time for a window's messages (oocwindow),
+        # written beside them likewise
+        self.messages: oocwindow.WindowMessages | None = None
         self._kept_dir: tempfile.TemporaryDirectory | None = None
         self._done = threading.Event()
         if start:
@@ -134,6 +145,7 @@ class Results:
                 self.profiles = {name: pd.read_parquet(Path(tmp) / f"{name}.parquet")
                                  for name in [n for _t, n, _b in COMPUTED] + [MESSAGES]}
                 self.breakdown = oocwindow.WindowBreakdown.open(Path(tmp) / BREAKDOWN)
+                self.messages = oocwindow.WindowMessages.open(Path(tmp) / SENT)
             else:
                 self.profiles_error = _failed("the profiles", proc.returncode, log)
         except (OSError, ValueError) as err:
@@ -182,11 +194,22 @@ def follows(name: str, scope: Scope) -> bool:
 
 def tab_key(name: str, scope: Scope) -> str:
     """What tab `name` shows of `scope`: the same key, the same contents."""
-    if name == "functions":
+    whole = scope.window is None and scope.ranks is None
+    # the breakdown's rows are the ranks chosen, of the window; the messages (and the
+    # Profiles' messages per communicator and tag) those of the window and ranks
+    if name in ("functions", "breakdown") or (name in ("messages", "profiles") and not whole):
         return scope.key()
-    if name == "breakdown":  # its rows are the ranks chosen, of the window
-        return scope.key()
-    return str(scope.window is None and scope.ranks is None)  # its note or none
+    return str(whole)  # its note or none
+
+
+def _where(scope: Scope) -> str:
+    if scope.window is None:
+        return "the whole run"
+    a, b = scope.window
+    return f"the window {a / 1e9:.6f} – {b / 1e9:.6f} s ({windowstats._dur((b - a) / 1e9)})"
+
+
+RUN_NS = (oocwindow.EVER, 2**62)  # a window holding the whole run (a rank set's)
 
 
 def _ranks_text(ranks: tuple[int, ...] | None) -> str:
@@ -200,12 +223,10 @@ def window_tab(p: Pyramid, scope: Scope, window_of: WindowOf) -> list:
     """The Functions tab of a window and rank set (the whole run for a rank set): calls and
     time per function, then per process, out of core (oocwindow)."""
     a, b = scope.window or (p.origin, p.origin + p.span)
-    where = ("the whole run" if scope.window is None else
-             f"the window {a / 1e9:.6f} – {b / 1e9:.6f} s ({windowstats._dur((b - a) / 1e9)})")
-    text = (f"Statistics of {where}, {_ranks_text(scope.ranks)}. A call counts if it overlaps "
-            "the window; its time is the part inside it (out of core: the timeline pyramid's "
-            "whole columns and the detail at the window's two edges). Min/median/max, "
-            "waiting and bytes of a window need the trace in memory.")
+    text = (f"Statistics of {_where(scope)}, {_ranks_text(scope.ranks)}. A call counts if "
+            "it overlaps the window; its time is the part inside it (out of core: the "
+            "timeline pyramid's whole columns and the detail at the window's two edges). "
+            "Min/median/max, waiting and bytes of a window need the trace in memory.")
     try:
         ws = window_of((a, b), scope.ranks)
         return [html.Div(text, className="muted scope-text"),
@@ -240,6 +261,36 @@ def breakdown_tab(results: Results, scope: Scope) -> list:
             windowstats.table(df, {"type": "otable", "name": "breakdown"})]
 
 
+def messages_panels(matrix: pd.DataFrame, sizes: pd.DataFrame, num_ranks: int) -> list:
+    """The Messages tab's figures (their titles: the tables') and tables, as in memory
+    (app.analysis_panel): the sender x receiver matrix, the message sizes (no protocol
+    switch: the in-memory window's tab has none)."""
+    a = Panels(pd.DataFrame(), pd.DataFrame(), sizes, matrix, [])
+    return [dcc.Graph(figure=views.comm_matrix_figure(a, num_ranks)),
+            windowstats.table(matrix, {"type": "otable", "name": "matrix"}),
+            dcc.Graph(figure=views.message_size_figure(a)),
+            windowstats.table(sizes, {"type": "otable", "name": "message-sizes"})]
+
+
+def messages_tab(results: Results, scope: Scope, num_ranks: int) -> list:
+    """The Messages tab of a window and rank set (the whole run for a rank set), out of
+    core (oocwindow.WindowMessages: each rank's sent messages, written by the analysis'
+    per-rank pass), the in-memory window's tables."""
+    assert results.messages is not None
+    text = (f"Statistics of {_where(scope)}, {_ranks_text(scope.ranks)}. A message "
+            "counts if it is sent inside the window and its sender or receiver is among the "
+            "ranks (out of core: each rank's sent messages by send time, one range read "
+            "per rank).")
+    try:
+        got = results.messages.tables(*(scope.window or RUN_NS), scope.ranks, num_ranks)
+    except (OSError, ValueError) as err:  # shown to the user, one line
+        return [html.Div(text, className="muted scope-text"),
+                html.Div(f"window messages: {type(err).__name__}: {err}".splitlines()[0],
+                         className="error")]
+    return [html.Div(text, className="muted scope-text"),
+            *messages_panels(got.matrix, got.sizes, num_ranks)]
+
+
 def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | None = None,
         window_of: WindowOf | None = None) -> list:
     """The contents of one tab (a value of TABS) for `scope` (default: the whole run, all
@@ -257,6 +308,13 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
             return [html.Div("Analysing out of core (Dask engine, rank by rank)… the "
                              "window's breakdown needs the wait states: it fills in when "
                              "the analysis is done.", className="muted ooc-running")]
+    if name == "messages" and not whole:
+        if results.messages is not None:
+            return messages_tab(results, scope, _num_ranks(results, p))
+        if not results.done:
+            return [html.Div("Analysing out of core (Dask engine, rank by rank)… the "
+                             "window's messages need each rank's sent messages: they fill "
+                             "in when the analysis is done.", className="muted ooc-running")]
     if not results.done:
         return [html.Div("Analysing out of core (Dask engine, rank by rank)… the tab fills "
                          "in when it is done.", className="muted ooc-running")]
@@ -279,11 +337,12 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
     elif name == "functions":
         out += [table(j["functions"], "functions")]
     elif name == "messages":
-        out += [html.H4("Communication matrix"), table(j["comm_matrix"], "matrix"),
-                html.H4("Message sizes"), table(j["message_sizes"], "message-sizes")]
+        out += messages_panels(_frame(j["comm_matrix"]), _frame(j["message_sizes"]),
+                               _num_ranks(results, p))
     elif name == "profiles":
         out += [html.Div(NOT_HERE["profiles"], className="muted ooc-note"),
-                *_profiles(results, table(j["callsites"], "per-callsite", drop=("callpath",))),
+                *_profiles(results, table(j["callsites"], "per-callsite", drop=("callpath",)),
+                           None if whole else scope),
                 html.H4("Wait states per rank"), table(j["wait_states_per_rank"], "waits"),
                 html.H4("MPI time per thread"), table(j["threads"], "threads")]
     elif name == "findings":
@@ -297,10 +356,18 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
     return out
 
 
-def _profiles(results: Results, per_callsite) -> list:
+def _num_ranks(results: Results, p: Pyramid | None) -> int:
+    """The ranks of the matrix: the pyramid's, else those of the analysis."""
+    if p is not None:
+        return p.num_ranks
+    return len(results.json["ranks"]) if results.json else 0
+
+
+def _profiles(results: Results, per_callsite, scope: Scope | None = None) -> list:
     """The profiles in the in-memory tab's order, titles and formats (per thread only
     where a rank has more than one thread calling MPI; per call site: `per_callsite`),
-    or why they are missing, in one line."""
+    or why they are missing, in one line; the messages per communicator and tag of
+    `scope` where given (a window or a rank set, as in memory), else the whole run's."""
     if results.profiles is None:
         return [html.Div(f"profiles failed — {results.profiles_error}", className="error"),
                 html.H4("MPI functions per call site"), per_callsite]
@@ -315,14 +382,32 @@ def _profiles(results: Results, per_callsite) -> list:
         out += [html.H4(f"MPI functions {title}"),
                 windowstats.table(df, {"type": "otable", "name": name})]
     return out + [html.H4("Messages per communicator and tag"),
-                  windowstats.table(results.profiles[MESSAGES],
-                                    {"type": "otable", "name": MESSAGES})]
+                  *_messages_profile(results, scope)]
+
+
+def _messages_profile(results: Results, scope: Scope | None) -> list:
+    """The messages per communicator and tag of `scope` (None: the whole run's, as the
+    profiles' pass computed them; a window's: oocwindow.WindowMessages)."""
+    ident = {"type": "otable", "name": MESSAGES}
+    if scope is None or results.messages is None:
+        assert results.profiles is not None
+        return [windowstats.table(results.profiles[MESSAGES], ident)]
+    text = MESSAGES_FOLLOW.format(where=_where(scope),
+                                  ranks=_ranks_text(scope.ranks))
+    try:
+        df = results.messages.profile(*(scope.window or RUN_NS), scope.ranks)
+    except (OSError, ValueError) as err:  # shown to the user, one line
+        return [html.Div(text, className="muted scope-text"),
+                html.Div(f"window messages: {type(err).__name__}: {err}".splitlines()[0],
+                         className="error")]
+    return [html.Div(text, className="muted scope-text"), windowstats.table(df, ident)]
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the profiles (COMPUTED and
-    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each, and each rank's measured
-    calls for a window's breakdown, OUT_DIR/breakdown/ (Results runs it)."""
+    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each, each rank's measured
+    calls for a window's breakdown, OUT_DIR/breakdown/, and each rank's sent messages for
+    a window's messages, OUT_DIR/sent/ (Results runs it)."""
     from mpiscope.engines import rankprofile
 
     ap = argparse.ArgumentParser(prog="python -m mpiscope_webui.ooctabs")
@@ -331,15 +416,23 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     bd = args.out_dir / BREAKDOWN
     bd.mkdir()
+    (args.out_dir / SENT).mkdir()
+    sent = oocwindow.MessagesWriter(args.out_dir / SENT)
     meta: list[dict] = []
+
+    def each(rank: int, ix: WindowIndex) -> None:  # what a window reads of each rank
+        meta.append(oocwindow.write_breakdown(bd, rank, ix))
+        sent.rank(rank, ix)
+
     try:
         got = rankprofile.from_cache(
             args.trace_dir, [*(by for _t, _n, by in COMPUTED), rankprofile.MESSAGES],
-            each=lambda rank, ix: meta.append(oocwindow.write_breakdown(bd, rank, ix)))
+            each=each)
     except UserError as err:
         print(err.one_line(), file=sys.stderr)  # the line the tab shows
         return 1
     (bd / oocwindow.BREAKDOWN_META).write_text(json.dumps(meta))
+    sent.close()
     for _title, name, by in COMPUTED:
         got[by].to_parquet(args.out_dir / f"{name}.parquet", index=False)
     got[rankprofile.MESSAGES].to_parquet(args.out_dir / f"{MESSAGES}.parquet", index=False)

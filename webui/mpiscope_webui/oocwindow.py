@@ -1,7 +1,8 @@
 """Statistics of the visible window out of core, never loading the trace: the MPI
 function profile (calls, time per function, in all and per rank) of a window and a rank
-set, from the timeline pyramid and its detail (mpiscope_webui.pyramid); and its per-rank
-breakdown, from each rank's measured calls (WindowBreakdown, below).
+set, from the timeline pyramid and its detail (mpiscope_webui.pyramid); its per-rank
+breakdown, from each rank's measured calls (WindowBreakdown, below); and its messages,
+from each rank's sent messages (WindowMessages, below).
 
 What a window counts is what the in-memory window counts (mpiscope.analysis.window): a
 call is in the window [t0, t1) if it overlaps it (a call of no length: if it starts in
@@ -29,9 +30,17 @@ beside each call, sorted by start, in a memory-mapped file per rank (write_break
 from the rank's window index with its wait states: the analysis' per-rank pass), found
 by binary search — a few pages per rank and window, whatever its width.
 
+The messages of a window are the in-memory window's (Window.message_rows): those sent
+inside it (send time in [t0, t1)) whose sender or receiver is in the rank set. The same
+per-rank pass writes each rank's sent messages sorted by send time (MessagesWriter: a
+(7, messages) int64 file per rank, then a meta file by rename); a window is one range per
+sender, found by two binary searches in its memory-mapped file, filtered by the rank set,
+and its tables are mpiscope.analysis.window's own (comm_matrix, message_sizes,
+message_groups) of those rows: equal by construction. Their medians and p90 need every
+message of the window, so a window costs its messages (as in memory), MAX_MESSAGES at most.
+
 What it cannot give (the pyramid has no per-call values): min/median/max, waiting and
-bytes per window; messages, which are not in the pyramid. The page says so beside the
-tables.
+bytes of a window's calls. The page says so beside the tables.
 """
 
 from __future__ import annotations
@@ -40,15 +49,15 @@ import json
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from mpiscope.analysis import breakdown
-from mpiscope.analysis.window import WindowIndex, sort_profile
+from mpiscope.analysis import breakdown, window
+from mpiscope.analysis.window import MessageRows, WindowIndex, sort_profile
 from mpiscope_webui.pyramid import Pyramid
 
 COLUMNS = 256  # whole columns of a window at most (the level chosen to fit): an edge
@@ -296,3 +305,123 @@ def _upto(a: np.ndarray, x: int) -> tuple[int, int, int]:
     part = max(min(e, x) - s, 0)
     return (int(a[CUM_MPI, i]) + part, int(a[CUM_SYNC, i]) + max(min(se, x) - s, 0),
             int(a[CUM_IO, i]) + (part if io else 0))
+
+
+# -- the messages of a window -----------------------------------------------------------
+# One rank's sent messages by send time (the rank's window index: WindowIndex.of sorts
+# them), a (7, messages) int64 array per rank: a window's messages on the rank are one
+# range [searchsorted(t0), searchsorted(t1)) of it, read from the memory-mapped file.
+TIME, SEND, RECV, BYTES, TRANSFER, COMM, TAG = range(7)
+MESSAGES_META = "messages.json"
+# messages read for one window at most (7 x 8 B each, then the tables' own copies): a
+# window holding more says so (the whole run of all ranks is the analysis' JSON)
+MAX_MESSAGES = 1 << 23
+
+
+def write_messages(out_dir: Path, rank: int, m: MessageRows) -> int:
+    """Write one rank's sent messages `m`, by send time (`out_dir/rank=R.npy`, rows
+    TIME...); returns how many."""
+    a = np.stack([m.time, m.send, m.recv, m.nbytes, m.transfer, m.comm, m.tag]
+                 ).astype(np.int64) if len(m) else np.zeros((7, 0), np.int64)
+    np.save(out_dir / f"rank={rank}.npy", a)
+    return len(m)
+
+
+@dataclass
+class MessagesWriter:
+    """The per-rank pass' side of WindowMessages: each rank's file, then the meta file
+    (written last, by rename: a reader finds every rank's file or no meta)."""
+
+    out_dir: Path
+    counts: dict[int, int] = field(default_factory=dict)
+    comm_names: dict[int, str] = field(default_factory=dict)
+
+    def rank(self, rank: int, ix: WindowIndex) -> None:
+        """From the rank's window index: its slice's messages, those it sent."""
+        self.add(rank, ix.message_rows(), ix.comm_names)
+
+    def add(self, rank: int, sent: MessageRows, comm_names: dict[int, str]) -> None:
+        self.counts[int(rank)] = write_messages(self.out_dir, rank, sent)
+        self.comm_names = comm_names  # the whole comms table, in every rank's slice
+
+    def close(self) -> None:
+        tmp = self.out_dir / (MESSAGES_META + ".tmp")
+        tmp.write_text(json.dumps({
+            "ranks": {str(r): n for r, n in sorted(self.counts.items())},
+            "comm_names": {str(k): v for k, v in self.comm_names.items()}}))
+        os.replace(tmp, self.out_dir / MESSAGES_META)
+
+
+@dataclass(frozen=True)
+class MessageTables:
+    """A window's Messages tab (mpiscope.analysis.window's tables of its messages)."""
+
+    matrix: pd.DataFrame  # Window.comm_matrix
+    sizes: pd.DataFrame  # Window.message_sizes
+    messages: int
+
+
+@dataclass
+class WindowMessages:
+    """The per-rank files of MessagesWriter, opened (memory-mapped on first use)."""
+
+    path: Path
+    counts: dict[int, int]
+    comm_names: dict[int, str]
+    _arrays: dict[int, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, path: Path) -> WindowMessages:
+        meta = json.loads((path / MESSAGES_META).read_text())
+        return cls(path, {int(r): int(n) for r, n in meta["ranks"].items()},
+                   {int(k): str(v) for k, v in meta["comm_names"].items()})
+
+    def _array(self, rank: int) -> np.ndarray:
+        a = self._arrays.get(rank)
+        if a is None:
+            a = np.load(self.path / f"rank={rank}.npy", mmap_mode="r")
+            self._arrays[rank] = a
+        return a
+
+    def rows(self, t0: int, t1: int, ranks: Sequence[int] | None = None) -> MessageRows:
+        """The messages of [t0, t1) (absolute ns) as the in-memory window has them
+        (Window.message_rows): sent inside it, their sender or receiver in `ranks` (None:
+        all). Every sender's range is read: a receiver's messages are on its senders'
+        files. ValueError where the window holds more than MAX_MESSAGES."""
+        t0, t1 = sorted((int(t0), int(t1)))
+        t1 = max(t1, t0 + 1)
+        found = []
+        for r in sorted(self.counts):
+            if not self.counts[r]:
+                continue
+            a = self._array(r)
+            i0, i1 = np.searchsorted(a[TIME], (t0, t1), side="left")
+            if i1 > i0:
+                found.append((a, int(i0), int(i1)))
+        total = sum(i1 - i0 for _a, i0, i1 in found)
+        if total > MAX_MESSAGES:
+            raise ValueError(f"the window holds {total:,} messages, more than the "
+                             f"{MAX_MESSAGES:,} read at once out of core: zoom in")
+        chosen = None if ranks is None else np.asarray(sorted({int(r) for r in ranks}))
+        parts = [np.zeros((7, 0), np.int64)]
+        for a, i0, i1 in found:
+            part = np.asarray(a[:, i0:i1])  # seven contiguous ranges of the file
+            if chosen is not None:
+                part = part[:, np.isin(part[SEND], chosen) | np.isin(part[RECV], chosen)]
+            parts.append(part)
+        m = np.concatenate(parts, axis=1)
+        return MessageRows(m[TIME], m[SEND], m[RECV], m[BYTES], m[TRANSFER], m[COMM], m[TAG])
+
+    def tables(self, t0: int, t1: int, ranks: Sequence[int] | None, num_ranks: int
+               ) -> MessageTables:
+        """The window's communication matrix and message sizes, as in memory."""
+        m = self.rows(t0, t1, ranks)
+        return MessageTables(window.comm_matrix(m, num_ranks), window.message_sizes(m),
+                             len(m))
+
+    def profile(self, t0: int, t1: int, ranks: Sequence[int] | None,
+                by: Sequence[str] = window.MESSAGE_KEYS) -> pd.DataFrame:
+        """The window's messages per communicator and/or tag (Window.message_profile)."""
+        m = self.rows(t0, t1, ranks)
+        return window.sort_message_profile(
+            window.message_groups(m, window.message_keys(by), self.comm_names)[0])

@@ -1,9 +1,9 @@
-"""The out-of-core page's Functions and Breakdown tabs follow the zoom and the rank set,
-in headless Chromium at 1400×900 and 1024×768: the same trace built by construction
-(mpiscope_testing.windowtrace: what each window holds is known) served out of core
-(MPISCOPE_TIMELINE_OOC=1) and in memory, zoomed to the same windows; the out-of-core
-tables show the window's functions (calls, times) and breakdown, as the in-memory page
-does."""
+"""The out-of-core page's Functions, Breakdown and Messages tabs follow the zoom and the
+rank set, in headless Chromium at 1400×900 and 1024×768: the same trace built by
+construction (mpiscope_testing.windowtrace: what each window holds is known) served out of
+core (MPISCOPE_TIMELINE_OOC=1) and in memory, zoomed to the same windows; the out-of-core
+tables show the window's functions (calls, times), breakdown and messages (matrix, sizes),
+as the in-memory page does."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from selenium.webdriver.common.by import By
 from test_browser_window import PHASE_A, PHASE_B_S, _pick_rank, rows_when, table_js
 
 from mpiscope_testing.webui_page import open_app, open_tab, shot, wait_until, zoom_to
-from mpiscope_testing.windowtrace import ALLREDUCES, SENDS, build
+from mpiscope_testing.windowtrace import ALLREDUCES, SENDS, US, build
 from mpiscope_webui import pyramid
 
 pytestmark = pytest.mark.browser
@@ -23,6 +23,8 @@ SHOWN = ("name", "calls", "time_s")  # what both pages show of a window
 OOC_BREAKDOWN = {"type": "otable", "name": "breakdown"}
 PARTS = ("rank", "host", "total_s", "compute_s", "communication_s", "synchronization_s",
          "io_s")
+SOME_SENDS = 4  # a window holding the first few of the ten messages
+MESSAGES_WINDOW = ((SENDS[0][0] - 10 * US) / 1e9, (SENDS[SOME_SENDS][0] - 10 * US) / 1e9)
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +118,44 @@ def test_out_of_core_functions_follow_the_zoom_as_in_memory(browser, urls, size)
                        lambda r: [x["rank"] for x in r] == ["2"], "in memory: rank 2")
     assert [{k: r[k] for k in PARTS} for r in bd] == [{k: r[k] for k in PARTS}
                                                       for r in mem_bd]
+
+
+def messages_of(driver, ident: dict, sent: int, what: str) -> dict[str, list[dict]]:
+    """The Messages tab's matrix (once it counts `sent` messages from rank 0 to 1, its
+    only pair) and sizes tables (theirs: as many messages), as shown."""
+    matrix = rows_when(driver, {**ident, "name": "matrix"},
+                       lambda r: len(r) == 1 and r[0]["messages"] == str(sent), what)
+    sizes = rows_when(driver, {**ident, "name": "message-sizes"},
+                      lambda r: sum(int(x["messages"]) for x in r) == sent, what + ": sizes")
+    return {"matrix": matrix, "sizes": sizes}
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_out_of_core_messages_follow_the_zoom_as_in_memory(browser, urls, size):
+    """The Messages tab shows the whole run's ten messages, then, zoomed to a window
+    holding the first four, those four (their bytes, their sizes' buckets), as the
+    in-memory page shows them for the same window."""
+    browser.set_window_size(*size)
+    open_ooc(browser, urls["ooc"])
+    open_tab(browser, "Messages")
+    ooc = {"type": "otable"}
+    whole = messages_of(browser, ooc, len(SENDS), "the whole run's messages out of core")
+    assert whole["matrix"][0]["bytes"] == f"{sum(1000 * (i + 1) for i in range(10)):,}"
+    zoom_to(browser, *MESSAGES_WINDOW)
+    # the analysis' per-rank pass is done once the tab shows the window's (a slow machine
+    # takes a while: no time asserted)
+    wait_until(browser, "const t = document.querySelector('#ooc-tab .scope-text'); "
+               f"return t && t.textContent.includes('{MESSAGES_WINDOW[0]:.6f} – ')",
+               timeout=600, what="the window's messages")
+    ooc_w = messages_of(browser, ooc, SOME_SENDS, "the window's messages out of core")
+    assert ooc_w["matrix"][0]["bytes"] == f"{sum(1000 * (i + 1) for i in range(4)):,}"
+    assert len(ooc_w["sizes"]) == 3  # 1000 B; 2000 B; 3000 and 4000 B
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#ooc-tab .js-plotly-plot")) == 2
+    shot(browser, f"ooc-window-messages-{size[0]}")
+
+    open_app(browser, urls["memory"])
+    open_tab(browser, "Messages")
+    zoom_to(browser, *MESSAGES_WINDOW)
+    mem = messages_of(browser, {"type": "wtable", "panel": 0}, SOME_SENDS,
+                      "the in-memory page's window")
+    assert mem == ooc_w

@@ -1,11 +1,14 @@
 """The out-of-core page's tabs (ooctabs.py) without a browser: what a tab shows while the
 analysis runs, when it cannot run, the tabs out of core cannot fill, and the profiles
-out of core (per process, communicator, tag; messages) against those in memory."""
+out of core (per process, communicator, tag; messages; a window's messages) against
+those in memory."""
 
 from __future__ import annotations
 
 import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
 from dash import html
 
@@ -49,7 +52,8 @@ def test_profiles_out_of_core_equal_those_in_memory(himeno_traces, tmp_path):
     process, communicator and tag and of messages, exactly in their counts, within float
     sums' rounding in their times."""
     d = shutil.copytree(himeno_traces["unpatched"], tmp_path / "t")  # shared: not written
-    in_memory = Analysis(reader.load(d)).window_index.whole()  # writes the Parquet cache
+    mem = Analysis(reader.load(d))  # writes the Parquet cache
+    in_memory = mem.window_index.whole()
     r = ooctabs.Results(d, start=False)
     r._run()  # the real commands, as the page starts them
     assert r.error is None and r.profiles_error is None, (r.error, r.profiles_error)
@@ -72,6 +76,18 @@ def test_profiles_out_of_core_equal_those_in_memory(himeno_traces, tmp_path):
     got = got.set_index(["comm", "tag"]).loc[want.set_index(["comm", "tag"]).index]
     assert got["median_transfer_s"].to_numpy() == pytest.approx(
         want["median_transfer_s"].to_numpy(), rel=1e-9, abs=1e-12)
+    # a window's messages out of core (each rank's sent messages, written by the same
+    # pass) are the in-memory window's, on a real run's nonblocking halo exchanges
+    lo, hi = mem.window_index.span
+    sent = np.sort(in_memory.message_rows().time)  # the run's messages are at its end
+    m0, m1 = int(sent[len(sent) // 4]), int(sent[3 * len(sent) // 4])
+    for a, b, ranks in ((m0, m1, None), (m0, m1, (1,)), (lo, hi + 1, (0, 3))):
+        w = mem.window(a, b, ranks)
+        got = r.messages.tables(a, b, ranks, 4)
+        assert got.messages > 0
+        pd.testing.assert_frame_equal(got.matrix, w.comm_matrix())
+        pd.testing.assert_frame_equal(got.sizes, w.message_sizes())
+        pd.testing.assert_frame_equal(r.messages.profile(a, b, ranks), w.message_profile())
     per_rank = r.profiles["per-rank"]
     assert sorted(set(per_rank["rank"])) == [0, 1, 2, 3]  # Himeno on 4 ranks
     assert (per_rank["calls"] > 0).all() and len(per_rank) >= 4 * 3
@@ -104,3 +120,19 @@ def test_profiles_that_cannot_be_made_say_why_in_one_line(tmp_path, capsys):
     # the rest of the tab is still there
     assert "MPI functions per call site" in [n.children for n in shown
                                              if isinstance(n, html.H4)]
+    # a window's messages need the files of the same pass: the whole run's, said so
+    r.json.update(comm_matrix=[{"send_rank": 0, "recv_rank": 1, "messages": 3, "bytes": 24}],
+                  message_sizes=[], ranks=[{"rank": 0}, {"rank": 1}])
+    window = ooctabs.Scope((10, 20), None)
+    shown = ooctabs.tab(r, "messages", window)
+    assert text(shown[0]) == ooctabs.NOT_IN_WINDOW["messages"]
+    assert "whole run" in text(shown[1])
+    table = next(n for n in shown if getattr(n, "id", None) == {"type": "otable",
+                                                                  "name": "matrix"})
+    assert table.data == r.json["comm_matrix"]
+
+
+def test_a_windows_messages_wait_for_the_per_rank_pass(tmp_path):
+    r = ooctabs.Results(tmp_path, start=False)  # never finishes: still running
+    shown = ooctabs.tab(r, "messages", ooctabs.Scope((10, 20), (1,)))
+    assert len(shown) == 1 and "the window's messages" in text(shown)

@@ -1,10 +1,12 @@
 """Statistics of a window out of core (mpiscope_webui.oocwindow: the pyramid's whole
-columns, the detail's edge pieces) equal those of the in-memory window
-(mpiscope.analysis.window) on the same trace and windows: wide, narrow, on a column edge,
-inside one long call, and for a rank set. The trace is built by construction to hold what
-makes the two differ if either counts wrongly: calls on a second thread, calls of no
-length, merged polling visits (a row standing for many calls), a call spanning many
-columns, and enough calls for a pyramid of several levels."""
+columns, the detail's edge pieces; each rank's measured calls; each rank's sent messages)
+equal those of the in-memory window (mpiscope.analysis.window) on the same trace and
+windows: wide, narrow, on a column edge, inside one long call, and for a rank set. The
+trace is built by construction to hold what makes the two differ if either counts
+wrongly: calls on a second thread, calls of no length, merged polling visits (a row
+standing for many calls), a call spanning many columns, enough calls for a pyramid of
+several levels, and messages around a ring on two communicators and four tags, of sizes
+from 0 B to 4 MB (many size buckets)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ def build(out: Path) -> Path:
     rng = np.random.default_rng(7)
     tb = TraceBuilder(RANKS, hosts=["a", "a", "b"], threads=2)
     fh = tb.file("out.dat")
+    halo = tb.comm([2, 0, 1], name="halo")
     for r in range(RANKS):
         tb.call(r, 0, 1_000, "MPI_Init")
         tb.enter(r, 1_200, "MPI_File_open")
@@ -38,7 +41,9 @@ def build(out: Path) -> Path:
         tb.leave(r, 1_300, "MPI_File_open")
         t = 2_000 + 37 * r
         for i in range(ROUNDS):
-            if r == LONG[0] and LONG[1] <= t < LONG[2]:
+            # the long call where the rank gets near it: a round lasts < 2 us, so the
+            # previous one ended before it starts
+            if r == LONG[0] and LONG[1] - 2_000 <= t < LONG[2]:
                 tb.call(r, LONG[1], LONG[2], "MPI_Wait", callsite="long.c:1")
                 t = LONG[2] + 50
             d = int(rng.integers(20, 400))
@@ -55,6 +60,15 @@ def build(out: Path) -> Path:
                 tb.call(r, t, t + 5, "MPI_Test", callsite="a.c:3")
                 t += 5
             t += int(rng.integers(10, 200))
+            if i % 3 == 0:  # around the ring: to the next rank, from the previous one
+                comm = halo if i % 2 else tb.world
+                tag, nbytes = i % 4, (0 if i % 69 == 0 else 1 << (i % 23))
+                tb.send_call(r, t, t + 30, (r + 1) % RANKS, tag, nbytes, comm=comm,
+                             callsite="p.c:1")
+                t += 40
+                tb.recv_call(r, t, t + 60, (r - 1) % RANKS, tag, nbytes, comm=comm,
+                             callsite="p.c:2")
+                t += 70
             if i % 5 == 0:  # the worker thread calls MPI too
                 tb.call((r, 1), t - 100, t + 40, "MPI_Send", callsite="w.c:1")
         tb.call(r, t + 100, t + 600, "MPI_Finalize")
@@ -150,14 +164,33 @@ def test_the_whole_run_for_a_rank_set(opened):
 
 
 @pytest.fixture(scope="module")
-def breakdown(opened, trace_dir) -> Iterator[oocwindow.WindowBreakdown]:
-    """The per-rank files the out-of-core page's analysis leaves (the real child
-    processes: the Dask engine's analysis, then the profiles' pass over each rank)."""
+def results(opened, trace_dir) -> Iterator[ooctabs.Results]:
+    """The analysis the out-of-core page runs, with the per-rank files it leaves (the real
+    child processes: the Dask engine's analysis, then the profiles' pass over each rank)."""
     r = ooctabs.Results(trace_dir, start=False)
     r._run()
     assert r.error is None and r.profiles_error is None, (r.error, r.profiles_error)
-    assert r.breakdown is not None
-    yield r.breakdown  # its files live as long as `r` (the server's Results)
+    assert r.breakdown is not None and r.messages is not None
+    yield r  # its files live as long as `r` (the server's Results)
+
+
+@pytest.fixture(scope="module")
+def breakdown(results) -> oocwindow.WindowBreakdown:
+    return results.breakdown
+
+
+def windows(p: pyramid.Pyramid) -> list[tuple[int, int, list[int] | None]]:
+    """The windows above (and rank sets), past the trace's ends, inside MPI_Init."""
+    e = p.edges(p.levels - 2) + p.origin
+    rank, s, end = LONG
+    return [(p.origin + p.span // 7, p.origin + p.span - p.span // 9, None),
+            (p.origin + p.span // 2 + 13, p.origin + p.span // 2 + 500, None),
+            (p.origin + p.span // 2 + 13, p.origin + p.span // 2 + 20_000, None),
+            (int(e[len(e) // 4]), int(e[len(e) // 4 + 300]), None),
+            (p.origin + s + 10_000, p.origin + end - 10_000, [rank]),
+            (p.origin + s - 5_000, p.origin + end + 40_000, [0, 2]),
+            (p.origin - 1000, p.origin + p.span + 1000, None),  # past both ends
+            (p.origin, p.origin + 300, None)]  # inside MPI_Init: nothing measured
 
 
 def test_the_breakdown_of_a_window_equals_the_in_memory_one(opened, breakdown):
@@ -165,22 +198,72 @@ def test_the_breakdown_of_a_window_equals_the_in_memory_one(opened, breakdown):
     the in-memory window computes them (to the ns), for the windows above and the whole
     run; the trace has waiting (late ranks at the collectives), barriers and I/O."""
     mem, p = opened
-    e = p.edges(p.levels - 2) + p.origin
-    rank, s, end = LONG
-    windows = [(p.origin + p.span // 7, p.origin + p.span - p.span // 9, None),
-               (p.origin + p.span // 2 + 13, p.origin + p.span // 2 + 500, None),
-               (int(e[len(e) // 4]), int(e[len(e) // 4 + 300]), None),
-               (p.origin + s + 10_000, p.origin + end - 10_000, [rank]),
-               (p.origin + s - 5_000, p.origin + end + 40_000, [0, 2]),
-               (p.origin - 1000, p.origin + p.span + 1000, None),  # past both ends
-               (p.origin, p.origin + 300, None)]  # inside MPI_Init: nothing measured
     whole = mem.window(p.origin, p.origin + p.span).breakdown()
     for col in ("synchronization_s", "io_s"):
         assert (whole[col] > 0).all(), col  # the trace has both on every rank
-    for t0, t1, ranks in windows:
+    for t0, t1, ranks in windows(p):
         want = mem.window(t0, t1, ranks).breakdown()
         got = breakdown.frame(t0, t1, ranks)
         assert got["rank"].tolist() == want["rank"].tolist()
         assert got["host"].tolist() == want["host"].tolist()
         for col in ("total_s", "compute_s", "communication_s", "synchronization_s", "io_s"):
             assert np.allclose(got[col], want[col], rtol=0, atol=1.5e-9), (t0, t1, col)
+
+
+def test_the_messages_of_a_window_equal_the_in_memory_ones(opened, results):
+    """The communication matrix, the message sizes and the messages per communicator and
+    tag of a window and rank set out of core (each rank's sent messages, a range read per
+    rank) are the in-memory window's, value for value, row for row: for the windows above,
+    one from a message's send time to another's, a rank set that drops a third of the ring,
+    and the whole run of a rank set; and the tabs show them (the Messages tab; under
+    Profiles, its messages table)."""
+    mem, p = opened
+    sent = results.messages
+    run = (ooctabs.RUN_NS[0], ooctabs.RUN_NS[1])
+    whole = mem.window(p.origin, p.origin + p.span + 1)
+    # a window from one message's send time to another's: the first in, the second out
+    times = np.sort(whole.message_rows().time)
+    a, b = int(times[len(times) // 3]), int(times[2 * len(times) // 3])
+    assert a < b and times[2 * len(times) // 3 - 1] < b
+    cases = [*windows(p), (p.origin + p.span // 7, p.origin + p.span - p.span // 9, [1]),
+             (a, b, None), (a, b, [2]), (*run, [1]), (*run, [0, 2])]
+    seen = set()
+    for t0, t1, ranks in cases:
+        w = (mem.window(p.origin, p.origin + p.span + 1, ranks) if (t0, t1) == run
+             else mem.window(t0, t1, ranks))
+        got = sent.tables(t0, t1, ranks, p.num_ranks)
+        pd.testing.assert_frame_equal(got.matrix, w.comm_matrix())
+        pd.testing.assert_frame_equal(got.sizes, w.message_sizes())
+        pd.testing.assert_frame_equal(sent.profile(t0, t1, ranks), w.message_profile())
+        assert got.messages == len(w.message_rows())
+        seen.add(got.messages)
+    assert len(whole.message_sizes()) > 10 and (whole.message_sizes()["bucket_lo"] == 0).any()
+    assert set(whole.message_profile()["comm"]) == {"halo", "MPI_COMM_WORLD"}
+    # the windows hold none, a few, many, all: and rank 1 alone drops the messages 2 -> 0
+    assert 0 in seen and len(whole.message_rows()) in seen and len(seen) >= 6
+    one = sent.tables(*run, [1], p.num_ranks).matrix
+    assert set(zip(one["send_rank"], one["recv_rank"], strict=True)) == {(0, 1), (1, 2)}
+
+    t0, t1, ranks = cases[0]
+    scope = ooctabs.Scope((t0, t1), None)
+    shown = ooctabs.tab(results, "messages", scope, p)
+    want = mem.window(t0, t1)
+    for name, df in (("matrix", want.comm_matrix()), ("message-sizes", want.message_sizes())):
+        table = next(n for n in shown if getattr(n, "id", None) == {"type": "otable",
+                                                                      "name": name})
+        assert table.data == df.to_dict("records")
+    assert "the window" in shown[0].children and not any(
+        "ooc-note" in (getattr(n, "className", "") or "") for n in shown)
+    prof = ooctabs.tab(results, "profiles", scope, p)
+    table = next(n for n in prof if getattr(n, "id", None) == {"type": "otable",
+                                                                "name": ooctabs.MESSAGES})
+    assert table.data == want.message_profile().to_dict("records")
+    assert ooctabs.tab_key("messages", scope) != ooctabs.tab_key(
+        "messages", ooctabs.Scope((t0, t1 + 1), None))
+    # a window holding more messages than are read at once says so, in one line
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(oocwindow, "MAX_MESSAGES", 10)
+        shown = ooctabs.tab(results, "messages", scope, p)
+    failed = [n for n in shown if getattr(n, "className", None) == "error"]
+    assert len(failed) == 1 and failed[0].children.endswith(": zoom in")
+    assert "\n" not in failed[0].children

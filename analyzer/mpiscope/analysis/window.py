@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
@@ -284,6 +284,11 @@ class WindowIndex:
                  "callpath": (c["callpath"].to_numpy(np.int32) if "callpath" in c.columns
                               else np.full(len(c), -1, np.int32))}, per_call))
 
+    def message_rows(self) -> MessageRows:
+        """Every message of the index, by send time (the arrays themselves, not copies)."""
+        return MessageRows(self.m_time, self.m_send, self.m_recv, self.m_bytes,
+                           self.m_transfer, self.m_comm, self.m_tag)
+
     def whole(self) -> Window:
         """The whole run's window, all ranks."""
         lo, hi = self.span
@@ -460,6 +465,103 @@ class _Atoms:
             sel_v = np.partition(part, (lo_k, hi_k))
             meds[g] = (sel_v[lo_k] + sel_v[hi_k]) / 2
         return mins, meds, maxs
+
+
+@dataclass(frozen=True)
+class MessageRows:
+    """Messages, a row each: what a window's message tables read. The tables are sums and
+    order statistics, so the rows may come in any order (out of core: rank by rank)."""
+
+    time: np.ndarray  # send time, ns
+    send: np.ndarray
+    recv: np.ndarray
+    nbytes: np.ndarray
+    transfer: np.ndarray  # ns (stats._transfer)
+    comm: np.ndarray
+    tag: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    def take(self, sel: np.ndarray) -> MessageRows:
+        return MessageRows(*(getattr(self, f.name)[sel] for f in fields(self)))
+
+
+def comm_matrix(m: MessageRows, num_ranks: int) -> pd.DataFrame:
+    """send_rank, recv_rank, messages, bytes of the messages `m`, by sender then receiver
+    (`num_ranks`: above every rank)."""
+    nr = max(int(num_ranks), 1)
+    pair = m.send.astype(np.int64) * nr + m.recv
+    # by counting where the pairs are few, by sorting where N x N would not fit
+    hit, inv = _dense(pair, float(nr) * nr)
+    return pd.DataFrame({"send_rank": hit // nr, "recv_rank": hit % nr,
+                         "messages": np.bincount(inv, minlength=len(hit)).astype(np.int64),
+                         "bytes": np.bincount(inv, weights=m.nbytes,
+                                              minlength=len(hit)).astype(np.int64)})
+
+
+def message_sizes(m: MessageRows) -> pd.DataFrame:
+    """stats.message_sizes' table of the messages `m`."""
+    if not len(m):
+        return pd.DataFrame(columns=stats.SIZE_COLUMNS)
+    b, t = m.nbytes, m.transfer
+    lo = stats._size_bucket(b)
+    uniq, inv = np.unique(lo, return_inverse=True)
+    ng = len(uniq)
+    _, med_t, _ = _group_stats(inv, ng, t)
+    _, med_rate, _ = _group_stats(inv, ng, b / t * 1e3)
+    p90 = [float(np.quantile(t[inv == g], stats.TRANSFER_QUANTILE)) for g in range(ng)]
+    df = pd.DataFrame({"bucket_lo": uniq, "bucket_hi": np.maximum(uniq * 2 - 1, 0),
+                       "messages": np.bincount(inv, minlength=ng),
+                       "bytes": np.bincount(inv, weights=b, minlength=ng).astype(np.int64),
+                       "median_transfer_s": med_t / 1e9,
+                       "p90_transfer_s": np.asarray(p90) / 1e9,
+                       "bandwidth_MBps": med_rate})
+    return df[stats.SIZE_COLUMNS]
+
+
+def message_groups(m: MessageRows, by: tuple[str, ...], comm_names: dict[int, str]
+                   ) -> tuple[pd.DataFrame, np.ndarray, dict[str, np.ndarray]]:
+    """(the message profile of `m` by `by` (comm and/or tag) unsorted, the group of each
+    message, each key's code per group)."""
+    raw = {"comm": m.comm.astype(np.int64), "tag": m.tag.astype(np.int64)}
+    key = np.zeros(len(m), np.int64)
+    lows, radix = [], []
+    for k in by:
+        col = raw[k]
+        lo = int(col.min()) if len(col) else 0
+        r = int(col.max()) - lo + 1 if len(col) else 1
+        key = key * r + (col - lo)
+        lows.append(lo)
+        radix.append(r)
+    uniq, inv = _dense(key, float(np.prod(radix, dtype=np.float64)))
+    ng = len(uniq)
+    _, med, _ = _group_stats(inv, ng, m.transfer)
+    out: dict[str, object] = {}
+    rest = uniq.copy()
+    for k, lo, r in reversed(list(zip(by, lows, radix, strict=True))):
+        out[k] = rest % r + lo
+        rest //= r
+    codes = {k: out[k] for k in by}
+    out = dict(codes)
+    if "comm" in out:
+        out["comm"] = [comm_names.get(int(i), f"comm {i}") for i in out["comm"]]
+    df = pd.DataFrame({**out, "messages": np.bincount(inv, minlength=ng).astype(np.int64),
+                       "bytes": np.bincount(inv, weights=m.nbytes,
+                                            minlength=ng).astype(np.int64),
+                       "median_transfer_s": med / 1e9})
+    return df, inv, codes
+
+
+MESSAGE_KEYS = ("comm", "tag")
+
+
+def message_keys(by: Sequence[str]) -> tuple[str, ...]:
+    """`by` checked: some of MESSAGE_KEYS."""
+    by = tuple(by)
+    if not by or any(k not in MESSAGE_KEYS for k in by):
+        raise ValueError("message profile keys: comm, tag")
+    return by
 
 
 def sort_profile(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
@@ -662,103 +764,37 @@ class Window:
             sel = sel[self.rank_mask[ix.m_send[sel]] | self.rank_mask[ix.m_recv[sel]]]
         return sel
 
+    def message_rows(self) -> MessageRows:
+        """The messages of the window: sent inside it, their sender or receiver in the
+        rank set."""
+        return self._kept("mrows", lambda: self.index.message_rows().take(self._messages()))
+
     def comm_matrix(self) -> pd.DataFrame:
         """send_rank, recv_rank, messages, bytes of the messages sent in the window."""
-        return self._kept("matrix", self._matrix)
-
-    def _matrix(self) -> pd.DataFrame:
-        ix = self.index
-        sel = self._messages()
-        nr = ix.num_ranks
-        pair = ix.m_send[sel].astype(np.int64) * nr + ix.m_recv[sel]
-        count = np.bincount(pair, minlength=nr * nr)
-        nbytes = np.bincount(pair, weights=ix.m_bytes[sel], minlength=nr * nr)
-        hit = np.flatnonzero(count)
-        return pd.DataFrame({"send_rank": hit // nr, "recv_rank": hit % nr,
-                             "messages": count[hit].astype(np.int64),
-                             "bytes": nbytes[hit].astype(np.int64)})
+        return self._kept("matrix", lambda: comm_matrix(self.message_rows(),
+                                                        self.index.num_ranks))
 
     def message_sizes(self) -> pd.DataFrame:
         """stats.message_sizes' table of the messages sent in the window."""
-        return self._kept("sizes", self._sizes)
+        return self._kept("sizes", lambda: message_sizes(self.message_rows()))
 
-    def _sizes(self) -> pd.DataFrame:
-        ix = self.index
-        sel = self._messages()
-        if not len(sel):
-            return pd.DataFrame(columns=stats.SIZE_COLUMNS)
-        b = ix.m_bytes[sel]
-        t = ix.m_transfer[sel]
-        lo = stats._size_bucket(b)
-        uniq, inv = np.unique(lo, return_inverse=True)
-        ng = len(uniq)
-        _, med_t, _ = _group_stats(inv, ng, t)
-        _, med_rate, _ = _group_stats(inv, ng, b / t * 1e3)
-        p90 = [float(np.quantile(t[inv == g], stats.TRANSFER_QUANTILE)) for g in range(ng)]
-        df = pd.DataFrame({"bucket_lo": uniq, "bucket_hi": np.maximum(uniq * 2 - 1, 0),
-                           "messages": np.bincount(inv, minlength=ng),
-                           "bytes": np.bincount(inv, weights=b, minlength=ng).astype(np.int64),
-                           "median_transfer_s": med_t / 1e9,
-                           "p90_transfer_s": np.asarray(p90) / 1e9,
-                           "bandwidth_MBps": med_rate})
-        return df[stats.SIZE_COLUMNS]
-
-    def message_profile(self, by: Sequence[str] = ("comm", "tag")) -> pd.DataFrame:
+    def message_profile(self, by: Sequence[str] = MESSAGE_KEYS) -> pd.DataFrame:
         """Messages sent in the window per communicator and/or tag: messages, bytes,
         median transfer (s)."""
-        by = tuple(by)
-        if not by or any(k not in ("comm", "tag") for k in by):
-            raise ValueError("message profile keys: comm, tag")
-        return self._kept(("mprofile", by), lambda: self._mprofile(by))
+        by = message_keys(by)
+        return self._kept(("mprofile", by), lambda: sort_message_profile(message_groups(
+            self.message_rows(), by, self.index.comm_names)[0]))
 
-    def _mprofile(self, by: tuple[str, ...]) -> pd.DataFrame:
-        return sort_message_profile(self._mgrouped(by)[0])
-
-    def message_profile_runs(self, by: Sequence[str] = ("comm", "tag")
+    def message_profile_runs(self, by: Sequence[str] = MESSAGE_KEYS
                              ) -> tuple[pd.DataFrame, orderstats.Groups]:
         """As `profile_runs`, for `message_profile`: the profile unsorted (row g is group
         g; with `comm` also `comm_id`) and each group's transfer times (ns), ascending."""
-        by = tuple(by)
-        if not by or any(k not in ("comm", "tag") for k in by):
-            raise ValueError("message profile keys: comm, tag")
-        df, inv, codes, sel = self._mgrouped(by)
+        by = message_keys(by)
+        m = self.message_rows()
+        df, inv, codes = message_groups(m, by, self.index.comm_names)
         if "comm" in by:
             df.insert(by.index("comm") + 1, "comm_id", codes["comm"])
-        return df, orderstats.Groups.of(inv, self.index.m_transfer[sel].astype(np.float64))
-
-    def _mgrouped(self, by: tuple[str, ...]
-                  ) -> tuple[pd.DataFrame, np.ndarray, dict[str, np.ndarray], np.ndarray]:
-        """(the message profile unsorted, the group of each message, each key's code per
-        group, the messages' positions)."""
-        ix = self.index
-        sel = self._messages()
-        raw = {"comm": ix.m_comm[sel].astype(np.int64), "tag": ix.m_tag[sel].astype(np.int64)}
-        key = np.zeros(len(sel), np.int64)
-        lows, radix = [], []
-        for k in by:
-            col = raw[k]
-            lo = int(col.min()) if len(col) else 0
-            r = int(col.max()) - lo + 1 if len(col) else 1
-            key = key * r + (col - lo)
-            lows.append(lo)
-            radix.append(r)
-        uniq, inv = _dense(key, float(np.prod(radix, dtype=np.float64)))
-        ng = len(uniq)
-        _, med, _ = _group_stats(inv, ng, ix.m_transfer[sel])
-        out: dict[str, object] = {}
-        rest = uniq.copy()
-        for k, lo, r in reversed(list(zip(by, lows, radix, strict=True))):
-            out[k] = rest % r + lo
-            rest //= r
-        codes = {k: out[k] for k in by}
-        out = dict(codes)
-        if "comm" in out:
-            out["comm"] = [ix.comm_names.get(int(i), f"comm {i}") for i in out["comm"]]
-        df = pd.DataFrame({**out, "messages": np.bincount(inv, minlength=ng).astype(np.int64),
-                           "bytes": np.bincount(inv, weights=ix.m_bytes[sel],
-                                                minlength=ng).astype(np.int64),
-                           "median_transfer_s": med / 1e9})
-        return df, inv, codes, sel
+        return df, orderstats.Groups.of(inv, m.transfer.astype(np.float64))
 
     # -- user regions --------------------------------------------------------------------
     def regions(self, by_rank: bool = False) -> pd.DataFrame:
