@@ -755,11 +755,15 @@ class Window:
         return {k: float(df[k].sum()) for k in waitstates.KINDS}
 
     # -- messages ------------------------------------------------------------------------
+    def _sent_range(self) -> tuple[int, int]:
+        """The messages sent in [t0, t1): a range of the index's (sorted by send time)."""
+        ix = self.index
+        return (int(np.searchsorted(ix.m_time, self.t0, side="left")),
+                int(np.searchsorted(ix.m_time, self.t1, side="left")))
+
     def _messages(self) -> np.ndarray:
         ix = self.index
-        a = int(np.searchsorted(ix.m_time, self.t0, side="left"))
-        b = int(np.searchsorted(ix.m_time, self.t1, side="left"))
-        sel = np.arange(a, b, dtype=np.int64)
+        sel = np.arange(*self._sent_range(), dtype=np.int64)
         if self.ranks is not None:
             sel = sel[self.rank_mask[ix.m_send[sel]] | self.rank_mask[ix.m_recv[sel]]]
         return sel
@@ -767,7 +771,16 @@ class Window:
     def message_rows(self) -> MessageRows:
         """The messages of the window: sent inside it, their sender or receiver in the
         rank set."""
-        return self._kept("mrows", lambda: self.index.message_rows().take(self._messages()))
+        return self._kept("mrows", self._message_rows)
+
+    def _message_rows(self) -> MessageRows:
+        ix = self.index
+        a, b = self._sent_range()
+        if self.ranks is None:  # a range: views of the index's arrays (the whole run's
+            # window is kept for good; a copy would double the messages' memory)
+            return MessageRows(*(getattr(ix.message_rows(), f.name)[a:b]
+                                 for f in fields(MessageRows)))
+        return ix.message_rows().take(self._messages())
 
     def comm_matrix(self) -> pd.DataFrame:
         """send_rank, recv_rank, messages, bytes of the messages sent in the window."""
