@@ -251,24 +251,33 @@ def write_breakdown(out_dir: Path, rank: int, ix: WindowIndex) -> dict:
 
 
 @dataclass
-class WindowBreakdown:
-    """The per-rank files of write_breakdown, opened (memory-mapped on first use)."""
+class RankFiles:
+    """A directory's per-rank arrays (`rank=N.npy`), memory-mapped on first use: a window
+    touches a few pages of each."""
 
     path: Path
-    ranks: dict[int, dict]
-    _arrays: dict[int, np.ndarray]
+    _arrays: dict[int, np.ndarray] = field(default_factory=dict)
 
-    @classmethod
-    def open(cls, path: Path) -> WindowBreakdown:
-        meta = json.loads((path / BREAKDOWN_META).read_text())
-        return cls(path, {int(m["rank"]): m for m in meta}, {})
-
-    def _array(self, rank: int) -> np.ndarray:
+    def __call__(self, rank: int) -> np.ndarray:
         a = self._arrays.get(rank)
         if a is None:
             a = np.load(self.path / f"rank={rank}.npy", mmap_mode="r")
             self._arrays[rank] = a
         return a
+
+
+@dataclass
+class WindowBreakdown:
+    """The per-rank files of write_breakdown, opened (memory-mapped on first use)."""
+
+    path: Path
+    ranks: dict[int, dict]
+    _array: RankFiles
+
+    @classmethod
+    def open(cls, path: Path) -> WindowBreakdown:
+        meta = json.loads((path / BREAKDOWN_META).read_text())
+        return cls(path, {int(m["rank"]): m for m in meta}, RankFiles(path))
 
     def frame(self, t0: int, t1: int, ranks: Sequence[int] | None = None) -> pd.DataFrame:
         """The breakdown of [t0, t1) (absolute ns) per rank (breakdown.ranks_frame's
@@ -368,20 +377,13 @@ class WindowMessages:
     path: Path
     counts: dict[int, int]
     comm_names: dict[int, str]
-    _arrays: dict[int, np.ndarray] = field(default_factory=dict)
+    _array: RankFiles
 
     @classmethod
     def open(cls, path: Path) -> WindowMessages:
         meta = json.loads((path / MESSAGES_META).read_text())
         return cls(path, {int(r): int(n) for r, n in meta["ranks"].items()},
-                   {int(k): str(v) for k, v in meta["comm_names"].items()})
-
-    def _array(self, rank: int) -> np.ndarray:
-        a = self._arrays.get(rank)
-        if a is None:
-            a = np.load(self.path / f"rank={rank}.npy", mmap_mode="r")
-            self._arrays[rank] = a
-        return a
+                   {int(k): str(v) for k, v in meta["comm_names"].items()}, RankFiles(path))
 
     def rows(self, t0: int, t1: int, ranks: Sequence[int] | None = None) -> MessageRows:
         """The messages of [t0, t1) (absolute ns) as the in-memory window has them
