@@ -69,6 +69,12 @@ def body(model: TraceModel, scope: Scope, metric: str, selected: int | None,
     except Exception as err:  # noqa: BLE001 - shown to the user, one line
         return [html.Div(f"call tree: {type(err).__name__}: {err}".splitlines()[0],
                          className="error")]
+    return tree_body(tree, metric, selected, panel)
+
+
+def tree_body(tree: CallTree, metric: str, selected: int | None, panel: int) -> list:
+    """The tree's panes for `metric`, node `selected` (None: the largest root) open
+    (the out-of-core page's too)."""
     if not len(tree):
         return [html.Div("No MPI calls in this window.", className="muted")]
     total = tree.total(metric)

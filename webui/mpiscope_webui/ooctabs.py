@@ -37,7 +37,7 @@ import pandas as pd
 from dash import html
 
 from mpiscope.errors import UserError
-from mpiscope_webui import inputs, oocwindow, windowstats
+from mpiscope_webui import inputs, oocprofiles, oocwindow, windowstats
 from mpiscope_webui.pyramid import Pyramid
 from mpiscope_webui.timeline import View
 from mpiscope_webui.windowstats import RUN, Scope
@@ -55,10 +55,10 @@ NOT_IN_WINDOW = {
     "messages": "Messages of a window or a rank set are not available out of core (the "
                 "timeline pyramid holds calls, not messages): these are the whole run's, all "
                 "ranks.",
-    "profiles": "Profiles of a window or a rank set are not available out of core "
-                "(min/median/max, waiting and bytes need every call of the window): these "
-                "are the whole run's, all ranks; the window's calls and time per process "
-                "are under Functions.",
+    "profiles": "Profiles of a window or a rank set are not available out of core until "
+                "the profiles' pass has written each rank's calls (running, or it failed): "
+                "these are the whole run's, all ranks; the window's calls and time per "
+                "process are under Functions.",
     "findings": "Findings are of the whole run.",
 }
 WindowOf = Callable[[tuple[int, int], "tuple[int, ...] | None"], oocwindow.WindowStats]
@@ -68,11 +68,12 @@ COMPUTED = tuple(p for p in windowstats.PROFILES if p[1] != "per-callsite")
 MESSAGES = "messages-comm-tag"  # the messages per communicator and tag, as in memory
 BREAKDOWN = "breakdown"  # the child's directory of oocwindow.write_breakdown's files
 NOT_HERE = {
-    "profiles": "User regions are not available out of core (they nest every region of "
-                "a rank at once: the trace in memory).",
-    "calltree": "The call tree is not available out of core (it groups every call by its "
-                "call path: the trace in memory); the call sites with their paths are in "
-                "Profiles.",
+    "profiles": "User regions of the whole run of all ranks are not available out of core "
+                "(the Dask engine's analysis has none): zoom in or choose ranks for those "
+                "of a window.",
+    "calltree": "The call tree is not available out of core until the profiles' pass has "
+                "written each rank's calls (running, or it failed: see Profiles); the call "
+                "sites with their paths are in Profiles.",
 }
 
 
@@ -91,6 +92,8 @@ class Results:
         # the measured calls per rank for a window's breakdown (oocwindow), written by the
         # profiles' child beside them and kept while the server runs (memory-mapped)
         self.breakdown: oocwindow.WindowBreakdown | None = None
+        # each rank's calls and user regions for a window's profiles (oocprofiles), likewise
+        self.window_rows: oocprofiles.WindowRows | None = None
         self._kept_dir: tempfile.TemporaryDirectory | None = None
         self._done = threading.Event()
         if start:
@@ -134,6 +137,8 @@ class Results:
                 self.profiles = {name: pd.read_parquet(Path(tmp) / f"{name}.parquet")
                                  for name in [n for _t, n, _b in COMPUTED] + [MESSAGES]}
                 self.breakdown = oocwindow.WindowBreakdown.open(Path(tmp) / BREAKDOWN)
+                self.window_rows = oocprofiles.WindowRows.open(Path(tmp) / oocprofiles.DIR,
+                                                               self.trace_dir)
             else:
                 self.profiles_error = _failed("the profiles", proc.returncode, log)
         except (OSError, ValueError) as err:
@@ -184,7 +189,7 @@ def tab_key(name: str, scope: Scope) -> str:
     """What tab `name` shows of `scope`: the same key, the same contents."""
     if name == "functions":
         return scope.key()
-    if name == "breakdown":  # its rows are the ranks chosen, of the window
+    if name in ("breakdown", "profiles", "calltree"):  # of the window and ranks chosen
         return scope.key()
     return str(scope.window is None and scope.ranks is None)  # its note or none
 
@@ -245,9 +250,13 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
     """The contents of one tab (a value of TABS) for `scope` (default: the whole run, all
     ranks); `p` and `window_of` (oocwindow.window_stats of p, kept) for the window's."""
     scope = scope or Scope(None, None)
-    if name in NOT_HERE and name != "profiles":
-        return [html.Div(NOT_HERE[name], className="muted ooc-note")]
     whole = scope.window is None and scope.ranks is None
+    followed = _followed(results, name, scope)
+    if followed is not None and followed.contents is not None:
+        return followed.contents
+    over = followed.line if followed is not None else ""  # above the rows read at most
+    if name in NOT_HERE and name != "profiles":
+        return [html.Div(over or NOT_HERE[name], className="muted ooc-note")]
     if name == "functions" and not whole and p is not None and window_of is not None:
         return window_tab(p, scope, window_of)
     if name == "breakdown" and scope.window is not None:
@@ -267,7 +276,7 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
     out: list = [html.Div(SCOPE.format(ranks=_ranks_text(scope.ranks) if kept
                                        else "all ranks"), className="muted scope-text")]
     if not whole and not follows(name, scope) and name in NOT_IN_WINDOW:
-        out.insert(0, html.Div(NOT_IN_WINDOW[name], className="muted ooc-note"))
+        out.insert(0, html.Div(over or NOT_IN_WINDOW[name], className="muted ooc-note"))
 
     def table(rows: list[dict], ident: str, drop: tuple[str, ...] = ()):
         return windowstats.table(_frame(rows, drop), {"type": "otable", "name": ident})
@@ -295,6 +304,25 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
                 if found else html.Div("No findings above the noise floor.",
                                        className="muted no-findings")]
     return out
+
+
+def _followed(results: Results, name: str, scope: Scope) -> oocprofiles.Followed | None:
+    """The Profiles of a window or a rank set and the Call tree of any scope, from the
+    rows the profiles' pass wrote (oocprofiles: the in-memory code on the window's rows),
+    or the line why not (too many rows); None where the tab has none of its own."""
+    rows = results.window_rows
+    if rows is None or results.profiles is None:
+        return None
+    if name == "calltree":
+        return oocprofiles.call_tree(rows, scope)
+    if name != "profiles" or (scope.window is None and scope.ranks is None):
+        return None
+    threaded = bool((results.profiles["per-thread"]["thread"].to_numpy() != 0).any())
+    messages = [html.Div("The whole run's, all ranks (a window's messages are not among "
+                         "the rows read).", className="muted ooc-note"),
+                windowstats.table(results.profiles[MESSAGES],
+                                  {"type": "otable", "name": MESSAGES})]
+    return oocprofiles.profiles(rows, scope, threaded, messages)
 
 
 def _profiles(results: Results, per_callsite) -> list:
@@ -331,15 +359,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     bd = args.out_dir / BREAKDOWN
     bd.mkdir()
+    wr = args.out_dir / oocprofiles.DIR
+    wr.mkdir()
     meta: list[dict] = []
+    rows: list[dict] = []
     try:
         got = rankprofile.from_cache(
             args.trace_dir, [*(by for _t, _n, by in COMPUTED), rankprofile.MESSAGES],
-            each=lambda rank, ix: meta.append(oocwindow.write_breakdown(bd, rank, ix)))
+            each=lambda rank, ix: (meta.append(oocwindow.write_breakdown(bd, rank, ix)),
+                                   rows.append(oocprofiles.write(wr, rank, ix))))
     except UserError as err:
         print(err.one_line(), file=sys.stderr)  # the line the tab shows
         return 1
     (bd / oocwindow.BREAKDOWN_META).write_text(json.dumps(meta))
+    (wr / oocprofiles.META).write_text(json.dumps(rows))
     for _title, name, by in COMPUTED:
         got[by].to_parquet(args.out_dir / f"{name}.parquet", index=False)
     got[rankprofile.MESSAGES].to_parquet(args.out_dir / f"{MESSAGES}.parquet", index=False)
