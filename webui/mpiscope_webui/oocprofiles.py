@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -49,6 +50,8 @@ ENV = "MPISCOPE_OOC_PROFILE_ROWS"
 BOUND = 2_000_000  # rows a window's profiles read at most (~100 B each: 200 MB)
 DIR = "window-rows"  # the child's directory of `write`'s files
 META = "ranks.json"
+FREE_SHARE = 0.1  # the rows are written only while the disk keeps this share of it free:
+# they are ~100 B per call, and a full disk would fail the whole profiles' pass
 KEPT = 2  # windows kept (Profiles and Call tree ask for the same one): ~BOUND rows each
 # one record per call, as the rank's WindowIndex holds it (its start: a file of its own,
 # contiguous, for the binary searches)
@@ -100,6 +103,44 @@ def write(out_dir: Path, rank: int, ix: WindowIndex) -> dict:
                                                        ix.comm_names.items()},
             "iv": [int(ix.iv_begin[rank]), int(ix.iv_end[rank])],
             "host": ix.hosts.get(rank, "?"), "paths": [int(p) for p in used if p >= 0]}
+
+
+@dataclass
+class Writer:
+    """Writes each rank's rows (`write`) into `path` while the disk keeps FREE_SHARE of it
+    free; else (or on a write error) none: those written are removed and META says why
+    (the tabs then show the whole run's), the rest of the profiles' pass goes on."""
+
+    path: Path
+    ranks: list[dict] = field(default_factory=list)
+    unavailable: str = ""  # why no rows were written
+
+    def __post_init__(self) -> None:
+        self.path.mkdir()
+
+    def add(self, rank: int, ix: WindowIndex) -> None:
+        if self.unavailable:
+            return
+        need = (len(ix.calls.start) * (CALL.itemsize + 8)
+                + len(ix.regions.start) * (REGION.itemsize + 8))
+        disk = shutil.disk_usage(self.path)
+        if disk.free - need < FREE_SHARE * disk.total:
+            self._give_up(f"each rank's calls would fill the disk ({disk.free / 1e9:.1f} GB "
+                          f"free, rank {rank}'s need {need / 1e9:.2f} GB)")
+            return
+        try:
+            self.ranks.append(write(self.path, rank, ix))
+        except OSError as err:
+            self._give_up(f"writing each rank's calls failed: {err}".splitlines()[0])
+
+    def _give_up(self, why: str) -> None:
+        for f in self.path.glob("rank=*"):
+            f.unlink()
+        self.ranks, self.unavailable = [], why
+
+    def finish(self) -> None:
+        (self.path / META).write_text(json.dumps({"ranks": self.ranks,
+                                                  "unavailable": self.unavailable}))
 
 
 @dataclass
@@ -167,6 +208,7 @@ class WindowRows:
     path: Path
     trace_dir: Path
     ranks: dict[int, dict]
+    unavailable: str = ""  # why the pass wrote no rows (Writer)
     _open: dict[int, _Rank] = field(default_factory=dict)
     _paths: callpaths.CallPaths | None = None
     _kept: OrderedDict = field(default_factory=OrderedDict)
@@ -175,7 +217,8 @@ class WindowRows:
     @classmethod
     def open(cls, path: Path, trace_dir: Path) -> WindowRows:
         meta = json.loads((path / META).read_text())
-        return cls(path, trace_dir, {int(m["rank"]): m for m in meta})
+        return cls(path, trace_dir, {int(m["rank"]): m for m in meta["ranks"]},
+                   meta["unavailable"])
 
     def _rank(self, r: int) -> _Rank:
         got = self._open.get(r)
@@ -341,6 +384,8 @@ class Followed:
 
 def _window(rows: WindowRows, scope: Scope) -> tuple[Window | None, str]:
     """The scope's window, or None and the line saying why not (above the bound)."""
+    if rows.unavailable:
+        return None, f"Profiles of a window are not available out of core: {rows.unavailable}."
     window = scope.window or (None, None)
     n, most = rows.rows(*window, scope.ranks), bound()
     if n > most:

@@ -8,10 +8,14 @@ process of the window and ranks, from the timeline pyramid and its detail), and 
 the Breakdown once the analysis is done (each rank's measured calls with their waiting
 part, written by the profiles' pass below: oocwindow.write_breakdown), both equal to the
 in-memory window's; the whole run of all ranks stays the Dask engine's JSON, and the
-Breakdown of the whole run keeps the ranks chosen. What a window cannot have out of core
-(its messages; its min/median/max, waiting and bytes; user regions and the call tree,
-which group every call at once) each tab says in one line above the whole run's tables.
-The MPI function
+Breakdown of the whole run keeps the ranks chosen. The Profiles of a window or a rank
+set (every MPI function profile, wait states, user regions) and the Call tree of any
+scope follow it too once that pass is done, for a scope of at most
+oocprofiles.bound() calls and user regions (2 M): the scope's rows are read from the
+files the same pass writes (oocprofiles.write) and the in-memory Window computes the
+tables; a larger scope is said in one line above the whole run's tables. What a window
+cannot have out of core (its messages) each tab says in one line likewise.
+The whole run's MPI function
 profiles per process, thread, communicator and tag, and the messages per communicator and
 tag are put together from per-rank parts: after the analysis a second child process (`python -m
 mpiscope_webui.ooctabs`) computes them rank by rank from the Parquet cache and the wait
@@ -349,8 +353,9 @@ def _profiles(results: Results, per_callsite) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the profiles (COMPUTED and
-    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each, and each rank's measured
-    calls for a window's breakdown, OUT_DIR/breakdown/ (Results runs it)."""
+    MESSAGES) of the trace, OUT_DIR/<table name>.parquet each, each rank's measured
+    calls for a window's breakdown, OUT_DIR/breakdown/, and each rank's calls and user
+    regions for a window's profiles, OUT_DIR/window-rows/ (Results runs it)."""
     from mpiscope.engines import rankprofile
 
     ap = argparse.ArgumentParser(prog="python -m mpiscope_webui.ooctabs")
@@ -359,20 +364,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     bd = args.out_dir / BREAKDOWN
     bd.mkdir()
-    wr = args.out_dir / oocprofiles.DIR
-    wr.mkdir()
+    rows = oocprofiles.Writer(args.out_dir / oocprofiles.DIR)
     meta: list[dict] = []
-    rows: list[dict] = []
     try:
         got = rankprofile.from_cache(
             args.trace_dir, [*(by for _t, _n, by in COMPUTED), rankprofile.MESSAGES],
             each=lambda rank, ix: (meta.append(oocwindow.write_breakdown(bd, rank, ix)),
-                                   rows.append(oocprofiles.write(wr, rank, ix))))
+                                   rows.add(rank, ix)))
     except UserError as err:
         print(err.one_line(), file=sys.stderr)  # the line the tab shows
         return 1
     (bd / oocwindow.BREAKDOWN_META).write_text(json.dumps(meta))
-    (wr / oocprofiles.META).write_text(json.dumps(rows))
+    rows.finish()
     for _title, name, by in COMPUTED:
         got[by].to_parquet(args.out_dir / f"{name}.parquet", index=False)
     got[rankprofile.MESSAGES].to_parquet(args.out_dir / f"{MESSAGES}.parquet", index=False)

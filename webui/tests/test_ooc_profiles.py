@@ -206,3 +206,21 @@ def test_a_window_above_the_bound_says_so_in_one_line(mem, results, monkeypatch)
     assert any(isinstance(x, html.H4) and "per call site" in x.children for x in shown)
     tree = ooctabs.tab(results, "calltree", scope)
     assert len(tree) == 1 and f"holds {n:,} MPI calls" in text(tree)
+
+
+def test_rows_that_would_fill_the_disk_are_not_written(mem, tmp_path, monkeypatch):
+    """The pass writes no rows (and removes those written) when the disk would keep less
+    than FREE_SHARE of it free; the tabs then say why in one line."""
+    w = oocprofiles.Writer(tmp_path / oocprofiles.DIR)
+    (w.path / "rank=0.start.npy").write_bytes(b"")  # as if written for an earlier rank
+    monkeypatch.setattr(oocprofiles, "FREE_SHARE", 1.0)  # no disk is that free
+    w.add(1, mem.window_index)
+    w.add(2, mem.window_index)
+    w.finish()
+    assert list(w.path.iterdir()) == [w.path / oocprofiles.META]
+    rows = oocprofiles.WindowRows.open(w.path, tmp_path)
+    assert rows.unavailable.startswith("each rank's calls would fill the disk (")
+    got = oocprofiles.profiles(rows, Scope((0, 10), None), False, [])
+    assert got.contents is None and got.line.startswith(
+        "Profiles of a window are not available out of core: each rank's calls would fill")
+    assert "\n" not in got.line
