@@ -44,6 +44,7 @@ from mpiscope_webui import (
     bundle,
     firstview,
     inputs,
+    oocprofiles,
     ooctabs,
     oocwindow,
     pyramid,
@@ -300,6 +301,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
 
     results: list[ooctabs.Results] = []  # started by the first page that shows a tab
     started = threading.Lock()
+    # the Call tree's metric and node, out of core (from each rank's rows, once written)
+    oocprofiles.register(app, lambda: results[0].window_rows if results else None)
 
     @functools.lru_cache(maxsize=8)  # a tab switch or a lane change asks again
     def window_of(window: tuple[int, int], ranks: tuple[int, ...] | None

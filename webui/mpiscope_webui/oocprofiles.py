@@ -34,7 +34,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-from dash import html
+from dash import ALL, MATCH, Dash, Input, Output, State, html
+from dash.exceptions import PreventUpdate
 
 from mpiscope.analysis import callpaths
 from mpiscope.analysis.window import (  # its sorting and grouping, reused on the rows read
@@ -43,7 +44,7 @@ from mpiscope.analysis.window import (  # its sorting and grouping, reused on th
     _atoms_of,
     _Calls,
 )
-from mpiscope_webui import calltreeview, windowstats
+from mpiscope_webui import calltreeview, inputs, windowstats
 from mpiscope_webui.windowstats import Scope
 
 ENV = "MPISCOPE_OOC_PROFILE_ROWS"
@@ -414,8 +415,8 @@ def profiles(rows: WindowRows, scope: Scope, threaded: bool, messages: list) -> 
         w, line = _window(rows, scope)
         if w is None:
             return Followed(None, line)
-        text = (f"{scope.text()} Out of core: the window's {len(w.index.rank):,} calls "
-                f"and {len(w.index.r_rank):,} user regions read from each rank's files.")
+        text = (f"{scope.text()} Out of core: its {len(w.index.rank):,} calls and "
+                f"{len(w.index.r_rank):,} user regions, read from each rank's files.")
         return Followed([html.Div(text, className="muted scope-text"),
                          *windowstats.profile_tables(
                              w, threaded, lambda name: {"type": "otable", "name": name},
@@ -425,18 +426,59 @@ def profiles(rows: WindowRows, scope: Scope, threaded: bool, messages: list) -> 
 
 
 def call_tree(rows: WindowRows, scope: Scope) -> Followed:
-    """The Call tree tab of the scope (the in-memory tree of the window's rows: time per
-    call path, the largest root selected; choosing the metric or a node is not offered
-    out of core), or the line why not."""
+    """The Call tree tab of the scope as in memory (calltreeview's panes; its metric and
+    node chosen through `register`'s callback), or the line why not."""
     try:
         w, line = _window(rows, scope)
         if w is None:
             return Followed(None, line)
-        tree = w.call_tree(rows.paths())
-        return Followed([html.Div(f"{scope.text()} Time per call path (out of core: the "
-                                  "window's rows read from each rank's files).",
-                                  className="muted scope-text"),
-                         html.Div(calltreeview.tree_body(tree, calltreeview.DEFAULT, None, 0),
-                                  className="ct-body")])
+        paths = rows.paths()
+        first = calltreeview.tree_body(w.call_tree(paths), calltreeview.DEFAULT, None, 0)
+        return Followed(calltreeview.panes(
+            scope, paths, f"{scope.text()} Out of core: its calls read from each rank's "
+            "files.", first, 0))
     except (OSError, ValueError, KeyError) as err:  # shown to the user, one line
         return Followed(_failed("call tree", err))
+
+
+def redrawn_tree(rows: WindowRows, metric: object, clicks: object, state: object
+                 ) -> tuple[list, dict]:
+    """The call tree's body for a metric or node chosen (calltreeview.choice: checked) and
+    the tab's Store with the node kept, the scope from that Store (checked likewise)."""
+    metric, selected = calltreeview.choice(metric, clicks, state)
+    assert isinstance(state, dict)  # choice() refuses anything else
+    scope = Scope(calltreeview.stored_window(state, rows.span()), _stored_ranks(rows, state))
+    try:
+        w, line = _window(rows, scope)
+        if w is None:
+            return [html.Div(line, className="muted ooc-note")], state
+        tree = w.call_tree(rows.paths())
+    except (OSError, ValueError, KeyError) as err:  # shown to the user, one line
+        return _failed("call tree", err), state
+    return (calltreeview.tree_body(tree, metric, selected, 0), {**state, "node": selected})
+
+
+def _stored_ranks(rows: WindowRows, state: dict) -> tuple[int, ...] | None:
+    ranks = state.get("ranks")
+    if not isinstance(ranks, list) or not ranks:
+        return None
+    nr = max(int(m["num_ranks"]) for m in rows.ranks.values()) if rows.ranks else 0
+    ok = [inputs.integer(r, 0, nr) for r in ranks[:windowstats.MAX_RANK_CHOICES]]
+    return tuple(sorted({r for r in ok if r is not None})) or None
+
+
+def register(app: Dash, rows_of: Callable[[], WindowRows | None]) -> None:
+    """The out-of-core Call tree's redraw when a metric or a node is chosen (as
+    calltreeview.register's in memory); `rows_of()`: the rows, once written."""
+
+    @app.callback(Output({"type": "ct-body", "panel": MATCH}, "children"),
+                  Output({"type": "ct-scope", "panel": MATCH}, "data"),
+                  Input({"type": "ct-metric", "panel": MATCH}, "value"),
+                  Input({"type": "ct-node", "panel": MATCH, "node": ALL}, "n_clicks"),
+                  State({"type": "ct-scope", "panel": MATCH}, "data"),
+                  prevent_initial_call=True)
+    def redraw(metric, clicks, state):
+        rows = rows_of()
+        if rows is None:
+            raise PreventUpdate
+        return redrawn_tree(rows, metric, clicks, state)

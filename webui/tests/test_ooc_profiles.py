@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from dash import html
+from dash.exceptions import PreventUpdate
 
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
@@ -224,3 +225,12 @@ def test_rows_that_would_fill_the_disk_are_not_written(mem, tmp_path, monkeypatc
     assert got.contents is None and got.line.startswith(
         "Profiles of a window are not available out of core: each rank's calls would fill")
     assert "\n" not in got.line
+
+
+def test_the_call_tree_s_redraw_refuses_what_the_page_should_not_send(results):
+    """The out-of-core call tree's callback (metric, clicks, the tab's Store) checks them
+    as the in-memory one does: nothing drawn for a metric or a Store it does not know."""
+    for metric, state in (("nope", {}), (None, {}), ("calls", "x"), ("calls", None),
+                          (["time_s"], {})):
+        with pytest.raises(PreventUpdate):
+            oocprofiles.redrawn_tree(results.window_rows, metric, None, state)
