@@ -425,6 +425,19 @@ def profiles(rows: WindowRows, scope: Scope, threaded: bool, messages: list) -> 
         return Followed(_failed("window profiles", err))
 
 
+def run_regions(rows: WindowRows) -> Followed:
+    """The whole run's user regions of all ranks (the rest of that Profiles tab is the
+    Dask engine's JSON, which has none) from each rank's rows, or the line why not."""
+    try:
+        w, line = _window(rows, Scope(None, None))
+        if w is None:
+            return Followed(None, line)
+        return Followed(windowstats.region_tables(
+            w, lambda name: {"type": "otable", "name": name}))
+    except (OSError, ValueError, KeyError) as err:  # shown to the user, one line
+        return Followed(_failed("user regions", err))
+
+
 def call_tree(rows: WindowRows, scope: Scope) -> Followed:
     """The Call tree tab of the scope as in memory (calltreeview's panes; its metric and
     node chosen through `register`'s callback), or the line why not."""

@@ -10,11 +10,12 @@ part, written by the profiles' pass below: oocwindow.write_breakdown), both equa
 in-memory window's; the whole run of all ranks stays the Dask engine's JSON, and the
 Breakdown of the whole run keeps the ranks chosen. The Profiles of a window or a rank
 set (every MPI function profile, wait states, user regions) and the Call tree of any
-scope follow it too once that pass is done, for a scope of at most
-oocprofiles.bound() calls and user regions (2 M): the scope's rows are read from the
-files the same pass writes (oocprofiles.write) and the in-memory Window computes the
-tables; a larger scope is said in one line above the whole run's tables. What a window
-cannot have out of core (its messages) each tab says in one line likewise.
+scope follow it too once that pass is done, for a scope of at most oocprofiles.bound()
+calls and user regions (2 M): the scope's rows are read from the files the same pass
+writes (oocprofiles.write) and the in-memory Window computes the tables; a larger scope
+is said in one line above the whole run's tables. The whole run's user regions (all
+ranks; the JSON has none) come from those rows too. What a window cannot have out of
+core (its messages) the tab says in one line.
 The whole run's MPI function
 profiles per process, thread, communicator and tag, and the messages per communicator and
 tag are put together from per-rank parts: after the analysis a second child process (`python -m
@@ -72,9 +73,8 @@ COMPUTED = tuple(p for p in windowstats.PROFILES if p[1] != "per-callsite")
 MESSAGES = "messages-comm-tag"  # the messages per communicator and tag, as in memory
 BREAKDOWN = "breakdown"  # the child's directory of oocwindow.write_breakdown's files
 NOT_HERE = {
-    "profiles": "User regions of the whole run of all ranks are not available out of core "
-                "(the Dask engine's analysis has none): zoom in or choose ranks for those "
-                "of a window.",
+    "profiles": "User regions are not available out of core: the profiles' pass wrote no "
+                "rows of the ranks' calls (below: why).",
     "calltree": "The call tree is not available out of core until the profiles' pass has "
                 "written each rank's calls (running, or it failed: see Profiles); the call "
                 "sites with their paths are in Profiles.",
@@ -295,10 +295,13 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
         out += [html.H4("Communication matrix"), table(j["comm_matrix"], "matrix"),
                 html.H4("Message sizes"), table(j["message_sizes"], "message-sizes")]
     elif name == "profiles":
-        out += [html.Div(NOT_HERE["profiles"], className="muted ooc-note"),
+        regions = _run_regions(results) if whole else oocprofiles.Followed([])
+        out += [*([html.Div(regions.line, className="muted ooc-note")] if regions.line
+                  else []),
                 *_profiles(results, table(j["callsites"], "per-callsite", drop=("callpath",))),
                 html.H4("Wait states per rank"), table(j["wait_states_per_rank"], "waits"),
-                html.H4("MPI time per thread"), table(j["threads"], "threads")]
+                html.H4("MPI time per thread"), table(j["threads"], "threads"),
+                *(regions.contents or [])]
     elif name == "findings":
         found = j["findings"]
         out += [html.Ol([html.Li([html.B(f"{f['kind']}: {f['function']} at "
@@ -327,6 +330,14 @@ def _followed(results: Results, name: str, scope: Scope) -> oocprofiles.Followed
                 windowstats.table(results.profiles[MESSAGES],
                                   {"type": "otable", "name": MESSAGES})]
     return oocprofiles.profiles(rows, scope, threaded, messages)
+
+
+def _run_regions(results: Results) -> oocprofiles.Followed:
+    """The whole run's user regions (the JSON has none) from each rank's rows, or why
+    not in one line."""
+    if results.window_rows is None:
+        return oocprofiles.Followed(None, NOT_HERE["profiles"])
+    return oocprofiles.run_regions(results.window_rows)
 
 
 def _profiles(results: Results, per_callsite) -> list:

@@ -215,14 +215,19 @@ def profile_tables(w: Window, threaded: bool, ident: Callable[[str], dict],
             *(messages if messages is not None else
               [table(w.message_profile(), ident("messages-comm-tag"))]),
             html.H4("Wait states per rank"), table(w.wait_states(), ident("waits"))]
+    return out + region_tables(w, ident)
+
+
+def region_tables(w: Window, ident: Callable[[str], dict]) -> list:
+    """The user regions of a window, in all and per process (none without regions)."""
     reg = w.regions(by_rank=False)
-    if len(reg):
-        out += [html.H4("User regions (inclusive: with what they call; exclusive: "
-                        "their own time)"),
-                table(reg, ident("regions")),
-                html.H4("User regions per process"),
-                table(w.regions(by_rank=True), ident("regions-per-rank"))]
-    return out
+    if not len(reg):
+        return []
+    return [html.H4("User regions (inclusive: with what they call; exclusive: their own "
+                    "time)"),
+            table(reg, ident("regions")),
+            html.H4("User regions per process"),
+            table(w.regions(by_rank=True), ident("regions-per-rank"))]
 
 
 def _threaded(model: TraceModel) -> bool:

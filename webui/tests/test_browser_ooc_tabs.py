@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 
 from mpiscope.analysis import stats
 from mpiscope.archive import reader
-from mpiscope_testing.lanetrace import WORKER_SEND, build
+from mpiscope_testing.lanetrace import WORKER_REGION, WORKER_SEND, build
 from mpiscope_testing.webui_page import GD, SIZES, layout_problems, open_tab, shot, wait_until
 from mpiscope_webui import ooctabs, pyramid, windowstats
 
@@ -178,8 +178,10 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, 
     heads = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#ooc-tab h4")]
     assert heads[:6] == [*(f"MPI functions {title}" for title, _n, _b in windowstats.PROFILES),
                          "Messages per communicator and tag"]
-    note = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .ooc-note").text
-    assert "not available out of core" in note and "per process" not in note
+    # the run's user region (the worker's), from each rank's rows, as in memory
+    shown = rows(browser, "regions")
+    assert [(r["name"], r["calls"]) for r in shown] == [(WORKER_REGION[0], "1")]
+    assert not browser.find_elements(By.CSS_SELECTOR, "#ooc-tab .ooc-note")
     assert layout_problems(browser) == []  # the tables fit the page, nothing overlaps
     shot(browser, f"ooc-profiles-{size[0]}")
 

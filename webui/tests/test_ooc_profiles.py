@@ -234,3 +234,19 @@ def test_the_call_tree_s_redraw_refuses_what_the_page_should_not_send(results):
                           (["time_s"], {})):
         with pytest.raises(PreventUpdate):
             oocprofiles.redrawn_tree(results.window_rows, metric, None, state)
+
+
+def test_the_whole_run_s_user_regions_come_from_the_rows(mem, results, monkeypatch):
+    """The whole run of all ranks stays the Dask engine's JSON, but for its user regions
+    (which the JSON lacks): the in-memory tables from every rank's rows, or, above the
+    bound, the line why not."""
+    shown = ooctabs.tab(results, "profiles")
+    tables = {n.id["name"]: n for n in shown if hasattr(n, "data")}
+    whole = mem.window_index.whole()
+    assert tables["regions"].data == whole.regions().to_dict("records")
+    assert tables["regions-per-rank"].data == whole.regions(by_rank=True).to_dict("records")
+    assert not [n for n in shown if "ooc-note" in (getattr(n, "className", "") or "")]
+    monkeypatch.setenv(oocprofiles.ENV, "1000")
+    shown = ooctabs.tab(results, "profiles")
+    assert "regions" not in {n.id["name"] for n in shown if hasattr(n, "data")}
+    assert text(shown[1]).startswith("The run holds ") and "ooc-note" in shown[1].className
