@@ -331,12 +331,15 @@ def _index(reads: list[_Read], rows: WindowRows, paths: callpaths.CallPaths
         return np.where(hit, j + r_off[i], -1)
 
     rank = cat(lambda _i, x: np.full(len(x.start), x.rank), np.int32)
-    rec = {k: cat(lambda _i, x, k=k: x.rec[k], CALL[k]) for k in CALL.names}
+    packed = np.concatenate([x.rec for x in reads]) if reads else np.empty(0, CALL)
     start = cat(lambda _i, x: x.start, np.int64)
     lo, hi = rows.span()
-    calls, order = _Calls.of(start, rec["end"], hi - lo)
+    calls, order = _Calls.of(start, packed["end"], hi - lo)
     rank = rank[order]
-    rec = {k: v[order] for k, v in rec.items()}
+    # whole records put in order at once, then each field made contiguous
+    packed = packed[order]
+    rec = {k: np.ascontiguousarray(packed[k]) for k in CALL.names}
+    del packed
     fcode = cat(lambda i, x: f_luts[i][x.rec["fcode"]], np.int32)[order]
     scode = cat(lambda i, x: s_luts[i][x.rec["scode"]], np.int32)[order]
     # the session's call sites: relabelled by their call paths
