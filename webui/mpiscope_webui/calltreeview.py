@@ -16,6 +16,7 @@ from dash import ALL, MATCH, Dash, Input, Output, State, ctx, dcc, html
 from dash.exceptions import PreventUpdate
 
 from mpiscope import numbers
+from mpiscope.analysis.callpaths import CallPaths
 from mpiscope.analysis.calltree import METRICS, CallTree
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
@@ -38,9 +39,16 @@ def fmt(metric: str, v: float) -> str:
 
 def tab(model: TraceModel, scope: Scope, panel: int) -> list:
     """The tab's controls, the scope it shows, and its body."""
+    return panes(scope, model.session.paths, scope.text(model),
+                 body(model, scope, DEFAULT, None, panel), panel)
+
+
+def panes(scope: Scope, paths: CallPaths, text: str, first: list, panel: int) -> list:
+    """The tab of `scope` (described by `text`): its controls (the metric; the scope kept
+    for the redraws) and its body, `first` (the out-of-core page's too)."""
     state = {"window": list(scope.window) if scope.window else None,
              "ranks": list(scope.ranks) if scope.ranks else None}
-    frames = model.session.paths.frames
+    frames = paths.frames
     depth = max((len(f) for f in frames.values()), default=0)
     note = (f"Call paths as recorded: up to {depth} frames each (MPISCOPE_CALLPATH_DEPTH); "
             "callers beyond that are not in the trace, so a root may be a caller's frame "
@@ -48,14 +56,13 @@ def tab(model: TraceModel, scope: Scope, panel: int) -> list:
             "No call paths in this trace: each MPI call hangs under its call site "
             "(record them with MPISCOPE_CALLPATH_DEPTH).")
     return [
-        html.Div(scope.text(model), className="muted scope-text"),
+        html.Div(text, className="muted scope-text"),
         html.Div(note, className="muted ct-note"),
         dcc.RadioItems(id={"type": "ct-metric", "panel": panel}, value=DEFAULT, inline=True,
                        className="ct-metric",
                        options=[{"label": f" {v}", "value": k} for k, v in METRICS.items()]),
         dcc.Store(id={"type": "ct-scope", "panel": panel}, data=state),
-        html.Div(body(model, scope, DEFAULT, None, panel),
-                 id={"type": "ct-body", "panel": panel}, className="ct-body")]
+        html.Div(first, id={"type": "ct-body", "panel": panel}, className="ct-body")]
 
 
 def _tree(model: TraceModel, scope: Scope) -> CallTree:
@@ -69,6 +76,12 @@ def body(model: TraceModel, scope: Scope, metric: str, selected: int | None,
     except Exception as err:  # noqa: BLE001 - shown to the user, one line
         return [html.Div(f"call tree: {type(err).__name__}: {err}".splitlines()[0],
                          className="error")]
+    return tree_body(tree, metric, selected, panel)
+
+
+def tree_body(tree: CallTree, metric: str, selected: int | None, panel: int) -> list:
+    """The tree's panes for `metric`, node `selected` (None: the largest root) open
+    (the out-of-core page's too)."""
     if not len(tree):
         return [html.Div("No MPI calls in this window.", className="muted")]
     total = tree.total(metric)
@@ -151,29 +164,41 @@ def register(app: Dash, models: list[TraceModel]) -> None:
                   prevent_initial_call=True)
     def redraw(metric, clicks, state, ident):
         p = inputs.panel(ident, n)
-        if p is None or not isinstance(metric, str) or metric not in METRICS \
-                or not isinstance(state, dict):
+        if p is None:
             raise PreventUpdate
+        metric, selected = choice(metric, clicks, state)
         model = models[p]
         scope = _scope(model, state)
-        selected = inputs.integer(state.get("node"), 0, 1 << 31)  # kept across metrics
-        hit = ctx.triggered_id
-        if isinstance(hit, dict) and hit.get("type") == "ct-node":
-            if not isinstance(clicks, list) or not any(
-                    inputs.clicks(c) for c in clicks):
-                raise PreventUpdate  # a node drawn anew, not clicked
-            selected = inputs.integer(hit.get("node"), 0, 1 << 31)
         return body(model, scope, metric, selected, p), {**state, "node": selected}
+
+
+def choice(metric: object, clicks: object, state: object) -> tuple[str, int | None]:
+    """The metric and the node a redraw shows (from the page: checked like any input; the
+    tab's Store keeps the selected node across metrics); PreventUpdate if none."""
+    if not isinstance(metric, str) or metric not in METRICS or not isinstance(state, dict):
+        raise PreventUpdate
+    selected = inputs.integer(state.get("node"), 0, 1 << 31)
+    hit = ctx.triggered_id
+    if isinstance(hit, dict) and hit.get("type") == "ct-node":
+        if not isinstance(clicks, list) or not any(inputs.clicks(c) for c in clicks):
+            raise PreventUpdate  # a node drawn anew, not clicked
+        selected = inputs.integer(hit.get("node"), 0, 1 << 31)
+    return metric, selected
 
 
 def _scope(model: TraceModel, state: dict) -> Scope:
     """The Scope a tab's Store holds (from the page: checked like any input; it also
     keeps the selected node)."""
+    return Scope(stored_window(state, model.session.window_index.span),
+                 chosen_ranks(model, state.get("ranks")))
+
+
+def stored_window(state: dict, span: tuple[int, int]) -> tuple[int, int] | None:
+    """The window a tab's Store holds, if one within the trace's span (ns), else None."""
     w = state.get("window")
-    window = None
     if isinstance(w, list) and len(w) == 2:
-        lo, hi = model.session.window_index.span  # a window within the trace's ns, or none
+        lo, hi = span
         a, b = (inputs.integer(x, lo - (hi - lo) - 1, hi + (hi - lo) + 2) for x in w)
         if a is not None and b is not None and a < b:
-            window = (a, b)
-    return Scope(window, chosen_ranks(model, state.get("ranks")))
+            return a, b
+    return None

@@ -10,12 +10,14 @@ the Dask engine's per-rank wait files (`<cache>/derived/waits`, computed once if
 missing). The analysis tabs are the Dask engine's analysis of the whole run
 (mpiscope_webui.ooctabs: `mpiscope analyze --engine dask` run once, niced, in a child
 process when a page first asks, then the function profiles rank by rank); under the
-scope bar (the visible window or the whole run, a rank set) the Functions, Breakdown
-and Messages tabs follow the zoom and the rank set (mpiscope_webui.oocwindow: the
-functions from the pyramid and its detail, the breakdown and the messages from each
-rank's measured calls and sent messages that the profiles' pass writes). What needs the
-whole trace in memory (a window's function profiles, the call tree, details of a call,
-compare mode) is not offered in this mode, and its tab says so in one line.
+scope bar (the visible window or the whole run, a rank set) the Functions, Breakdown,
+Messages, Profiles and Call tree tabs follow the zoom and the rank set
+(mpiscope_webui.oocwindow: the functions from the pyramid and its detail, the breakdown
+and the messages from each rank's measured calls and sent messages that the profiles'
+pass writes; mpiscope_webui.oocprofiles: the profiles and the call tree from each rank's
+calls and user regions written by the same pass, for scopes of at most its bound). What
+needs the whole trace in memory (details of a call, compare mode) is not offered in this
+mode, and its tab says so in one line.
 
 `serve` uses it when MPISCOPE_TIMELINE_OOC=1, or, unless MPISCOPE_TIMELINE_OOC=0, when
 the trace's cache says its tables would not fit: rows x BYTES_PER_ROW above the memory
@@ -44,6 +46,7 @@ from mpiscope_webui import (
     bundle,
     firstview,
     inputs,
+    oocprofiles,
     ooctabs,
     oocwindow,
     pyramid,
@@ -218,7 +221,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
     info = (f"{numbers.count(p.num_ranks, 'rank')} · {numbers.seconds((p.span - 2) / 1e9, 4)} · "
             f"{sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (the tabs: the Dask engine's analysis of the whole run; "
-            f"Functions, Breakdown and Messages follow the zoom)")
+            f"Functions, Breakdown, Messages, Profiles and Call tree follow the zoom)")
 
     @functools.lru_cache(maxsize=16)  # a few widths, not one per resize forever
     def first(width: int) -> tuple[dict, str]:
@@ -300,6 +303,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
 
     results: list[ooctabs.Results] = []  # started by the first page that shows a tab
     started = threading.Lock()
+    # the Call tree's metric and node, out of core (from each rank's rows, once written)
+    oocprofiles.register(app, lambda: results[0].window_rows if results else None)
 
     @functools.lru_cache(maxsize=8)  # a tab switch or a lane change asks again
     def window_of(window: tuple[int, int], ranks: tuple[int, ...] | None

@@ -10,16 +10,20 @@ part, written by the profiles' pass below: oocwindow.write_breakdown) and the Me
 tab with the Profiles' messages per communicator and tag (each rank's sent messages by
 send time, written by the same pass: oocwindow.MessagesWriter), all equal to the
 in-memory window's; the whole run of all ranks stays the Dask engine's JSON, and the
-Breakdown of the whole run keeps the ranks chosen. What a window cannot have out of core
-(its function profiles' min/median/max, waiting and bytes; user regions and the call
-tree, which group every call at once) each tab says in one line above the whole run's
-tables. The MPI function profiles per process, thread, communicator and tag, and the
-messages per communicator and tag of the whole run are put together from per-rank parts:
-after the analysis a second child process (`python -m mpiscope_webui.ooctabs`) computes
-them rank by rank from the Parquet cache and the wait files the analysis left
-(engines.rankprofile: the in-memory profile code run on each rank's slice, medians across
-ranks from the ranks' sorted values), shown with the in-memory tab's titles, columns and
-formats; per call site is the analysis' JSON (its call sites named by their call paths).
+Breakdown of the whole run keeps the ranks chosen. The Profiles of a window or a rank
+set (every MPI function profile, wait states, user regions) and the Call tree of any
+scope follow it too once that pass is done, for a scope of at most oocprofiles.bound()
+calls and user regions (2 M): the scope's rows are read from the files the same pass
+writes (oocprofiles.write) and the in-memory Window computes the tables; a larger scope
+is said in one line above the whole run's tables. The whole run's user regions (all
+ranks; the JSON has none) come from those rows too. The whole run's MPI function
+profiles per process, thread, communicator and tag, and the messages per communicator
+and tag of the whole run are put together from per-rank parts: after the analysis a
+second child process (`python -m mpiscope_webui.ooctabs`) computes them rank by rank from
+the Parquet cache and the wait files the analysis left (engines.rankprofile: the
+in-memory profile code run on each rank's slice, medians across ranks from the ranks'
+sorted values), shown with the in-memory tab's titles, columns and formats; per call
+site is the analysis' JSON (its call sites named by their call paths).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from dash import dcc, html
 
 from mpiscope.analysis.window import WindowIndex
 from mpiscope.errors import UserError
-from mpiscope_webui import inputs, oocwindow, views, windowstats
+from mpiscope_webui import inputs, oocprofiles, oocwindow, views, windowstats
 from mpiscope_webui.analysis import Panels
 from mpiscope_webui.pyramid import Pyramid
 from mpiscope_webui.timeline import View
@@ -58,11 +62,11 @@ NOT_IN_WINDOW = {
     "messages": "The messages of a window or a rank set are not available: they need each "
                 "rank's sent messages, which the profiles' pass writes (it failed, see "
                 "Profiles): these are the whole run's, all ranks.",
-    "profiles": "Profiles of a window or a rank set are not available out of core "
-                "(min/median/max, waiting and bytes need every call of the window): these "
-                "are the whole run's, all ranks; the window's calls and time per process "
-                "are under Functions, its messages per communicator and tag at the end of "
-                "this tab.",
+    "profiles": "Profiles of a window or a rank set are not available out of core until "
+                "the profiles' pass has written each rank's calls (running, or it failed): "
+                "these are the whole run's, all ranks; the window's calls and time per "
+                "process are under Functions, its messages per communicator and tag at the "
+                "end of this tab.",
     "findings": "Findings are of the whole run.",
 }
 WindowOf = Callable[[tuple[int, int], "tuple[int, ...] | None"], oocwindow.WindowStats]
@@ -76,11 +80,11 @@ SENT = "sent"  # the child's directory of oocwindow.MessagesWriter's files
 MESSAGES_FOLLOW = ("Messages per communicator and tag: those of {where}, {ranks} (sent "
                    "inside the window, their sender or receiver among the ranks).")
 NOT_HERE = {
-    "profiles": "User regions are not available out of core (they nest every region of "
-                "a rank at once: the trace in memory).",
-    "calltree": "The call tree is not available out of core (it groups every call by its "
-                "call path: the trace in memory); the call sites with their paths are in "
-                "Profiles.",
+    "profiles": "User regions are not available out of core: the profiles' pass wrote no "
+                "rows of the ranks' calls (below: why).",
+    "calltree": "The call tree is not available out of core until the profiles' pass has "
+                "written each rank's calls (running, or it failed: see Profiles); the call "
+                "sites with their paths are in Profiles.",
 }
 
 
@@ -102,6 +106,8 @@ class Results:
         # each rank's sent messages by send time for a window's messages (oocwindow),
         # written beside them likewise
         self.messages: oocwindow.WindowMessages | None = None
+        # each rank's calls and user regions for a window's profiles (oocprofiles), likewise
+        self.window_rows: oocprofiles.WindowRows | None = None
         self._kept_dir: tempfile.TemporaryDirectory | None = None
         self._done = threading.Event()
         if start:
@@ -146,6 +152,8 @@ class Results:
                                  for name in [n for _t, n, _b in COMPUTED] + [MESSAGES]}
                 self.breakdown = oocwindow.WindowBreakdown.open(Path(tmp) / BREAKDOWN)
                 self.messages = oocwindow.WindowMessages.open(Path(tmp) / SENT)
+                self.window_rows = oocprofiles.WindowRows.open(Path(tmp) / oocprofiles.DIR,
+                                                               self.trace_dir)
             else:
                 self.profiles_error = _failed("the profiles", proc.returncode, log)
         except (OSError, ValueError) as err:
@@ -195,9 +203,11 @@ def follows(name: str, scope: Scope) -> bool:
 def tab_key(name: str, scope: Scope) -> str:
     """What tab `name` shows of `scope`: the same key, the same contents."""
     whole = scope.window is None and scope.ranks is None
-    # the breakdown's rows are the ranks chosen, of the window; the messages (and the
-    # Profiles' messages per communicator and tag) those of the window and ranks
-    if name in ("functions", "breakdown") or (name in ("messages", "profiles") and not whole):
+    # the breakdown's rows are the ranks chosen, of the window; the profiles (with their
+    # messages per communicator and tag) and the call tree those of the window and ranks,
+    # as the messages of a window or a rank set
+    if name in ("functions", "breakdown", "profiles", "calltree") or (
+            name == "messages" and not whole):
         return scope.key()
     return str(whole)  # its note or none
 
@@ -296,9 +306,13 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
     """The contents of one tab (a value of TABS) for `scope` (default: the whole run, all
     ranks); `p` and `window_of` (oocwindow.window_stats of p, kept) for the window's."""
     scope = scope or Scope(None, None)
-    if name in NOT_HERE and name != "profiles":
-        return [html.Div(NOT_HERE[name], className="muted ooc-note")]
     whole = scope.window is None and scope.ranks is None
+    followed = _followed(results, name, scope)
+    if followed is not None and followed.contents is not None:
+        return followed.contents
+    over = followed.line if followed is not None else ""  # above the rows read at most
+    if name in NOT_HERE and name != "profiles":
+        return [html.Div(over or NOT_HERE[name], className="muted ooc-note")]
     if name == "functions" and not whole and p is not None and window_of is not None:
         return window_tab(p, scope, window_of)
     if name == "breakdown" and scope.window is not None:
@@ -325,7 +339,7 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
     out: list = [html.Div(SCOPE.format(ranks=_ranks_text(scope.ranks) if kept
                                        else "all ranks"), className="muted scope-text")]
     if not whole and not follows(name, scope) and name in NOT_IN_WINDOW:
-        out.insert(0, html.Div(NOT_IN_WINDOW[name], className="muted ooc-note"))
+        out.insert(0, html.Div(over or NOT_IN_WINDOW[name], className="muted ooc-note"))
 
     def table(rows: list[dict], ident: str, drop: tuple[str, ...] = ()):
         return windowstats.table(_frame(rows, drop), {"type": "otable", "name": ident})
@@ -340,11 +354,14 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
         out += messages_panels(_frame(j["comm_matrix"]), _frame(j["message_sizes"]),
                                _num_ranks(results, p))
     elif name == "profiles":
-        out += [html.Div(NOT_HERE["profiles"], className="muted ooc-note"),
+        regions = _run_regions(results) if whole else oocprofiles.Followed([])
+        out += [*([html.Div(regions.line, className="muted ooc-note")] if regions.line
+                  else []),
                 *_profiles(results, table(j["callsites"], "per-callsite", drop=("callpath",)),
                            None if whole else scope),
                 html.H4("Wait states per rank"), table(j["wait_states_per_rank"], "waits"),
-                html.H4("MPI time per thread"), table(j["threads"], "threads")]
+                html.H4("MPI time per thread"), table(j["threads"], "threads"),
+                *(regions.contents or [])]
     elif name == "findings":
         found = j["findings"]
         out += [html.Ol([html.Li([html.B(f"{f['kind']}: {f['function']} at "
@@ -361,6 +378,29 @@ def _num_ranks(results: Results, p: Pyramid | None) -> int:
     if p is not None:
         return p.num_ranks
     return len(results.json["ranks"]) if results.json else 0
+
+
+def _followed(results: Results, name: str, scope: Scope) -> oocprofiles.Followed | None:
+    """The Profiles of a window or a rank set and the Call tree of any scope, from the
+    rows the profiles' pass wrote (oocprofiles: the in-memory code on the window's rows),
+    or the line why not (too many rows); None where the tab has none of its own."""
+    rows = results.window_rows
+    if rows is None or results.profiles is None:
+        return None
+    if name == "calltree":
+        return oocprofiles.call_tree(rows, scope)
+    if name != "profiles" or (scope.window is None and scope.ranks is None):
+        return None
+    threaded = bool((results.profiles["per-thread"]["thread"].to_numpy() != 0).any())
+    return oocprofiles.profiles(rows, scope, threaded, _messages_profile(results, scope))
+
+
+def _run_regions(results: Results) -> oocprofiles.Followed:
+    """The whole run's user regions (the JSON has none) from each rank's rows, or why
+    not in one line."""
+    if results.window_rows is None:
+        return oocprofiles.Followed(None, NOT_HERE["profiles"])
+    return oocprofiles.run_regions(results.window_rows)
 
 
 def _profiles(results: Results, per_callsite, scope: Scope | None = None) -> list:
@@ -406,8 +446,9 @@ def _messages_profile(results: Results, scope: Scope | None) -> list:
 def main(argv: list[str] | None = None) -> int:
     """`python -m mpiscope_webui.ooctabs TRACE_DIR OUT_DIR`: the profiles (COMPUTED and
     MESSAGES) of the trace, OUT_DIR/<table name>.parquet each, each rank's measured
-    calls for a window's breakdown, OUT_DIR/breakdown/, and each rank's sent messages for
-    a window's messages, OUT_DIR/sent/ (Results runs it)."""
+    calls for a window's breakdown, OUT_DIR/breakdown/, each rank's sent messages for a
+    window's messages, OUT_DIR/sent/, and each rank's calls and user regions for a
+    window's profiles, OUT_DIR/window-rows/ (Results runs it)."""
     from mpiscope.engines import rankprofile
 
     ap = argparse.ArgumentParser(prog="python -m mpiscope_webui.ooctabs")
@@ -418,11 +459,13 @@ def main(argv: list[str] | None = None) -> int:
     bd.mkdir()
     (args.out_dir / SENT).mkdir()
     sent = oocwindow.MessagesWriter(args.out_dir / SENT)
+    rows = oocprofiles.Writer(args.out_dir / oocprofiles.DIR)
     meta: list[dict] = []
 
     def each(rank: int, ix: WindowIndex) -> None:  # what a window reads of each rank
         meta.append(oocwindow.write_breakdown(bd, rank, ix))
         sent.rank(rank, ix)
+        rows.add(rank, ix)
 
     try:
         got = rankprofile.from_cache(
@@ -433,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     (bd / oocwindow.BREAKDOWN_META).write_text(json.dumps(meta))
     sent.close()
+    rows.finish()
     for _title, name, by in COMPUTED:
         got[by].to_parquet(args.out_dir / f"{name}.parquet", index=False)
     got[rankprofile.MESSAGES].to_parquet(args.out_dir / f"{MESSAGES}.parquet", index=False)

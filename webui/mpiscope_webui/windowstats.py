@@ -4,7 +4,7 @@ zoom): breakdown, functions, messages and profiles, read from the trace's sessio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -63,7 +63,8 @@ class Scope:
     def key(self) -> str:
         return f"{self.window}|{self.ranks}"
 
-    def text(self, model: TraceModel) -> str:
+    def text(self, model: TraceModel | None = None) -> str:
+        """What the tables are of, in one line (the out-of-core page has no model)."""
         ranks = ("all ranks" if self.ranks is None else
                  "rank " + ", ".join(str(r) for r in self.ranks[:12])
                  + (f" and {len(self.ranks) - 12} more" if len(self.ranks) > 12 else ""))
@@ -190,29 +191,43 @@ def profiles_tab(model: TraceModel, scope: Scope, panel: int) -> list:
     """Every profile of the scope, each a table with its CSV export."""
     try:
         w = window_of(model, scope)
-        out: list = [html.Div(scope.text(model), className="muted scope-text")]
-        for title, name, by in PROFILES:
-            if by[-2:] == ("thread", "function") and not _threaded(model):
-                continue  # one thread per rank: the same as per process
-            out += [html.H4(f"MPI functions {title}"),
-                    table(w.profile(by), {"type": "ptable", "panel": panel, "name": name})]
-        out += [html.H4("Messages per communicator and tag"),
-                table(w.message_profile(), {"type": "ptable", "panel": panel,
-                                            "name": "messages-comm-tag"}),
-                html.H4("Wait states per rank"),
-                table(w.wait_states(), {"type": "ptable", "panel": panel, "name": "waits"})]
-        reg = w.regions(by_rank=False)
-        if len(reg):
-            out += [html.H4("User regions (inclusive: with what they call; exclusive: "
-                            "their own time)"),
-                    table(reg, {"type": "ptable", "panel": panel, "name": "regions"}),
-                    html.H4("User regions per process"),
-                    table(w.regions(by_rank=True),
-                          {"type": "ptable", "panel": panel, "name": "regions-per-rank"})]
-        return out
+        return [html.Div(scope.text(model), className="muted scope-text"),
+                *profile_tables(w, _threaded(model),
+                                lambda name: {"type": "ptable", "panel": panel,
+                                              "name": name})]
     except Exception as err:  # noqa: BLE001 - shown to the user, one line
         return [html.Div(f"profiles: {type(err).__name__}: {err}".splitlines()[0],
                          className="error")]
+
+
+def profile_tables(w: Window, threaded: bool, ident: Callable[[str], dict],
+                   messages: list | None = None) -> list:
+    """The Profiles tab's tables of a window (the out-of-core page's too): the MPI
+    function profiles (per thread only if `threaded`: a rank has more than one thread
+    calling MPI), messages per communicator and tag (`messages`: what stands for them
+    instead), wait states per rank, user regions if any; `ident(name)`: a table's id."""
+    out: list = []
+    for title, name, by in PROFILES:
+        if by[-2:] == ("thread", "function") and not threaded:
+            continue  # one thread per rank: the same as per process
+        out += [html.H4(f"MPI functions {title}"), table(w.profile(by), ident(name))]
+    out += [html.H4("Messages per communicator and tag"),
+            *(messages if messages is not None else
+              [table(w.message_profile(), ident("messages-comm-tag"))]),
+            html.H4("Wait states per rank"), table(w.wait_states(), ident("waits"))]
+    return out + region_tables(w, ident)
+
+
+def region_tables(w: Window, ident: Callable[[str], dict]) -> list:
+    """The user regions of a window, in all and per process (none without regions)."""
+    reg = w.regions(by_rank=False)
+    if not len(reg):
+        return []
+    return [html.H4("User regions (inclusive: with what they call; exclusive: their own "
+                    "time)"),
+            table(reg, ident("regions")),
+            html.H4("User regions per process"),
+            table(w.regions(by_rank=True), ident("regions-per-rank"))]
 
 
 def _threaded(model: TraceModel) -> bool:

@@ -3,8 +3,8 @@
 (mpiscope_testing.lanetrace) shows Breakdown, Functions, Messages, Profiles and Findings
 with the numbers of `mpiscope analyze --engine dask --json` on the same trace (and the
 Profiles tab its profiles per process, thread and tag and its messages per tag, their
-counts those of the trace's tables), and the tabs out of core cannot fill say so in one
-line."""
+counts those of the trace's tables) and the Call tree (from each rank's rows), and what
+out of core cannot fill is said in one line."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By
 
 from mpiscope.analysis import stats
 from mpiscope.archive import reader
-from mpiscope_testing.lanetrace import WORKER_SEND, build
+from mpiscope_testing.lanetrace import WORKER_REGION, WORKER_SEND, build
 from mpiscope_testing.webui_page import GD, SIZES, layout_problems, open_tab, shot, wait_until
 from mpiscope_webui import ooctabs, pyramid, windowstats
 
@@ -178,15 +178,17 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, 
     heads = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#ooc-tab h4")]
     assert heads[:6] == [*(f"MPI functions {title}" for title, _n, _b in windowstats.PROFILES),
                          "Messages per communicator and tag"]
-    note = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .ooc-note").text
-    assert "not available out of core" in note and "per process" not in note
+    # the run's user region (the worker's), from each rank's rows, as in memory
+    shown = rows(browser, "regions")
+    assert [(r["name"], r["calls"]) for r in shown] == [(WORKER_REGION[0], "1")]
+    assert not browser.find_elements(By.CSS_SELECTOR, "#ooc-tab .ooc-note")
     assert layout_problems(browser) == []  # the tables fit the page, nothing overlaps
     shot(browser, f"ooc-profiles-{size[0]}")
 
-    open_tab(browser, "Call tree")
-    note = wait_until(browser, "const n = document.querySelector('#ooc-tab .ooc-note');"
-                      " return n && n.textContent", what="the call tree's note")
-    assert "not available out of core" in note and len(note.splitlines()) == 1
+    open_tab(browser, "Call tree")  # from each rank's rows (oocprofiles): the run is small
+    tree = wait_until(browser, "const n = document.querySelector('#ooc-tab .ct-tree');"
+                      " return n && n.textContent", what="the run's call tree")
+    assert "MPI_Ssend" in tree  # the worker thread's send
 
     open_tab(browser, "Findings")
     text = wait_until(browser, "const f = document.querySelector('#ooc-tab .findings, "

@@ -1,9 +1,9 @@
-"""The out-of-core page's Functions, Breakdown and Messages tabs follow the zoom and the
-rank set, in headless Chromium at 1400×900 and 1024×768: the same trace built by
+"""The out-of-core page's Functions, Breakdown, Messages and Profiles tabs follow the zoom
+and the rank set, in headless Chromium at 1400×900 and 1024×768: the same trace built by
 construction (mpiscope_testing.windowtrace: what each window holds is known) served out of
 core (MPISCOPE_TIMELINE_OOC=1) and in memory, zoomed to the same windows; the out-of-core
-tables show the window's functions (calls, times), breakdown and messages (matrix, sizes),
-as the in-memory page does."""
+tables show the window's functions (calls, times), breakdown, messages (matrix, sizes)
+and profiles, as the in-memory page does."""
 
 from __future__ import annotations
 
@@ -108,6 +108,17 @@ def test_out_of_core_functions_follow_the_zoom_as_in_memory(browser, urls, size)
     text = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .scope-text").text
     assert f"{PHASE_B_S[0]:.6f} – {PHASE_B_S[1]:.6f} s" in text and "rank 2" in text
     shot(browser, f"ooc-window-breakdown-{size[0]}")
+    # the Profiles of the window and rank (read from the rank's rows the same pass left):
+    # rank 2's allreduces alone (the whole run's has its MPI_Init and MPI_Finalize), in
+    # its user regions
+    open_tab(browser, "Profiles")
+    prof = rows_when(browser, {"type": "otable", "name": "per-rank"},
+                     lambda r: [(x["rank"], x["function"]) for x in r]
+                     == [("2", "MPI_Allreduce")], "the window's profile of rank 2")
+    assert prof[0]["calls"] == str(ALLREDUCES)
+    rows_when(browser, {"type": "otable", "name": "regions"},
+              lambda r: {x["name"] for x in r} == {"main", "solve"}, "its user regions")
+    shot(browser, f"ooc-window-profiles-{size[0]}")
 
     # the in-memory page, the same windows: the same rows, as shown
     assert shown(in_memory(browser, urls["memory"], PHASE_A, None, phase_a)) == shown(ooc_a)

@@ -14,8 +14,15 @@ from selenium.webdriver.common.by import By
 
 from mpiscope.archive import reader
 from mpiscope_testing.calltreetrace import FIRST, STEPS, US, build
-from mpiscope_testing.webui_page import layout_problems, open_app, open_tab, resize, shot
-from mpiscope_webui import calltreeview
+from mpiscope_testing.webui_page import (
+    layout_problems,
+    open_app,
+    open_tab,
+    resize,
+    shot,
+    wait_until,
+)
+from mpiscope_webui import calltreeview, pyramid
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.windowstats import Scope
 
@@ -100,46 +107,70 @@ def test_the_tab_says_how_deep_paths_were_recorded(model):
 
 
 @pytest.mark.browser
+def line_when(browser, ok, what: str, timeout: float = 30) -> str:
+    """The selected node's line over the ranks once `ok(line)` holds."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:  # read in the page: the pane is redrawn
+        text = browser.execute_script(
+            "const e = document.querySelector('.ct-rank-line'); "
+            "return e ? e.textContent : ''")
+        if ok(text):
+            return text
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: {text!r}")
+
+
+def click_node_and_metric(browser) -> None:
+    """Click a node, then the waiting metric: its lines as the trace makes them."""
+    assert browser.execute_script(
+        "const b = Array.from(document.querySelectorAll('button.ct-node'))"
+        ".find(b => b.textContent === arguments[0]); if (b) b.click(); return !!b;",
+        SOLVE_REDUCE), SOLVE_REDUCE
+    line_when(browser, lambda t: t == f"time in {SOLVE_REDUCE} per rank: min 160 µs "
+              "(rank 0), median 280 µs, max 400 µs (rank 1)", "after the click")
+    browser.find_element(By.XPATH, "//label[normalize-space(.)='waiting']").click()
+    line_when(browser, lambda t: t == f"waiting in {SOLVE_REDUCE} per rank: min 0 s "
+              "(rank 0), median 120 µs, max 240 µs (rank 1)", "the waiting metric, same node")
+    assert browser.execute_script(
+        "return document.querySelector('button.ct-node.selected').textContent") == SOLVE_REDUCE
+
+
 def test_clicking_a_node_shows_its_ranks_in_the_browser(browser, serve, trace_dir):
     browser.set_window_size(1400, 900)
     open_app(browser, serve(trace_dir))
     open_tab(browser, "Call tree")
-
-    def line_when(ok, what: str) -> str:
-        deadline = time.monotonic() + 30
-        text = ""
-        while time.monotonic() < deadline:  # read in the page: the pane is redrawn
-            text = browser.execute_script(
-                "const e = document.querySelector('.ct-rank-line'); "
-                "return e ? e.textContent : ''")
-            if ok(text):
-                return text
-            time.sleep(0.2)
-        raise AssertionError(f"{what}: {text!r}")
-
-    def click_node(label: str) -> None:
-        assert browser.execute_script(
-            "const b = Array.from(document.querySelectorAll('button.ct-node'))"
-            ".find(b => b.textContent === arguments[0]); if (b) b.click(); return !!b;",
-            label), label
-
-    line_when(lambda t: t.startswith("time in main · main.c:50 per rank"), "first view")
-    click_node(SOLVE_REDUCE)
-    line_when(lambda t: t == f"time in {SOLVE_REDUCE} per rank: min 160 µs (rank 0), "
-              "median 280 µs, max 400 µs (rank 1)", "after the click")
-    browser.find_element(By.XPATH, "//label[normalize-space(.)='waiting']").click()
-    line_when(lambda t: t == f"waiting in {SOLVE_REDUCE} per rank: min 0 s (rank 0), "
-              "median 120 µs, max 240 µs (rank 1)", "the waiting metric, same node")
-    assert browser.execute_script(
-        "return document.querySelector('button.ct-node.selected').textContent") == SOLVE_REDUCE
+    line_when(browser, lambda t: t.startswith("time in main · main.c:50 per rank"),
+              "first view")
+    click_node_and_metric(browser)
     shot(browser, "calltree")
     # the same page at 1024x768: the node still selected, its line the same, and the tab
     # all there (nothing cut off at the right, no sideways scrolling)
     resize(browser, (1024, 768))
     assert browser.execute_script(
         "return document.querySelector('button.ct-node.selected').textContent") == SOLVE_REDUCE
-    line_when(lambda t: t.startswith(f"waiting in {SOLVE_REDUCE} per rank"), "at 1024 px")
+    line_when(browser, lambda t: t.startswith(f"waiting in {SOLVE_REDUCE} per rank"),
+              "at 1024 px")
     assert layout_problems(browser, root=".tab-parent") == []
     ranks = browser.find_element(By.CSS_SELECTOR, ".ct-ranks .js-plotly-plot")
     assert ranks.is_displayed() and ranks.rect["x"] + ranks.rect["width"] <= 1024
     shot(browser, "calltree-1024")
+
+
+def test_out_of_core_the_same_clicks_show_the_same_lines(browser, serve, trace_dir):
+    """Served out of core (the tree from each rank's rows, mpiscope_webui.oocprofiles), the
+    same tree, node and metric choices give the same lines as in memory."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(pyramid.ENV, "1")
+        url = serve(trace_dir)
+    browser.set_window_size(1400, 900)
+    browser.get(url)
+    wait_until(browser, "const g = document.querySelector('#panel-0 .timeline "
+               ".js-plotly-plot'); return g && g._fullData && g._fullData.length > 1",
+               what="timeline drawn")
+    open_tab(browser, "Call tree")
+    # once the analysis and the profiles' pass are done (a child process, niced)
+    line_when(browser, lambda t: t.startswith("time in main · main.c:50 per rank"),
+              "first view out of core", timeout=600)
+    click_node_and_metric(browser)
+    shot(browser, "calltree-ooc")

@@ -226,27 +226,37 @@ def relabel(trace: Trace, paths: CallPaths, group_by: str = "frame") -> Trace:
     if not paths.frames or "callpath" not in calls.columns:
         return trace
     pid = calls["callpath"].to_numpy()
-    has = pid >= 0
-    if not has.any():
+    if not (pid >= 0).any():
         return trace
     old = calls["callsite"]
-    old_cats = [str(c) for c in old.cat.categories]
-    ids = sorted(paths.frames)
-    path_labels = [paths.label(p, group_by) for p in ids]
-    cats = list(dict.fromkeys([*old_cats, *path_labels]))
-    index = {c: i for i, c in enumerate(cats)}
-    lut = np.full(max(ids) + 1, -1, np.int32)
-    for p, lab in zip(ids, path_labels, strict=True):
-        lut[p] = index[lab]
-    codes = old.cat.codes.to_numpy().astype(np.int32)
-    known = has & (pid < len(lut))
-    new_codes = codes.copy()
-    new_codes[known] = lut[pid[known]]
-    new_codes[known & (new_codes < 0)] = codes[known & (new_codes < 0)]
+    cats, new_codes = relabelled([str(c) for c in old.cat.categories],
+                                 old.cat.codes.to_numpy().astype(np.int32), pid, paths,
+                                 group_by)
     callsite = pd.Categorical.from_codes(new_codes, categories=pd.Index(cats, dtype=object),
                                          validate=False)
     calls = calls.assign(callsite=callsite)
     return replace(trace, calls=calls)
+
+
+def relabelled(labels: list[str], codes: np.ndarray, pid: np.ndarray, paths: CallPaths,
+               group_by: str = "frame") -> tuple[list[str], np.ndarray]:
+    """`relabel` on codes: (labels, int32 code per call) of the call sites `codes` (into
+    `labels`) of calls of path `pid` (-1: none) relabelled by their paths (the web UI's
+    out-of-core window relabels the rows it reads with it)."""
+    ids = sorted(paths.frames)
+    if not ids:
+        return labels, codes
+    path_labels = [paths.label(p, group_by) for p in ids]
+    cats = list(dict.fromkeys([*labels, *path_labels]))
+    index = {c: i for i, c in enumerate(cats)}
+    lut = np.full(max(ids) + 1, -1, np.int32)
+    for p, lab in zip(ids, path_labels, strict=True):
+        lut[p] = index[lab]
+    known = (pid >= 0) & (pid < len(lut))
+    new_codes = codes.copy()
+    new_codes[known] = lut[pid[known]]
+    new_codes[known & (new_codes < 0)] = codes[known & (new_codes < 0)]
+    return cats, new_codes
 
 
 def path_times(trace: Trace) -> pd.DataFrame:
