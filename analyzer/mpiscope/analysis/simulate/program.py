@@ -399,18 +399,21 @@ def _low_quantiles(codes: np.ndarray, own: np.ndarray) -> np.ndarray:
     low = np.zeros(n_codes)
     for g in range(n_codes):
         lo, hi = bounds[g], bounds[g + 1]
-        if hi == lo:
-            continue
-        vals = own[order[lo:hi]]
-        idx = OVERHEAD_QUANTILE * (hi - lo - 1)
-        k = int(idx)
-        frac = idx % 1
-        if frac == 0.0:
-            low[g] = np.partition(vals, k)[k]
-        else:
-            part = np.partition(vals, (k, k + 1))
-            low[g] = part[k] + (part[k + 1] - part[k]) * frac
+        if hi > lo:
+            low[g] = _low_quantile(own[order[lo:hi]])
     return low
+
+
+def _low_quantile(vals: np.ndarray) -> float:
+    """The OVERHEAD_QUANTILE of `vals` (non-empty, NaN-free; in any order: the order
+    statistics it interpolates are those of the values, wherever they are)."""
+    idx = OVERHEAD_QUANTILE * (len(vals) - 1)
+    k = int(idx)
+    frac = idx % 1
+    if frac == 0.0:
+        return np.partition(vals, k)[k]
+    part = np.partition(vals, (k, k + 1))
+    return part[k] + (part[k + 1] - part[k]) * frac
 
 
 def keeps_noise(scenario: Scenario, target: Machine) -> bool:
@@ -640,7 +643,28 @@ class _Instances:
     bytes: np.ndarray  # per instance: the most any row sends or receives
     func: np.ndarray  # per instance: its function
     model_cost: np.ndarray  # per instance: the algorithm's cost on the fitted machine (ns)
+    seen: np.ndarray  # per instance: the measured cost (the first waiting op's end after
+    # the last entry; inf: none waited)
     f_cost: np.ndarray  # per instance: that cost scaled to the measured one (ns)
+
+    def kept(self, keep: np.ndarray, pre: Prepared, fitted: Machine,
+             traced: Placement) -> _Instances | None:
+        """These instances without the rows `keep` drops, when it drops whole instances
+        and keeps one at least (else None): each kept instance's rows, entries and
+        costs are its own, as `_instances` of those rows makes them; the fitted costs'
+        scale per function (over the instances left) is made again."""
+        inst = self.inst[keep]
+        count = np.bincount(inst, minlength=len(self.size))
+        used = count > 0
+        if not used.any() or (count[used] != self.size[used]).any():
+            return None
+        new = np.cumsum(used) - 1  # the kept instances' ids, in order, as np.unique gives
+        ci = _Instances(self.c_op[keep], new[inst], self.waits[keep], self.size[used],
+                        self.maxstart[used], self.bytes[used], self.func[used],
+                        np.zeros(0), self.seen[used], np.zeros(0))
+        ci.model_cost = _inst_costs(fitted, traced, ci, pre.rank[ci.c_op])
+        ci.f_cost = _fitted_cost(ci.func, ci.model_cost, ci.seen)
+        return ci
 
 
 def _inst_costs(machine: Machine, place: Placement, ci: _Instances,
@@ -681,7 +705,7 @@ def _instances(trace: Trace, pre: Prepared, rows: np.ndarray, fitted: Machine,
     c_end = pre.end[c_op]
     waits = c_end >= inst_maxstart[inst]
     ci = _Instances(c_op, inst, waits, inst_size, inst_maxstart, inst_bytes, inst_func,
-                    np.zeros(0), np.zeros(0))
+                    np.zeros(0), np.zeros(0), np.zeros(0))
     # the algorithm models against the measured cost (the last rank's time after the
     # last entry), per function: an MPI library faster than its model (shared memory)
     # runs at that fraction of it on the trace's machine, so replaying there gives back
@@ -689,14 +713,22 @@ def _instances(trace: Trace, pre: Prepared, rows: np.ndarray, fitted: Machine,
     model_cost = _inst_costs(fitted, traced, ci, pre.rank[c_op])
     seen = np.full(n_inst, np.inf)
     np.minimum.at(seen, inst[waits], c_end[waits] - inst_maxstart[inst[waits]])
+    ci.model_cost, ci.seen = model_cost, seen
+    ci.f_cost = _fitted_cost(inst_func, model_cost, seen)
+    return ci
+
+
+def _fitted_cost(inst_func: np.ndarray, model_cost: np.ndarray,
+                 seen: np.ndarray) -> np.ndarray:
+    """Per instance, the model's cost scaled per function to the measured ones (the
+    low quantile of measured over model, at most 1)."""
     f_cost = model_cost.copy()
-    for f in np.unique(inst_func) if n_inst else []:
+    for f in np.unique(inst_func) if len(inst_func) else []:
         sel = (inst_func == f) & np.isfinite(seen) & (model_cost > 0)
         if sel.any():
             share = float(np.clip(np.quantile(seen[sel] / model_cost[sel], 0.1), 0, 1))
             f_cost[inst_func == f] *= share
-    ci.model_cost, ci.f_cost = model_cost, f_cost
-    return ci
+    return f_cost
 
 
 def _enter(ready: np.ndarray, ci: _Instances) -> None:
@@ -732,7 +764,8 @@ class _Basis:
     inst: _Instances  # their instances
     ready: np.ndarray  # float ns per op: when its dependencies were met, as measured
     low: np.ndarray  # the overhead of each group of ops (_lows) of the own times `ready`
-    groups: np.ndarray  # gives, and each op's group
+    groups: np.ndarray  # gives, and each op's group (Prepared.fn where `coded`)
+    coded: bool  # `low` per function code (_low_quantiles), patchable group by group
 
     @classmethod
     def of(cls, trace: Trace, pre: Prepared, fitted: Machine) -> _Basis:
@@ -755,7 +788,8 @@ class _Basis:
             low, groups = _lows(pre.fn, _own(pre, ready))
         else:
             low, groups = np.zeros(0), np.zeros(0, np.int64)
-        return cls(fitted, traced, nbytes, eager, arrival, c_rows, ci, ready, low, groups)
+        return cls(fitted, traced, nbytes, eager, arrival, c_rows, ci, ready, low, groups,
+                   groups is pre.fn)
 
 
 def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
@@ -819,8 +853,9 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
         # being built is the peak of `findings` (one per scenario)
         del arrival, f_eager
         c_keep = ~removed[pre.c_op[base.c_rows]]
-        ci = (base.inst if c_keep.all()
-              else _instances(trace, pre, base.c_rows[c_keep], fitted, base.traced))
+        ci = base.inst if c_keep.all() else (
+            base.inst.kept(c_keep, pre, fitted, base.traced)
+            or _instances(trace, pre, base.c_rows[c_keep], fitted, base.traced))
         _enter(ready, ci)
 
     # collectives
@@ -833,8 +868,17 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
 
     dur = end - start
     own = _own(pre, ready)
-    overhead = (np.minimum(base.low[base.groups], own) if same and n_ops
-                else _overhead(pre.fn, own))
+    if same and n_ops:
+        overhead = np.minimum(base.low[base.groups], own)
+    elif base.coded and n_ops and not np.isnan(own).any():
+        # an op's own time changed only where its `ready` did: the quantiles of the
+        # other functions are the base's
+        low = base.low.copy()
+        for g in np.unique(pre.fn[ready != base.ready]):
+            low[g] = _low_quantile(own[pre.fn == g])
+        overhead = np.minimum(low[pre.fn], own)
+    else:
+        overhead = _overhead(pre.fn, own)
     noise = own - overhead
     del own
     cost = overhead + noise if kept else overhead.copy()
