@@ -128,6 +128,8 @@ def _equal(col: pd.Series, value: str) -> np.ndarray:
     if isinstance(col.dtype, pd.CategoricalDtype):
         names = np.asarray(col.cat.categories.astype(str), dtype=object)
         codes = np.flatnonzero(names == value)
+        if len(codes) == 1:  # the usual case: one comparison, not isin's sort
+            return col.cat.codes.to_numpy() == codes[0]
         return np.isin(col.cat.codes.to_numpy(), codes)
     return _strings(col) == value
 
@@ -250,6 +252,7 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
     collective instances skipped, sends merged into their burst's last message, and the
     partner calls whose every message went with them."""
     calls, coll = trace.calls, trace.collectives
+    c_call, c_inst = coll["call"].to_numpy(), coll["instance"].to_numpy()
     gone = _aggregated(trace, scenario)[0]
     inst_gone: set[int] = set()
     if scenario.remove_calls:
@@ -267,20 +270,21 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
         gone |= idle_polls(trace, sel)
     for every in scenario.collective_every:
         sel = _site_mask(calls, every.site.function, every.site.callsite, trace.callpaths)
-        rows = coll[np.isin(coll["call"].to_numpy(), np.flatnonzero(sel))]
-        if rows.empty:
+        # the collectives rows of those calls
+        rows = np.zeros(len(c_call), bool)
+        valid = (c_call >= 0) & (c_call < len(sel))
+        rows[valid] = sel[c_call[valid]]
+        if not rows.any():
             raise UserError("--collective-every", f"no collective call {every.site} "
                             "in this trace")
-        insts = np.unique(rows["instance"].to_numpy())
+        insts = np.unique(c_inst[rows])
         j = np.arange(len(insts))
         keep = (j % every.k == every.k - 1) | (j == len(insts) - 1)
         inst_gone.update(insts[~keep].tolist())
     if inst_gone or gone.any():
         # a collective goes on every rank of the instance (a point-to-point call alone)
-        by_inst = np.isin(coll["instance"].to_numpy(), list(inst_gone))
-        hit = np.isin(coll["instance"].to_numpy(),
-                      coll.loc[gone[coll["call"].to_numpy()], "instance"].unique())
-        gone[coll["call"].to_numpy()[by_inst | hit]] = True
+        skipped = np.fromiter(inst_gone, c_inst.dtype, len(inst_gone))
+        gone[c_call[np.isin(c_inst, np.concatenate([skipped, c_inst[gone[c_call]]]))]] = True
         # messages posted by a removed call go; so does a partner call left without any
         m = trace.messages
         if len(m):
@@ -289,8 +293,10 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
             for side in (s, r):
                 # calls with messages, none of which is kept (shifted by one: a message
                 # without a call on this side has -1, which the groups kept as a key)
-                has = np.bincount(side + 1, minlength=len(calls) + 1) > 0
-                kept = np.bincount(side + 1, weights=~dropped, minlength=len(calls) + 1) > 0
+                has = np.zeros(len(calls) + 1, bool)
+                has[side + 1] = True
+                kept = np.zeros(len(calls) + 1, bool)
+                kept[(side + 1)[~dropped]] = True
                 only_dropped = np.flatnonzero(has & ~kept) - 1
                 kinds = _strings(calls["kind"].take(only_dropped))
                 # a blocking send/recv without its message has nothing left to do
@@ -298,12 +304,13 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
     return gone
 
 
-def _phases(is_sync: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """Per op (`rank` sorted: ops in rank order): the collectives before it on its rank,
-    i.e. its phase (a collective ends the phase it closes)."""
+def _phases(is_sync: np.ndarray, rank: np.ndarray, op_lo: np.ndarray) -> np.ndarray:
+    """Per op (`rank` sorted: ops in rank order, those of rank r from op_lo[r]): the
+    collectives before it on its rank, i.e. its phase (a collective ends the phase it
+    closes)."""
     before = np.cumsum(is_sync, dtype=np.int64)
     before[is_sync] -= 1
-    before -= before[np.searchsorted(rank, rank)]  # minus the count at the rank's first op
+    before -= before[op_lo[rank]]  # minus the count at the rank's first op
     return before
 
 
@@ -330,7 +337,7 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
         sync = np.zeros(len(calls), bool)
         if len(trace.collectives):
             sync[trace.collectives["call"].to_numpy()] = True
-        phase = _phases(sync[op_call], rank)
+        phase = _phases(sync[op_call], rank, op_lo)
         work = np.where(first, 0.0, gap)
         # one int64 key per (phase, rank), ordered as the pair: pandas sums each group
         # over its ops in order (compensated), as a two-key groupby did, at a fraction
@@ -766,6 +773,14 @@ class _Basis:
     low: np.ndarray  # the overhead of each group of ops (_lows) of the own times `ready`
     groups: np.ndarray  # gives, and each op's group (Prepared.fn where `coded`)
     coded: bool  # `low` per function code (_low_quantiles), patchable group by group
+    # the messages in the stable order of the op a transfer starts from (its receive
+    # where eager on the fitted machine, else `progress`): the post_recv CSR of a
+    # scenario whose messages keep theirs, with no sort
+    by_recv_start: np.ndarray
+
+    def recv_start(self, pre: Prepared, rows: np.ndarray) -> np.ndarray:
+        """Per message of `rows`, the op `by_recv_start` orders it by."""
+        return np.where(self.eager[rows], pre.r_op[rows], pre.progress[rows])
 
     @classmethod
     def of(cls, trace: Trace, pre: Prepared, fitted: Machine) -> _Basis:
@@ -788,8 +803,10 @@ class _Basis:
             low, groups = _lows(pre.fn, _own(pre, ready))
         else:
             low, groups = np.zeros(0), np.zeros(0, np.int64)
-        return cls(fitted, traced, nbytes, eager, arrival, c_rows, ci, ready, low, groups,
-                   groups is pre.fn)
+        basis = cls(fitted, traced, nbytes, eager, arrival, c_rows, ci, ready, low, groups,
+                    groups is pre.fn, np.zeros(0, np.int64))
+        basis.by_recv_start = _order(basis.recv_start(pre, np.arange(len(nbytes))))
+        return basis
 
 
 def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
@@ -900,6 +917,14 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     waited_recv[rows] = keys_ok
     waited_send = np.zeros(len(keep), bool)
     waited_send[rows] = sd_ok
+    # grouped by the op where the transfer can start, which depends on the scenario
+    recv_start = np.where(t_eager, r_op, progress_op)
+    if np.array_equal(recv_start, base.recv_start(pre, rows)):
+        post_recv = _grouped(base.by_recv_start, base.recv_start(pre, np.arange(len(keep))),
+                             keep, pos, n_ops)
+    else:
+        post_recv = _csr(recv_start, np.arange(len(rows)), n_ops)
+    del recv_start
     return Program(
         num_ranks=nr, op_lo=op_lo.astype(np.int64), op_call=op_call, gap=gap, cost=cost,
         removed=removed, trailing=trailing, msg_row=rows, msg_send_op=s_op,
@@ -907,8 +932,7 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
         msg_xfer=t_xfer,
         msg_contended=t_inter,
         post_send=_grouped(pre.by_s_op, pre.s_op, keep, pos, n_ops),
-        # grouped by the op where the transfer can start, which depends on the scenario
-        post_recv=_csr(np.where(t_eager, r_op, progress_op), np.arange(len(rows)), n_ops),
+        post_recv=post_recv,
         wait_recv=_grouped(pre.by_rdone, pre.rdone, waited_recv, pos, n_ops),
         wait_send=_grouped(pre.by_sdone, pre.sdone, waited_send, pos, n_ops),
         op_inst=op_inst, op_waits_inst=op_waits, inst_size=ci.size.copy(),
