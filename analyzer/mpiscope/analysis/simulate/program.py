@@ -763,12 +763,10 @@ class _Basis:
 
     fitted: Machine
     traced: Placement  # the ranks on the fitted machine's nodes
-    nbytes: np.ndarray  # float per message, as traced
     # per message with both posting ops (0 / False for the others), no op removed:
     eager: np.ndarray  # eager on the fitted machine
     arrival: np.ndarray  # float ns: measured arrival (as `build` has it)
-    c_rows: np.ndarray  # the collectives rows entered by an op
-    inst: _Instances  # their instances
+    inst: _Instances  # the instances of the collectives rows entered by an op
     ready: np.ndarray  # float ns per op: when its dependencies were met, as measured
     low: np.ndarray  # the overhead of each group of ops (_lows) of the own times `ready`
     groups: np.ndarray  # gives, and each op's group (Prepared.fn where `coded`)
@@ -796,16 +794,15 @@ class _Basis:
                                               pre.rank[r_op], fitted, traced)
         ready = _message_ready(len(pre.op_call), pre.sdone[rows], pre.rdone[rows],
                                arrival[rows], eager[rows])
-        c_rows = np.flatnonzero(pre.c_op >= 0)
-        ci = _instances(trace, pre, c_rows, fitted, traced)
+        ci = _instances(trace, pre, np.flatnonzero(pre.c_op >= 0), fitted, traced)
         _enter(ready, ci)
         if len(ready):
             low, groups = _lows(pre.fn, _own(pre, ready))
         else:
             low, groups = np.zeros(0), np.zeros(0, np.int64)
-        basis = cls(fitted, traced, nbytes, eager, arrival, c_rows, ci, ready, low, groups,
+        basis = cls(fitted, traced, eager, arrival, ci, ready, low, groups,
                     groups is pre.fn, np.zeros(0, np.int64))
-        basis.by_recv_start = _order(basis.recv_start(pre, np.arange(len(nbytes))))
+        basis.by_recv_start = _order(basis.recv_start(pre, np.arange(len(eager))))
         return basis
 
 
@@ -844,7 +841,7 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     s_op, r_op = s_op[rows], r_op[rows]
     sdone = pre.sdone[rows] if len(m) else s_op
     rdone = pre.rdone[rows] if len(m) else r_op
-    nbytes = (_aggregated(trace, scenario)[1] if scenario.aggregate else base.nbytes)[rows]
+    nbytes = _aggregated(trace, scenario)[1][rows]
     s_rank = rank[s_op]
     r_rank = rank[r_op]
     t_inter, t_lat, t_xfer, t_eager = _path_params(target, placed, s_rank, r_rank, nbytes)
@@ -869,10 +866,11 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
         # per-message and per-op temporaries go as soon as they are used: the program
         # being built is the peak of `findings` (one per scenario)
         del arrival, f_eager
-        c_keep = ~removed[pre.c_op[base.c_rows]]
+        c_keep = ~removed[base.inst.c_op]
         ci = base.inst if c_keep.all() else (
             base.inst.kept(c_keep, pre, fitted, base.traced)
-            or _instances(trace, pre, base.c_rows[c_keep], fitted, base.traced))
+            or _instances(trace, pre, np.flatnonzero(pre.c_op >= 0)[c_keep], fitted,
+                          base.traced))
         _enter(ready, ci)
 
     # collectives
