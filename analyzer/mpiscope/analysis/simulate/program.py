@@ -18,7 +18,7 @@ Calls nested inside MPI calls and user regions are part of the enclosing time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -128,6 +128,8 @@ def _equal(col: pd.Series, value: str) -> np.ndarray:
     if isinstance(col.dtype, pd.CategoricalDtype):
         names = np.asarray(col.cat.categories.astype(str), dtype=object)
         codes = np.flatnonzero(names == value)
+        if len(codes) == 1:  # the usual case: one comparison, not isin's sort
+            return col.cat.codes.to_numpy() == codes[0]
         return np.isin(col.cat.codes.to_numpy(), codes)
     return _strings(col) == value
 
@@ -250,6 +252,7 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
     collective instances skipped, sends merged into their burst's last message, and the
     partner calls whose every message went with them."""
     calls, coll = trace.calls, trace.collectives
+    c_call, c_inst = coll["call"].to_numpy(), coll["instance"].to_numpy()
     gone = _aggregated(trace, scenario)[0]
     inst_gone: set[int] = set()
     if scenario.remove_calls:
@@ -267,20 +270,21 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
         gone |= idle_polls(trace, sel)
     for every in scenario.collective_every:
         sel = _site_mask(calls, every.site.function, every.site.callsite, trace.callpaths)
-        rows = coll[np.isin(coll["call"].to_numpy(), np.flatnonzero(sel))]
-        if rows.empty:
+        # the collectives rows of those calls
+        rows = np.zeros(len(c_call), bool)
+        valid = (c_call >= 0) & (c_call < len(sel))
+        rows[valid] = sel[c_call[valid]]
+        if not rows.any():
             raise UserError("--collective-every", f"no collective call {every.site} "
                             "in this trace")
-        insts = np.unique(rows["instance"].to_numpy())
+        insts = np.unique(c_inst[rows])
         j = np.arange(len(insts))
         keep = (j % every.k == every.k - 1) | (j == len(insts) - 1)
         inst_gone.update(insts[~keep].tolist())
     if inst_gone or gone.any():
         # a collective goes on every rank of the instance (a point-to-point call alone)
-        by_inst = np.isin(coll["instance"].to_numpy(), list(inst_gone))
-        hit = np.isin(coll["instance"].to_numpy(),
-                      coll.loc[gone[coll["call"].to_numpy()], "instance"].unique())
-        gone[coll["call"].to_numpy()[by_inst | hit]] = True
+        skipped = np.fromiter(inst_gone, c_inst.dtype, len(inst_gone))
+        gone[c_call[np.isin(c_inst, np.concatenate([skipped, c_inst[gone[c_call]]]))]] = True
         # messages posted by a removed call go; so does a partner call left without any
         m = trace.messages
         if len(m):
@@ -289,8 +293,10 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
             for side in (s, r):
                 # calls with messages, none of which is kept (shifted by one: a message
                 # without a call on this side has -1, which the groups kept as a key)
-                has = np.bincount(side + 1, minlength=len(calls) + 1) > 0
-                kept = np.bincount(side + 1, weights=~dropped, minlength=len(calls) + 1) > 0
+                has = np.zeros(len(calls) + 1, bool)
+                has[side + 1] = True
+                kept = np.zeros(len(calls) + 1, bool)
+                kept[(side + 1)[~dropped]] = True
                 only_dropped = np.flatnonzero(has & ~kept) - 1
                 kinds = _strings(calls["kind"].take(only_dropped))
                 # a blocking send/recv without its message has nothing left to do
@@ -298,12 +304,13 @@ def _removed_calls(trace: Trace, scenario: Scenario) -> np.ndarray:
     return gone
 
 
-def _phases(is_sync: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """Per op (`rank` sorted: ops in rank order): the collectives before it on its rank,
-    i.e. its phase (a collective ends the phase it closes)."""
+def _phases(is_sync: np.ndarray, rank: np.ndarray, op_lo: np.ndarray) -> np.ndarray:
+    """Per op (`rank` sorted: ops in rank order, those of rank r from op_lo[r]): the
+    collectives before it on its rank, i.e. its phase (a collective ends the phase it
+    closes)."""
     before = np.cumsum(is_sync, dtype=np.int64)
     before[is_sync] -= 1
-    before -= before[np.searchsorted(rank, rank)]  # minus the count at the rank's first op
+    before -= before[op_lo[rank]]  # minus the count at the rank's first op
     return before
 
 
@@ -330,7 +337,7 @@ def _balanced(trace: Trace, scenario: Scenario, gap: np.ndarray, rank: np.ndarra
         sync = np.zeros(len(calls), bool)
         if len(trace.collectives):
             sync[trace.collectives["call"].to_numpy()] = True
-        phase = _phases(sync[op_call], rank)
+        phase = _phases(sync[op_call], rank, op_lo)
         work = np.where(first, 0.0, gap)
         # one int64 key per (phase, rank), ordered as the pair: pandas sums each group
         # over its ops in order (compensated), as a two-key groupby did, at a fraction
@@ -372,14 +379,21 @@ def _overhead(function: np.ndarray, own: np.ndarray) -> np.ndarray:
     percentile of the own times of that function's calls (at most the op's own)."""
     if not len(own):
         return own.copy()
+    low, codes = _lows(function, own)
+    return np.minimum(low[codes], own)
+
+
+def _lows(function: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per group, the OVERHEAD_QUANTILE of its ops' `own`; each op's group) for
+    `_overhead` (non-empty `own`): with them, the same `own` gives the same overhead."""
     if function.dtype.kind in "iu" and function.min() >= 0 and not np.isnan(own).any():
         # categorical codes (a few functions): each group's quantile by a partition of
         # its own times, not pandas' sort of every op by group and value
-        return np.minimum(_low_quantiles(function, own)[function], own)
+        return _low_quantiles(function, own), function
     codes = pd.factorize(pd.Series(function))[0]
     low = pd.Series(own).groupby(codes).quantile(OVERHEAD_QUANTILE)
     # groupby's keys are 0..groups-1 in order (dense codes, none missing): a take
-    return np.minimum(low.to_numpy()[codes], own)
+    return low.to_numpy(), codes
 
 
 def _low_quantiles(codes: np.ndarray, own: np.ndarray) -> np.ndarray:
@@ -392,18 +406,21 @@ def _low_quantiles(codes: np.ndarray, own: np.ndarray) -> np.ndarray:
     low = np.zeros(n_codes)
     for g in range(n_codes):
         lo, hi = bounds[g], bounds[g + 1]
-        if hi == lo:
-            continue
-        vals = own[order[lo:hi]]
-        idx = OVERHEAD_QUANTILE * (hi - lo - 1)
-        k = int(idx)
-        frac = idx % 1
-        if frac == 0.0:
-            low[g] = np.partition(vals, k)[k]
-        else:
-            part = np.partition(vals, (k, k + 1))
-            low[g] = part[k] + (part[k + 1] - part[k]) * frac
+        if hi > lo:
+            low[g] = _low_quantile(own[order[lo:hi]])
     return low
+
+
+def _low_quantile(vals: np.ndarray) -> float:
+    """The OVERHEAD_QUANTILE of `vals` (non-empty, NaN-free; in any order: the order
+    statistics it interpolates are those of the values, wherever they are)."""
+    idx = OVERHEAD_QUANTILE * (len(vals) - 1)
+    k = int(idx)
+    frac = idx % 1
+    if frac == 0.0:
+        return np.partition(vals, k)[k]
+    part = np.partition(vals, (k, k + 1))
+    return part[k] + (part[k + 1] - part[k]) * frac
 
 
 def keeps_noise(scenario: Scenario, target: Machine) -> bool:
@@ -448,6 +465,20 @@ class Prepared:
     by_r_op: np.ndarray
     by_sdone: np.ndarray
     by_rdone: np.ndarray
+    # per message (-1 where it has no sending or no receiving op): the op of the receiver
+    # a rendezvous transfer can start in, before any op is removed (`_progress`)
+    progress: np.ndarray
+    fn: np.ndarray  # per op, its function (categorical codes, or names), as _overhead takes
+    # what every scenario on one fitted machine shares (`basis`), made on first use
+    _basis: _Basis | None = field(default=None, repr=False)
+
+    def basis(self, trace: Trace, fitted: Machine) -> _Basis:
+        """The `_Basis` of `trace` (this Prepared's) on `fitted`, made once per machine
+        (the last one asked for is kept)."""
+        if self._basis is None or self._basis.fitted is not fitted:
+            self._basis = None  # the old one goes before the new one is made
+            self._basis = _Basis.of(trace, self, fitted)
+        return self._basis
 
     @classmethod
     def of(cls, trace: Trace) -> Prepared:
@@ -492,8 +523,41 @@ class Prepared:
         c_op = op_of[coll["call"].to_numpy()] if len(coll) else np.zeros(0, np.int64)
         msg_ops = [ops(c) for c in ("send_call", "recv_call", "send_complete_call",
                                     "recv_complete_call")]
+        fcol = calls["function"]
+        functions = (fcol.cat.codes.to_numpy()
+                     if isinstance(fcol.dtype, pd.CategoricalDtype) else _strings(fcol))
         return cls(op_call, rank, start, end, op_lo, gap, trailing, gap_desched,
-                   trailing_desched, *msg_ops, c_op, *(_order(k) for k in msg_ops))
+                   trailing_desched, *msg_ops, c_op, *(_order(k) for k in msg_ops),
+                   _progress(rank, start, end, op_lo, *msg_ops[0:2], msg_ops[3]),
+                   functions[op_call])
+
+
+def _progress(rank: np.ndarray, start: np.ndarray, end: np.ndarray, op_lo: np.ndarray,
+              s_op: np.ndarray, r_op: np.ndarray, rdone: np.ndarray) -> np.ndarray:
+    """Per message, the op where a rendezvous transfer can start (-1: no sending or no
+    receiving op). No asynchronous progress: once the receiver's MPI library can answer
+    the request, in the first of its calls (from the receive's post to the call completing
+    it) still running when the send was posted, not at the Irecv if it returned before;
+    chosen from the trace's order, so it cannot make the replay wait in a cycle. Each
+    message's on its own: a scenario's messages take theirs."""
+    progress = np.full(len(s_op), -1, np.int64)
+    rows = np.flatnonzero((s_op >= 0) & (r_op >= 0))
+    s_op, r_op, rdone = s_op[rows], r_op[rows], rdone[rows]
+    r_rank = rank[r_op]
+    out = r_op.copy()
+    # the messages grouped by receiving rank once (a mask over all of them per rank
+    # was ranks x messages of work)
+    by_rank = np.argsort(r_rank, kind="stable")
+    r_bounds = np.searchsorted(r_rank[by_rank], np.arange(len(op_lo)))
+    for r in np.flatnonzero(r_bounds[1:] > r_bounds[:-1]):
+        sel = by_rank[r_bounds[r]:r_bounds[r + 1]]
+        lo, hi = op_lo[r], op_lo[r + 1]
+        first = lo + np.searchsorted(end[lo:hi], start[s_op[sel]])
+        first = np.maximum(first, r_op[sel])
+        cap = np.where(rdone[sel] >= 0, rdone[sel], r_op[sel])
+        out[sel] = np.minimum(first, cap)
+    progress[rows] = out
+    return progress
 
 
 def _desched(trace: Trace, op_call: np.ndarray, rank: np.ndarray, start: np.ndarray,
@@ -534,6 +598,214 @@ def _grouped(order: np.ndarray, keys: np.ndarray, sel: np.ndarray, pos: np.ndarr
     return Csr(ptr, pos[order[sel[order]]].astype(np.int64))
 
 
+def _path_params(machine: Machine, place: Placement, s_rank: np.ndarray,
+                 r_rank: np.ndarray, nbytes: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per message on `machine` placed as `place`: (inter-node, latency ns, transfer ns,
+    eager)."""
+    inter = place.node[s_rank] != place.node[r_rank]
+    lat = np.where(inter, machine.paths[INTER].latency_s, machine.paths[INTRA].latency_s)
+    bw = np.where(inter, machine.paths[INTER].bandwidth_Bps,
+                  machine.paths[INTRA].bandwidth_Bps)
+    lim = np.where(inter, machine.paths[INTER].eager_limit,
+                   machine.paths[INTRA].eager_limit)
+    return inter, lat * 1e9, nbytes / bw * 1e9, nbytes <= lim
+
+
+def _arrival(start: np.ndarray, s_op: np.ndarray, progress_op: np.ndarray,
+             nbytes: np.ndarray, s_rank: np.ndarray, r_rank: np.ndarray, fitted: Machine,
+             traced: Placement) -> tuple[np.ndarray, np.ndarray]:
+    """Per message: (its measured arrival on the trace's machine, posts at the posting
+    calls' starts and the rendezvous transfer at `progress_op`'s; eager there). Each
+    message's on its own, so a subset of the messages gives the same values."""
+    _, f_lat, f_xfer, f_eager = _path_params(fitted, traced, s_rank, r_rank, nbytes)
+    s_post, r_post = start[s_op], start[progress_op]
+    arrival = np.where(f_eager, s_post + f_lat + f_xfer,
+                       np.maximum(s_post + f_lat, r_post) + 2 * f_lat + f_xfer)
+    return arrival, f_eager
+
+
+def _message_ready(n_ops: int, sdone: np.ndarray, rdone: np.ndarray,
+                   arrival: np.ndarray, f_eager: np.ndarray) -> np.ndarray:
+    """Per op, the latest arrival of the messages it completes (receives, rendezvous
+    sends); -inf for none."""
+    ready = np.full(n_ops, -np.inf)
+    ok = rdone >= 0
+    np.maximum.at(ready, rdone[ok], arrival[ok])
+    rdv = (sdone >= 0) & ~f_eager
+    np.maximum.at(ready, sdone[rdv], arrival[rdv])
+    return ready
+
+
+@dataclass
+class _Instances:
+    """The collective instances of a program: per collectives row entered by a kept op,
+    and per instance."""
+
+    c_op: np.ndarray  # per row: its op
+    inst: np.ndarray  # per row: its instance (0..n-1, in instance id order)
+    waits: np.ndarray  # per row: its op waited for the others (entered before the last)
+    size: np.ndarray  # per instance: participants
+    maxstart: np.ndarray  # per instance: the last entry
+    bytes: np.ndarray  # per instance: the most any row sends or receives
+    func: np.ndarray  # per instance: its function
+    model_cost: np.ndarray  # per instance: the algorithm's cost on the fitted machine (ns)
+    seen: np.ndarray  # per instance: the measured cost (the first waiting op's end after
+    # the last entry; inf: none waited)
+    f_cost: np.ndarray  # per instance: that cost scaled to the measured one (ns)
+
+    def kept(self, keep: np.ndarray, pre: Prepared, fitted: Machine,
+             traced: Placement) -> _Instances | None:
+        """These instances without the rows `keep` drops, when it drops whole instances
+        and keeps one at least (else None): each kept instance's rows, entries and
+        costs are its own, as `_instances` of those rows makes them; the fitted costs'
+        scale per function (over the instances left) is made again."""
+        inst = self.inst[keep]
+        count = np.bincount(inst, minlength=len(self.size))
+        used = count > 0
+        if not used.any() or (count[used] != self.size[used]).any():
+            return None
+        new = np.cumsum(used) - 1  # the kept instances' ids, in order, as np.unique gives
+        ci = _Instances(self.c_op[keep], new[inst], self.waits[keep], self.size[used],
+                        self.maxstart[used], self.bytes[used], self.func[used],
+                        np.zeros(0), self.seen[used], np.zeros(0))
+        ci.model_cost = _inst_costs(fitted, traced, ci, pre.rank[ci.c_op])
+        ci.f_cost = _fitted_cost(ci.func, ci.model_cost, ci.seen)
+        return ci
+
+
+def _inst_costs(machine: Machine, place: Placement, ci: _Instances,
+                c_rank: np.ndarray) -> np.ndarray:
+    """The algorithm's cost of each instance on `machine` placed as `place` (ns)."""
+    n_inst = len(ci.size)
+    if machine.collectives == "measured" or not n_inst:
+        return np.zeros(n_inst)
+    nodes_lo = np.full(n_inst, np.iinfo(np.int64).max)
+    nodes_hi = np.full(n_inst, -1)
+    np.minimum.at(nodes_lo, ci.inst, place.node[c_rank])
+    np.maximum.at(nodes_hi, ci.inst, place.node[c_rank])
+    inter = nodes_hi != nodes_lo
+    pi, pe = machine.paths[INTRA], machine.paths[INTER]
+    return collective_cost_s(
+        ci.func, ci.size, ci.bytes,
+        np.where(inter, pe.latency_s, pi.latency_s),
+        np.where(inter, pe.bandwidth_Bps, pi.bandwidth_Bps)) * 1e9
+
+
+def _instances(trace: Trace, pre: Prepared, rows: np.ndarray, fitted: Machine,
+               traced: Placement) -> _Instances:
+    """The instances of collectives `rows` (their ops kept), on the fitted machine."""
+    coll = trace.collectives
+    c_op = pre.c_op[rows]
+    inst_ids, inst = np.unique(coll["instance"].to_numpy()[rows], return_inverse=True)
+    n_inst = len(inst_ids)
+    inst_size = np.bincount(inst, minlength=n_inst)
+    inst_maxstart = np.full(n_inst, -np.inf)
+    np.maximum.at(inst_maxstart, inst, pre.start[c_op])
+    funcs = _strings(coll["function"])[rows]
+    cbytes = np.maximum(coll["bytes_sent"].to_numpy(), coll["bytes_recv"].to_numpy())[rows]
+    inst_bytes = np.zeros(n_inst)
+    np.maximum.at(inst_bytes, inst, cbytes.astype(np.float64))
+    inst_func = np.empty(n_inst, funcs.dtype if len(funcs) else "<U1")
+    inst_func[inst] = funcs
+    # a rank that left before the last one entered (a Bcast root, say) did not wait
+    c_end = pre.end[c_op]
+    waits = c_end >= inst_maxstart[inst]
+    ci = _Instances(c_op, inst, waits, inst_size, inst_maxstart, inst_bytes, inst_func,
+                    np.zeros(0), np.zeros(0), np.zeros(0))
+    # the algorithm models against the measured cost (the last rank's time after the
+    # last entry), per function: an MPI library faster than its model (shared memory)
+    # runs at that fraction of it on the trace's machine, so replaying there gives back
+    # the measured times; a scenario changes the cost by the model's difference
+    model_cost = _inst_costs(fitted, traced, ci, pre.rank[c_op])
+    seen = np.full(n_inst, np.inf)
+    np.minimum.at(seen, inst[waits], c_end[waits] - inst_maxstart[inst[waits]])
+    ci.model_cost, ci.seen = model_cost, seen
+    ci.f_cost = _fitted_cost(inst_func, model_cost, seen)
+    return ci
+
+
+def _fitted_cost(inst_func: np.ndarray, model_cost: np.ndarray,
+                 seen: np.ndarray) -> np.ndarray:
+    """Per instance, the model's cost scaled per function to the measured ones (the
+    low quantile of measured over model, at most 1)."""
+    f_cost = model_cost.copy()
+    for f in np.unique(inst_func) if len(inst_func) else []:
+        sel = (inst_func == f) & np.isfinite(seen) & (model_cost > 0)
+        if sel.any():
+            share = float(np.clip(np.quantile(seen[sel] / model_cost[sel], 0.1), 0, 1))
+            f_cost[inst_func == f] *= share
+    return f_cost
+
+
+def _enter(ready: np.ndarray, ci: _Instances) -> None:
+    """`ready` (per op) of the ops that wait in their instance: every participant
+    entered, plus the algorithm's cost on the fitted machine."""
+    w = ci.waits
+    ready[ci.c_op[w]] = np.maximum(ready[ci.c_op[w]],
+                                   ci.maxstart[ci.inst[w]] + ci.f_cost[ci.inst[w]])
+
+
+def _own(pre: Prepared, ready: np.ndarray) -> np.ndarray:
+    """Each op's own part as measured: its end minus the later of its start and
+    `ready`, clamped to its duration."""
+    return np.clip(pre.end - np.maximum(pre.start, ready), 0.0, pre.end - pre.start)
+
+
+@dataclass
+class _Basis:
+    """What the programs of a trace on one fitted machine share (Prepared.basis). A
+    scenario that removes no op and merges no message keeps the base replay's
+    dependencies on the trace's machine, hence each op's measured own time and overhead:
+    `ready`, `inst`, `low`/`groups` are its. One that removes ops takes the messages'
+    arrivals (but for those whose transfer started in a removed op) and, while no
+    collective goes, the instances."""
+
+    fitted: Machine
+    traced: Placement  # the ranks on the fitted machine's nodes
+    # per message with both posting ops (0 / False for the others), no op removed:
+    eager: np.ndarray  # eager on the fitted machine
+    arrival: np.ndarray  # float ns: measured arrival (as `build` has it)
+    inst: _Instances  # the instances of the collectives rows entered by an op
+    ready: np.ndarray  # float ns per op: when its dependencies were met, as measured
+    low: np.ndarray  # the overhead of each group of ops (_lows) of the own times `ready`
+    groups: np.ndarray  # gives, and each op's group (Prepared.fn where `coded`)
+    coded: bool  # `low` per function code (_low_quantiles), patchable group by group
+    # the messages in the stable order of the op a transfer starts from (its receive
+    # where eager on the fitted machine, else `progress`): the post_recv CSR of a
+    # scenario whose messages keep theirs, with no sort
+    by_recv_start: np.ndarray
+
+    def recv_start(self, pre: Prepared, rows: np.ndarray) -> np.ndarray:
+        """Per message of `rows`, the op `by_recv_start` orders it by."""
+        return np.where(self.eager[rows], pre.r_op[rows], pre.progress[rows])
+
+    @classmethod
+    def of(cls, trace: Trace, pre: Prepared, fitted: Machine) -> _Basis:
+        traced = Placement.of(trace, fitted)
+        m = trace.messages
+        nbytes = m["bytes"].to_numpy().astype(np.float64) if len(m) else np.zeros(0)
+        rows = np.flatnonzero((pre.s_op >= 0) & (pre.r_op >= 0))
+        s_op, r_op = pre.s_op[rows], pre.r_op[rows]
+        arrival = np.zeros(len(nbytes))
+        eager = np.zeros(len(nbytes), bool)
+        arrival[rows], eager[rows] = _arrival(pre.start, s_op, pre.progress[rows],
+                                              nbytes[rows], pre.rank[s_op],
+                                              pre.rank[r_op], fitted, traced)
+        ready = _message_ready(len(pre.op_call), pre.sdone[rows], pre.rdone[rows],
+                               arrival[rows], eager[rows])
+        ci = _instances(trace, pre, np.flatnonzero(pre.c_op >= 0), fitted, traced)
+        _enter(ready, ci)
+        if len(ready):
+            low, groups = _lows(pre.fn, _own(pre, ready))
+        else:
+            low, groups = np.zeros(0), np.zeros(0, np.int64)
+        basis = cls(fitted, traced, eager, arrival, ci, ready, low, groups,
+                    groups is pre.fn, np.zeros(0, np.int64))
+        basis.by_recv_start = _order(basis.recv_start(pre, np.arange(len(eager))))
+        return basis
+
+
 def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
           prepared: Prepared | None = None) -> Program:
     """The program of `trace` with `scenario` on `target` (`prepared`: Prepared.of(trace),
@@ -546,6 +818,10 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
                         f"needs a rank (at most --nodes {nr})")
     n_ops = len(op_call)
     removed = _removed_calls(trace, scenario)[op_call]
+    # what the programs on `fitted` share; all of the dependencies' times on the trace's
+    # machine while no op goes and no message merges
+    base = pre.basis(trace, fitted)
+    same = not scenario.aggregate and not removed.any()
 
     cpu = scenario.cpu_factor if scenario.cpu_factor is not None else target.cpu_factor
     kept = keeps_noise(scenario, target)
@@ -554,7 +830,6 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     gap = _balanced(trace, scenario, gap, rank, op_call, op_lo, nr)
     trailing = (pre.trailing if kept else pre.trailing - pre.trailing_desched) * cpu
 
-    traced = Placement.of(trace, fitted)
     placed = Placement.of(trace, target)
 
     # messages
@@ -569,112 +844,56 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     nbytes = _aggregated(trace, scenario)[1][rows]
     s_rank = rank[s_op]
     r_rank = rank[r_op]
-
-    def path_params(machine: Machine, place: Placement):
-        inter = place.node[s_rank] != place.node[r_rank]
-        lat = np.where(inter, machine.paths[INTER].latency_s, machine.paths[INTRA].latency_s)
-        bw = np.where(inter, machine.paths[INTER].bandwidth_Bps,
-                      machine.paths[INTRA].bandwidth_Bps)
-        lim = np.where(inter, machine.paths[INTER].eager_limit,
-                       machine.paths[INTRA].eager_limit)
-        return inter, lat * 1e9, nbytes / bw * 1e9, nbytes <= lim
-
-    _, f_lat, f_xfer, f_eager = path_params(fitted, traced)
-    t_inter, t_lat, t_xfer, t_eager = path_params(target, placed)
-    # measured arrival on the trace's machine (posts at the posting calls' starts)
-    # no asynchronous progress: a rendezvous transfer starts once the receiver's MPI
-    # library can answer the request, in the first of its calls (from the receive's
-    # post to the call completing it) still running when the send was posted, not at
-    # the Irecv if it returned before; chosen from the trace's order, so it cannot
-    # make the replay wait in a cycle
-    progress_op = r_op.copy()
-    # the messages grouped by receiving rank once (a mask over all of them per rank
-    # was ranks x messages of work)
-    by_rank = np.argsort(r_rank, kind="stable")
-    r_bounds = np.searchsorted(r_rank[by_rank], np.arange(nr + 1))
-    for r in np.flatnonzero(r_bounds[1:] > r_bounds[:-1]):
-        sel = by_rank[r_bounds[r]:r_bounds[r + 1]]
-        lo, hi = op_lo[r], op_lo[r + 1]
-        first = lo + np.searchsorted(end[lo:hi], start[s_op[sel]])
-        first = np.maximum(first, r_op[sel])
-        cap = np.where(rdone[sel] >= 0, rdone[sel], r_op[sel])
-        progress_op[sel] = np.minimum(first, cap)
+    t_inter, t_lat, t_xfer, t_eager = _path_params(target, placed, s_rank, r_rank, nbytes)
+    # where a rendezvous transfer can start (Prepared.progress); at the receive's post
+    # where that op is removed
+    progress_op = pre.progress[rows]
     progress_op = np.where(removed[progress_op], r_op, progress_op)
-    s_post, r_post = start[s_op], start[progress_op]
-    arrival = np.where(f_eager, s_post + f_lat + f_xfer,
-                       np.maximum(s_post + f_lat, r_post) + 2 * f_lat + f_xfer)
-    ready = np.full(n_ops, -np.inf)
-    ok = rdone >= 0
-    np.maximum.at(ready, rdone[ok], arrival[ok])
-    rdv = (sdone >= 0) & ~f_eager
-    np.maximum.at(ready, sdone[rdv], arrival[rdv])
-    # per-message and per-op temporaries go as soon as they are used: the program being
-    # built is the peak of `findings` (one per scenario)
-    del f_lat, f_xfer, f_eager, s_post, r_post, arrival, ok, rdv
+    if same:
+        ready, ci = base.ready, base.inst  # read only
+    else:
+        if scenario.aggregate:
+            arrival, f_eager = _arrival(start, s_op, progress_op, nbytes, s_rank, r_rank,
+                                        fitted, base.traced)
+        else:
+            arrival, f_eager = base.arrival[rows], base.eager[rows]
+            moved = np.flatnonzero(progress_op != pre.progress[rows])
+            if len(moved):
+                arrival[moved] = _arrival(start, s_op[moved], progress_op[moved],
+                                          nbytes[moved], s_rank[moved], r_rank[moved],
+                                          fitted, base.traced)[0]
+        ready = _message_ready(n_ops, sdone, rdone, arrival, f_eager)
+        # per-message and per-op temporaries go as soon as they are used: the program
+        # being built is the peak of `findings` (one per scenario)
+        del arrival, f_eager
+        c_keep = ~removed[base.inst.c_op]
+        ci = base.inst if c_keep.all() else (
+            base.inst.kept(c_keep, pre, fitted, base.traced)
+            or _instances(trace, pre, np.flatnonzero(pre.c_op >= 0)[c_keep], fitted,
+                          base.traced))
+        _enter(ready, ci)
 
     # collectives
-    coll = trace.collectives
     op_inst = np.full(n_ops, -1, np.int64)
+    op_inst[ci.c_op] = ci.inst
     op_waits = np.zeros(n_ops, bool)
-    c_op = pre.c_op
-    csel = c_op >= 0
-    csel[csel] &= ~removed[c_op[csel]]
-    inst_ids, inst = np.unique(coll["instance"].to_numpy()[csel], return_inverse=True)
-    n_inst = len(inst_ids)
-    c_op = c_op[csel]
-    op_inst[c_op] = inst
-    inst_size = np.bincount(inst, minlength=n_inst)
-    inst_maxstart = np.full(n_inst, -np.inf)
-    np.maximum.at(inst_maxstart, inst, start[c_op])
-    funcs = _strings(coll["function"])[csel]
-    cbytes = np.maximum(coll["bytes_sent"].to_numpy(), coll["bytes_recv"].to_numpy())[csel]
-    inst_bytes = np.zeros(n_inst)
-    np.maximum.at(inst_bytes, inst, cbytes.astype(np.float64))
-    inst_func = np.empty(n_inst, funcs.dtype if len(funcs) else "<U1")
-    inst_func[inst] = funcs
-
-    def inst_costs(machine: Machine, place: Placement) -> np.ndarray:
-        if machine.collectives == "measured" or not n_inst:
-            return np.zeros(n_inst)
-        nodes_lo = np.full(n_inst, np.iinfo(np.int64).max)
-        nodes_hi = np.full(n_inst, -1)
-        np.minimum.at(nodes_lo, inst, place.node[rank[c_op]])
-        np.maximum.at(nodes_hi, inst, place.node[rank[c_op]])
-        inter = nodes_hi != nodes_lo
-        pi, pe = machine.paths[INTRA], machine.paths[INTER]
-        return collective_cost_s(
-            inst_func, inst_size, inst_bytes,
-            np.where(inter, pe.latency_s, pi.latency_s),
-            np.where(inter, pe.bandwidth_Bps, pi.bandwidth_Bps)) * 1e9
-
-    # a rank that left before the last one entered (a Bcast root, say) did not wait
-    c_end = end[c_op]
-    waits = c_end >= inst_maxstart[inst]
-    # the algorithm models against the measured cost (the last rank's time after the
-    # last entry), per function: an MPI library faster than its model (shared memory)
-    # runs at that fraction of it on the trace's machine, so replaying there gives back
-    # the measured times; a scenario changes the cost by the model's difference
-    model_cost = inst_costs(fitted, traced)
-    seen = np.full(n_inst, np.inf)
-    np.minimum.at(seen, inst[waits], c_end[waits] - inst_maxstart[inst[waits]])
-    f_cost = model_cost.copy()
-    for f in np.unique(inst_func) if n_inst else []:
-        sel = (inst_func == f) & np.isfinite(seen) & (model_cost > 0)
-        if sel.any():
-            share = float(np.clip(np.quantile(seen[sel] / model_cost[sel], 0.1), 0, 1))
-            f_cost[inst_func == f] *= share
-    t_cost = f_cost if target is fitted else np.maximum(
-        inst_costs(target, placed) - model_cost + f_cost, 0.0)
-    op_waits[c_op] = waits
-    ready[c_op[waits]] = np.maximum(ready[c_op[waits]],
-                                    inst_maxstart[inst[waits]] + f_cost[inst[waits]])
+    op_waits[ci.c_op] = ci.waits
+    t_cost = ci.f_cost.copy() if target is fitted else np.maximum(
+        _inst_costs(target, placed, ci, rank[ci.c_op]) - ci.model_cost + ci.f_cost, 0.0)
 
     dur = end - start
-    own = np.clip(end - np.maximum(start, ready), 0.0, dur)
-    fcol = trace.calls["function"]
-    functions = (fcol.cat.codes.to_numpy() if isinstance(fcol.dtype, pd.CategoricalDtype)
-                 else _strings(fcol))
-    overhead = _overhead(functions[op_call], own)
+    own = _own(pre, ready)
+    if same and n_ops:
+        overhead = np.minimum(base.low[base.groups], own)
+    elif base.coded and n_ops and not np.isnan(own).any():
+        # an op's own time changed only where its `ready` did: the quantiles of the
+        # other functions are the base's
+        low = base.low.copy()
+        for g in np.unique(pre.fn[ready != base.ready]):
+            low[g] = _low_quantile(own[pre.fn == g])
+        overhead = np.minimum(low[pre.fn], own)
+    else:
+        overhead = _overhead(pre.fn, own)
     noise = own - overhead
     del own
     cost = overhead + noise if kept else overhead.copy()
@@ -696,6 +915,14 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     waited_recv[rows] = keys_ok
     waited_send = np.zeros(len(keep), bool)
     waited_send[rows] = sd_ok
+    # grouped by the op where the transfer can start, which depends on the scenario
+    recv_start = np.where(t_eager, r_op, progress_op)
+    if np.array_equal(recv_start, base.recv_start(pre, rows)):
+        post_recv = _grouped(base.by_recv_start, base.recv_start(pre, np.arange(len(keep))),
+                             keep, pos, n_ops)
+    else:
+        post_recv = _csr(recv_start, np.arange(len(rows)), n_ops)
+    del recv_start
     return Program(
         num_ranks=nr, op_lo=op_lo.astype(np.int64), op_call=op_call, gap=gap, cost=cost,
         removed=removed, trailing=trailing, msg_row=rows, msg_send_op=s_op,
@@ -703,11 +930,10 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
         msg_xfer=t_xfer,
         msg_contended=t_inter,
         post_send=_grouped(pre.by_s_op, pre.s_op, keep, pos, n_ops),
-        # grouped by the op where the transfer can start, which depends on the scenario
-        post_recv=_csr(np.where(t_eager, r_op, progress_op), np.arange(len(rows)), n_ops),
+        post_recv=post_recv,
         wait_recv=_grouped(pre.by_rdone, pre.rdone, waited_recv, pos, n_ops),
         wait_send=_grouped(pre.by_sdone, pre.sdone, waited_send, pos, n_ops),
-        op_inst=op_inst, op_waits_inst=op_waits, inst_size=inst_size, inst_cost=t_cost,
-        overhead=overhead, noise=noise,
+        op_inst=op_inst, op_waits_inst=op_waits, inst_size=ci.size.copy(),
+        inst_cost=t_cost, overhead=overhead, noise=noise,
         absorb=absorb, waited=waited,
         compute_desched=float(pre.gap_desched.sum() + pre.trailing_desched.sum()))
