@@ -1283,10 +1283,11 @@ static int local_defs_damaged(OTF2_Reader *rd, const char *anchor, const mpsr_co
         char path[4096], why[200];
         if (!local_defs_path(anchor, cfg->locs[i], path, sizeof path)) return 0;
         if (mpsr_local_defs_check(path, def_chunk, why, sizeof why)) {
-            const char *dir = strrchr(path, '/'), *name = dir ? dir : path;
-            while (dir && dir > path && dir[-1] != '/') dir--; /* "traces/N.def" */
+            /* named as in the archive: "traces/N.def" (the path holds that '/') */
+            const char *name = strrchr(path, '/');
+            while (name > path && name[-1] != '/') name--;
             snprintf(res->error, sizeof res->error, "damaged local definitions (%.200s): %s",
-                     dir ? dir : name, why);
+                     name, why);
             return 1;
         }
     }
