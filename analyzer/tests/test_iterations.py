@@ -1,6 +1,7 @@
 """Main-loop detection from the repeating call-site sequence, and the breakdown per
 iteration."""
 
+import numpy as np
 import pytest
 
 from mpiscope.analysis import iterations, waitstates
@@ -245,3 +246,48 @@ def test_a_set_up_stretched_by_descheduling_does_not_hide_the_main_loop():
     loop = iterations.detect(sc.trace())
     assert loop is not None
     assert (loop.callsite, loop.iterations) == ("comm.c:10", 100)
+
+
+
+def descheduled_steps(steps: int) -> Scenario:
+    """Himeno on a busy machine, by construction: 2 ranks, each step 100 µs of
+    computation, then three halo exchanges (one per dimension, from the same lines), and an
+    Allreduce every 5th step. In a fifth of the steps, chosen at random, a rank waits 20 ms
+    for a core in the middle of its computation; the run-queue delay samples on its calls
+    show that, as the interposer records them."""
+    sc = Scenario()
+    rng = np.random.default_rng(7)
+    for r in range(2):
+        sc.call(r, "MPI_Init", 0, 10, run_delay=(0, 0))
+        t, delay = 1000, 0
+        for step in range(steps):
+            t += 100_000
+            if rng.random() < 0.2:
+                t += 20_000_000
+                delay += 20_000_000
+            sampled = {"run_delay": (delay, delay)}
+            for dim in range(3):
+                sc.call(r, "MPI_Irecv", t, t + 2_000, callsite="himeno.c:240", peer=1 - r,
+                        **sampled)
+                sc.call(r, "MPI_Isend", t + 2_000, t + 4_000, callsite="himeno.c:243",
+                        peer=1 - r, **sampled)
+                sc.call(r, "MPI_Waitall", t + 4_000, t + 30_000, callsite="himeno.c:246",
+                        **sampled)
+                t += 30_000 + 1_000 * dim  # unpacking this dimension's halo
+            if step % 5 == 4:
+                sc.call(r, "MPI_Allreduce", t, t + 10_000, callsite="himeno.c:297",
+                        bytes_sent=8, bytes_recv=8, **sampled)
+                t += 10_000
+        sc.call(r, "MPI_Finalize", t + 10, t + 20, run_delay=(delay, delay))
+    return sc
+
+
+def test_steps_that_waited_for_a_core_are_still_the_loop():
+    """The loop is the 60 steps: the steps that waited for a core compute as much as the
+    others once the measured run-queue delay is taken out (counted as computation, the
+    waiting made the steps look like an inner loop's repetitions, some with next to no
+    computation: each halo exchange was reported as an iteration, 180 of them)."""
+    loop = iterations.detect(descheduled_steps(60).trace())
+    assert loop is not None
+    assert (loop.iterations, loop.callsite) == (60, "himeno.c:240")
+    assert loop.every("MPI_Allreduce", "himeno.c:297") == 5

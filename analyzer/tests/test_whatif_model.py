@@ -60,6 +60,23 @@ def test_a_token_bucket_burst_does_not_raise_the_fitted_bandwidth(tmp_path):
     assert path.latency_s == pytest.approx(LAT_NS / 1e9, rel=0.1)
 
 
+def test_an_application_with_two_halo_sizes_gets_a_path_that_times_both(tmp_path):
+    """Himeno on the emulated 10 Mbit cluster sends halos of 17952 and 34848 bytes only,
+    both mostly transfer; the tbf bucket passes their first 6 KB at once, so the line
+    through the two sizes crosses zero at 6 KB. Neither size measures a latency: taking
+    the smaller one's whole time for it (10.5 ms) replayed the run 71% too long. The path
+    has no latency and a rate that times both sizes within a quarter of what they took."""
+    rate = 1.25e6
+
+    def shaped(n):
+        return max(n - 6056, 0) / rate * 1e9
+    tb = pingpong([17952, 34848], 20, shaped)
+    path = fit(finish(tb, tmp_path)).paths[INTER]
+    assert path.latency_s == 0
+    for n in (17952, 34848):
+        assert path.transfer_s(n) == pytest.approx(shaped(n) / 1e9, rel=0.25)
+
+
 @pytest.mark.parametrize(("text", "bytes_per_s"), [
     ("100Mbit", 12.5e6), ("100Mbps", 12.5e6), ("100mbit", 12.5e6), ("1Gbit/s", 125e6),
     ("12.5MB", 12.5e6), ("12.5MB/s", 12.5e6), ("1GB", 1e9), ("1000", 1000.0),

@@ -96,6 +96,9 @@ def build(sc: Scenario) -> Trace:
     calls = pd.DataFrame(rows)
     if any("polls" in c for c in sc.calls):  # merged polling visits (interposer README)
         calls["polls"] = [int(c.get("polls", 1)) for c in sc.calls]
+    if any("run_delay" in c for c in sc.calls):  # (at Enter, at Leave), -1: not sampled
+        delays = np.array([c.get("run_delay", (-1, -1)) for c in sc.calls], dtype=np.int64)
+        calls["run_delay_enter"], calls["run_delay_leave"] = delays[:, 0], delays[:, 1]
     calls = calls.astype({
         "call": np.int64, "rank": np.int32, "start": np.int64, "end": np.int64,
         "depth": np.int8, "comm": np.int32, "peer": np.int32, "tag": np.int32,

@@ -52,9 +52,31 @@ def run_delay_at(calls: pd.DataFrame, rank: np.ndarray, thread: np.ndarray,
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(sk)], strict=True):
         q = qk == sk[lo]
         if q.any():
-            # a thread's counter only grows; a damaged sample must not make it go back
-            out[q] = np.interp(qt[q], st[lo:hi], np.maximum.accumulate(sv[lo:hi]))
+            out[q] = interpolate(st[lo:hi], sv[lo:hi], qt[q])
     return out
+
+
+def interpolate(times: np.ndarray, values: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """One thread's cumulative run-queue delay (float ns) at times `t`, from its samples
+    (`values` at `times`, in time order; at least one)."""
+    # a thread's counter only grows; a damaged sample must not make it go back
+    return np.interp(t, times, np.maximum.accumulate(values))
+
+
+def gaps(start: np.ndarray, end: np.ndarray, at_enter: np.ndarray,
+         at_leave: np.ndarray) -> np.ndarray | None:
+    """Run-queue delay (ns, float) in each gap between consecutive calls of one thread
+    (calls in time order, not overlapping; their Enter/Leave samples, -1 where not
+    sampled), at most the gap: len(start) - 1 values. None when no call is sampled."""
+    ok_e, ok_l = at_enter >= 0, at_leave >= 0
+    if not (ok_e.any() or ok_l.any()):
+        return None
+    times = np.r_[start[ok_e], end[ok_l]].astype(np.float64)
+    values = np.r_[at_enter[ok_e], at_leave[ok_l]].astype(np.float64)
+    order = np.argsort(times, kind="stable")
+    at = interpolate(times[order], values[order], np.r_[end[:-1], start[1:]].astype(np.float64))
+    n = len(start) - 1
+    return np.clip(at[n:] - at[:n], 0.0, np.maximum(start[1:] - end[:-1], 0).astype(np.float64))
 
 
 def between(calls: pd.DataFrame, rank: np.ndarray, thread: np.ndarray, t0: np.ndarray,

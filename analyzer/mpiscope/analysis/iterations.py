@@ -39,6 +39,7 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
+from mpiscope.analysis import desched
 from mpiscope.analysis.breakdown import call_parts, io_completing
 from mpiscope.archive.trace import Trace
 
@@ -122,7 +123,7 @@ def _hollow(its: np.ndarray, busy: tuple[np.ndarray, np.ndarray]) -> bool:
     """True if a quarter or more of the iterations starting at `its` hold (next to) no
     computation while others do: repetitions of an inner loop of MPI calls (one rank's
     three Himeno halo exchanges), not iterations of the program's loop."""
-    starts, cum = busy  # every outermost call's start; MPI time before each call
+    starts, cum = busy  # every outermost call's start; time not computing before it
     at = np.searchsorted(starts, its)
     compute = np.diff(its) - np.diff(cum[at])
     mean = compute.mean() if len(compute) else 0
@@ -236,11 +237,30 @@ class _Calls:
     callsite: np.ndarray  # codes into `callsites`
     functions: np.ndarray
     callsites: np.ndarray
+    # thread, run-queue delay samples at Enter and Leave (-1: none): None when the trace
+    # holds no sample (other tracers, MPISCOPE_SCHED=off)
+    sched: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def take(self, keep: np.ndarray | slice) -> _Calls:
         return _Calls(self.rank[keep], self.start[keep], self.end[keep], self.peer[keep],
                       self.function[keep], self.callsite[keep], self.functions,
-                      self.callsites)
+                      self.callsites,
+                      None if self.sched is None else tuple(a[keep] for a in self.sched))
+
+    def waited_for_a_core(self) -> np.ndarray:
+        """One rank's run-queue delay (ns) in the computation after each call (the last:
+        0), as far as the tracer measured it; zeros when it did not or the rank's calls
+        come from several threads (their gaps are not one thread's computation)."""
+        out = np.zeros(len(self.start), np.int64)
+        if self.sched is None or len(self.start) < 2:
+            return out
+        thread, at_enter, at_leave = self.sched
+        if (thread != thread[0]).any():
+            return out
+        d = desched.gaps(self.start, self.end, at_enter, at_leave)
+        if d is not None:
+            out[:-1] = np.rint(d)
+        return out
 
     def sites(self) -> np.ndarray:
         """Code of each call's call site, or of its function where none is recorded
@@ -262,10 +282,15 @@ def _outermost(c: pd.DataFrame) -> _Calls:
     def col(values: np.ndarray) -> np.ndarray:
         return values[keep][order].astype(np.int64)
 
+    sched = None
+    if desched.sampled(c):
+        thread = c["thread"].to_numpy() if "thread" in c.columns else np.zeros(len(c), np.int64)
+        sched = tuple(col(a) for a in (thread, *(c[k].to_numpy() for k in desched.COLUMNS)))
     return _Calls(col(c["rank"].to_numpy()), col(c["start"].to_numpy()),
                   col(c["end"].to_numpy()), col(c["peer"].to_numpy()),
                   col(fn.codes.to_numpy()), col(cs.codes.to_numpy()),
-                  np.asarray(fn.categories.astype(str)), np.asarray(cs.categories.astype(str)))
+                  np.asarray(fn.categories.astype(str)), np.asarray(cs.categories.astype(str)),
+                  sched)
 
 
 # --- the per-rank part: both engines run it rank by rank (engines/rankloops.py on
@@ -278,13 +303,17 @@ class RankCalls:
     rank: int
     calls: _Calls  # back-to-back polling calls from one place merged into the first
     site: np.ndarray  # of each of `calls` (see _Calls.sites)
-    busy: tuple[np.ndarray, np.ndarray]  # every outermost call's start; MPI time before it
+    # every outermost call's start; the time before it not spent computing: in MPI calls
+    # and, where the tracer measured it, waiting for a core between them
+    busy: tuple[np.ndarray, np.ndarray]
 
 
 def _rank_calls(c: _Calls) -> RankCalls:
     """`c`: one rank's outermost calls (at least one)."""
-    # MPI time before each outermost call, to tell computing iterations from inner loops
-    busy = (c.start, np.r_[0, np.cumsum(c.end - c.start)])
+    # the time not computing before each outermost call, to tell computing iterations
+    # from inner loops: a step that waited for a core computed no more than the others
+    idle = (c.end - c.start) + c.waited_for_a_core()
+    busy = (c.start, np.r_[0, np.cumsum(idle)])
     site = c.sites()
     # back-to-back polling calls from one place count once
     polling = np.array([f.startswith(POLLING) for f in c.functions], dtype=bool)[c.function]

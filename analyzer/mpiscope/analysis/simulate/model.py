@@ -125,18 +125,21 @@ def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, 
     mostly transfer (at least twice the smallest bucket's), so the largest messages set
     it: a link that passes a few packets faster than its rate (a token bucket's burst)
     or a latency-dominated bucket cannot inflate it. The latency is what the
-    latency-dominated buckets leave at that bandwidth (their median, >= 0). Too few
-    transfer-dominated buckets: a relative-error line through all, else the default."""
+    latency-dominated buckets leave at that bandwidth (the least of them, >= 0); without
+    such buckets the latency is 0 and the bandwidth the least-squares rate through the
+    origin. Too few transfer-dominated buckets: a relative-error line through all, else
+    the default."""
     latency, bandwidth, _ = default
     if not len(nbytes):
         return PathModel(latency, bandwidth, eager_limit)
     lo = np.where(nbytes > 0, 2 ** np.floor(np.log2(np.maximum(nbytes, 1))), 0)
-    xs, ys = [], []
+    xs, ys, ns = [], [], []
     for b in np.unique(lo):
         sel = lo == b
         if sel.sum() >= MIN_SAMPLES:
             xs.append(float(np.median(nbytes[sel])))
             ys.append(float(np.quantile(t_s[sel], QUANTILE)))
+            ns.append(float(sel.sum()))
     if not xs:  # too few messages for a percentile: the fastest one, as latency
         i = int(np.argmin(t_s))
         return PathModel(float(max(t_s[i] - nbytes[i] / bandwidth, 0.0)), bandwidth,
@@ -159,7 +162,16 @@ def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, 
     # stretch measured transfers; sizes a burst passed faster than the rate say nothing
     # about the latency
     small = ~bulk & (x / bandwidth <= y / 2)
-    latency = float(np.min(y[small] - x[small] / bandwidth)) if small.any() else float(y.min())
+    if small.any():
+        latency = float(np.min(y[small] - x[small] / bandwidth))
+    else:
+        # every size is mostly transfer (an application's few halo sizes): none of them
+        # resolves the latency, and a line through them may cross zero below them (a
+        # burst passed the first KB at once). The rate that fits their transfers best
+        # with no latency: least squares through the origin over the messages
+        w = np.array(ns)
+        bandwidth = float((w * x * x).sum() / (w * x * y).sum())
+        latency = 0.0
     return PathModel(max(latency, 0.0), float(bandwidth), eager_limit)
 
 
