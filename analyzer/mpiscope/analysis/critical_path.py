@@ -206,19 +206,21 @@ def partners(n: int, offset: int, waits: pd.DataFrame, received: pd.DataFrame,
     if len(received):
         rc = received["recv_complete_call"].to_numpy() - offset
         send_rank = received["send_rank"].to_numpy()
+        ls = waited & (code == KIND["late_sender"])
         ok = (rc >= 0) & (rc < n)
+        ok[ok] = ls[rc[ok]]  # only the late senders' receives are asked for
         # a receive waits for the latest of the senders it completes
         sender, _ = _latest(rc[ok], received["send_enter"].to_numpy()[ok]
                             + off[send_rank[ok]], send_rank[ok], n)
-        ls = code == KIND["late_sender"]
         partner[ls] = sender[ls]
     if len(sent):
         sc = sent["send_complete_call"].to_numpy() - offset
         recv_rank = sent["recv_rank"].to_numpy()
+        lr = waited & (code == KIND["late_receiver"])
         ok = (sc >= 0) & (sc < n)
+        ok[ok] = lr[sc[ok]]
         receiver, _ = _latest(sc[ok], sent["recv_enter"].to_numpy()[ok]
                               + off[recv_rank[ok]], recv_rank[ok], n)
-        lr = code == KIND["late_receiver"]
         partner[lr] = receiver[lr]
     if len(coll):
         root = coll["root"].to_numpy()
@@ -265,8 +267,10 @@ def _timeline(trace: Trace, off: np.ndarray, nranks: int) -> _Timeline:
     inside = (start >= begin[rank]) & (start <= finish[rank])
     call = c["call"].to_numpy()[keep][inside]
     rank, start, end = rank[inside], start[inside], np.minimum(end[inside], finish[rank[inside]])
-    order = np.lexsort((start, rank))
-    rank, start, end, call = rank[order], start[order], end[order], call[order]
+    dr = np.diff(rank)
+    if not ((dr > 0) | ((dr == 0) & (np.diff(start) >= 0))).all():  # read back: in order
+        order = np.lexsort((start, rank))
+        rank, start, end, call = rank[order], start[order], end[order], call[order]
     lo = np.searchsorted(rank, np.arange(nranks), "left")
     hi = np.searchsorted(rank, np.arange(nranks), "right")
     return _Timeline(call, rank, start, np.maximum(end, start), lo, hi, begin, finish)
@@ -311,10 +315,13 @@ class _Names:
 
 
 def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    # factorize numbers the values in order of appearance: a value's first row is where
+    # the running maximum of the codes grows (no sort of the whole column)
     codes, _ = pd.factorize(col, use_na_sentinel=False)
-    _, first, inv = np.unique(codes, return_index=True, return_inverse=True)
+    first = np.flatnonzero(np.r_[True, codes[1:] > np.maximum.accumulate(codes)[:-1]]) \
+        if len(codes) else np.zeros(0, np.int64)
     # strings of the distinct values only: strings of a million-call table cost seconds
-    return inv.astype(np.int32), col.take(first).astype(str).to_numpy()
+    return codes.astype(np.int32), col.take(first).astype(str).to_numpy()
 
 
 def _names(calls: pd.DataFrame) -> _Names:

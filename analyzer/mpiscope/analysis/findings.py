@@ -73,7 +73,7 @@ someone waited in), and per call site aggregates. The replays are the `replays` 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
@@ -380,11 +380,32 @@ def _site_calls(coll: pd.DataFrame) -> pd.DataFrame:
             .agg(calls=("comm", "size"), comms=("comm", "nunique")).reset_index())
 
 
+def _outermost_in_order(calls: pd.DataFrame) -> pd.DataFrame:
+    """The outermost calls (depth 0) by rank, then start: as `sort_values` (stable) gives
+    them, with no sort when they are in that order already (a trace read back is, but for
+    a rank's several threads)."""
+    outer = calls[calls["depth"].to_numpy() == 0]
+    rank, start = outer["rank"].to_numpy(), outer["start"].to_numpy()
+    dr = np.diff(rank)
+    if ((dr > 0) | ((dr == 0) & (np.diff(start) >= 0))).all():
+        return outer
+    return outer.sort_values(["rank", "start"])
+
+
+def _in(col: pd.Series, names: Collection[str]) -> np.ndarray:
+    """Whether each row's value is one of `names`: on a categorical's categories (no string
+    per row)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        hit = np.isin(np.asarray(col.cat.categories.astype(str)), list(names))
+        return np.r_[hit, False][codes]  # code -1 (missing): no name
+    return np.isin(col.astype(str).to_numpy(), list(names))
+
+
 def _barriers_after(s: Any, coll: pd.DataFrame) -> pd.DataFrame:
     """Collective rows of barriers right after a synchronizing collective on the same
     communicator with no MPI call between (`prev`: that collective)."""
-    calls = s.trace.calls
-    calls = calls[calls["depth"] == 0].sort_values(["rank", "start"])
+    calls = _outermost_in_order(s.trace.calls)
     fn = calls["function"]
     prev_fn = fn.groupby(calls["rank"].to_numpy(), observed=True).shift(1)
     prev_comm = calls["comm"].groupby(calls["rank"].to_numpy()).shift(1)
@@ -417,7 +438,7 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
         return None
     calls = s.trace.calls
     # ordinal of each call among its rank's outermost calls: back-to-back = consecutive
-    outer = calls[calls["depth"] == 0].sort_values(["rank", "start"])
+    outer = _outermost_in_order(calls)
     ordinal = np.full(len(calls), -1, dtype=np.int64)
     ordinal[s.local(outer["call"].to_numpy())] = outer.groupby("rank").cumcount().to_numpy()
     sc = s.local(m["send_call"].to_numpy())
@@ -430,12 +451,19 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
     got = s.received
     got = got[got["recv_complete_call"] >= 0]
     if len(b) and len(got):
-        # the partner's message completed in the sending call itself: an exchange
-        key = (got["recv_complete_call"].to_numpy().astype(np.int64) * 1_000_003
-               + got["send_rank"].to_numpy())
-        mine = (m["send_call"].to_numpy()[b.index.to_numpy()].astype(np.int64) * 1_000_003
-                + b["recv_rank"].to_numpy())
-        b = b[~np.isin(mine, key)]
+        # the partner's message completed in the sending call itself: an exchange. Only
+        # sending calls that complete some receive can be one (a Sendrecv, not an Isend)
+        done = got["recv_complete_call"].to_numpy().astype(np.int64)
+        receives = np.zeros(len(calls), dtype=bool)
+        receives[s.local(done)] = True
+        maybe = np.flatnonzero(receives[b["sc"].to_numpy()])
+        if len(maybe):
+            key = done * 1_000_003 + got["send_rank"].to_numpy()
+            sent = m["send_call"].to_numpy()[b.index.to_numpy()[maybe]].astype(np.int64)
+            mine = sent * 1_000_003 + b["recv_rank"].to_numpy()[maybe]
+            exchange = np.zeros(len(b), dtype=bool)
+            exchange[maybe] = np.isin(mine, key, kind="sort")
+            b = b[~exchange]
     site = calls["callsite"].cat.codes.to_numpy() if hasattr(calls["callsite"], "cat") \
         else pd.factorize(calls["callsite"])[0]
     b = b.assign(site=site[b["sc"].to_numpy()], path=_send_paths(calls)[b["sc"].to_numpy()])
@@ -633,8 +661,9 @@ class LastIn:
                    _last_per_group(g[nr], t[nr], r[nr], len(u)))
 
 
-def _culprits(s: Any, offsets: np.ndarray, last: LastIn) -> np.ndarray:
-    """Per call of the part: the rank it waited for (-1: none). The latest sender of the
+def _culprits(s: Any, offsets: np.ndarray, last: LastIn, waited: np.ndarray) -> np.ndarray:
+    """Per call of the part that waited (`waited`: a mask over them): the rank it waited
+    for (-1: none, and for every other call). The latest sender of the
     messages a receive completes, the last rank to enter a barrier or N×N collective, the
     root of a broadcast, the last contributor to a reduce; on the clock-skew corrected
     times the wait states were computed from."""
@@ -642,6 +671,8 @@ def _culprits(s: Any, offsets: np.ndarray, last: LastIn) -> np.ndarray:
     culprit = np.full(len(calls), -1, dtype=np.int64)
     m = s.received
     m = m[m["recv_complete_call"] >= 0]
+    if len(m):
+        m = m[waited[s.local(m["recv_complete_call"].to_numpy())]]
     if len(m):
         rc = s.local(m["recv_complete_call"].to_numpy())
         begin = calls["start"].to_numpy()[rc] + offsets[m["recv_rank"].to_numpy()]
@@ -652,12 +683,11 @@ def _culprits(s: Any, offsets: np.ndarray, last: LastIn) -> np.ndarray:
     if len(coll) and len(last.instance):
         inst = coll["instance"].to_numpy()
         pos = np.minimum(np.searchsorted(last.instance, inst), len(last.instance) - 1)
-        known = last.instance[pos] == inst
+        known = (last.instance[pos] == inst) & waited[s.local(coll["call"].to_numpy())]
         coll, pos = coll[known], pos[known]
-        fn = coll["function"].astype(str).to_numpy()
-        who = np.where(np.isin(fn, list(ONE2ALL)), coll["root"].to_numpy(),
-                       np.where(np.isin(fn, list(ALL2ONE)), last.last_nonroot[pos],
-                                last.last[pos]))
+        fn = coll["function"]
+        who = np.where(_in(fn, ONE2ALL), coll["root"].to_numpy(),
+                       np.where(_in(fn, ALL2ONE), last.last_nonroot[pos], last.last[pos]))
         culprit[s.local(coll["call"].to_numpy())] = who
     return culprit
 
@@ -672,10 +702,9 @@ def _part3(s: Any, offsets: np.ndarray, last: LastIn, hot: int | None) -> dict[s
     sends to it and waits for it."""
     calls = s.trace.calls
     wait = s.waits["wait_ns"].to_numpy()
-    culprit = _culprits(s, offsets, last)
+    culprit = _culprits(s, offsets, last, wait > 0)
     waited = np.flatnonzero(wait > 0)
     kind_c = s.waits["wait_kind"].take(waited).reset_index(drop=True)
-    kind = kind_c.astype(str).to_numpy()
     dur = calls["end"].to_numpy() - calls["start"].to_numpy()
 
     def per(sel: np.ndarray, keys: list[str], **agg: tuple[str, str]) -> pd.DataFrame:
@@ -694,14 +723,14 @@ def _part3(s: Any, offsets: np.ndarray, last: LastIn, hot: int | None) -> dict[s
         return out
 
     out: dict[str, Any] = {"imbalance": per(
-        np.isin(kind, WAITING_KINDS), ["function", "callsite", "rank", "culprit", "kind"],
+        _in(kind_c, WAITING_KINDS), ["function", "callsite", "rank", "culprit", "kind"],
         n=("ns", "size"), wait=("wait", "sum"), ns=("ns", "sum"))}
     if hot is not None:
         m = s.trace.messages
         out["senders"] = set(m.loc[m["recv_rank"] == hot, "send_rank"].astype(int))
         rank = calls["rank"].to_numpy()
         out["waiting"] = per(
-            (culprit[waited] == hot) & (rank[waited] != hot) & np.isin(kind, P2P_KINDS),
+            (culprit[waited] == hot) & (rank[waited] != hot) & _in(kind_c, P2P_KINDS),
             ["function", "callsite", "rank"], n=("ns", "size"), wait=("wait", "sum"))
         own = np.flatnonzero((rank == hot) & (calls["depth"].to_numpy() == 0))
         o = pd.DataFrame({"function": calls["function"].take(own).to_numpy(),
