@@ -12,6 +12,8 @@ A rank with several threads calling MPI: its main thread's calls (threads.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -42,27 +44,39 @@ def intervals(trace: Trace) -> pd.DataFrame:
                          "end": np.maximum(end.to_numpy(), begin.to_numpy())})
 
 
-def _measured_calls(trace: Trace, wait: np.ndarray, iv: pd.DataFrame) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Measured:
+    """The outermost MPI calls clipped to their rank's measured interval (arrays, row for
+    row): rank, start, end, and the ns of each part (mpi = end - start)."""
+
+    rank: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    mpi: np.ndarray
+    sync: np.ndarray
+    io: np.ndarray
+
+
+def _measured_calls(trace: Trace, wait: np.ndarray, iv: pd.DataFrame) -> Measured:
     """Outermost MPI calls clipped to the measured interval, with their waiting part
     (`wait`: ns per row of trace.calls)."""
     c = trace.calls
-    keep = (threads.on_main_thread(c) & (c["depth"] == 0).to_numpy()
-            & ~c["kind"].isin(["init", "finalize"]).to_numpy())
-    # only the columns used below: filtering every column of the calls was most of the cost
-    c = c[["rank", "start", "end", "function", "kind", "call"]][keep]
-    # per-rank bounds by array lookup (ranks are 0..n-1), not a pandas join per call
+    keep = np.flatnonzero(threads.on_main_thread(c) & (c["depth"] == 0).to_numpy()
+                          & ~c["kind"].isin(["init", "finalize"]).to_numpy())
+    # per-rank bounds by array lookup (ranks are 0..n-1), not a pandas join per call;
+    # arrays of the kept rows only, not a filtered copy of the table
     n = int(iv["rank"].max()) + 1 if len(iv) else 0
     lo = np.zeros(n, dtype=np.int64)
     hi = np.zeros(n, dtype=np.int64)
     lo[iv["rank"].to_numpy()] = iv["begin"].to_numpy()
     hi[iv["rank"].to_numpy()] = iv["end"].to_numpy()
-    rk = c["rank"].to_numpy()
-    start = np.clip(c["start"].to_numpy(), lo[rk], hi[rk])
-    end = np.clip(c["end"].to_numpy(), lo[rk], hi[rk])
+    rk = c["rank"].to_numpy()[keep]
+    start = np.clip(c["start"].to_numpy()[keep], lo[rk], hi[rk])
+    end = np.clip(c["end"].to_numpy()[keep], lo[rk], hi[rk])
     dur = end - start
-    parts = call_parts(c, dur, np.asarray(wait)[keep], io_completing(trace))
-    return pd.DataFrame({"rank": c["rank"].to_numpy(), "start": start, "end": end,
-                         "mpi": dur, **parts})
+    barrier, io = _part_masks(c, io_completing(trace))
+    sync, io_ns = _split(barrier[keep], io[keep], dur, np.asarray(wait)[keep])
+    return Measured(rk, start, end, dur, sync, io_ns)
 
 
 def io_completing(trace: Trace) -> np.ndarray:
@@ -72,18 +86,30 @@ def io_completing(trace: Trace) -> np.ndarray:
     return np.unique(io["complete_call"].to_numpy()[io["complete_call"].to_numpy() >= 0])
 
 
+def _part_masks(c: pd.DataFrame, io_calls: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of `c`: a barrier; all I/O (an MPI-IO call, or one of `io_calls`)."""
+    barrier = (c["function"] == "MPI_Barrier").to_numpy()
+    io = (c["kind"] == "io").to_numpy().copy()
+    if io_calls is not None and len(io_calls):
+        io |= np.isin(c["call"].to_numpy(), io_calls)
+    return barrier, io
+
+
+def _split(barrier: np.ndarray, io: np.ndarray, dur: np.ndarray,
+           wait: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sync, io) ns of calls lasting `dur` that waited `wait` (see call_parts)."""
+    sync = np.where(barrier, dur, np.minimum(wait, dur))
+    return np.where(io, 0, sync), np.where(io, dur, 0)
+
+
 def call_parts(c: pd.DataFrame, dur: np.ndarray, wait: np.ndarray,
                io_calls: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The synchronization and I/O parts (ns) of calls lasting `dur` that waited `wait`:
     a barrier is all synchronization, an MPI-IO call (or a Wait/Test completing MPI-IO
     operations, `io_calls`) all I/O (its waiting included, as the contract defines
     I/O), any other call waits for `wait` at most."""
-    barrier = (c["function"] == "MPI_Barrier").to_numpy()
-    io = (c["kind"] == "io").to_numpy().copy()
-    if io_calls is not None and len(io_calls):
-        io |= np.isin(c["call"].to_numpy(), io_calls)
-    sync = np.where(barrier, dur, np.minimum(wait, dur))
-    return {"sync": np.where(io, 0, sync), "io": np.where(io, dur, 0)}
+    sync, io = _split(*_part_masks(c, io_calls), dur, wait)
+    return {"sync": sync, "io": io}
 
 
 def rank_sums(trace: Trace, wait: np.ndarray) -> pd.DataFrame:
@@ -91,8 +117,18 @@ def rank_sums(trace: Trace, wait: np.ndarray) -> pd.DataFrame:
     inside it: mpi, sync, io. `trace` is a whole trace or one rank's slice (a rank's
     sums need only its own rows), `wait` the calls' waiting ns, row for row."""
     iv = intervals(trace)
-    g = _measured_calls(trace, wait, iv).groupby("rank")[["mpi", "sync", "io"]].sum()
-    out = iv.set_index("rank").join(g).fillna(0)
+    m = _measured_calls(trace, wait, iv)
+    out = iv.set_index("rank")
+    # sums per rank in int64 (exact in any order), by array position, not a groupby
+    ranks = out.index.to_numpy().astype(np.int64)
+    where = np.full(max(int(ranks.max(initial=-1)), int(m.rank.max(initial=-1))) + 1, -1)
+    where[ranks] = np.arange(len(ranks))
+    at = where[m.rank]
+    ok = at >= 0
+    for name in ("mpi", "sync", "io"):
+        col = np.zeros(len(ranks), dtype=np.int64)
+        np.add.at(col, at[ok], getattr(m, name)[ok].astype(np.int64))
+        out[name] = col
     # the main thread's time runnable but waiting for a CPU (NaN: not measured)
     d = desched.between(trace.calls, iv["rank"].to_numpy(), np.zeros(len(iv), np.int64),
                         iv["begin"].to_numpy(), iv["end"].to_numpy())
@@ -140,13 +176,13 @@ def bin_sums(trace: Trace, wait: np.ndarray, edges: np.ndarray, iv: pd.DataFrame
     ranks = np.sort(iv["rank"].to_numpy())
     bins = len(edges) - 1
     out = np.zeros((len(ranks), 3, bins))
-    if not len(m):
+    if not len(m.rank):
         return out
-    row = np.searchsorted(ranks, m["rank"].to_numpy())
+    row = np.searchsorted(ranks, m.rank)
     lo, width = edges[0], edges[1] - edges[0]
-    s, e = m["start"].to_numpy(), m["end"].to_numpy()
-    frac_sync = np.divide(m["sync"].to_numpy(), np.maximum(m["mpi"].to_numpy(), 1))
-    frac_io = np.divide(m["io"].to_numpy(), np.maximum(m["mpi"].to_numpy(), 1))
+    s, e = m.start, m.end
+    frac_sync = np.divide(m.sync, np.maximum(m.mpi, 1))
+    frac_io = np.divide(m.io, np.maximum(m.mpi, 1))
     b0 = np.clip(((s - lo) // width).astype(int), 0, bins - 1)
     b1 = np.clip(((e - lo) // width).astype(int), 0, bins - 1)
     # one bincount per part over the (call, bin) pairs of every k in turn: the same

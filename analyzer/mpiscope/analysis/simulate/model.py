@@ -182,9 +182,7 @@ def fit(trace: Trace) -> Machine:
     switches = {s.path: s for s in stats.protocol_switches(trace)} if len(m) else {}
     paths: dict[str, PathModel] = {}
     if len(m):
-        hosts = trace.host_of()
-        same = (m["send_rank"].map(hosts).to_numpy()
-                == m["recv_rank"].map(hosts).to_numpy())
+        same = stats.same_host(m, trace.host_of())
         done = m["recv_complete_call"].to_numpy()
         ok = done >= 0
         c_start = np.full(len(m), -1, np.int64)
