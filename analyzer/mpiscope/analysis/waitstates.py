@@ -199,21 +199,26 @@ def p2p_rule(start: np.ndarray, end: np.ndarray, rc: np.ndarray, send_enter: np.
         return
     # late sender: the call completing the receive started before the send was posted
     ls = np.clip(send_enter - start[rc], 0, end[rc] - start[rc])
-    ls_call = pd.Series(ls).groupby(rc).max()  # a Waitall waits for its latest sender
+    ls_call = _max_per_call(len(start), rc, ls)  # a Waitall waits for its latest sender
     # late receiver: the call completing the send waited for the receive to be posted,
     # only if the send really blocked until then (rendezvous); an eager send leaves early
     lr = np.clip(recv_enter - start[sc], 0, end[sc] - start[sc])
     lr = np.where(end[sc] >= recv_enter, lr, 0)
-    lr_call = pd.Series(lr).groupby(sc).max()
-    both = pd.concat([ls_call.rename("ls"), lr_call.rename("lr")], axis=1).fillna(0)
-    ids = both.index.to_numpy()
+    lr_call = _max_per_call(len(start), sc, lr)
     # a call completing a late receive waited for that sender: an eager send completed in
     # the same Waitall needs no receiver, so late sender takes precedence
-    take_ls = (both["ls"].to_numpy() > 0) | (both["ls"].to_numpy() >= both["lr"].to_numpy())
-    w = np.where(take_ls, both["ls"], both["lr"])
-    pos = w > 0
-    wait[ids[pos]] = w[pos]
-    kind[ids[pos]] = np.where(take_ls[pos], KIND["late_sender"], KIND["late_receiver"])
+    take_ls = (ls_call > 0) | (ls_call >= lr_call)
+    w = np.where(take_ls, ls_call, lr_call)
+    ids = np.flatnonzero(w > 0)
+    wait[ids] = w[ids]
+    kind[ids] = np.where(take_ls[ids], KIND["late_sender"], KIND["late_receiver"])
+
+
+def _max_per_call(n: int, call: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Per call row 0..n-1: the largest `value` of its messages, 0 for a call with none."""
+    out = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(out, call, value.astype(np.int64))
+    return np.where(out == np.iinfo(np.int64).min, 0, out)
 
 
 def completing(msgs: pd.DataFrame, call_col: str, time_col: str, offset: int = 0
