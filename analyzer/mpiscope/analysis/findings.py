@@ -449,16 +449,17 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
                       "ns": dur[sc]})
     b = b[(b["bytes"] <= SMALL_MESSAGE_BYTES) & (b["o"] >= 0)]
     got = s.received
-    got = got[got["recv_complete_call"] >= 0]
-    if len(b) and len(got):
+    done = got["recv_complete_call"].to_numpy()
+    got_ok = done >= 0
+    done = done[got_ok].astype(np.int64)
+    if len(b) and len(done):
         # the partner's message completed in the sending call itself: an exchange. Only
         # sending calls that complete some receive can be one (a Sendrecv, not an Isend)
-        done = got["recv_complete_call"].to_numpy().astype(np.int64)
         receives = np.zeros(len(calls), dtype=bool)
         receives[s.local(done)] = True
         maybe = np.flatnonzero(receives[b["sc"].to_numpy()])
         if len(maybe):
-            key = done * 1_000_003 + got["send_rank"].to_numpy()
+            key = done * 1_000_003 + got["send_rank"].to_numpy()[got_ok]
             sent = m["send_call"].to_numpy()[b.index.to_numpy()[maybe]].astype(np.int64)
             mine = sent * 1_000_003 + b["recv_rank"].to_numpy()[maybe]
             exchange = np.zeros(len(b), dtype=bool)
@@ -500,22 +501,23 @@ def _receiving_part(s: Any) -> pd.DataFrame | None:
     (wait states), and the messages and bytes they completed per path (the sender on
     another host: inter-node)."""
     m = s.received
-    m = m[m["recv_complete_call"] >= 0]
-    if m.empty:
+    # row numbers of the messages used and the columns read: no copy of the table
+    idx = np.flatnonzero(m["recv_complete_call"].to_numpy() >= 0)
+    if not len(idx):
         return None
     calls = s.trace.calls
-    rc = s.local(m["recv_complete_call"].to_numpy())
+    rc = s.local(m["recv_complete_call"].to_numpy()[idx])
     ok = (rc >= 0) & (rc < len(calls))
-    rc, m = rc[ok], m[ok]
+    rc, idx = rc[ok], idx[ok]
     outer = calls["depth"].to_numpy()[rc] == 0
-    rc, m = rc[outer], m[outer]
+    rc, idx = rc[outer], idx[outer]
     if not len(rc):
         return None
     r = s.trace.ranks.sort_values("rank")
     host = np.full(int(r["rank"].max()) + 1, -1, np.int64)
     host[r["rank"].to_numpy()] = pd.factorize(r["host"].astype(str))[0]
-    inter = (host[m["send_rank"].to_numpy()] != host[m["recv_rank"].to_numpy()])
-    nbytes = m["bytes"].to_numpy().astype(np.float64)
+    inter = (host[m["send_rank"].to_numpy()[idx]] != host[m["recv_rank"].to_numpy()[idx]])
+    nbytes = m["bytes"].to_numpy()[idx].astype(np.float64)
     u, inv = np.unique(rc, return_inverse=True)
     n = len(u)
     wait = s.waits["wait_ns"].to_numpy()[u] if s.waits is not None else np.zeros(n)
@@ -670,14 +672,15 @@ def _culprits(s: Any, offsets: np.ndarray, last: LastIn, waited: np.ndarray) -> 
     calls = s.trace.calls
     culprit = np.full(len(calls), -1, dtype=np.int64)
     m = s.received
-    m = m[m["recv_complete_call"] >= 0]
-    if len(m):
-        m = m[waited[s.local(m["recv_complete_call"].to_numpy())]]
-    if len(m):
-        rc = s.local(m["recv_complete_call"].to_numpy())
-        begin = calls["start"].to_numpy()[rc] + offsets[m["recv_rank"].to_numpy()]
-        late = m["send_enter"].to_numpy() + offsets[m["send_rank"].to_numpy()] - begin
-        latest = _last_per_group(rc, late, m["send_rank"].to_numpy(), len(calls))
+    # the columns needed, for the messages whose receive waited: no copy of the table
+    idx = np.flatnonzero(m["recv_complete_call"].to_numpy() >= 0)
+    rc = s.local(m["recv_complete_call"].to_numpy()[idx])
+    idx, rc = idx[waited[rc]], rc[waited[rc]]
+    if len(idx):
+        send_rank = m["send_rank"].to_numpy()[idx]
+        begin = calls["start"].to_numpy()[rc] + offsets[m["recv_rank"].to_numpy()[idx]]
+        late = m["send_enter"].to_numpy()[idx] + offsets[send_rank] - begin
+        latest = _last_per_group(rc, late, send_rank, len(calls))
         culprit[latest >= 0] = latest[latest >= 0]
     coll = s.trace.collectives
     if len(coll) and len(last.instance):

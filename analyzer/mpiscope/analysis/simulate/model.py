@@ -125,10 +125,10 @@ def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, 
     mostly transfer (at least twice the smallest bucket's), so the largest messages set
     it: a link that passes a few packets faster than its rate (a token bucket's burst)
     or a latency-dominated bucket cannot inflate it. The latency is what the
-    latency-dominated buckets leave at that bandwidth (the least of them, >= 0); without
-    such buckets the latency is 0 and the bandwidth the least-squares rate through the
-    origin. Too few transfer-dominated buckets: a relative-error line through all, else
-    the default."""
+    latency-dominated buckets leave at that bandwidth (the least of them, >= 0); with
+    transfer-dominated buckets only, the latency is 0 and the bandwidth the least-squares
+    rate through the origin. Too few transfer-dominated buckets: a relative-error line
+    through all, else the default."""
     latency, bandwidth, _ = default
     if not len(nbytes):
         return PathModel(latency, bandwidth, eager_limit)
@@ -164,7 +164,7 @@ def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, 
     small = ~bulk & (x / bandwidth <= y / 2)
     if small.any():
         latency = float(np.min(y[small] - x[small] / bandwidth))
-    else:
+    elif bulk.any():
         # every size is mostly transfer (an application's few halo sizes): none of them
         # resolves the latency, and a line through them may cross zero below them (a
         # burst passed the first KB at once). The rate that fits their transfers best
@@ -172,6 +172,8 @@ def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, 
         w = np.array(ns)
         bandwidth = float((w * x * x).sum() / (w * x * y).sum())
         latency = 0.0
+    else:  # sizes alike in time (one size, say): nothing tells transfer from latency
+        latency = float(y.min())
     return PathModel(max(latency, 0.0), float(bandwidth), eager_limit)
 
 
