@@ -108,7 +108,7 @@ LARGE = 65536  # bytes: host_split's bandwidth comes from messages this large wh
 TRANSFER_QUANTILE = 0.9  # message_sizes' p90_transfer_s
 
 
-def same_host(m: pd.DataFrame, hosts: dict[int, str]) -> np.ndarray:
+def _same_host(m: pd.DataFrame, hosts: dict[int, str]) -> np.ndarray:
     """Per message: both ranks on one host (a rank of unknown host is on none)."""
     s, r = m["send_rank"].to_numpy(), m["recv_rank"].to_numpy()
     n = max([*hosts, int(s.max(initial=-1)), int(r.max(initial=-1))]) + 1
@@ -129,7 +129,7 @@ class MessageArrays:
         self.b = m["bytes"].to_numpy()
         self.t = _transfer(m)
         self.lo = _size_bucket(self.b)
-        self.same = same_host(m, hosts)
+        self.same = _same_host(m, hosts)
 
     def sums(self) -> pd.DataFrame:
         """path (index into PATHS), lo (size bucket), large, messages, bytes: the counts

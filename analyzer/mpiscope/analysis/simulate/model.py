@@ -184,7 +184,9 @@ def fit(trace: Trace) -> Machine:
     switches = {s.path: s for s in stats.protocol_switches(trace)} if len(m) else {}
     paths: dict[str, PathModel] = {}
     if len(m):
-        same = stats.same_host(m, trace.host_of())
+        hosts = trace.host_of()
+        same = (m["send_rank"].map(hosts).to_numpy()
+                == m["recv_rank"].map(hosts).to_numpy())
         done = m["recv_complete_call"].to_numpy()
         ok = done >= 0
         c_start = np.full(len(m), -1, np.int64)
