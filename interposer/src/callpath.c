@@ -108,7 +108,13 @@ uint32_t mps_callpath_intern(const uintptr_t *frames, unsigned n)
 
 /* ------------------------------------------------------------ the cache */
 
-#define CP_SLOTS 256 /* direct-mapped entries per thread */
+/* entries per thread, in sets of CP_WAYS: a direct-mapped cache let two call sites of one
+ * loop whose (return address, stack pointer) fell on the same entry evict each other on
+ * every call, so every call unwound and ran dladdr (a 2-10x slower traced job, in the
+ * runs whose stack address made them collide) */
+#define CP_SLOTS 256
+#define CP_WAYS 4
+#define CP_SET_BITS 6 /* CP_SLOTS / CP_WAYS sets */
 
 typedef struct {
     uintptr_t ra, sp;
@@ -121,10 +127,11 @@ static size_t entry_bytes(void)
     return sizeof(cp_entry) + (mps_cfg.callpath_depth - 1) * 2 * sizeof(uintptr_t);
 }
 
-static inline cp_entry *entry_of(unsigned char *cache, uintptr_t ra, uintptr_t sp)
+/* the first entry of the set of (ra, sp) */
+static inline unsigned char *set_of(unsigned char *cache, uintptr_t ra, uintptr_t sp)
 {
     uint64_t k = (ra ^ sp * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
-    return (cp_entry *)(cache + (size_t)(k >> 56) * entry_bytes());
+    return cache + (size_t)(k >> (64 - CP_SET_BITS)) * CP_WAYS * entry_bytes();
 }
 
 /* ------------------------------------------------------------ unwinding */
@@ -229,21 +236,24 @@ __attribute__((noinline, cold)) static uint32_t miss(struct mps_recorder *r, voi
      * path cut short of `depth` by the end of the walk is complete, its outer frames
      * (start-up code) never change; frames left out between kept ones are covered by the
      * kept frames' values. */
-    cp_entry *e = entry_of(r->cp_cache, (uintptr_t)ra, sp);
-    e->ra = 0;
-    unsigned nv = 0;
+    unsigned first = frames[0] == (uintptr_t)ra ? 1 : 0;
     int cacheable = id != UINT32_MAX;
-    for (unsigned i = frames[0] == (uintptr_t)ra ? 1 : 0; cacheable && i < n; i++) {
+    for (unsigned i = first; cacheable && i < n; i++)
         if (!slots[i]) cacheable = 0;
+    if (!cacheable) return id;
+    /* the newest entry first in its set, the others moved down one (the oldest goes) */
+    unsigned char *set = set_of(r->cp_cache, (uintptr_t)ra, sp);
+    memmove(set + entry_bytes(), set, (CP_WAYS - 1) * entry_bytes());
+    cp_entry *e = (cp_entry *)set;
+    unsigned nv = 0;
+    for (unsigned i = first; i < n; i++) {
         e->s[nv].off = (intptr_t)(slots[i] - sp);
         e->s[nv++].val = frames[i];
     }
-    if (cacheable) {
-        e->ra = (uintptr_t)ra;
-        e->sp = sp;
-        e->path = id;
-        e->n = nv;
-    }
+    e->ra = (uintptr_t)ra;
+    e->sp = sp;
+    e->path = id;
+    e->n = nv;
     return id;
 }
 
@@ -251,8 +261,10 @@ uint32_t mps_callpath_id(struct mps_recorder *r, void *ra, uintptr_t sp)
 {
     unsigned char *c = r->cp_cache;
     if (__builtin_expect(c != NULL, 1)) {
-        const cp_entry *e = entry_of(c, (uintptr_t)ra, sp);
-        if (e->ra == (uintptr_t)ra && e->sp == sp) {
+        const unsigned char *set = set_of(c, (uintptr_t)ra, sp);
+        for (unsigned w = 0; w < CP_WAYS; w++) {
+            const cp_entry *e = (const cp_entry *)(set + w * entry_bytes());
+            if (e->ra != (uintptr_t)ra || e->sp != sp) continue;
             uint32_t i = 0;
             while (i < e->n && *(const uintptr_t *)(sp + (uintptr_t)e->s[i].off) == e->s[i].val)
                 i++;
