@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from mpiscope.analysis import breakdown
+from mpiscope.analysis.order import by_rank_then_start
 from mpiscope.analysis.waitstates import KIND, WaitStates
 from mpiscope.archive.trace import Trace
 
@@ -267,10 +268,9 @@ def _timeline(trace: Trace, off: np.ndarray, nranks: int) -> _Timeline:
     inside = (start >= begin[rank]) & (start <= finish[rank])
     call = c["call"].to_numpy()[keep][inside]
     rank, start, end = rank[inside], start[inside], np.minimum(end[inside], finish[rank[inside]])
-    dr = np.diff(rank)
-    if not ((dr > 0) | ((dr == 0) & (np.diff(start) >= 0))).all():  # read back: in order
-        order = np.lexsort((start, rank))
-        rank, start, end, call = rank[order], start[order], end[order], call[order]
+    by = by_rank_then_start(rank, start)
+    if by is not None:
+        rank, start, end, call = rank[by], start[by], end[by], call[by]
     lo = np.searchsorted(rank, np.arange(nranks), "left")
     hi = np.searchsorted(rank, np.arange(nranks), "right")
     return _Timeline(call, rank, start, np.maximum(end, start), lo, hi, begin, finish)

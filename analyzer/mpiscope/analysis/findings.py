@@ -83,6 +83,7 @@ import pandas as pd
 
 from mpiscope.analysis import iterations, simulate
 from mpiscope.analysis.critical_path import CriticalPath
+from mpiscope.analysis.order import by_rank_then_start
 from mpiscope.analysis.simulate.model import INTER, INTRA, Machine, format_rate, format_time
 from mpiscope.analysis.simulate.program import POLLING
 from mpiscope.analysis.simulate.scenario import CallSite, CollectiveEvery, Scenario
@@ -385,11 +386,8 @@ def _outermost_in_order(calls: pd.DataFrame) -> pd.DataFrame:
     them, with no sort when they are in that order already (a trace read back is, but for
     a rank's several threads)."""
     outer = calls[calls["depth"].to_numpy() == 0]
-    rank, start = outer["rank"].to_numpy(), outer["start"].to_numpy()
-    dr = np.diff(rank)
-    if ((dr > 0) | ((dr == 0) & (np.diff(start) >= 0))).all():
-        return outer
-    return outer.sort_values(["rank", "start"])
+    by = by_rank_then_start(outer["rank"].to_numpy(), outer["start"].to_numpy())
+    return outer if by is None else outer.iloc[by]
 
 
 def _in(col: pd.Series, names: Collection[str]) -> np.ndarray:
@@ -545,14 +543,7 @@ def _polling_part(s: Any) -> pd.DataFrame | None:
     and those of the visits that completed nothing (no message, no collective)."""
     t = s.trace
     calls = t.calls
-    fn = calls["function"]
-    if isinstance(fn.dtype, pd.CategoricalDtype):
-        names = np.asarray(fn.cat.categories.astype(str), dtype=object)
-        sel = np.isin(fn.cat.codes.to_numpy(),
-                      np.flatnonzero(np.isin(names, list(POLLING))))
-    else:
-        sel = fn.astype(str).isin(POLLING).to_numpy()
-    sel &= calls["depth"].to_numpy() == 0
+    sel = _in(calls["function"], POLLING) & (calls["depth"].to_numpy() == 0)
     if not sel.any():
         return None
     idle = sel.copy()

@@ -41,6 +41,7 @@ import pandas as pd
 
 from mpiscope.analysis import desched
 from mpiscope.analysis.breakdown import call_parts, io_completing
+from mpiscope.analysis.order import by_rank_then_start
 from mpiscope.archive.trace import Trace
 
 POLLING = ("MPI_Test", "MPI_Iprobe", "MPI_Improbe")
@@ -273,14 +274,12 @@ def _outermost(c: pd.DataFrame) -> _Calls:
     """Of a calls table (the whole trace's or one rank's)."""
     keep = ((c["depth"] == 0) & ~c["kind"].isin(["init", "finalize"])).to_numpy()
     rank, start = c["rank"].to_numpy()[keep], c["start"].to_numpy()[keep]
-    order = slice(None)
-    if len(rank) > 1 and not ((np.diff(rank) > 0)
-                              | ((np.diff(rank) == 0) & (np.diff(start) >= 0))).all():
-        order = np.lexsort((start, rank))  # the reader's order already
+    by = by_rank_then_start(rank, start)
+    take = slice(None) if by is None else by
     fn, cs = c["function"].cat, c["callsite"].cat
 
     def col(values: np.ndarray) -> np.ndarray:
-        return values[keep][order].astype(np.int64)
+        return values[keep][take].astype(np.int64)
 
     sched = None
     if desched.sampled(c):

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from mpiscope.analysis import desched
+from mpiscope.analysis.order import by_rank_then_start
 from mpiscope.analysis.simulate.model import INTER, INTRA, Machine, Placement
 from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.archive.trace import Trace
@@ -487,11 +488,9 @@ class Prepared:
         c_rank = calls["rank"].to_numpy()[op_call]
         c_start = calls["start"].to_numpy()[op_call]
         # in rank order, then time (a trace read back is; one built by hand need not be)
-        d_rank, d_start = np.diff(c_rank), np.diff(c_start)
-        if not ((d_rank > 0) | ((d_rank == 0) & (d_start >= 0))).all():
-            order = np.lexsort((c_start, c_rank))
-            op_call, c_rank, c_start = op_call[order], c_rank[order], c_start[order]
-        del d_rank, d_start
+        by = by_rank_then_start(c_rank, c_start)
+        if by is not None:
+            op_call, c_rank, c_start = op_call[by], c_rank[by], c_start[by]
         op_of = np.full(len(calls) + 1, -1, np.int64)  # index -1 (no call) maps to -1 too
         op_of[op_call] = np.arange(len(op_call))
         rank = c_rank.astype(np.int64)
