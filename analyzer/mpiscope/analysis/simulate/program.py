@@ -168,8 +168,9 @@ def _aggregated(trace: Trace, scenario: Scenario) -> tuple[np.ndarray, np.ndarra
     if not scenario.aggregate:
         return gone, nbytes
     outer = np.flatnonzero(calls["depth"].to_numpy() == 0)
-    outer = outer[np.lexsort((calls["start"].to_numpy()[outer],
-                              calls["rank"].to_numpy()[outer]))]
+    by = by_rank_then_start(calls["rank"].to_numpy()[outer], calls["start"].to_numpy()[outer])
+    if by is not None:
+        outer = outer[by]
     ordinal = np.full(len(calls), -1, np.int64)
     o_rank = calls["rank"].to_numpy()[outer]
     # ordinal of each outermost call on its rank
