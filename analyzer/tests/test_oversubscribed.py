@@ -1,33 +1,25 @@
 """More ranks than CPUs on a host (the tracer's MPISCOPE::HOST_CPUS against the ranks'
-hosts): one warning in `analyze`'s JSON and summary, and the timing-driven findings
-marked; by construction (TraceBuilder), so nothing depends on how a run was scheduled."""
+hosts): one warning in `analyze`'s JSON and summary and in the comparison reports, and the
+timing-driven findings marked; by construction (TraceBuilder), so nothing depends on how a
+run was scheduled (the web UI's: webui/tests/test_browser_warnings.py)."""
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 from pathlib import Path
 
+from mpiscope.analysis.comparison import compare_traces
+from mpiscope.analysis.session import Analysis
+from mpiscope.archive import reader
+from mpiscope.render.html import render_html
+from mpiscope.render.markdown import render_markdown
+from mpiscope.render.mdtext import md
+from mpiscope_testing.oversubscribed import imbalanced
 from mpiscope_testing.tracegen import TraceBuilder
 
 US = 1000
-
-
-def imbalanced(hosts: list[str], cpus: str | None) -> TraceBuilder:
-    """4 ranks, 10 iterations: rank 3 computes 600 µs longer before each Allreduce (a load
-    imbalance by construction)."""
-    tb = TraceBuilder(ranks=4, hosts=hosts)
-    if cpus is not None:
-        tb.properties["MPISCOPE::HOST_CPUS"] = cpus
-    for r in range(4):
-        tb.call(r, 0, 10 * US, "MPI_Init", callsite="app.c:1")
-        tb.call(r, 10_010 * US, 10_020 * US, "MPI_Finalize", callsite="app.c:9")
-    for i in range(10):
-        b = (10 + 1000 * i) * US
-        for r in range(4):
-            tb.collective(r, b + (900 if r == 3 else 300) * US, b + 910 * US,
-                          "MPI_Allreduce", sent=8, received=8, callsite="app.c:5")
-    return tb
 
 
 def analyze(tb: TraceBuilder, tmp: Path) -> tuple[dict, str]:
@@ -109,3 +101,22 @@ def test_measured_descheduling_warns_without_oversubscription(tmp_path: Path) ->
     d.mkdir()
     doc, _ = analyze(imbalanced(["a", "a", "b", "b"], "2 2"), d)
     assert [r["descheduled_s"] for r in doc["ranks"]] == [None] * 4
+
+
+def test_the_reports_carry_every_warning_of_the_run_that_has_them(tmp_path: Path) -> None:
+    """Run A: 4 ranks on 2 CPUs; run B: on 2 hosts of 2 CPUs. Each report says A's warnings
+    (the session's list, word for word) once, naming the run, and none for B."""
+    a = imbalanced(["node0"] * 4, "2").write(tmp_path / "a")
+    b = imbalanced(["a", "a", "b", "b"], "2 2").write(tmp_path / "b")
+    warnings = Analysis(reader.load(a)).warnings
+    assert [w[:15] for w in warnings] == ["oversubscribed:"]
+    assert Analysis(reader.load(b)).warnings == []
+    cmp = compare_traces(a, b)
+    page = render_html(cmp)
+    md_lines = render_markdown(cmp).splitlines()
+    for w in warnings:
+        assert page.count(f'<p class="warning"><b>warning:</b> a (<code>{a}</code>): '
+                          f"{html.escape(w)}</p>") == 1
+        assert md_lines.count(f"> **warning:** a (`{a}`): {md(w)}") == 1
+    assert page.count('class="warning') == len(warnings)
+    assert sum(line.startswith("> **warning:**") for line in md_lines) == len(warnings)

@@ -93,6 +93,11 @@ SPAWNED_KEYS = ("ranks", "functions", "wait_states", "findings", "critical_path"
                 "warnings")
 
 
+# how the warning about ranks cut short begins (the reports write it in the one wording
+# of render.cutshort, recognising it in a saved JSON's `warnings` by this)
+CUT_SHORT = "ranks cut short"
+
+
 def _records(df: pd.DataFrame) -> list[dict]:
     # pandas rounds to 10 decimals by default, which drops sub-ns digits of seconds
     # and makes the JSON's parts no longer add up to its totals.
@@ -224,16 +229,22 @@ class Analysis:
         o = self.overview
         return hosts.oversubscribed(o.ranks, o.meta.host_cpus)
 
+    def oversubscribed_note(self, f: findings.Finding) -> str:
+        """What the finding's message adds on an oversubscribed run ("": not marked). Every
+        finding but a redundancy proof's rests on timing, which descheduling distorts; one
+        place decides, for the JSON's `oversubscribed` and the web UI's mark."""
+        over = self.oversubscribed
+        return hosts.note(over) if over and f.kind != "redundant_collective" else ""
+
     def _finding(self, f: findings.Finding) -> dict[str, Any]:
         """A finding's JSON, with where it stands to the critical path (off it, the
         message says that fixing it cannot shorten the run) and, on an oversubscribed
         run, marked where timing drives it (all but a redundancy proof's verdict)."""
         d = {**f.to_dict(), **critical_path.finding_fields(
             self.critical_path, f.kind, f.function, f.group or f.callsite)}
-        over = self.oversubscribed
-        d["oversubscribed"] = bool(over) and f.kind != "redundant_collective"
-        if d["oversubscribed"]:
-            d["message"] += hosts.note(over)
+        note = self.oversubscribed_note(f)
+        d["oversubscribed"] = bool(note)
+        d["message"] += note
         if f.kind == "hot_spot":  # a rank, not a call site, holds the path there
             share = float(f.evidence["critical_path_share"])
             d.update(on_critical_path=True, critical_path_share=share,
@@ -299,7 +310,7 @@ class Analysis:
         out += self._spawned_warnings()
         if meta.truncated_ranks:
             ranks = meta.truncated_ranks
-            out.append("ranks cut short (no MPI_Finalize or truncated events), analyzed as "
+            out.append(f"{CUT_SHORT} (no MPI_Finalize or truncated events), analyzed as "
                        f"far as their events go: {_ranks_text(ranks)}")
         remaining = self.wait_states.skew.remaining
         if remaining:

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
                          skip_frames=args.skip_frames, group_by=args.group_by)
     for path, run in ((args.a, cmp.a), (args.b, cmp.b)):
         warning = cut_short_warning(path, run.truncated_ranks)
-        if warning:  # the reports say it too (cutshort.cut_short_notes)
+        if warning:  # the reports say it too (render.runwarnings)
             console.print(warning, highlight=False, soft_wrap=True, markup=False)
     ex = explain(cmp)
     if args.html:

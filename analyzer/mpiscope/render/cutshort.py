@@ -1,18 +1,15 @@
 """The one wording of "this trace has ranks cut short", for every place that warns about it.
 
 `analyze`, `scaling` and `compare` print `cut_short_warning` on stderr, `serve` shows it
-too, and the comparison reports (HTML, Markdown) carry `cut_short_text`, so a user reads
-the same sentence wherever a trace of a job that died (or a truncated `.evt`) turns up.
+too, and the comparison reports (HTML, Markdown; render.runwarnings) carry
+`cut_short_text`, so a user reads the same sentence wherever a trace of a job that died
+(or a truncated `.evt`) turns up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # no analysis import for the warning lines the CLI prints first
-    from mpiscope.analysis.comparison import Comparison, RunSummary
 
 
 def cut_short_text(ranks: Sequence[int]) -> str | None:
@@ -30,13 +27,3 @@ def cut_short_warning(path: Path | str, ranks: Sequence[int]) -> str | None:
     text = cut_short_text(ranks)
     return f"mpiscope: warning: {path}: {text}" if text else None
 
-
-def cut_short_notes(cmp: Comparison) -> list[tuple[RunSummary, str]]:
-    """(run, warning) for each run whose trace has ranks cut short: its numbers cover only
-    the part of the run that was traced, which the reader of a report must be told."""
-    notes = []
-    for run in (cmp.a, cmp.b):
-        text = cut_short_text(run.truncated_ranks)
-        if text:
-            notes.append((run, text))
-    return notes

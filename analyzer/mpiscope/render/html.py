@@ -22,9 +22,9 @@ from mpiscope.analysis.explanation import Explanation, explain
 from mpiscope.numbers import fmt_pct, fmt_s
 from mpiscope.render import explain as explained
 from mpiscope.render import timeline
-from mpiscope.render.cutshort import cut_short_notes
 from mpiscope.render.palette import PART_COLOURS
 from mpiscope.render.plottext import plot_text
+from mpiscope.render.runwarnings import RunWarning, report_warnings
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
@@ -90,6 +90,13 @@ def breakdown_figure(runs: Sequence[RunSummary]) -> go.Figure:
     return fig
 
 
+def warning_html(w: RunWarning) -> str:
+    """One warning of a run, above the figures it qualifies."""
+    cls = "warning cut-short" if w.cut_short else "warning"
+    return (f'<p class="{cls}"><b>warning:</b> {esc(w.run.label)} '
+            f'(<code>{esc(w.run.trace_dir)}</code>): {esc(w.text)}</p>')
+
+
 def run_meta_rows(run: RunSummary) -> list[list[object]]:
     meta = run.report.get("meta", {})
     hosts = sorted({r["host"] for r in run.report["ranks"]})
@@ -111,9 +118,7 @@ def render_html(cmp: Comparison, title: str = "", ex: Explanation | None = None)
     now = datetime.now(timezone.utc)
     parts: list[str] = [f"<h1>{esc(title)}</h1>",
                         f'<p class="muted">generated {now:%Y-%m-%d %H:%M UTC} by mpiscope</p>']
-    for run, text in cut_short_notes(cmp):
-        parts.append(f'<p class="warning cut-short"><b>warning:</b> {esc(run.label)} '
-                     f'(<code>{esc(run.trace_dir)}</code>): {esc(text)}</p>')
+    parts += [warning_html(w) for w in report_warnings(cmp)]
 
     # headline figures
     kpis = []

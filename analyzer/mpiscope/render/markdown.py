@@ -13,8 +13,8 @@ from mpiscope.analysis.comparison import Comparison, RunSummary
 from mpiscope.analysis.explanation import Explanation, explain
 from mpiscope.numbers import fmt_pct, fmt_s
 from mpiscope.render import explain as explained
-from mpiscope.render.cutshort import cut_short_notes
 from mpiscope.render.mdtext import Markdown, code, md
+from mpiscope.render.runwarnings import report_warnings
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]],
@@ -75,8 +75,9 @@ def render_markdown(cmp: Comparison, ex: Explanation | None = None) -> str:
     (the HTML report has the same numbers plus the charts and timelines)."""
     a, b = cmp.a, cmp.b
     lines = [f"### mpiscope: {md(a.label)} vs {md(b.label)}", ""]
-    for run, text in cut_short_notes(cmp):
-        lines += [f"> **warning:** {md(run.label)} ({code(run.trace_dir)}): {md(text)}", ""]
+    for w in report_warnings(cmp):
+        lines += [f"> **warning:** {md(w.run.label)} ({code(w.run.trace_dir)}): {md(w.text)}",
+                  ""]
 
     headline: list[list[object]] = []
     fa, fb = cmp.figure("mflops")
