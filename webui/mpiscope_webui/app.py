@@ -26,6 +26,7 @@ from mpiscope_webui import (
     views,
     windowstats,
 )
+from mpiscope_webui.analysis import RunNotes
 from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import Lanes, TraceModel
 from mpiscope_webui.timeline import View
@@ -168,6 +169,8 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
                                          **{"data-format": f, "data-panel": p})
                              for f in ("svg", "png")], className="exports"),
                   critical.toggle(p)], className="panel-head"),
+        # the run's warnings and totals, once the analysis has them (run_notes below)
+        html.Div(id={"type": "notes", "panel": p}, className="run-notes"),
         dcc.Store(id={"type": "view", "panel": p}, data=view.to_dict()),
         # the wait states come in the background; until then a cheap poll asks for them,
         # and the timeline is drawn again, shaded, once they are there
@@ -522,6 +525,15 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             raise PreventUpdate
         name = inputs.selected_name(rows, data, ctl.models[p].index.functions)
         return views.duration_histogram(ctl.models[p], name)
+
+    # filled at page load, from the background analysis (waited for: the timeline is not)
+    @app.callback(Output({"type": "notes", "panel": MATCH}, "children"),
+                  Input({"type": "notes", "panel": MATCH}, "id"))
+    def run_notes(ident):
+        p = inputs.output_panel(ctx.outputs_list, n)
+        if p is None or inputs.panel(ident, n) != p:
+            raise PreventUpdate
+        return views.run_notes(RunNotes.of(ctl.models[p].session))
 
     critical.register(app, ctl.models)
     calltreeview.register(app, ctl.models)

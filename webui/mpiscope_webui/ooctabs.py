@@ -44,7 +44,7 @@ from dash import dcc, html
 from mpiscope.analysis.window import WindowIndex
 from mpiscope.errors import UserError
 from mpiscope_webui import inputs, oocprofiles, oocwindow, views, windowstats
-from mpiscope_webui.analysis import Panels
+from mpiscope_webui.analysis import Panels, RunNotes
 from mpiscope_webui.pyramid import Pyramid
 from mpiscope_webui.timeline import View
 from mpiscope_webui.windowstats import RUN, Scope
@@ -364,8 +364,10 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
                 *(regions.contents or [])]
     elif name == "findings":
         found = j["findings"]
+        out += views.run_notes(RunNotes.of_json(j))  # the page's header has no analysis
         out += [html.Ol([html.Li([html.B(f"{f['kind']}: {f['function']} at "
                                          f"{f['callsite'] or '?'}"),
+                                  *views.oversubscribed_mark(f.get("oversubscribed")),
                                   html.Div(f["message"], className="finding-msg")])
                          for f in found], className="findings")
                 if found else html.Div("No findings above the noise floor.",

@@ -11,7 +11,7 @@ from mpiscope import numbers
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
-from mpiscope_webui.analysis import FindingView, Panels
+from mpiscope_webui.analysis import FindingView, Panels, RunNotes, Totals
 from mpiscope_webui.model import TraceModel
 
 
@@ -227,6 +227,7 @@ def _finding_item(f: FindingView, panel: int, i: int) -> html.Li:
         html.Button(f"{f.kind}: {f.function} at {f.callsite or '?'}",
                     className="finding", title="zoom the timeline to its occurrences",
                     **{"data-panel": panel, "data-idx": i}),  # see assets/findings.js
+        *oversubscribed_mark(f.oversubscribed_note),
         html.Span((f" saves ≈ {numbers.seconds(f.estimated_savings_s)} of "
                    if f.saving_stated else " no saving stated · ")
                   + f"{numbers.seconds(f.time_s)} · {numbers.count(len(f.calls), 'call')}",
@@ -234,9 +235,20 @@ def _finding_item(f: FindingView, panel: int, i: int) -> html.Li:
         *([html.Div("via " + " <- ".join(f.callpath), className="muted callpath")]
           if len(f.callpath) > 1 else []),
         html.Div(f.message, className="finding-msg"),
+        *([html.Div(f.oversubscribed_note, className="finding-msg oversubscribed-note")]
+          if f.oversubscribed_note else []),
         *([html.Div("minor: " + f.minor_reason, className="muted minor-reason")]
           if f.minor_reason else []),
     ])
+
+
+def oversubscribed_mark(note: str | bool | None) -> list[html.Span]:
+    """The mark of a finding that descheduling may drive (the JSON's `oversubscribed`),
+    its note as the tooltip where there is one."""
+    if not note:
+        return []
+    title = note if isinstance(note, str) else "measured oversubscribed"
+    return [html.Span("oversubscribed", className="mark oversubscribed", title=title)]
 
 
 def breakdown_table(a: Panels) -> pd.DataFrame:
@@ -250,3 +262,48 @@ def breakdown_table(a: Panels) -> pd.DataFrame:
     rows.append({"part": "wall (slowest rank)", "seconds": float(bd["total_s"].max()),
                  "share": float("nan")})
     return pd.DataFrame(rows)
+
+
+# -- above each run's timeline: its warnings and how its lengths relate ---------------------
+SECONDS_DIGITS = 4  # as the panel's header writes the run's span
+
+
+def _s(x: float) -> str:
+    return numbers.seconds(x, SECONDS_DIGITS)
+
+
+def _num(x: float, cls: str) -> html.Span:
+    """A number of the totals line, its class naming what it is (tests read them)."""
+    return html.Span(_s(x), className=cls)
+
+
+def _measured_interval(t: Totals) -> str:
+    """Where each rank's breakdown starts and ends, and what that leaves out."""
+    start = f"{t.init}'s end" if t.init else "its first event"
+    end = f"{t.finalize}'s start" if t.finalize else "its last event"
+    outside = "both" if t.init and t.finalize else t.init or t.finalize
+    return f"from {start} to {end}" + (f" ({outside} outside it)" if outside else "")
+
+
+def totals_line(t: Totals) -> html.Div:
+    """One line: the run's span (the header's), the interval the breakdown covers per
+    rank, the critical path's length and interval, so the three totals are not read as
+    one disagreeing with another."""
+    lo, hi = t.rank_s
+    ranks = ([_num(lo, "total-rank-min"), " to ", _num(hi, "total-rank-max")]
+             if _s(lo) != _s(hi) else [_num(hi, "total-rank-max")])
+    return html.Div([
+        "run ", _num(t.run_s, "total-run"), " (trace start to last event) · breakdown ",
+        *ranks, f" per rank, {_measured_interval(t)} · critical path ",
+        _num(t.path_s, "total-path"), ", from ", _num(t.path_from_s, "total-path-from"),
+        " to ", _num(t.path_to_s, "total-path-to"), " (across the ranks' intervals)",
+    ], className="muted totals")
+
+
+def run_notes(notes: RunNotes) -> list:
+    """The run's warnings (every one the analysis gave), then its totals line."""
+    out: list = [html.Div([html.B("warning: "), w.text], className="run-warning")
+                 for w in notes.warnings]
+    if notes.totals is not None:
+        out.append(totals_line(notes.totals))
+    return out

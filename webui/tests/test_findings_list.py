@@ -12,6 +12,7 @@ from __future__ import annotations
 from dash import html
 
 from mpiscope.archive import reader
+from mpiscope_testing import oversubscribed
 from mpiscope_testing.hostile import HOSTILE, hostile_example
 from mpiscope_testing.tracegen import TraceBuilder
 from mpiscope_webui.model import TraceModel
@@ -100,3 +101,24 @@ def test_a_minor_finding_without_a_saving_says_so(tmp_path):
               if li.children[0].children == "redundant_collective: MPI_Barrier at setup.c:8"]
     assert item.children[1].children.startswith(" no saving stated · ")
     assert "saves" not in item.children[1].children
+
+
+def _marks(view) -> list[list[str]]:
+    """Per listed finding, the marks beside its button."""
+    (ol,) = _lists(view, "findings")
+    return [[c.children for c in li.children if getattr(c, "className", "") ==
+             "mark oversubscribed"] for li in ol.children]
+
+
+def test_only_an_oversubscribed_runs_findings_are_marked(tmp_path):
+    """4 ranks on a host with 2 CPUs (built): the imbalance is marked, with the note its
+    JSON message ends with; the 2-rank trace above records no CPUs: nothing is."""
+    trace = oversubscribed.imbalanced(["node0"] * 4, "2").write(tmp_path / "over")
+    model = TraceModel.build(reader.load(trace))
+    panels = model.analysis()
+    assert _marks(findings_list(panels, 0)) == [["oversubscribed"]]
+    [f] = panels.findings
+    doc = model.session.to_dict()["findings"]
+    assert doc[0]["oversubscribed"] and doc[0]["message"].endswith(" " + f.oversubscribed_note)
+    plain = TraceModel.build(imbalanced(tmp_path)).analysis()
+    assert _marks(findings_list(plain, 0)) == [[]]

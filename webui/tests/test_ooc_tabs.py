@@ -15,6 +15,7 @@ from dash import html
 from mpiscope.analysis import window
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
+from mpiscope_testing.oversubscribed import imbalanced
 from mpiscope_webui import ooctabs, windowstats
 
 
@@ -37,6 +38,26 @@ def test_a_failed_analysis_is_one_line_naming_the_command(tmp_path):
     line = text(shown)
     assert line.startswith("analysis failed — `mpiscope analyze --engine dask` exited ")
     assert "\n" not in line
+
+
+def test_findings_out_of_core_carry_the_warnings_and_the_mark(tmp_path):
+    """The JSON the Dask engine writes, for 4 ranks on 2 CPUs (built): its warnings above
+    the findings, word for word, the totals line, and the imbalance marked."""
+    trace = imbalanced(["node0"] * 4, "2").write(tmp_path / "trace")
+    doc = Analysis(reader.load(trace)).to_dict()
+    r = ooctabs.Results(trace, start=False)
+    r.json = doc
+    r._done.set()
+    shown = ooctabs.tab(r, "findings")
+    warned = [" ".join(text(d).split()) for d in shown
+              if getattr(d, "className", "") == "run-warning"]
+    assert warned and warned == [f"warning: {w}" for w in doc["warnings"]]
+    assert any("totals" in str(getattr(d, "className", "")) for d in shown)
+    [found] = [d for d in shown if getattr(d, "className", "") == "findings"]
+    marks = [[c.children for c in li.children if getattr(c, "className", "")
+              == "mark oversubscribed"] for li in found.children]
+    assert marks == [["oversubscribed"] if f["oversubscribed"] else []
+                     for f in doc["findings"]] and any(marks)
 
 
 def test_running_and_unavailable_tabs_say_so_in_one_line(tmp_path):
