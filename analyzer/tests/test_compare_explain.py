@@ -8,10 +8,7 @@ Two pairs: written traces where the time provably moved from an Allreduce to a W
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,72 +16,13 @@ import pytest
 import mpiscope
 from mpiscope.analysis.comparison import compare_traces
 from mpiscope.analysis.explanation import explain, per_iteration
+from mpiscope_testing.comparetraces import ITERATIONS, compare_json, halo_pair
 from mpiscope_testing.scenarios import HIMENO, traced_himeno
-from mpiscope_testing.tracegen import TraceBuilder
-
-MS, US = 1_000_000, 1_000
-ITERATIONS = 10
-
-
-def exchange(tb: TraceBuilder, r: int, t: int, leave: int, i: int) -> None:
-    """Rank r's halo exchange of iteration i: Irecv (app.c:40) and Isend (app.c:41) to the
-    other rank from `t`, then MPI_Waitall (app.c:50) from t + 20 µs until `leave`."""
-    tb.irecv_call(r, t, t + 10 * US, request=2 * i + 1, callsite="app.c:40")
-    tb.isend_call(r, t + 10 * US, t + 20 * US, dest=1 - r, tag=i, nbytes=800,
-                  request=2 * i + 2, callsite="app.c:41")
-    tb.enter(r, t + 20 * US, "MPI_Waitall", callsite="app.c:50")
-    tb.isend_complete(r, leave, request=2 * i + 2)
-    tb.irecv(r, leave, src=1 - r, tag=i, nbytes=800, request=2 * i + 1)
-    tb.leave(r, leave, "MPI_Waitall")
-
-
-def halo_program(allreduce: bool) -> TraceBuilder:
-    """Two ranks, 10 iterations of: halo exchange (both ranks, 100 µs), compute (rank 0:
-    2.1 ms, rank 1: 5.1 ms), then (`allreduce`) MPI_Allreduce at app.c:60, and 0.1 ms more
-    compute.
-
-    With the Allreduce rank 0 waits 3 ms in it every iteration, and the exchange finds
-    both ranks together (period 5.3 ms). Without it (the "fix") rank 0 runs ahead into the
-    next exchange and waits there instead: its Waitall enters 2.99 ms before rank 1's
-    Isend (a late sender) in iterations 1-9; the period is 5.2 ms."""
-    tb = TraceBuilder(ranks=2)
-    for r in (0, 1):
-        tb.call(r, 0, 1 * MS, "MPI_Init", callsite="app.c:10")
-    period = (5300 if allreduce else 5200) * US
-    start0 = 1 * MS  # rank 0's start of the iteration
-    for i in range(ITERATIONS):
-        t = 1 * MS + i * period  # rank 1's (the slow one's)
-        exchange(tb, 1, t, t + 100 * US, i)
-        exchange(tb, 0, start0, t + 100 * US, i)
-        if allreduce:
-            for r, enter in ((0, 2100), (1, 5100)):
-                tb.collective(r, t + enter * US, t + 5200 * US, "MPI_Allreduce", sent=8,
-                              received=8, in_hash=10 * i + r, out_hash=10 * i + 5,
-                              callsite="app.c:60")
-            start0 = t + 5300 * US
-        else:
-            start0 = t + 2200 * US
-    end = 1 * MS + ITERATIONS * period
-    tb.call(1, end, end + MS, "MPI_Finalize", callsite="app.c:80")
-    tb.call(0, start0, start0 + MS, "MPI_Finalize", callsite="app.c:80")
-    return tb
-
-
-def compare_json(a: Path, b: Path, tmp: Path, *extra: str) -> tuple[str, dict]:
-    """`mpiscope compare A B --json` as a user runs it: (stdout, the JSON)."""
-    out = tmp / "compare.json"
-    p = subprocess.run([sys.executable, "-m", "mpiscope", "compare", str(a), str(b),
-                        "--json", str(out), *extra], capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr
-    return p.stdout, json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
 def halo(tmp_path_factory) -> tuple[Path, Path]:
-    tmp = tmp_path_factory.mktemp("halo")
-    return (halo_program(allreduce=True).write(tmp / "before"),
-            halo_program(allreduce=False).write(tmp / "after"))
+    return halo_pair(tmp_path_factory.mktemp("halo"))
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from mpiscope_webui import (
     views,
     windowstats,
 )
-from mpiscope_webui.analysis import RunNotes
+from mpiscope_webui.analysis import Panels, RunNotes
 from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import Lanes, TraceModel
 from mpiscope_webui.timeline import View
@@ -540,10 +540,35 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
     strip.register(app, ctl.models)
 
     if n == 2:
-        @app.callback(Output("differences", "children"), Input("boot", "data"))
-        def differences(_):
-            return compare.differences(ctl.models[0], ctl.models[1])
+        compare_callbacks(app, ctl)
 
+
+def compare_callbacks(app: Dash, ctl: Controller) -> None:
+    """Compare mode's own: the Differences tab (with `mpiscope compare`'s predicted vs
+    measured, computed once for every page) and one y-scale for both runs' breakdowns."""
+    explained = compare.Explained(*ctl.models)
+
+    @app.callback(Output("differences", "children"), Input("boot", "data"))
+    def differences(_):
+        return compare.differences(ctl.models[0], ctl.models[1], explained.get())
+
+    # each panel's Breakdown tab follows its own window (a callback each): its tallest
+    # bar comes with it, and both charts then get the taller of the two as their top
+    @app.callback(Output({"type": BREAKDOWN_GRAPH, "panel": ALL}, "figure"),
+                  Input({"type": BREAKDOWN_TOP, "panel": ALL}, "data"))
+    def shared_breakdown_scale(tops):
+        outs = ctx.outputs_list if isinstance(ctx.outputs_list, list) else []
+        got = [inputs.number(t) for t in (tops if isinstance(tops, list) else [])]
+        top = max((t for t in got if t is not None and t >= 0), default=0.0)
+        if not outs or views.bar_range(top) is None:
+            raise PreventUpdate
+        patches = []
+        for _ in outs:
+            patch = Patch()
+            patch["layout"]["yaxis"]["range"] = views.bar_range(top)
+            patch["layout"]["yaxis"]["autorange"] = False
+            patches.append(patch)
+        return patches
 
 
 def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: list[View],
@@ -556,11 +581,11 @@ def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: 
     if ident == "shared":
         if not shared or prop != "value":
             return None
-        if shared == "iteration":  # the second run follows the first's iterations
-            return [views_now[0], _with_window(views_now[1], *ctl.aligned_window(
-                0, 1, views_now[0].t0, views_now[0].t1))]
-        t0, t1 = ctl.shared_window()
-        return [_with_window(v, t0, t1) for v in views_now]
+        # the second run follows the first: ticking keeps what panel 0 shows
+        w = views_now[0].t0, views_now[0].t1
+        if shared == "iteration":  # the same iterations of its own loop
+            w = ctl.aligned_window(0, 1, *w)
+        return [views_now[0], _with_window(views_now[1], *w)]
     if isinstance(ident, str) and ident.startswith("finding-click-"):
         p = next((q for q in range(n) if ident == f"finding-click-{q}"), None)
         if p is None or prop != "data" or not value:
@@ -616,6 +641,8 @@ def _with_window(v: View, t0: float, t1: float) -> View:
 
 
 TABS = ("breakdown", "functions", "messages", "profiles", "calltree", "findings")
+# compare mode: a panel's breakdown chart and its tallest bar (compare_callbacks)
+BREAKDOWN_GRAPH, BREAKDOWN_TOP = "bgraph", "btop"
 WINDOW_TABS = ("breakdown", "functions", "messages", "profiles", "calltree")  # follow the window
 
 
@@ -642,8 +669,8 @@ def analysis_panel(ctl: Controller, p: int, tab: str,
         return windowstats.table(df, {"type": "wtable", "panel": p, "name": name}, **kw)
 
     if tab == "breakdown":
-        return title + [dcc.Graph(figure=views.breakdown_figure(a)),
-                        tbl(a.breakdown, "breakdown")]
+        return title + _breakdown_chart(a, p, len(ctl.models) == 2) + [
+            tbl(a.breakdown, "breakdown")]
     if tab == "functions":
         return title + [windowstats.table(windowstats.functions_frame(a.functions),
                                           {"type": "ftable", "panel": p}, selectable=True),
@@ -652,3 +679,14 @@ def analysis_panel(ctl: Controller, p: int, tab: str,
                     tbl(a.comm_matrix, "matrix"),
                     dcc.Graph(figure=views.message_size_figure(a)),
                     tbl(a.message_sizes, "message-sizes")]
+
+
+def _breakdown_chart(a: Panels, p: int, compared: bool) -> list:
+    """The Breakdown tab's chart; in compare mode with its tallest bar beside it, for the
+    scale both runs' charts share (compare_callbacks)."""
+    if not compared:
+        return [dcc.Graph(figure=views.breakdown_figure(a))]
+    top = views.breakdown_top(a)
+    return [dcc.Graph(id={"type": BREAKDOWN_GRAPH, "panel": p},
+                      figure=views.breakdown_figure(a, top=top)),
+            dcc.Store(id={"type": BREAKDOWN_TOP, "panel": p}, data=top)]

@@ -1,11 +1,19 @@
-"""Compare mode: run A against run B — breakdowns and function tables with the differences."""
+"""Compare mode: run A against run B — what the replay predicted the change would gain
+against what was measured (`mpiscope compare`'s analysis), breakdowns and function tables
+with the differences."""
 
 from __future__ import annotations
+
+import threading
+from pathlib import Path
 
 import pandas as pd
 from dash import dash_table, dcc, html
 
-from mpiscope_webui import views
+from mpiscope import numbers
+from mpiscope.analysis import comparison
+from mpiscope.analysis.explanation import Explanation, explain
+from mpiscope_webui import views, windowstats
 from mpiscope_webui.model import TraceModel
 
 
@@ -51,15 +59,99 @@ def _table(df: pd.DataFrame, table_id: str) -> dash_table.DataTable:
              "color": "#c0392b", "fontWeight": "bold"}])
 
 
-def differences(a: TraceModel, b: TraceModel) -> list:
+def _trace_dir(model: TraceModel) -> Path:
+    """The run's directory (fom.read looks beside the trace for the program's output)."""
+    path = Path(model.trace.path)
+    return path if path.is_dir() else path.parent
+
+
+def explanation(a: TraceModel, b: TraceModel) -> Explanation:
+    """`mpiscope compare A B`'s analysis (analysis.explanation.explain) of the served runs,
+    from the sessions the tabs already use (nothing analyzed twice)."""
+    runs = [comparison.summarize(m.session, _trace_dir(m), m.label) for m in (a, b)]
+    return explain(comparison.build(*runs))
+
+
+class Explained:
+    """The explanation of two served runs, computed once for every page that asks (it
+    needs all of both runs' analyses: seconds on a big trace)."""
+
+    def __init__(self, a: TraceModel, b: TraceModel) -> None:
+        self._runs = (a, b)
+        self._lock = threading.Lock()
+        self._done: Explanation | str | None = None
+
+    def get(self) -> Explanation | str:
+        """The explanation, or why there is none (one line, as the tabs list errors)."""
+        with self._lock:
+            if self._done is None:
+                try:
+                    self._done = explanation(*self._runs)
+                except Exception as err:  # noqa: BLE001 - shown to the user, one line
+                    self._done = f"{type(err).__name__}: {err}".splitlines()[0]
+            return self._done
+
+
+def findings_frame(doc: dict) -> pd.DataFrame:
+    """Per finding of A (`findings` of Explanation.to_dict, the JSON's): predicted saving,
+    measured saving (its call site's time per rank, A − B), the call site's time per rank
+    and on the critical path in both runs, and the outcome."""
+    cols = ["kind", "function", "callsite", "predicted_s", "measured_s", "site_a_s",
+            "site_b_s", "path_a_s", "path_b_s"]
+    df = pd.DataFrame(doc["findings"], columns=[*cols, "resolved"])
+    # a table shows no booleans: the outcome in words, as the reports write it
+    outcome = ["resolved" if r else "still there" for r in df["resolved"]]
+    return df[cols].assign(outcome=outcome)
+
+
+def _gains(doc: dict) -> html.Table:
+    """The verdict's numbers, each in its own cell (as numbers.seconds writes them, as
+    the verdict does)."""
+    rows = [("predicted gain", doc["predicted_gain_s"], "explain-predicted"),
+            ("measured gain", doc["measured_gain_s"], "explain-measured"),
+            ("difference", doc["difference_s"], "explain-difference"),
+            ("noise ±", doc["noise"]["gain_s"], "explain-noise")]
+    return html.Table([html.Tr([html.Th(k), html.Td(numbers.seconds(v), id=ident)])
+                       for k, v, ident in rows], className="kv explain-gains")
+
+
+def predicted_section(a: TraceModel, ex: Explanation | str) -> list:
+    """The report's "predicted vs measured": the verdict and its numbers, where the time
+    went, and per finding of A its predicted and measured saving (CSV export)."""
+    head = html.H4("Predicted vs measured: did the change gain what the replay predicted?")
+    if isinstance(ex, str):
+        return [head, html.Div(f"analysis incomplete — {ex}", className="error")]
+    doc = ex.to_dict()  # what `mpiscope compare --json` writes of it
+    sentences, noise = doc["explanation"], doc["noise"]
+    out = [head, html.P(doc["verdict"], id="explain-verdict", className="verdict"),
+           _gains(doc), html.Ul([html.Li(s) for s in sentences[1:]], className="explanation"),
+           html.P(f"noise: {noise['model']} ({noise['basis']})", className="muted")]
+    if doc["findings"]:
+        out += [html.H5(f"Findings of A ({a.label}): the saving predicted and measured "
+                        "(per rank), their call site's time per rank and on the critical "
+                        "path in A and B"),
+                windowstats.table(findings_frame(doc), "diff-predicted")]
+    else:
+        out.append(html.P(f"A ({a.label}) has no findings: nothing was predicted.",
+                          className="muted"))
+    return out
+
+
+def differences(a: TraceModel, b: TraceModel, ex: Explanation | str) -> list:
+    pa, pb = a.analysis(), b.analysis()
+    # one y-range for both: the bars of the two runs compare at a glance
+    top = max(views.breakdown_top(pa), views.breakdown_top(pb))
     bars = html.Div([
-        html.Div(dcc.Graph(figure=views.breakdown_figure(a.analysis(), f"A: {a.label}")),
+        html.Div(dcc.Graph(id="diff-bars-a",
+                           figure=views.breakdown_figure(pa, f"A: {a.label}", top)),
                  className="column"),
-        html.Div(dcc.Graph(figure=views.breakdown_figure(b.analysis(), f"B: {b.label}")),
+        html.Div(dcc.Graph(id="diff-bars-b",
+                           figure=views.breakdown_figure(pb, f"B: {b.label}", top)),
                  className="column")], className="columns")
     return [
         html.P(f"A = {a.label}, B = {b.label}; negative differences (green) mean B is "
                f"faster.", className="muted"),
+        *predicted_section(a, ex),
         html.H4("Time breakdown, summed over ranks"),
         _table(breakdown_delta(a, b), "diff-breakdown"),
         bars,

@@ -35,6 +35,7 @@ from mpiscope_webui.timeline import MARGIN_L, MARGIN_R, View
 
 MAX_BARS = 2000  # more iterations than this are drawn in groups of consecutive ones
 HEIGHT = 150
+HEADROOM = 1.05  # a shared y-range: the tallest bar just below the top
 _lock = threading.Lock()
 
 
@@ -120,8 +121,29 @@ def strip(model: TraceModel) -> Strip:
 BARS = "bars"  # the hover/click trace's name: one point per bar
 
 
-def figure(model: TraceModel, view: View) -> dict:
-    """The stacked bars, on the timeline's time axis and margins, showing its window."""
+def top(model: TraceModel) -> float:
+    """The tallest bar of the model's strip (s per rank), 0 without bars."""
+    parts = strip(model).parts
+    return float(parts.sum(axis=1).max()) if len(parts) and len(parts.columns) else 0.0
+
+
+def shared_top(models: list[TraceModel]) -> float | None:
+    """Compare mode: the tallest bar of both runs' strips, the top of both y-axes (bars
+    compare across the panels); None for one run (its own scale)."""
+    if len(models) < 2:
+        return None
+    tops = []
+    for m in models:
+        try:
+            tops.append(top(m))
+        except Exception:  # noqa: BLE001, S112 - that strip fails alone (the tabs list it)
+            continue
+    return max(tops, default=0.0) or None
+
+
+def figure(model: TraceModel, view: View, y_top: float | None = None) -> dict:
+    """The stacked bars, on the timeline's time axis and margins, showing its window;
+    `y_top`: the y-axis' top (s), None: Plotly's own."""
     st = strip(model)
     x0, x1 = st.x0 / 1e9, st.x1 / 1e9
     centre = (x0 + x1) / 2
@@ -159,7 +181,9 @@ def figure(model: TraceModel, view: View) -> dict:
                         "zeroline": False, "exponentformat": "none", "fixedrange": True,
                         "ticklabeloverflow": "allow"},
               "yaxis": {"title": {"text": "s"}, "fixedrange": True, "zeroline": False,
-                        "rangemode": "tozero"},
+                        "rangemode": "tozero",
+                        **({"range": [0.0, y_top * HEADROOM], "autorange": False}
+                           if y_top and np.isfinite(y_top) else {})},
               # the bar under the pointer (its point nearest in x), as bars hover
               "dragmode": False, "hovermode": "x", "hoverdistance": -1,
               "meta": {"unit": st.unit, "bars": len(st)}}
@@ -207,7 +231,7 @@ def register(app: Dash, models: list[TraceModel]) -> None:
             patch["layout"]["xaxis"]["range"] = [v.t0, v.t1]
             return patch, no_update
         try:
-            return figure(models[p], v), True
+            return figure(models[p], v, shared_top(models)), True
         except Exception:  # noqa: BLE001 - the analysis tabs list the error
             return no_update, no_update
 

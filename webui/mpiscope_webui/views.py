@@ -31,7 +31,27 @@ def part_colour(part: str) -> str:
     return palette.PART_COLOURS[part]
 
 
-def breakdown_figure(a: Panels, label: str = "") -> go.Figure:
+BAR_HEADROOM = 1.05  # a y-range given to bars: the tallest bar just below the top
+
+
+def breakdown_top(a: Panels) -> float:
+    """The tallest stacked bar of the breakdown (s): its parts summed per rank."""
+    bd = a.breakdown
+    parts = [f"{p}_s" for p in breakdown_parts(bd)]
+    if bd.empty or not parts:
+        return 0.0
+    top = float(bd[parts].sum(axis=1).max())
+    return top if np.isfinite(top) else 0.0
+
+
+def bar_range(top: float) -> list[float] | None:
+    """A y-range [0, top] with headroom for bars, None (Plotly's own) for no bars."""
+    return [0.0, top * BAR_HEADROOM] if top > 0 else None
+
+
+def breakdown_figure(a: Panels, label: str = "", top: float | None = None) -> go.Figure:
+    """Stacked bars per rank; `top`: the y-range's top (the larger of two runs' tallest
+    bars in compare mode, so both charts share one scale), None: Plotly's own."""
     bd = a.breakdown
     fig = go.Figure()
     if not bd.empty:
@@ -41,6 +61,9 @@ def breakdown_figure(a: Panels, label: str = "") -> go.Figure:
             fig.add_bar(x=x, y=bd[f"{part}_s"], name=name, marker_color=part_colour(part),
                         hovertemplate=f"%{{x}}<br>{name}: %{{y:.4g}} s<extra></extra>")
     fig.update_layout(barmode="stack", yaxis_title="seconds")
+    shared = None if top is None else bar_range(top)
+    if shared:
+        fig.update_yaxes(range=shared, autorange=False)
     return _layout(fig, f"Time per rank {plot_text(label)}".strip())
 
 

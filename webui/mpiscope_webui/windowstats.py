@@ -141,6 +141,12 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "late_broadcast": ("late broadcast (s)", "s"), "early_reduce": ("early reduce (s)", "s"),
     "wait_at_fence": ("wait at fence (s)", "s"), "late_post": ("late post (s)", "s"),
     "early_wait": ("early wait (s)", "s"), "lock_contention": ("lock contention (s)", "s"),
+    # compare mode's findings predicted vs measured (compare.findings_frame; short: ten
+    # columns fit at 1024 px)
+    "kind": ("kind", "t"), "predicted_s": ("predicted (s)", "s"),
+    "measured_s": ("measured (s)", "s"), "site_a_s": ("site, A (s)", "s"),
+    "site_b_s": ("site, B (s)", "s"), "path_a_s": ("path, A (s)", "s"),
+    "path_b_s": ("path, B (s)", "s"), "outcome": ("outcome", "t"),
 }
 FORMATS = {"s": {"specifier": ".4~s"}, "n": {"specifier": ",~r"}, "B": {"specifier": ","},
            "%": {"specifier": ".1f"}}

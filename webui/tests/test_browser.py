@@ -14,6 +14,7 @@ import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
+from mpiscope import numbers
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import reader
 from mpiscope_testing import REPO, comparetraces
@@ -365,12 +366,11 @@ def test_compare_mode(browser, serve, himeno_traces):
     wait_until(browser, f"const a={GD.format(p=0)}._fullLayout.xaxis.range, "
                         f"b={GD.format(p=1)}._fullLayout.xaxis.range; "
                         "return a[0] === b[0] && a[1] === b[1]", what="one time scale")
-    # both runs whole, however long each took (a busy machine makes one several times
-    # the other: test_compare_mode_runs_of_different_lengths)
+    # the second run at the first's window: here the whole of the first run
     traces = {v: reader.load(himeno_traces[v]) for v in ("unpatched", "patched")}
     a = x_range(browser, 0)
-    assert a == pytest.approx([min(t.calls["start"].min() for t in traces.values()) / 1e9,
-                               max(t.calls["end"].max() for t in traces.values()) / 1e9],
+    first = traces["unpatched"].calls
+    assert a == pytest.approx([first["start"].min() / 1e9, first["end"].max() / 1e9],
                               abs=1e-9)
     browser.execute_script(f"Plotly.relayout({GD.format(p=0)}, {{'xaxis.range[0]': "
                            f"{a[0] + 0.45 * (a[1] - a[0])}, 'xaxis.range[1]': {a[1]}}})")
@@ -450,3 +450,105 @@ def test_compare_aligned_by_iteration(browser, serve, himeno_traces):
                      f"return Math.abs(r[0] - {b[i]!r}) < 1e-9 && r", what="B follows A")
     assert got == pytest.approx([b[i], b[j]], abs=1e-9)
     shot(browser, "08-compare-iterations")
+
+
+SI = {"p": 1e-12, "n": 1e-9, "µ": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3}
+DIFF_BARS = ["#diff-bars-a .js-plotly-plot", "#diff-bars-b .js-plotly-plot"]
+STRIPS = [f"#panel-{p} .strip .js-plotly-plot" for p in (0, 1)]
+# the Breakdown tab's charts (pattern-matching ids are JSON, keys sorted)
+BREAKDOWNS = [f"[id='{{\"panel\":{p},\"type\":\"bgraph\"}}'] .js-plotly-plot"
+              for p in (0, 1)]
+
+
+def si_value(text: str) -> float:
+    """A table cell as d3's SI format writes it ("14.09m", "−1m", "0") as a number."""
+    t = text.strip().replace("−", "-")
+    unit = t[-1] if t and t[-1] in SI else ""
+    return float(t[: len(t) - len(unit)]) * SI[unit]
+
+
+def one_y_range(driver, graphs: list[str], what: str) -> list[float]:
+    """Wait until every graph (CSS selectors) is drawn with one y-range; that range."""
+    return wait_until(driver, f"const r = {graphs!r}.map(q => {{ const g = document."
+                      "querySelector(q); return g && g._fullLayout && g._fullLayout.yaxis"
+                      ".range; }); return r.every(x => x && x[0] === r[0][0] && x[1] === "
+                      "r[0][1]) && r[0]", what=what)
+
+
+def tallest_bar(driver, graph: str) -> float:
+    """The tallest stacked bar of a graph as drawn (its bars' heights summed per x)."""
+    return driver.execute_script(
+        f"const g = document.querySelector({graph!r}); const sum = {{}}; "
+        "g._fullData.filter(t => t.type === 'bar').forEach(t => Array.from(t.x).forEach("
+        "(x, i) => sum[x] = (sum[x] || 0) + t.y[i])); "
+        "return Math.max(0, ...Object.values(sum));")
+
+
+@pytest.fixture(scope="module")
+def halo(tmp_path_factory):
+    """A halo exchange with and without an Allreduce, built by construction, and
+    `mpiscope compare --json` of the two (comparetraces.halo_pair): its verdict is that
+    the run gained less than predicted, the Allreduce's time moved to a Waitall."""
+    tmp = tmp_path_factory.mktemp("halo")
+    before, after = comparetraces.halo_pair(tmp)
+    return before, after, comparetraces.compare_json(before, after, tmp)[1]
+
+
+def test_compare_predicted_vs_measured_and_shared_scales(browser, serve, halo):
+    """Compare mode shows `mpiscope compare`'s verdict, gains and per-finding rows as the
+    CLI's JSON has them; both runs' breakdowns and strips share one y-range; ticking "one
+    time scale" after a zoom of the first panel shows its window in both. At 1400x900 and
+    1024x768, nothing overlapping or cut off."""
+    before, after, doc = halo
+    url = serve(before, after)
+    expected = [doc["verdict"], numbers.seconds(doc["predicted_gain_s"]),
+                numbers.seconds(doc["measured_gain_s"])]
+    assert doc["findings"] and doc["beyond_noise"]  # a verdict with something to say
+    try:
+        for size in SIZES:
+            browser.set_window_size(*size)
+            open_app(browser, url, panels=2)
+            open_tab(browser, "Differences")
+            shown = wait_until(browser, "const t = id => (document.getElementById(id) || {})"
+                               ".textContent; const v = [t('explain-verdict'), "
+                               "t('explain-predicted'), t('explain-measured')]; "
+                               "return v.every(x => x) && v", what="the verdict")
+            assert shown == expected
+            rows = browser.execute_script(
+                "return Array.from(document.querySelectorAll('#diff-predicted tbody tr'))"
+                ".filter(r => r.querySelector('td')).map(r => Object.fromEntries(Array.from("
+                "r.querySelectorAll('td')).map(c => [c.dataset.dashColumn, c.textContent])))")
+            assert [(r["kind"], r["function"], r["callsite"], r["outcome"]) for r in rows] == [
+                (f["kind"], f["function"], f["callsite"],
+                 "resolved" if f["resolved"] else "still there") for f in doc["findings"]]
+            for r, f in zip(rows, doc["findings"], strict=True):
+                for key in ("predicted_s", "measured_s", "site_a_s", "site_b_s"):
+                    assert si_value(r[key]) == pytest.approx(f[key], rel=1e-3, abs=1e-12)
+            assert browser.find_element(By.CSS_SELECTOR, "#diff-predicted .export")
+            top = one_y_range(browser, DIFF_BARS, "the breakdowns at one scale")[1]
+            assert top >= max(tallest_bar(browser, g) for g in DIFF_BARS) > 0
+            browser.execute_script("document.getElementById('differences').scrollIntoView()")
+            shot(browser, f"08-compare-predicted-{size[0]}")
+            assert layout_problems(browser, root="#differences") == []
+            top = one_y_range(browser, STRIPS, "the strips at one scale")[1]
+            assert top > 0
+            open_tab(browser, "Breakdown")
+            top = one_y_range(browser, BREAKDOWNS, "the Breakdown tab's charts at one scale")[1]
+            assert top >= max(tallest_bar(browser, g) for g in BREAKDOWNS) > 0
+            browser.execute_script("document.querySelector('.tab-parent').scrollIntoView()")
+            shot(browser, f"08-compare-breakdowns-{size[0]}")
+            # the charts (each run's per-rank table scrolls inside its half of the page)
+            assert layout_problems(browser, root="[id*='bgraph']") == []
+            # a zoom of the first run, then one time scale: both at that window
+            t0, t1 = x_range(browser, 0)
+            a, b = t0 + 0.2 * (t1 - t0), t0 + 0.4 * (t1 - t0)
+            zoom_to(browser, a, b)
+            browser.find_element(By.CSS_SELECTOR, "#shared input").click()
+            wait_until(browser, f"const a={GD.format(p=0)}._fullLayout.xaxis.range, "
+                       f"b={GD.format(p=1)}._fullLayout.xaxis.range; "
+                       "return a[0] === b[0] && a[1] === b[1]", what="one time scale")
+            for p in (0, 1):
+                assert x_range(browser, p) == pytest.approx([a, b], abs=1e-9), p
+                assert layout_problems(browser, p) == [], p
+    finally:
+        browser.set_window_size(*WINDOW)

@@ -49,8 +49,15 @@ def test_zoom_then_reset(ctl):
 
 def test_shared_time_scale_moves_both(ctl):
     v = [ctl.initial_view(0), ctl.initial_view(1)]
-    both = navigation(ctl, "shared", "value", ["shared"], v, "time")
-    assert both[0].t0 == both[1].t0 and both[0].t1 == both[1].t1 == ctl.shared_window()[1]
+    zoomed = navigation(ctl, TL, "relayoutData", {"xaxis.range[0]": v[0].t0 + 0.1,
+                                                  "xaxis.range[1]": v[0].t0 + 0.2}, v)
+    # ticking "one time scale" keeps the first panel's window and shows it in the second
+    both = navigation(ctl, "shared", "value", ["shared"], zoomed, "time")
+    assert both[0] is zoomed[0]
+    assert (both[1].t0, both[1].t1) == (zoomed[0].t0, zoomed[0].t1)
+    # a reset (double click) with one time scale: both runs whole
+    back = navigation(ctl, TL, "relayoutData", {"xaxis.autorange": True}, both, "time")
+    assert [(x.t0, x.t1) for x in back] == [ctl.shared_window()] * 2
     z = navigation(ctl, TL, "relayoutData", {"xaxis.range[0]": 0.3, "xaxis.range[1]": 0.31},
                    both, "time")
     assert (z[1].t0, z[1].t1) == (0.3, 0.31)

@@ -144,7 +144,13 @@ def analyze_run(trace_dir: Path, label: str | None = None, *,
                 skip_frames: str | Sequence[str] = (), group_by: str = "frame") -> RunSummary:
     """Read and analyze one traced run, with the figures of merit its program printed."""
     session = Analysis(reader.load(trace_dir), skip_frames=skip_frames, group_by=group_by)
-    return RunSummary(label or Path(trace_dir).name, Path(trace_dir), session.to_dict(),
+    return summarize(session, Path(trace_dir), label)
+
+
+def summarize(session: Analysis, trace_dir: Path, label: str | None = None) -> RunSummary:
+    """A run already analyzed (also the web UI's session) as `compare` sees it: its JSON
+    and the figures of merit its program printed; `label` defaults to the directory's name."""
+    return RunSummary(label or trace_dir.name, trace_dir, session.to_dict(),
                       fom.read(trace_dir), session)
 
 
