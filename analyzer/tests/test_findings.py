@@ -336,3 +336,48 @@ def test_no_aggregation_of_an_exchange_or_of_single_messages():
     agg = by_kind(a.all_findings, "message_aggregation")
     assert [f.callsite for f in agg] == ["burst.c:3"]
     assert agg[0].evidence["bursts"] == 20 and agg[0].evidence["mean_burst"] == 2.0
+
+
+def halo_ring(n: int, steps: int = 20, slow: int = 1) -> Scenario:
+    """A periodic 1-D halo exchange on `n` ranks: each step every rank computes 1 ms (rank
+    `slow` 3 ms), sends to both neighbours, then receives from both. Every rank has the
+    same 2 partners; the slow one holds the critical path and its neighbours wait for it."""
+    ms, us = 1_000_000, 1_000
+    sc = Scenario()
+    t = {}
+    for r in range(n):
+        sc.call(r, "MPI_Init", 0, 10 * us, callsite="halo.c:5")
+        t[r] = 10 * us
+    for _ in range(steps):
+        sent: dict[tuple[int, int], tuple[int, int]] = {}  # (from, to) -> (Send call, start)
+        for r in range(n):
+            t[r] += (3 if r == slow else 1) * ms
+            for k, peer in enumerate(((r + 1) % n, (r - 1) % n)):
+                a = t[r] + 10 * us * k
+                sent[(r, peer)] = (sc.call(r, "MPI_Send", a, a + 10 * us, callsite="halo.c:20",
+                                           peer=peer, bytes_sent=8), a)
+            t[r] += 20 * us
+        for r in range(n):
+            for peer in ((r - 1) % n, (r + 1) % n):
+                send, at = sent[(peer, r)]
+                start, t[r] = t[r], max(t[r], at) + 20 * us
+                sc.message(send, sc.call(r, "MPI_Recv", start, t[r], callsite="halo.c:22",
+                                         peer=peer, bytes_recv=8))
+    end = max(t.values())
+    for r in range(n):
+        sc.call(r, "MPI_Finalize", end, end + 10 * us, callsite="halo.c:30")
+    return sc
+
+
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_no_hot_spot_in_a_ring_with_one_slow_rank(ranks):
+    """The slow rank holds the critical path and both its neighbours wait for it (with 4
+    ranks, 2 of the 3 others: half of them), but every rank has as many partners: no
+    central rank serving the others. Its waiting is still a load imbalance."""
+    a = Analysis(halo_ring(ranks).trace())
+    assert a.critical_path.per_rank()["share"].idxmax() == 1
+    found = a.all_findings
+    assert not by_kind(found, "hot_spot")
+    [f] = by_kind(found, "load_imbalance")
+    assert (f.callsite, f.evidence["late_rank"]) == ("halo.c:22", 1)
+    assert f.estimated_savings_s > 0

@@ -1,11 +1,14 @@
 """Main-loop detection from the repeating call-site sequence, and the breakdown per
 iteration."""
 
+import re
+
 import numpy as np
 import pytest
 
-from mpiscope.analysis import iterations, waitstates
+from mpiscope.analysis import iterations, localcalls, waitstates
 from mpiscope.archive import reader
+from mpiscope_testing import REPO
 from mpiscope_testing.scenarios import (
     HIMENO,
     PROGRAMS,
@@ -291,3 +294,58 @@ def test_steps_that_waited_for_a_core_are_still_the_loop():
     assert loop is not None
     assert (loop.iterations, loop.callsite) == (60, "himeno.c:240")
     assert loop.every("MPI_Allreduce", "himeno.c:297") == 5
+
+
+# --- a loop is anchored on a call that communicates -------------------------------------
+
+def datatype_loop(steps: int, exchange: bool) -> Scenario:
+    """Per step on 2 ranks, as a datatype test does: two MPI_Type_create_resized calls
+    from one line (the most frequent call, and each step's first), commit and free and,
+    if `exchange`, a Sendrecv with the other rank and an Allreduce between them."""
+    sc = Scenario()
+    for r in range(2):
+        sc.call(r, "MPI_Init", 0, 10)
+        for it in range(steps):
+            t = 1000 + 1000 * it
+            for k in range(2):
+                sc.call(r, "MPI_Type_create_resized", t + 10 * k, t + 10 * k + 5,
+                        callsite="dt.py:10")
+            sc.call(r, "MPI_Type_commit", t + 20, t + 25, callsite="dt.py:11")
+            if exchange:
+                sc.call(r, "MPI_Sendrecv", t + 400, t + 450, callsite="dt.py:12",
+                        kind="p2p_sendrecv", peer=1 - r)
+                sc.call(r, "MPI_Allreduce", t + 500, t + 550, callsite="dt.py:13")
+            sc.call(r, "MPI_Type_free", t + 600, t + 605, callsite="dt.py:14")
+        sc.call(r, "MPI_Finalize", 1000 * (steps + 1), 1000 * (steps + 1) + 10)
+    return sc
+
+
+def test_a_datatype_call_is_never_the_loop_s_anchor():
+    loop = iterations.detect(datatype_loop(10, exchange=True).trace())
+    assert (loop.iterations, loop.function, loop.callsite) == (10, "MPI_Sendrecv", "dt.py:12")
+    assert list(loop.starts_by_rank()[0]) == [1000 * it + 1400 for it in range(10)]
+    # the datatype calls still belong to the loop's iterations: each but the last, which
+    # the run ends before the next step's datatypes
+    assert loop.every("MPI_Type_create_resized", "dt.py:10") == 1
+    assert loop.every("MPI_Type_free", "dt.py:14") == 1
+    assert loop.sites.set_index("callsite").loc["dt.py:10", "in_iterations"] == 9
+
+
+def test_no_loop_from_local_calls_alone():
+    assert iterations.detect(datatype_loop(10, exchange=False).trace()) is None
+
+
+def test_the_interposer_s_local_functions_are_local():
+    """Every function the interposer's spec leaves unrecorded as local (`MPI_X local`,
+    `MPI_PREFIX* local`) is local to the analysis too; its communicating entries are not."""
+    spec = (REPO / "interposer" / "gen" / "mpi.spec").read_text()
+    local = re.findall(r"^(MPI_\w+?)\*? local\s*$", spec, re.M)
+    assert len(local) > 100 and all(localcalls.is_local(n) for n in local)
+    for name in ("MPI_Sendrecv", "MPI_Allreduce", "MPI_Comm_split", "MPI_Comm_dup",
+                 "MPI_Cart_create", "MPI_Win_fence", "MPI_File_open", "MPI_Test",
+                 "MPI_Iprobe", "MPI_Request_get_status", "MPI_Wait", "MPI_Send_c"):
+        assert not localcalls.is_local(name), name
+    for name in ("MPI_Type_create_resized", "MPI_Type_commit", "MPI_Type_free",
+                 "MPI_Comm_rank", "MPI_Wtime", "MPI_Pack", "MPI_Comm_set_name",
+                 "MPI_Type_contiguous_c"):
+        assert localcalls.is_local(name), name

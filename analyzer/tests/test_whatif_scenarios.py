@@ -197,6 +197,7 @@ def test_hot_spot_on_master_worker():
     [f] = [f for f in doc["findings"] if f["kind"] == "hot_spot"]
     ev = f["evidence"]
     assert ev["rank"] == 0 and ev["senders"] == [1, 2, 3]
+    assert ev["median_partners"] == 1  # each worker talks to the master only
     assert ev["critical_path_share"] >= 0.5 and f["on_critical_path"]
     assert f["message"].startswith("rank 0 is a hot spot")
     assert "replayed" in f["message"]

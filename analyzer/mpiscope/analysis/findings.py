@@ -41,8 +41,11 @@ set-up time (a slow MPI_Init) neither dilutes a share nor raises the floor.
   computing the ranks' mean). Only where the late rank computes longer than those waiting
   for it (else the waiting is transfer time, descheduling or communication: `minor`).
 - hot_spot: one rank holding most of the critical path that many ranks send to or wait
-  for (a master serving workers, a root reading for all); saving: its computation
-  shared out equally among all ranks.
+  for, many more than a typical rank exchanges messages with (a master serving workers,
+  a root reading for all; not the slowest rank of a ring or halo, whose neighbours wait
+  for it as every rank's do): more than RING_PARTNERS, at least HOT_OVER_TYPICAL times
+  the median rank's distinct partners and HOT_PARTNERS of the other ranks; saving: its
+  computation shared out equally among all ranks.
 - bandwidth_bound / latency_bound: a call site completing received messages, at a
   notable share of rank time, whose replayed time is mostly (TRANSFER_DOMINATES) data in
   flight on the path its messages take: what its calls lose in the replay with that
@@ -104,7 +107,12 @@ FREQUENT_MIN_ITERATIONS = 20  # a loop this long at least, for a collective to b
 FREQUENT_ENOUGH = 0.9  # of the best saving: the smallest k that gets it is proposed
 RUN_SHARE_FLOOR = 0.01  # of the run: a saving below it is not listed as a finding
 HOT_SHARE = 0.5  # of the critical path on one rank, for a hot spot
-HOT_PARTNERS = 0.5  # of the other ranks (2 at least) sending to it or waiting for it
+HOT_PARTNERS = 0.5  # of the other ranks sending to it or waiting for it
+# a hot rank's partners must exceed a ring's or 1-D halo's neighbours, and be this many
+# times the median rank's distinct message partners: in a symmetric neighbour pattern
+# every rank has as many, and its slowest rank is no server the others queue at
+RING_PARTNERS = 2
+HOT_OVER_TYPICAL = 2.0
 TRANSFER_DOMINATES = 0.5  # of a receive call site's replayed time: transfer-bound
 REPLAY_TOLERANCE = 0.1  # a site's replayed time above its measured time by more: no verdict
 FREE_BANDWIDTH_BPS = 1e18  # a path whose transfers cost nothing: no latency, this rate
@@ -722,6 +730,7 @@ def _part3(s: Any, offsets: np.ndarray, last: LastIn, hot: int | None) -> dict[s
     if hot is not None:
         m = s.trace.messages
         out["senders"] = set(m.loc[m["recv_rank"] == hot, "send_rank"].astype(int))
+        out["partners"] = _partners(s)
         rank = calls["rank"].to_numpy()
         out["waiting"] = per(
             (culprit[waited] == hot) & (rank[waited] != hot) & _in(kind_c, P2P_KINDS),
@@ -734,6 +743,16 @@ def _part3(s: Any, offsets: np.ndarray, last: LastIn, hot: int | None) -> dict[s
         out["own"] = o.assign(function=o["function"].astype(str),
                               callsite=o["callsite"].astype(str))
     return out
+
+
+def _partners(s: Any) -> pd.Series:
+    """rank -> how many distinct ranks it sends messages to or receives them from, for
+    the part's ranks that exchange any (a rank slice: its own; the whole trace: all)."""
+    sent, got = s.trace.messages, s.received
+    me = np.r_[sent["send_rank"].to_numpy(), got["recv_rank"].to_numpy()].astype(np.int64)
+    peer = np.r_[sent["recv_rank"].to_numpy(), got["send_rank"].to_numpy()].astype(np.int64)
+    pairs = pd.DataFrame({"rank": me, "peer": peer})[me != peer].drop_duplicates()
+    return pairs.groupby("rank")["peer"].size()
 
 
 def _concat(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
@@ -1183,7 +1202,7 @@ def _hot_rank(num_ranks: int, path: CriticalPath | None) -> tuple[int, float] | 
 def hot_spot(parts: list[dict[str, Any]], num_ranks: int, hot: int, share: float,
              path: CriticalPath, replays: Replays, compute_s: float) -> list[Finding]:
     """The rank with most of the critical path, when many ranks send to it or wait for
-    it: a central server the others queue at."""
+    it, many more than a typical rank talks to: a central server the others queue at."""
     n = num_ranks
     senders = set().union(*(p["senders"] for p in parts)) - {hot}
     # waiting for its messages (a worker for its next task), not at a collective: a
@@ -1191,7 +1210,9 @@ def hot_spot(parts: list[dict[str, Any]], num_ranks: int, hot: int, share: float
     waiting = _concat([p["waiting"] for p in parts])
     waiters = set(waiting["rank"].astype(int)) if waiting is not None else set()
     partners = senders | waiters
-    if len(partners) < max(2, HOT_PARTNERS * (n - 1)):
+    typical = _median_partners(parts, n)
+    if len(partners) < max(RING_PARTNERS + 1, HOT_OVER_TYPICAL * typical,
+                           HOT_PARTNERS * (n - 1)):
         return []
     # where the others wait for it most; else the call the hot rank spends most time in
     waited_ns = 0
@@ -1215,13 +1236,21 @@ def hot_spot(parts: list[dict[str, Any]], num_ranks: int, hot: int, share: float
         f"rank {hot} is a hot spot: it holds {share:.0%} of the critical path "
         f"({seconds(on_path['compute_s'])} computing, {seconds(on_path['mpi_s'])} in MPI) and "
         f"{len(partners)} of the {n - 1} other ranks send to it or wait for it (most in "
-        f"{where(function, callsite)}): a central rank serving the others is their "
-        f"bottleneck. Sharing its computation out equally among all ranks "
-        f"{_saved(sv, replays)}.",
+        f"{where(function, callsite)}), where the median rank exchanges messages with "
+        f"{typical:g} rank{'' if typical == 1 else 's'}: a central rank serving the "
+        f"others is their bottleneck. Sharing its computation out equally among all "
+        f"ranks {_saved(sv, replays)}.",
         {"rank": hot, "critical_path_share": share, "senders": sorted(senders),
-         **sv.evidence(),
+         "median_partners": typical, **sv.evidence(),
          "waiting_ranks": sorted(waiters),
          "waited_for_s": float(waited_ns / 1e9), "model": replays.model})]
+
+
+def _median_partners(parts: list[dict[str, Any]], n: int) -> float:
+    """The median over all `n` ranks of their distinct message partners (a rank
+    exchanging none: 0)."""
+    per = pd.concat([p["partners"] for p in parts]).groupby(level=0).max()
+    return float(per.reindex(range(n), fill_value=0).median())
 
 
 def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,

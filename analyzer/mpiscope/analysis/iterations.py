@@ -11,6 +11,11 @@ aside:
   as such and listed in `Loop.sites` with their k;
 - repeated polling (back-to-back MPI_Test* / MPI_Iprobe calls count once).
 
+An iteration is anchored on a call that communicates, never on a local one (a datatype
+constructor, Comm_rank, an attribute: localcalls.py): creating and freeing datatypes in
+turn is no step of the program's communication, so where only local calls repeat no loop
+is found. Local calls still count among an iteration's calls.
+
 Besides sequences that repeat exactly, loops whose iterations hold mostly, not always,
 the same calls are candidates (`_regular`), and the finest loop that fills the run wins:
 a time step that does other communication every k-th step (LAMMPS rebuilding its
@@ -39,7 +44,7 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import desched
+from mpiscope.analysis import desched, localcalls
 from mpiscope.analysis.breakdown import call_parts, io_completing
 from mpiscope.analysis.order import by_rank_then_start
 from mpiscope.archive.trace import Trace
@@ -132,14 +137,18 @@ def _hollow(its: np.ndarray, busy: tuple[np.ndarray, np.ndarray]) -> bool:
 
 
 def _periods(tok: np.ndarray, start: np.ndarray, end: np.ndarray,
-             busy: tuple[np.ndarray, np.ndarray], min_iterations: int) -> list[_Period]:
-    """The repeating stretches of one rank: per anchor token (the most frequent first)
-    and number m of its repetitions per iteration (fewest first), up to the first that
-    computes in every iteration and fills most of the run."""
+             busy: tuple[np.ndarray, np.ndarray], min_iterations: int,
+             anchorable: np.ndarray) -> list[_Period]:
+    """The repeating stretches of one rank: per anchor token (the most frequent first;
+    only those `anchorable`, per token: communicating) and number m of its repetitions
+    per iteration (fewest first), up to the first that computes in every iteration and
+    fills most of the run."""
     counts = np.bincount(tok)
     first = np.full(len(counts), len(tok))
     np.minimum.at(first, tok, np.arange(len(tok)))
-    levels = np.unique(counts[counts > min_iterations])[::-1][:COUNT_LEVELS]
+    # a local call's count is no anchor level (its token is never an anchor)
+    counts_a = np.where(anchorable, counts, 0)
+    levels = np.unique(counts_a[counts_a > min_iterations])[::-1][:COUNT_LEVELS]
     whole = int(end[-1] - start[0]) if len(tok) else 0
     found: list[_Period] = []
     # calls that repeat exactly, then calls that repeat with variations: a time step
@@ -147,9 +156,11 @@ def _periods(tok: np.ndarray, start: np.ndarray, end: np.ndarray,
     for stretch in (_exact, _regular):
         done = len(found)
         for level in levels:
-            anchor = int(np.flatnonzero(counts == level)[np.argmin(first[counts == level])])
+            at_level = counts_a == level
+            anchor = int(np.flatnonzero(at_level)[np.argmin(first[at_level])])
             for m in range(1, min(MAX_GROUP, int(level) // (min_iterations + 1)) + 1):
-                starts, stop = stretch(tok, counts, anchor, level, m, min_iterations)
+                starts, stop = stretch(tok, counts, anchor, level, m, min_iterations,
+                                       anchorable)
                 if starts is None:
                     continue
                 p = _Period(len(starts), int(end[stop - 1] - start[starts[0]]),
@@ -168,10 +179,11 @@ Stretch = tuple[np.ndarray, int] | tuple[None, None]
 
 
 def _exact(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: int,
-           min_iterations: int) -> Stretch:
+           min_iterations: int, anchorable: np.ndarray) -> Stretch:
     """The longest stretch in which the calls repeat exactly, every m-th `anchor` call
     starting an iteration: (positions of each iteration's first call, position after
-    the loop's last call), or (None, None)."""
+    the loop's last call), or (None, None). Iterations open at the stretch's first
+    `anchorable` (communicating) token."""
     # calls in at most about half of the iterations run every k-th: set aside
     keep = counts[tok] > max(level / m / 2 + 1, 1)
     pos = np.flatnonzero(keep)
@@ -186,21 +198,31 @@ def _exact(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: int,
     n = (b - a + period) // period if b > a else 0
     if n < min_iterations + 1:
         return None, None
+    # local calls opening the stretch close each iteration instead (the last may lack
+    # them): the iterations keep their number, shifted past those calls
+    first = _first_communicating(f, anchorable, a, period)
     # the loop ends before the next repeating call after it (occasional calls that close
     # the last iteration, e.g. a final reduction, still belong to it)
-    nxt = a + period * n
-    return pos[a + period * np.arange(n)], int(pos[nxt]) if nxt < len(pos) else len(tok)
+    nxt = min(first + period * n, b + period)
+    return pos[first + period * np.arange(n)], int(pos[nxt]) if nxt < len(pos) else len(tok)
+
+
+def _first_communicating(f: np.ndarray, anchorable: np.ndarray, a: int, period: int) -> int:
+    """Position of the first `anchorable` token of f[a:a + period] (a if none)."""
+    hit = np.flatnonzero(anchorable[f[a:a + period]])
+    return a + int(hit[0]) if len(hit) else a
 
 
 def _regular(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: int,
-             min_iterations: int) -> Stretch:
+             min_iterations: int, anchorable: np.ndarray) -> Stretch:
     """The longest stretch in which every m-th `anchor` call opens an iteration that
     mostly holds the same calls as the one before, though not always: LAMMPS exchanges
     atoms and rebuilds its ghosts instead of sending ghost positions every 20th step, so
     no more than 19 steps repeat exactly. In the stretch, no iteration has under half or
     over twice the most common number of calls, and at least REGULAR of them hold the
     same calls as the one before (so an inner loop whose repetitions differ in turn, one
-    Himeno halo exchange per dimension, is not taken for the loop)."""
+    Himeno halo exchange per dimension, is not taken for the loop). Its iterations open
+    at the anchor itself, which is `anchorable`."""
     at = np.flatnonzero(tok == anchor)
     if len(at) < m * (min_iterations + 1):
         return None, None
@@ -333,7 +355,13 @@ def periods(rc: RankCalls, with_peer: bool, min_iterations: int) -> list[_Period
     # any one-to-one code of (site, peer) does: the tokens are renumbered in order of
     # appearance, so the rank's own largest peer gives what the whole trace's would
     tok = rc.site * (int(peer.max()) + 1) + peer if with_peer else rc.site
-    return _periods(pd.factorize(tok)[0], c.start, c.end, rc.busy, min_iterations)
+    # local calls apart from communicating ones of the same site (one Python line may
+    # make both), so every token is wholly local or not
+    local = localcalls.local_mask(c.functions)[c.function]
+    codes = pd.factorize(tok * 2 + local)[0]
+    anchorable = np.zeros(int(codes.max(initial=-1)) + 1, dtype=bool)
+    anchorable[codes] = ~local
+    return _periods(codes, c.start, c.end, rc.busy, min_iterations, anchorable)
 
 
 @dataclass
@@ -368,14 +396,24 @@ def rank_loop(rc: RankCalls, found: list[_Period], n: int) -> RankLoop:
     np.maximum.at(hi_it, inverse, it)
     # every iteration, or only every k-th: the mean gap between the iterations it runs in
     # (a call site that runs in one iteration only is no part of the loop)
-    keep = (hit == n) | (hit > 1)
-    every = np.where(hit == n, 1,
+    each = (hit == n) | _closing(group // len(c.callsites), c.functions, hit, hi_it, n)
+    keep = each | (hit > 1)
+    every = np.where(each, 1,
                      np.maximum(np.rint((hi_it - lo_it) / np.maximum(hit - 1, 1)), 2))
     sites = pd.DataFrame({"pair": group, "calls": calls, "hit": hit,
                           "every": every.astype(int)})[keep]
     first = int(p.starts[0])
     return RankLoop(rc.rank, c.start[p.starts], str(c.functions[c.function[first]]),
                     str(c.callsites[c.callsite[first]]), sites, c.functions, c.callsites)
+
+
+def _closing(function: np.ndarray, functions: np.ndarray, hit: np.ndarray,
+             hi_it: np.ndarray, n: int) -> np.ndarray:
+    """Per (function, call site) of a loop of `n` iterations: a local call in every
+    iteration but the last. Iterations open past the local calls that begin a step
+    (_exact), so these close every iteration but the last, which the run ends before."""
+    local = localcalls.local_mask(functions)[function]
+    return local & (hit == n - 1) & (hi_it == n - 2)
 
 
 # --- the choice across ranks: small inputs, on the client -------------------------------
