@@ -115,6 +115,11 @@ def test_a_late_rank_that_does_not_compute_longer_is_not_said_to(tmp_path):
     assert "rank 2 is late" in f["message"]
     assert "computes longer" not in f["message"]
     assert "Rank 2 does not compute longer than the others" in f["message"]
+    # in the units people read (no "-1e-06 s")
+    assert ev["minor_reason"] == (
+        "rank 2 is late but computes 1 µs less than the ranks waiting for it (at least 1 µs "
+        "more would explain the waiting): not a load imbalance — e.g. transfer "
+        "time, descheduling or its own communication")
 
 
 def score_p_style(iterations: int) -> TraceBuilder:

@@ -1184,8 +1184,9 @@ def _not_compute(late: int | None, caused: pd.Series, by_rank: pd.Series,
     need = 0.5 * float(caused.iloc[0]) / len(waiters)
     if extra >= need:
         return None
-    return (f"rank {late} is late but computes {extra:.3g} s more than the ranks waiting "
-            f"for it (at least {need:.3g} s would explain the waiting): not a load "
+    than = f"{seconds(extra)} more" if extra >= 0 else f"{seconds(-extra)} less"
+    return (f"rank {late} is late but computes {than} than the ranks waiting for it (at "
+            f"least {seconds(need)} more would explain the waiting): not a load "
             "imbalance — e.g. transfer time, descheduling or its own communication")
 
 
