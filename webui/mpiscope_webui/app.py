@@ -27,7 +27,7 @@ from mpiscope_webui import (
     windowstats,
 )
 from mpiscope_webui.analysis import Panels, RunNotes
-from mpiscope_webui.controller import Controller, parse_relayout
+from mpiscope_webui.controller import Controller, parse_relayout, search_noun
 from mpiscope_webui.model import Lanes, TraceModel
 from mpiscope_webui.timeline import View
 
@@ -184,12 +184,12 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
         html.Div(status, id={"type": "status", "panel": p}, className="status"),
         html.Div([
             dcc.Dropdown(id={"type": "search-what", "panel": p}, className="search-what",
-                         options=ctl.search_options(p), placeholder="find a function or "
-                         "call site (on the chosen ranks)"),
+                         options=ctl.search_options(p), placeholder="find a function, call "
+                         "site, tag or communicator (on the chosen ranks)"),
             html.Button("◀ previous", id={"type": "search", "panel": p, "dir": -1},
-                        n_clicks=0, className="search-prev", title="previous call (p)"),
+                        n_clicks=0, className="search-prev", title="previous match (p)"),
             html.Button("next ▶", id={"type": "search", "panel": p, "dir": 1}, n_clicks=0,
-                        className="search-next", title="next call (n)"),
+                        className="search-next", title="next match (n)"),
             html.Span(id={"type": "search-note", "panel": p}, className="muted"),
             html.Span("lane height", className="muted lane-label"),
             dcc.RadioItems(id={"type": "lane-px", "panel": p}, value=0, inline=True,
@@ -203,7 +203,8 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
             dcc.Tooltip(id={"type": "tip", "panel": p}, direction="bottom"),
         ], className="timeline-wrap"),
         html.Div(id={"type": "details", "panel": p}, className="details"),
-    ], className="panel", id=f"panel-{p}")
+    ], className="panel key-focus" if p == 0 and len(ctl.models) > 1 else "panel",
+        id=f"panel-{p}")  # keys act on panel A until another is clicked (navigation.js)
 
 
 def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
@@ -212,7 +213,8 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
             html.Span("compare: A above, B below" if n == 2 else "", className="muted"),
             html.Span([html.Button("◀", className="hist-back", title="previous view ( [ )"),
                        html.Button("▶", className="hist-forward", title="next view ( ] )")],
-                      className="history")]
+                      className="history"),
+            keys_help(n)]
     controls = []
     if n == 2:
         controls = [dcc.Checklist(id="shared", options=[
@@ -241,6 +243,23 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
         windowstats.scope_bar(max(m.trace.num_ranks for m in ctl.models)),
         dcc.Tabs(id="tabs", value="findings", children=tabs, className="tabs"),
     ], className="page")
+
+
+# the keys assets/navigation.js handles (outside text fields), as the page lists them
+KEYS = (("n / p", "next / previous match of the search"),
+        ("+ / -", "zoom in / out, 2× around the middle"),
+        ("← / →", "move the window a quarter of its width"),
+        ("[ / ]", "previous / next view"))
+
+
+def keys_help(panels: int) -> html.Details:
+    """The keys, folded under "keys" in the header; with two panels, which one they move."""
+    rows = [html.Tr([html.Th(html.Kbd(k)), html.Td(what)]) for k, what in KEYS]
+    note = ([html.Div("they act on the panel last clicked (marked), A at first",
+                      className="muted")] if panels > 1 else [])
+    return html.Details([html.Summary("keys"),
+                         html.Div([html.Table(rows, className="kv"), *note],
+                                  className="keys-list")], className="keys-help")
 
 
 def _columns(n: int, kind: str) -> html.Div:
@@ -415,7 +434,8 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             raise PreventUpdate
         return ctl.details(p, click)
 
-    # search: the next/previous call of a function or call site, selected and marked
+    # search: the next/previous call of a function or call site, or receive or send of a
+    # tag or communicator, selected and marked
     @app.callback(Output({"type": "view", "panel": MATCH}, "data", allow_duplicate=True),
                   Output({"type": "details", "panel": MATCH}, "children",
                          allow_duplicate=True),
@@ -432,7 +452,7 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         if v is None or parsed is None or not inputs.clicks(trig.get("value")):
             raise PreventUpdate
         if not isinstance(what, str) or len(what) > 2 * inputs.MAX_NAME:
-            return no_update, no_update, "choose a function or call site first"
+            return no_update, no_update, "choose what to find first"
         tid = parsed[0] if isinstance(parsed[0], dict) else {}
         step = inputs.integer(tid.get("dir"), -1, 2)
         if step not in (-1, 1):
@@ -440,7 +460,8 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         rs = windowstats.Scope.of(ctl.models[p], v, windowstats.WINDOW, ranks).ranks
         found = ctl.search(v, p, what, step > 0, list(rs) if rs else None)
         if found is None:
-            return no_update, no_update, f"no {'later' if step > 0 else 'earlier'} call"
+            return (no_update, no_update,
+                    f"no {'later' if step > 0 else 'earlier'} {search_noun(what)}")
         new, call = found
         return new.to_dict(), ctl.call_details(p, call), ""
 

@@ -50,6 +50,7 @@ def _table(df: pd.DataFrame, table_id: str) -> dash_table.DataTable:
         columns.append(col)
     return dash_table.DataTable(
         id=table_id, data=df.to_dict("records"), columns=columns, sort_action="native",
+        **windowstats.EXPORT,
         style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
         style_header={"fontWeight": "bold"},
         style_data_conditional=[

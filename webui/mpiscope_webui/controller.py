@@ -16,6 +16,9 @@ from mpiscope_webui.timeline import View
 MIN_WINDOW_S = 1e-7
 DETAIL_MESSAGES = 8
 SEARCH_SITES = 300  # call sites offered to the search
+SEARCH_KEYS = 100  # tags, and communicators, offered to the search
+# a message search's sides: what the user calls it, the rank column the rank set filters
+SIDES = {"recv": ("receive", "recv_rank"), "send": ("send", "send_rank")}
 
 
 def _equals(column: pd.Series, value: str) -> np.ndarray:
@@ -24,6 +27,20 @@ def _equals(column: pd.Series, value: str) -> np.ndarray:
         hit = np.flatnonzero(column.cat.categories.astype(str) == value)
         return np.isin(column.cat.codes.to_numpy(), hit)
     return column.astype(str).to_numpy() == value
+
+
+def _most_used(values: np.ndarray, n: int) -> list[int]:
+    """The n values seen most often, in ascending order (the dropdown lists tags so)."""
+    keys, counts = np.unique(values, return_counts=True)
+    top = keys[np.argsort(-counts, kind="stable")[:n]]
+    return sorted(int(k) for k in top if k >= 0)
+
+
+def search_noun(what: object) -> str:
+    """What a search value finds, in the words of its notes ("no later receive")."""
+    if isinstance(what, str) and what[:2] in ("t:", "c:"):
+        return SIDES.get(what[2:].partition("\t")[0], ("message", ""))[0]
+    return "call"
 
 
 def _fmt_s(s: float) -> str:
@@ -57,6 +74,8 @@ class Controller:
         self.models = models
         # a few widths, not one per resize forever
         self._first = functools.lru_cache(maxsize=16)(self._draw_first)
+        # the search's choices, once per trace (every page load lists them)
+        self.search_options = functools.cache(self._search_options)
 
     def first_view(self, panel: int, width: int) -> tuple[dict, str, dict]:
         """Panel's first view (timeline figure, status, overview figure) for `width`:
@@ -183,25 +202,45 @@ class Controller:
         return v
 
     # -- search ------------------------------------------------------------------------
-    def search_options(self, panel: int) -> list[dict]:
+    # What the search finds, as the dropdown's values: "f:FUNCTION" (its calls),
+    # "s:FUNCTION\tSITE" (those at a call site), "t:SIDE\tTAG" and "c:SIDE\tCOMM" (the
+    # receives or sends of messages with a tag, on a communicator; SIDE "recv" or "send")
+    def _search_options(self, panel: int) -> list[dict]:
         """What the search can look for: every function, then its call sites (most
-        called first, SEARCH_SITES at most), as {"label", "value"}."""
+        called first, SEARCH_SITES at most), then receives and sends by tag and by
+        communicator (SEARCH_KEYS of each at most, the most used), as {"label", "value"}."""
         c = self.models[panel].trace.calls
         out = [{"label": f, "value": f"f:{f}"} for f in self.models[panel].index.functions]
         sites = (c.groupby(["function", "callsite"], observed=True).size()
                  .sort_values(ascending=False).head(SEARCH_SITES))
         out += [{"label": f"{f} at {cs}", "value": f"s:{f}\t{cs}"}
                 for (f, cs), _ in sites.items() if str(cs)]
+        return out + self._message_options(panel)
+
+    def _message_options(self, panel: int) -> list[dict]:
+        model = self.models[panel]
+        m = model.trace.messages
+        out = [{"label": f"{noun} with tag {t}", "value": f"t:{side}\t{t}"}
+               for t in _most_used(m["tag"].to_numpy(), SEARCH_KEYS)
+               for side, (noun, _) in SIDES.items()]
+        comms = _most_used(m["comm"].to_numpy(), SEARCH_KEYS)
+        names = [model.comm_name(k) for k in comms]
+        for k, name in zip(comms, names, strict=True):
+            if names.count(name) > 1:  # two communicators of one name: told apart
+                name = f"{name} (ref {k})"
+            out += [{"label": f"{noun} on communicator {name}", "value": f"c:{side}\t{k}"}
+                    for side, (noun, _) in SIDES.items()]
         return out
 
-    def search(self, view: View, panel: int, what: str, forward: bool,
-               ranks: list[int] | None = None) -> tuple[View, int] | None:
-        """The next (or previous) call of a function or call site on the ranks given,
-        after (before) the call found last, else the window's start (end): the view
-        centred on it, the call selected and marked; None if there is none."""
+    def search_calls(self, panel: int, what: str, ranks: list[int] | None = None
+                     ) -> np.ndarray | None:
+        """The calls a search value stands for (row ids, ascending) on the ranks given
+        (all: None); None if it is not a value the search offers."""
         model = self.models[panel]
         c = model.trace.calls
         kind, _, key = what.partition(":")
+        if kind in ("t", "c"):
+            return self._message_calls(panel, kind, key, ranks)
         function, _, site = key.partition("\t")
         if kind not in ("f", "s") or function not in model.index.functions:
             return None
@@ -210,9 +249,39 @@ class Controller:
             sel &= _equals(c["callsite"], site)
         if ranks:
             sel &= np.isin(c["rank"].to_numpy(), ranks)
-        rows = np.flatnonzero(sel)
-        if not len(rows):
+        return np.flatnonzero(sel)
+
+    def _message_calls(self, panel: int, kind: str, key: str, ranks: list[int] | None
+                       ) -> np.ndarray | None:
+        """The receives (or sends) of the messages with a tag or on a communicator: a
+        receive is the call that completed it (the partner jump's), a send the one that
+        posted it."""
+        side, _, value = key.partition("\t")
+        # ASCII digits only: str.isdigit takes "²", which int() refuses
+        ok = value.isascii() and value.isdigit() and len(value) < 12
+        k = inputs.integer(int(value), 0, 2**31) if ok else None
+        if side not in SIDES or k is None:
             return None
+        m = self.models[panel].trace.messages
+        sel = m["tag" if kind == "t" else "comm"].to_numpy() == k
+        if ranks:
+            sel &= np.isin(m[SIDES[side][1]].to_numpy(), ranks)
+        if side == "recv":
+            done, posted = m["recv_complete_call"].to_numpy(), m["recv_call"].to_numpy()
+            calls = np.where(done >= 0, done, posted)[sel]
+        else:
+            calls = m["send_call"].to_numpy()[sel]
+        return np.unique(calls[calls >= 0]).astype(np.int64)
+
+    def search(self, view: View, panel: int, what: str, forward: bool,
+               ranks: list[int] | None = None) -> tuple[View, int] | None:
+        """The next (or previous) call a search value stands for (search_calls) on the
+        ranks given, after (before) the call found last, else the window's start (end):
+        the view centred on it, the call selected and marked; None if there is none."""
+        rows = self.search_calls(panel, what, ranks)
+        if rows is None or not len(rows):
+            return None
+        c = self.models[panel].trace.calls
         start = c["start"].to_numpy(np.int64)[rows]
         order = np.lexsort((rows, start))
         rows, start = rows[order], start[order]
@@ -235,16 +304,22 @@ class Controller:
             if i < 0:
                 return None
         call = int(rows[i])
+        return self._centred(view, panel, call), call
+
+    def _centred(self, view: View, panel: int, call: int) -> View:
+        """The view centred on a call found, at its width (from the whole run: close
+        enough to see the call), the call selected and marked."""
+        c = self.models[panel].trace.calls
         s, e = int(c["start"].iloc[call]), int(c["end"].iloc[call])
         width = view.t1 - view.t0
         full = self.full_window(panel)
-        if width >= 0.9 * (full[1] - full[0]):  # from the whole run: close enough to see it
+        if width >= 0.9 * (full[1] - full[0]):
             width = max(40 * (e - s), 100_000) / 1e9
         mid = (s + e) / 2e9
         v = View.from_dict(view.to_dict())
         v.t0, v.t1 = mid - width / 2, mid + width / 2
         v.selected, v.focus = [call], call
-        return v, call
+        return v
 
     def focus_finding(self, view: View, panel: int, i: int) -> View:
         findings = self.models[panel].analysis().findings

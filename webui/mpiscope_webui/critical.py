@@ -22,7 +22,7 @@ from dash.exceptions import PreventUpdate
 
 from mpiscope.analysis.critical_path import CriticalPath
 from mpiscope.render import palette
-from mpiscope_webui import inputs
+from mpiscope_webui import inputs, windowstats
 from mpiscope_webui.geometry import rects, typed
 from mpiscope_webui.model import TraceModel
 
@@ -260,7 +260,7 @@ def profile(model: TraceModel, panel: int, label: str = "") -> list:
                   "format": {"specifier": ".4g"}},
                  {"id": "share", "name": "% of path", "type": "numeric",
                   "format": {"specifier": ".1f"}}],
-        sort_action="native", page_action="none",
+        sort_action="native", page_action="none", **windowstats.EXPORT,
         style_table={"maxHeight": "420px", "overflowY": "auto"},
         style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
         style_header={"fontWeight": "bold"},

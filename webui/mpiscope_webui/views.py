@@ -11,6 +11,7 @@ from mpiscope import numbers
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
+from mpiscope_webui import windowstats
 from mpiscope_webui.analysis import FindingView, Panels, RunNotes, Totals
 from mpiscope_webui.model import TraceModel
 
@@ -85,7 +86,7 @@ def functions_table(a: Panels, table_id: dict | str) -> dash_table.DataTable:
         columns.append(c)
     return dash_table.DataTable(
         id=table_id, data=df.to_dict("records"), columns=columns, sort_action="native",
-        row_selectable="single", selected_rows=[0] if len(df) else [],
+        row_selectable="single", selected_rows=[0] if len(df) else [], **windowstats.EXPORT,
         style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
         style_header={"fontWeight": "bold"}, page_size=25)
 

@@ -18,6 +18,10 @@ from mpiscope_webui.timeline import View
 
 WINDOW, RUN = "window", "run"
 MAX_RANK_CHOICES = 4096  # rank set entries the page may send back
+# every table's CSV export (this module's tables, compare's, the critical path's): all
+# rows, the values as computed (seconds, bytes), the column ids as headers
+EXPORT = {"export_format": "csv", "export_headers": "ids",
+          "css": [{"selector": ".export", "rule": "font-size: 12px; margin: 2px 0;"}]}
 
 
 def scope_bar(num_ranks: int) -> html.Div:
@@ -167,8 +171,7 @@ def table(df: pd.DataFrame, ident: dict | str, *, selectable: bool = False,
         if selectable else {}
     return dash_table.DataTable(
         id=ident, data=df.to_dict("records"), columns=columns, sort_action="native",
-        export_format="csv", export_headers="ids", page_size=page_size,
-        css=[{"selector": ".export", "rule": "font-size: 12px; margin: 2px 0;"}],
+        page_size=page_size, **EXPORT,
         style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
         style_cell_conditional=[{"if": {"column_id": k}, "textAlign": "left"}
                                 for k in df.columns if COLUMNS.get(k, ("", "t"))[1] == "t"],

@@ -1,6 +1,8 @@
-"""Timeline navigation in headless Chromium at 1400×900 and 1024×768, on a trace built by
-construction (mpiscope_testing.windowtrace): a partner jump selects and marks the partner
-and says which way the message went."""
+"""Timeline navigation in headless Chromium at 1400×900 and 1024×768, on traces built by
+construction (mpiscope_testing.windowtrace, tagtrace): a partner jump selects and marks the
+partner and says which way the message went; search by function, call site, tag and
+communicator with n / p; zoom and pan keys; in compare mode the keys move the panel last
+clicked."""
 
 from __future__ import annotations
 
@@ -9,8 +11,10 @@ import time
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from mpiscope.archive import reader
+from mpiscope_testing import tagtrace
 from mpiscope_testing.webui_page import (
     GD,
     choose,
@@ -225,3 +229,190 @@ def test_lane_height_can_be_chosen(browser, url, size):
     # the lanes' labels stay one per lane
     ticks = browser.execute_script(f"return {GD.format(p=0)}.layout.yaxis.ticktext")
     assert [t.split(" · ")[1] for t in ticks] == ["rank 0", "rank 1", "rank 2"]
+
+
+# -- search by tag and communicator, keys (mpiscope_testing.tagtrace) -----------------------
+US = tagtrace.US
+
+
+@pytest.fixture(scope="module")
+def tag_dir(tmp_path_factory):
+    return tagtrace.build(tmp_path_factory.mktemp("tags") / "t")
+
+
+@pytest.fixture(scope="module")
+def tag_calls(tag_dir):
+    return reader.load(tag_dir).calls
+
+
+@pytest.fixture(scope="module")
+def tag_url(serve, tag_dir):
+    return serve(tag_dir)
+
+
+def call_at(calls, function: str, start: int):
+    """The call of `function` starting at `start` (ns): one, by construction."""
+    hit = calls[(calls["function"] == function) & (calls["start"] == start)]
+    assert len(hit) == 1, (function, start)
+    return hit.iloc[0]
+
+
+def marked_at(driver, call, p: int = 0, tag: int = 5) -> None:
+    """Panel p has found `call`: marked at its times exactly, in view, its details (a
+    message with the tag) shown."""
+    wait_until(driver, f"const s=({GD.format(p=p)}.layout.shapes || []).find("
+               f"x => x.name === 'partner'); return s && Math.abs(s.x0 - "
+               f"{float(call['start']) / 1e9!r}) < 1e-12", what=f"call {call['call']} found")
+    got = driver.execute_script(f"const s=({GD.format(p=p)}.layout.shapes || []).find("
+                                "s => s.name === 'partner'); return s && [s.x0, s.x1]")
+    assert got == pytest.approx([call["start"] / 1e9, call["end"] / 1e9], abs=1e-12)
+    lo, hi = driver.execute_script(f"return {GD.format(p=p)}._fullLayout.xaxis.range")
+    assert lo <= call["start"] / 1e9 and call["end"] / 1e9 <= hi
+    details = wait_until(driver, f"const d=document.querySelector('#panel-{p} .details')"
+                         f".textContent; return d.includes('{call['function']}') && d",
+                         what="the call's details")
+    assert f"(tag {tag})" in details
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_search_receives_by_tag_with_keys(browser, tag_url, tag_calls, size):
+    """n / p step through rank 1's receives of tag 5, exactly: the blocking MPI_Recv of
+    rank 0's messages and the MPI_Wait completing each Irecv of "pair", in time order,
+    none of tag 7 or of another rank."""
+    browser.set_window_size(*size)
+    open_app(browser, tag_url)
+    recvs = sorted([call_at(tag_calls, "MPI_Recv", t - 2 * US)
+                    for t, tag in tagtrace.WORLD_SENDS if tag == 5]
+                   + [call_at(tag_calls, "MPI_Wait", t - 5 * US) for t in tagtrace.PAIR_SENDS],
+                   key=lambda c: c["start"])
+    assert len(recvs) == 7
+    choose(browser, "#rankset", "rank 1")
+    choose(browser, "#panel-0 .search-what", "receive with tag 5")
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys("n")
+    for k, call in enumerate(recvs):
+        if k:
+            body.send_keys("n")
+        marked_at(browser, call)
+    assert layout_problems(browser) == []
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / f"nav-search-tag-{size[0]}.png"))
+    body.send_keys("n")  # after the last: said, and the view stays
+    wait_until(browser, "return document.querySelector('#panel-0 .search').textContent"
+               ".includes('no later receive')", what="nothing later")
+    marked_at(browser, recvs[-1])
+    for call in recvs[-2::-1]:
+        body.send_keys("p")
+        marked_at(browser, call)
+    # by communicator: the sends on "pair" are rank 2's (the rank set chose rank 1: none)
+    choose(browser, "#panel-0 .search-what", "send on communicator pair")
+    browser.find_element(By.CSS_SELECTOR, "#panel-0 button.search-next").click()
+    wait_until(browser, "return document.querySelector('#panel-0 .search').textContent"
+               ".includes('no later send')", what="no send of rank 1 on pair")
+
+
+def shown_window(driver, a: float, b: float, p: int = 0) -> None:
+    """Panel p shows [a, b]: the graph's range and the server's status line (drawn)."""
+    wait_until(driver, f"const r={GD.format(p=p)}._fullLayout.xaxis.range; return "
+               f"Math.abs(r[0] - {a!r}) < 1e-12 && Math.abs(r[1] - {b!r}) < 1e-12",
+               what=f"window {a}..{b}")
+    # the status line's window, to its 6 decimals
+    wait_until(driver, f"const w=document.querySelector('#panel-{p} .status').textContent"
+               ".split(' s · ')[0].split(' – ').map(Number); return w.length === 2 && "
+               f"Math.abs(w[0] - {a!r}) < 1.01e-6 && Math.abs(w[1] - {b!r}) < 1.01e-6",
+               what=f"window {a}..{b} drawn")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_zoom_and_pan_keys(browser, tag_url, size):
+    """+ halves the window around its middle, - doubles it (never past the whole run),
+    → and ← move it a quarter of its width; typed into a text field they do nothing."""
+    browser.set_window_size(*size)
+    open_app(browser, tag_url)
+    a, b = 200e-6, 360e-6  # middle 280 µs, a quarter 40 µs
+    zoom_to(browser, a, b)
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys("+")
+    shown_window(browser, 240e-6, 320e-6)
+    body.send_keys("-")
+    shown_window(browser, a, b)
+    body.send_keys(Keys.ARROW_RIGHT)
+    shown_window(browser, 240e-6, 400e-6)
+    body.send_keys(Keys.ARROW_LEFT)
+    shown_window(browser, a, b)
+    # "+" typed into the search field is text: the "-" after it zooms out from [a, b]
+    browser.find_element(By.CSS_SELECTOR, "#panel-0 .search-what").click()
+    box = wait_until(browser, "return document.querySelector('input.dash-dropdown-search')",
+                     what="the dropdown's search box")
+    box.send_keys("+")
+    body.send_keys(Keys.ESCAPE)
+    body.send_keys("-")
+    shown_window(browser, 120e-6, 440e-6)
+    assert layout_problems(browser) == []
+    # zoomed out as far as the whole run: the whole run, and no further
+    run = browser.execute_script("return document.querySelector('#panel-0 .overview "
+                                 ".js-plotly-plot')._fullLayout.xaxis.range")
+    body.send_keys("-")
+    shown_window(browser, *run)
+    # at the run's end → moves nothing: the "+" after it halves the whole run
+    body.send_keys(Keys.ARROW_RIGHT)
+    body.send_keys("+")
+    m, q = (run[0] + run[1]) / 2, (run[1] - run[0]) / 4
+    shown_window(browser, m - q, m + q)
+
+
+@pytest.fixture(scope="module")
+def compare_url(serve, tag_dir, tmp_path_factory):
+    return serve(tag_dir, tagtrace.build(tmp_path_factory.mktemp("tags-b") / "t"))
+
+
+def click_head(driver, p: int) -> None:
+    """A click on panel p's status line: the panel is the one the keys act on."""
+    driver.find_element(By.CSS_SELECTOR, f"#panel-{p} .status").click()
+    wait_until(driver, f"return document.getElementById('panel-{p}').classList"
+               ".contains('key-focus')", what=f"panel {p} marked")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_compare_mode_keys_move_the_panel_last_clicked(browser, compare_url, tag_calls,
+                                                        size):
+    browser.set_window_size(*size)
+    open_app(browser, compare_url, panels=2)
+    # the keys' help in the header, over the page, lists them
+    browser.find_element(By.CSS_SELECTOR, ".keys-help summary").click()
+    help_text = wait_until(browser, "const l=document.querySelector('.keys-help .keys-list');"
+                           " return l && l.offsetHeight && l.textContent",
+                           what="the keys listed")
+    for key in ("n / p", "+ / -", "← / →", "[ / ]", "panel last clicked"):
+        assert key in help_text
+    assert layout_problems(browser, root=".header") == []
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / f"nav-keys-help-{size[0]}.png"))
+    browser.find_element(By.CSS_SELECTOR, ".keys-help summary").click()
+    assert browser.execute_script("return document.getElementById('panel-0').classList"
+                                  ".contains('key-focus')")  # A at first
+    choose(browser, "#panel-0 .search-what", "receive with tag 5")
+    choose(browser, "#panel-1 .search-what", "send with tag 5")
+    body = browser.find_element(By.TAG_NAME, "body")
+    click_head(browser, 1)
+    body.send_keys("n")
+    first_send = call_at(tag_calls, "MPI_Send", tagtrace.WORLD_SENDS[0][0])
+    marked_at(browser, first_send, p=1)
+    assert browser.execute_script(f"return ({GD.format(p=0)}.layout.shapes || [])"
+                                  ".some(s => s.name === 'partner')") is False
+    a1, b1 = browser.execute_script(f"return {GD.format(p=1)}._fullLayout.xaxis.range")
+    click_head(browser, 0)
+    assert not browser.execute_script("return document.getElementById('panel-1').classList"
+                                      ".contains('key-focus')")
+    body.send_keys("n")  # every rank: rank 1's first receive of tag 5 is the first
+    marked_at(browser, call_at(tag_calls, "MPI_Recv", tagtrace.WORLD_SENDS[0][0] - 2 * US))
+    a0, b0 = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
+    body.send_keys("+")
+    m, q = (a0 + b0) / 2, (b0 - a0) / 4
+    shown_window(browser, m - q, m + q)
+    assert browser.execute_script(f"return {GD.format(p=1)}._fullLayout.xaxis.range") == \
+        pytest.approx([a1, b1], abs=1e-15)
+    for p in (0, 1):
+        assert layout_problems(browser, p) == [], p
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / f"nav-compare-keys-{size[0]}.png"))

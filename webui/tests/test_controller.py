@@ -1,4 +1,5 @@
-"""The server callbacks as plain functions, on a real Himeno trace from the interposer."""
+"""The server callbacks as plain functions, on a real Himeno trace from the interposer (the
+search by tag and communicator on one built by construction, mpiscope_testing.tagtrace)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import pytest
 from plotly.io.json import to_json_plotly
 
 from mpiscope.archive import reader
-from mpiscope_testing import comparetraces
+from mpiscope_testing import comparetraces, tagtrace
 from mpiscope_testing.comparetraces import LONG_NS, SHORT_NS
 from mpiscope_webui.app import create_app, navigation
-from mpiscope_webui.controller import parse_relayout
+from mpiscope_webui.controller import Controller, parse_relayout, search_noun
 from mpiscope_webui.geometry import untyped
+from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import curve_names
 
 TL = json.dumps({"panel": 0, "type": "timeline"}, separators=(",", ":"))
@@ -193,3 +195,62 @@ def test_differences_table(ctl):
 def test_first_view_payload_is_bounded(ctl):
     fig, status = ctl.render(0, ctl.initial_view(0), 1400)
     assert len(to_json_plotly(fig)) < 2_000_000 and "states drawn" in status
+
+
+@pytest.fixture(scope="module")
+def tags(tmp_path_factory) -> Controller:
+    """The tag trace (mpiscope_testing.tagtrace) served alone."""
+    trace = reader.load(tagtrace.build(tmp_path_factory.mktemp("tags") / "t"))
+    return Controller([TraceModel.build(trace)])
+
+
+def walk(c: Controller, what: str, ranks: list[int] | None, forward: bool = True
+         ) -> list[tuple[str, int]]:
+    """(function, start ns) of every call the search steps to from the whole run."""
+    v, out = c.initial_view(0), []
+    calls = c.models[0].trace.calls
+    while (found := c.search(v, 0, what, forward, ranks)) is not None:
+        v, call = found
+        assert v.selected == [call] and v.focus == call and v.t0 <= calls["start"][call] / 1e9
+        out.append((str(calls["function"][call]), int(calls["start"][call])))
+    return out
+
+
+US = tagtrace.US
+# rank 1's tag-5 receives, by construction: the blocking MPI_Recv from rank 0 (posted
+# 2 µs before the send), and the MPI_Wait (from 5 µs before) completing each Irecv of "pair"
+RECVS = sorted([("MPI_Recv", t - 2 * US) for t, tag in tagtrace.WORLD_SENDS if tag == 5]
+               + [("MPI_Wait", t - 5 * US) for t in tagtrace.PAIR_SENDS], key=lambda x: x[1])
+
+
+def test_search_by_tag_and_communicator(tags):
+    labels = {o["label"]: o["value"] for o in tags.search_options(0)}
+    # every tag and communicator the messages have, as receives and as sends
+    for side in ("receive", "send"):
+        for key in ("with tag 5", "with tag 7", "on communicator MPI_COMM_WORLD",
+                    "on communicator pair"):
+            assert f"{side} {key}" in labels
+    assert "MPI_Recv at b.c:20" in labels  # functions and call sites as before
+    assert walk(tags, labels["receive with tag 5"], [1]) == RECVS
+    assert walk(tags, labels["receive with tag 5"], [1], forward=False) == RECVS[::-1]
+    # all ranks: rank 0's receives of the messages rank 1 sends back too
+    back = [("MPI_Recv", t - US) for t in tagtrace.BACK_SENDS]
+    assert walk(tags, labels["receive with tag 5"], None) == RECVS + back
+    assert walk(tags, labels["receive with tag 7"], [1]) == [
+        ("MPI_Recv", t - 2 * US) for t, tag in tagtrace.WORLD_SENDS if tag == 7]
+    # "pair": the Waits on rank 1, the sends on rank 2 (a rank set filters the sender)
+    assert walk(tags, labels["receive on communicator pair"], None) == [
+        x for x in RECVS if x[0] == "MPI_Wait"]
+    assert walk(tags, labels["send on communicator pair"], [2]) == [
+        ("MPI_Send", t) for t in tagtrace.PAIR_SENDS]
+    assert walk(tags, labels["send on communicator pair"], [0, 1]) == []
+    assert search_noun(labels["send with tag 5"]) == "send"
+    assert search_noun(labels["receive on communicator pair"]) == "receive"
+    assert search_noun(labels["MPI_Recv"]) == "call"
+
+
+@pytest.mark.parametrize("what", ["t:recv\t²", "t:recv\t-5", "t:recv\t", "c:both\t0",
+                                  "t:recv\t99999999999", "x:recv\t5", "t:recv 5"])
+def test_search_values_not_offered_find_nothing(tags, what):
+    assert tags.search_calls(0, what) is None
+    assert tags.search(tags.initial_view(0), 0, what, True) is None

@@ -1,0 +1,135 @@
+"""CSV export of every table, in headless Chromium at 1400×900 and 1024×768, in compare
+mode on runs built by construction (mpiscope_testing.comparetraces.halo_pair): the
+Differences tab's tables and each run's critical-path table download as CSV holding
+exactly the rows the server computed them from (compare.breakdown_delta,
+functions_delta; the session's critical path profile), and the differences keep their
+colours on the page."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mpiscope.archive import reader
+from mpiscope_testing import comparetraces
+from mpiscope_testing.webui_page import layout_problems, open_app, open_tab, shot, wait_until
+from mpiscope_webui import compare, critical
+from mpiscope_webui.model import TraceModel
+
+pytestmark = pytest.mark.browser
+SIZES = [(1400, 900), (1024, 768)]
+GREEN, RED = "rgb(26, 127, 55)", "rgb(192, 57, 43)"  # compare._table's differences
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, Path]:
+    return comparetraces.halo_pair(tmp_path_factory.mktemp("export"))
+
+
+@pytest.fixture(scope="module")
+def models(runs) -> tuple[TraceModel, TraceModel]:
+    a, b = (TraceModel.build(reader.load(d)) for d in runs)
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def url(serve, runs) -> str:
+    return serve(*runs)
+
+
+def dom_id(ident: str | dict) -> str:
+    """The DOM id Dash gives a component id (a pattern id as sorted, compact JSON)."""
+    return ident if isinstance(ident, str) else json.dumps(ident, sort_keys=True,
+                                                           separators=(",", ":"))
+
+
+def exported(driver, ident: str | dict, where: Path) -> list[dict]:
+    """Click a table's Export button as a user does; the downloaded CSV's rows."""
+    where.mkdir(parents=True)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior",
+                           {"behavior": "allow", "downloadPath": str(where)})
+    button = wait_until(driver, f"const t=document.getElementById({json.dumps(dom_id(ident))});"
+                        " return t && t.closest('.dash-table-container')"
+                        ".querySelector('button.export')", what=f"{ident}'s export button")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+    got: list[Path] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not got:
+        got = list(where.glob("*.csv"))  # Chromium renames its .crdownload when done
+        time.sleep(0.2)
+    assert got, f"no CSV of {ident} downloaded"
+    with got[0].open(encoding="utf-8-sig") as f:  # Excel's BOM first
+        return list(csv.DictReader(f))
+
+
+def same_rows(got: list[dict], ref: pd.DataFrame) -> None:
+    """The CSV holds `ref`: its columns (ids as headers), its rows in order, text as text
+    and numbers as computed (an empty cell: none, NaN), to the 11 characters Dash's
+    exporter (SheetJS's General format) writes a number in: 6 significant digits at
+    least."""
+    assert got and list(got[0]) == list(ref.columns)
+    assert len(got) == len(ref)
+    for row, want in zip(got, ref.to_dict("records"), strict=True):
+        for key, value in want.items():
+            if isinstance(value, str):
+                assert row[key] == value, key
+            else:
+                cell = float(row[key]) if row[key] != "" else math.nan
+                assert cell == pytest.approx(float(value), rel=1e-5, nan_ok=True), key
+
+
+def path_frame(model: TraceModel) -> pd.DataFrame:
+    """The critical-path table's rows (critical.profile), from the session's path."""
+    prof = model.session.critical_path.profile().head(critical.PROFILE_ROWS)
+    return pd.DataFrame({"name": prof["name"].astype(str),
+                         "callsite": prof["callsite"].fillna("").astype(str),
+                         "before": prof["before"].fillna("").astype(str),
+                         "time_s": prof["time_s"].astype(float),
+                         "share": 100 * prof["share"].astype(float)})
+
+
+def delta_colours(driver, ident: str) -> list[str]:
+    """The colour of each difference cell the table shows, in row order (the rows are
+    the data's, unsorted; read from the cells' style, whatever their number format)."""
+    return driver.execute_script(
+        f"return Array.from(document.getElementById({json.dumps(ident)})"
+        ".querySelectorAll('td[data-dash-column=\"delta_s\"]')).map(c => "
+        "getComputedStyle(c).color)")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_differences_and_critical_path_tables_export_csv(browser, url, models, tmp_path,
+                                                         size):
+    browser.set_window_size(*size)
+    open_app(browser, url, panels=2)
+    open_tab(browser, "Differences")
+    wait_until(browser, "return document.getElementById('diff-functions')",
+               what="the Differences tab")
+    a, b = models
+    same_rows(exported(browser, "diff-breakdown", tmp_path / "breakdown"),
+              compare.breakdown_delta(a, b))
+    same_rows(exported(browser, "diff-functions", tmp_path / "functions"),
+              compare.functions_delta(a, b))
+    # on the page the differences keep their colours: B faster green, slower red
+    deltas = compare.functions_delta(a, b)["delta_s"].to_numpy()
+    assert (deltas < 0).any() and (deltas > 0).any()
+    shown = delta_colours(browser, "diff-functions")
+    assert len(shown) == len(deltas)
+    for d, colour in zip(deltas, shown, strict=True):
+        if d:
+            assert colour == (GREEN if d < 0 else RED), (d, colour)
+    assert layout_problems(browser, root="#differences") == []
+    shot(browser, f"export-differences-{size[0]}")
+    open_tab(browser, "Critical path")
+    for p, model in enumerate(models):
+        ident = {"type": "cp-table", "panel": p}
+        same_rows(exported(browser, ident, tmp_path / f"path-{p}"), path_frame(model))
+        assert layout_problems(browser, p, root="[id*='tab-critical']") == []
+    shot(browser, f"export-critical-{size[0]}")
