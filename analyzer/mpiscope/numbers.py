@@ -3,7 +3,9 @@
 - Prose (`seconds`, `si`, `size`, `rate`): three significant digits with an SI prefix,
   never scientific notation (`82.3 µs`, not `8.23e-05 s`; `1170 µs` is `1.17 ms`).
 - Columns (`Column`): one unit for the whole column, chosen from its largest value and
-  named in the header (`time (ms)`), so "0.399 ms" never sits beside "0.0010".
+  named in the header (`time (ms)`), so "0.399 ms" never sits beside "0.0010"; a table
+  that sorts by value (the web UI's) keeps `value(x)` and writes it with `d3()`.
+- Plain numbers (`number`): significant digits without a unit (ratios, factors).
 - Counts (`count`): `1 rank`, `4 ranks`.
 """
 
@@ -93,6 +95,14 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
 
 
+def number(x: float, digits: int = 3) -> str:
+    """A number without a unit, never in scientific notation: 0.0000123 -> '0.0000123',
+    2.5 -> '2.5', 123456 -> '123456'."""
+    if not _finite(x):
+        return "–"
+    return (MINUS if x < 0 else "") + _sig(x, digits)
+
+
 def pct(x: float, decimals: int = 1) -> str:
     """A share (0..1) as a percentage: 0.1234 -> '12.3%'."""
     return "–" if not _finite(x) else f"{100 * x:.{decimals}f}%"
@@ -121,6 +131,17 @@ class Column:
 
     def header(self, label: str) -> str:
         return f"{label} ({self.unit})"
+
+    def value(self, x: float) -> float:
+        """`x` in the column's unit, unrounded: what a table sorting by value holds (the
+        rounding is `d3()`'s, when it is written)."""
+        return x / self.scale
+
+    def d3(self) -> str:
+        """The d3-format specifier writing `value(x)` as `cell(x)` writes `x` (Dash
+        DataTable, Plotly): fixed decimals, no exponent, no SI suffix; d3 writes minus as
+        U+2212 and drops it where the value rounds to 0, as `cell` does."""
+        return f".{self.decimals}f"
 
     def cell(self, x: float, signed: bool = False) -> str:
         if not _finite(x):

@@ -95,7 +95,7 @@ def test_waiting_that_is_data_in_flight_is_bandwidth_bound_not_imbalance():
         f"saves ~{f.estimated_savings_s * 1e3:.3g} ms" in f.message
     assert "data in flight on the inter-node path, not waiting for a late partner" \
         in f.message
-    assert "50 us + n / 10 MB/s (80 Mbit/s)" in f.message
+    assert "50 µs + n / 10 MB/s (80 Mbit/s)" in f.message
     assert f in a.findings  # far above the noise floor
     # one scenario for the path: every site on it states the same saving
     assert {g.estimated_savings_s for g in bound.values()} == {f.estimated_savings_s}

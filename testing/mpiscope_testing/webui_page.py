@@ -10,6 +10,7 @@ panel's status line.
 
 from __future__ import annotations
 
+import re
 import time
 
 from selenium.webdriver.common.by import By
@@ -172,3 +173,53 @@ def layout_problems(driver, p: int = 0, root: str | None = None) -> list[str]:
     if got["scroll"]:
         out.append("a horizontal scroll bar")
     return out
+
+
+# every DataTable shown, as the user reads it: its DOM id, each column's header (soft
+# hyphens dropped) and cells (text as shown), and whether it scrolls sideways
+TABLES = """
+return Array.from(document.querySelectorAll(%s)).filter(t => t.offsetParent).map(t => {
+  const heads = {}, cells = {};
+  t.querySelectorAll('th[data-dash-column]').forEach(h =>
+      heads[h.dataset.dashColumn] = h.textContent.replace(/\\u00ad/g, '').trim());
+  t.querySelectorAll('td[data-dash-column]').forEach(c =>
+      (cells[c.dataset.dashColumn] = cells[c.dataset.dashColumn] || []).push(
+          c.textContent.trim()));
+  const scrolls = Array.from(t.querySelectorAll('*')).some(e => {
+      const o = getComputedStyle(e).overflowX;
+      return (o === 'auto' || o === 'scroll') && e.scrollWidth > e.clientWidth + 1; });
+  return {id: t.id || (t.closest('[id]') || {}).id || '', headers: heads, cells: cells,
+          scrolls: scrolls};
+});"""
+
+
+def tables_shown(driver, root: str = "body") -> list[dict]:
+    """The DataTables under `root` (CSS selector) the user sees: [{id, headers: {column id:
+    header}, cells: {column id: [texts]}, scrolls: a horizontal scroll bar}]."""
+    return driver.execute_script(TABLES % repr(f"{root} .dash-table-container"))
+
+
+SI = {"p": 1e-12, "n": 1e-9, "µ": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9,
+      "T": 1e12}
+
+
+def unit_of(header: str) -> str | None:
+    """The unit a column's header names: 'time (ms)' -> 'ms' (None: none)."""
+    m = re.search(r"\(([^()]+)\)\s*$", header)
+    return m.group(1) if m else None
+
+
+def cell_value(text: str, header: str, base: str = "s") -> float:
+    """A cell as a number in `base` units, by the unit its header names ('time (ms)',
+    '1.5' -> 0.0015); thousands separators and U+2212 minus read as written."""
+    unit = unit_of(header) or base
+    assert unit.endswith(base), (header, base)
+    scale = SI[unit[: len(unit) - len(base)]]
+    return float(text.replace(",", "").replace("−", "-")) * scale
+
+
+def cell_resolution(texts: list[str], header: str, base: str = "s") -> float:
+    """Half a unit in the last place the column writes (in `base` units): how far a
+    shown cell may be from its value."""
+    decimals = max((len(t.split(".")[1]) if "." in t else 0) for t in texts)
+    return 0.5 * 10.0 ** -decimals * cell_value("1", header, base)

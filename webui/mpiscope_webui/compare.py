@@ -41,18 +41,23 @@ def functions_delta(a: TraceModel, b: TraceModel) -> pd.DataFrame:
         drop=True)
 
 
+# the Differences tab's columns (breakdown_delta, functions_delta): A, B and their
+# difference in one unit, so that they compare at a glance
+DIFF_LABELS: windowstats.Labels = {
+    "part": ("part", "t"), "A_s": ("A", "s"), "B_s": ("B", "s"),
+    "delta_s": ("Δ B − A", "s"), "delta_pct": ("Δ (%)", "%"),
+    "calls_A": ("calls, A", "n"), "calls_B": ("calls, B", "n"),
+    "time_s_A": ("time, A", "s"), "time_s_B": ("time, B", "s")}
+DIFF_UNITS = (frozenset({"A_s", "B_s", "delta_s"}),
+              frozenset({"time_s_A", "time_s_B", "delta_s"}))
+
+
 def _table(df: pd.DataFrame, table_id: str) -> dash_table.DataTable:
-    columns = []
-    for c in df.columns:
-        col = {"id": c, "name": c.replace("_s", " (s)").replace("_pct", " %").replace("_", " ")}
-        if pd.api.types.is_float_dtype(df[c]):
-            col.update(type="numeric", format={"specifier": ".4g"})
-        columns.append(col)
+    data, columns = windowstats.shown(df, DIFF_LABELS, DIFF_UNITS)
     return dash_table.DataTable(
-        id=table_id, data=df.to_dict("records"), columns=columns, sort_action="native",
-        **windowstats.EXPORT,
-        style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
-        style_header={"fontWeight": "bold"},
+        id=table_id, data=data, columns=columns, sort_action="native", **windowstats.EXPORT,
+        style_cell=windowstats.CELL_STYLE, style_header=windowstats.HEADER_STYLE,
+        style_cell_conditional=windowstats.text_left(columns),
         style_data_conditional=[
             {"if": {"filter_query": "{delta_s} < 0", "column_id": "delta_s"},
              "color": "#1a7f37", "fontWeight": "bold"},

@@ -544,10 +544,8 @@ RMA_ATOMIC = ("MPI_Accumulate", "MPI_Raccumulate", "MPI_Get_accumulate", "MPI_Rg
 
 
 def _bytes(n: int) -> str:
-    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f:
-            return f"{n:,} B ({n / f:.3g} {unit})"
-    return f"{n:,} B"
+    """Exact bytes, and in KiB/MiB/GiB beside them where that reads easier."""
+    return f"{n:,} B" if n < 1024 else f"{n:,} B ({numbers.size(n)})"
 
 
 def bytes_lines(function: str, kind: str, sent: int, received: int) -> list[tuple[str, str]]:

@@ -16,10 +16,12 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from dash import MATCH, Dash, Input, Output, State, ctx, dash_table, dcc, html
 from dash.exceptions import PreventUpdate
 
+from mpiscope import numbers
 from mpiscope.analysis.critical_path import CriticalPath
 from mpiscope.render import palette
 from mpiscope_webui import inputs, windowstats
@@ -229,7 +231,13 @@ def toggle(panel: int) -> dcc.Checklist:
 
 # -- the profile tab ----------------------------------------------------------------------
 def _fmt(s: float) -> str:
-    return f"{s:.4g} s" if abs(s) >= 1e-3 or s == 0 else f"{s * 1e3:.4g} ms"
+    return numbers.seconds(s, digits=4)
+
+
+# the profile table's columns (windowstats.shown: one unit for the time column)
+PROFILE_LABELS: windowstats.Labels = {
+    "name": ("on the path", "t"), "callsite": ("call site", "t"),
+    "before": ("burst ends at", "t"), "time_s": ("time", "s"), "share": ("% of path", "%")}
 
 
 def profile(model: TraceModel, panel: int, label: str = "") -> list:
@@ -248,40 +256,43 @@ def profile(model: TraceModel, panel: int, label: str = "") -> list:
                f"jumps between ranks")
     note = ([html.Div(f"the {PROFILE_ROWS} largest of {len(prof)} entries", className="muted")]
             if len(prof) > PROFILE_ROWS else [])
+    rows = pd.DataFrame({"name": shown["name"].astype(str),
+                         "callsite": shown["callsite"].fillna("").astype(str),
+                         "before": shown["before"].fillna("").astype(str),
+                         "time_s": shown["time_s"].astype(float),
+                         "share": 100 * shown["share"].astype(float)})
+    data, columns = windowstats.shown(rows, PROFILE_LABELS)
     table = dash_table.DataTable(
-        id={"type": "cp-table", "panel": panel},
-        data=[{"name": r.name, "callsite": r.callsite or "", "before": r.before or "",
-               "time_s": float(r.time_s), "share": 100 * float(r.share)}
-              for r in shown.itertuples()],
-        columns=[{"id": "name", "name": "on the path"},
-                 {"id": "callsite", "name": "call site"},
-                 {"id": "before", "name": "burst ends at"},
-                 {"id": "time_s", "name": "time (s)", "type": "numeric",
-                  "format": {"specifier": ".4g"}},
-                 {"id": "share", "name": "% of path", "type": "numeric",
-                  "format": {"specifier": ".1f"}}],
+        id={"type": "cp-table", "panel": panel}, data=data, columns=columns,
         sort_action="native", page_action="none", **windowstats.EXPORT,
         style_table={"maxHeight": "420px", "overflowY": "auto"},
-        style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
-        style_header={"fontWeight": "bold"},
-        style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"}
-                                for c in ("name", "callsite", "before")])
-    pr = path.per_rank()
+        style_cell=windowstats.CELL_STYLE, style_header=windowstats.HEADER_STYLE,
+        style_cell_conditional=windowstats.text_left(columns))
+    fig = _per_rank_figure(path.per_rank())
+    return [*head, html.Div(summary, className="muted cp-summary"), *note, table,
+            dcc.Graph(figure=fig, id={"type": "cp-ranks", "panel": panel})]
+
+
+def _per_rank_figure(pr: pd.DataFrame) -> go.Figure:
+    """Each rank's time on the path, computing and in MPI, in one unit (the axis title's),
+    the hover as the one number formatter writes it."""
+    col = numbers.Column.of([*pr["compute_s"], *pr["mpi_s"]], "s")
     fig = go.Figure()
     x = [f"rank {r}" for r in pr["rank"]]
     share = 100 * pr["share"].to_numpy()
-    fig.add_bar(x=x, y=pr["compute_s"], name="compute",
-                marker_color=palette.PART_COLOURS["compute"], customdata=share,
-                hovertemplate="%{x} (%{customdata:.1f}% of the path): %{y:.4g} s "
-                "computing on it<extra></extra>")
-    fig.add_bar(x=x, y=pr["mpi_s"], name="MPI", marker_color=COLOUR, customdata=share,
-                hovertemplate="%{x} (%{customdata:.1f}% of the path): %{y:.4g} s in MPI "
-                "on it<extra></extra>")
+    for key, name, colour, what in (
+            ("compute_s", "compute", palette.PART_COLOURS["compute"], "computing on it"),
+            ("mpi_s", "MPI", COLOUR, "in MPI on it")):
+        text = [numbers.seconds(v) for v in pr[key]]
+        fig.add_bar(x=x, y=pr[key] / col.scale, name=name, marker_color=colour,
+                    customdata=[[s, t] for s, t in zip(share, text, strict=True)],
+                    hovertemplate=f"%{{x}} (%{{customdata[0]:.1f}}% of the path): "
+                    f"%{{customdata[1]}} {what}<extra></extra>")
     fig.update_layout(template="plotly_white", barmode="stack", height=300,
                       title={"text": "Each rank's share of the path", "font": {"size": 14}},
-                      yaxis_title="seconds", margin={"l": 60, "r": 20, "t": 40, "b": 45})
-    return [*head, html.Div(summary, className="muted cp-summary"), *note, table,
-            dcc.Graph(figure=fig, id={"type": "cp-ranks", "panel": panel})]
+                      yaxis={"title": col.header("time"), "exponentformat": "none"},
+                      margin={"l": 60, "r": 20, "t": 40, "b": 45})
+    return fig
 
 
 def tab(n: int) -> dcc.Tab:

@@ -25,6 +25,7 @@ import pandas as pd
 from dash import MATCH, Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from mpiscope import numbers
 from mpiscope.analysis import breakdown
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.render import palette
@@ -162,8 +163,8 @@ def figure(model: TraceModel, view: View, y_top: float | None = None) -> dict:
                      "fill": "toself", "fillcolor": palette.PART_COLOURS[part],
                      "mode": "none", "hoverinfo": "skip"})
         for row, v in zip(custom, h.tolist(), strict=True):
-            row.append(v)
-        lines.append(f"{name}: %{{customdata[{len(lines) + 1}]:.4g}} s per rank")
+            row.append(numbers.seconds(v))  # the hover's text, as the formatter writes it
+        lines.append(f"{name}: %{{customdata[{len(lines) + 1}]}} per rank")
         base = base + h
     data.append({"type": "scatter", "name": BARS, "x": typed(centre), "y": typed(base / 2),
                  "mode": "none", "hoveron": "points", "showlegend": False,

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from dash import dash_table, html
+from dash import html
 
 from mpiscope import numbers
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
-from mpiscope_webui import windowstats
 from mpiscope_webui.analysis import FindingView, Panels, RunNotes, Totals
 from mpiscope_webui.model import TraceModel
 
@@ -60,35 +59,14 @@ def breakdown_figure(a: Panels, label: str = "", top: float | None = None) -> go
         for part in breakdown_parts(bd):
             name = PART_LABELS[part]
             fig.add_bar(x=x, y=bd[f"{part}_s"], name=name, marker_color=part_colour(part),
-                        hovertemplate=f"%{{x}}<br>{name}: %{{y:.4g}} s<extra></extra>")
-    fig.update_layout(barmode="stack", yaxis_title="seconds")
+                        customdata=[numbers.seconds(v) for v in bd[f"{part}_s"]],
+                        hovertemplate=f"%{{x}}<br>{name}: %{{customdata}}<extra></extra>")
+    # plain decimals on the axis (its unit in the title): no "500µ", no exponent
+    fig.update_layout(barmode="stack", yaxis={"title": "seconds", "exponentformat": "none"})
     shared = None if top is None else bar_range(top)
     if shared:
         fig.update_yaxes(range=shared, autorange=False)
     return _layout(fig, f"Time per rank {plot_text(label)}".strip())
-
-
-def functions_table(a: Panels, table_id: dict | str) -> dash_table.DataTable:
-    df = a.functions.copy()
-    if not df.empty:
-        total = df["time_s"].sum() or 1.0
-        df["share_%"] = 100 * df["time_s"] / total
-    cols = [("name", "function", None), ("calls", "calls", None), ("time_s", "time (s)", ".4g"),
-            ("share_%", "% of MPI", ".1f"), ("mean_s", "mean (s)", ".3g"),
-            ("max_s", "max (s)", ".3g"), ("bytes", "bytes", ",")]
-    columns = []
-    for key, name, fmt in cols:
-        if key not in df:
-            continue
-        c = {"id": key, "name": name}
-        if fmt:
-            c.update(type="numeric", format={"specifier": fmt})
-        columns.append(c)
-    return dash_table.DataTable(
-        id=table_id, data=df.to_dict("records"), columns=columns, sort_action="native",
-        row_selectable="single", selected_rows=[0] if len(df) else [], **windowstats.EXPORT,
-        style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
-        style_header={"fontWeight": "bold"}, page_size=25)
 
 
 def duration_histogram(model: TraceModel, function: str | None) -> go.Figure:
@@ -105,8 +83,11 @@ def duration_histogram(model: TraceModel, function: str | None) -> go.Figure:
             fig.add_bar(x=centres, y=counts, width=np.diff(edges) / 1e9,
                         marker_color=palette.colours(model.index.functions).get(
                             function, palette.colour(function)), name=plot_text(function),
-                        hovertemplate="%{x:.3g} s: %{y} calls<extra></extra>")
-    fig.update_layout(xaxis={"type": "log", "title": "duration (s)"}, yaxis_title="calls")
+                        customdata=[numbers.seconds(c) for c in centres],
+                        hovertemplate="%{customdata}: %{y} calls<extra></extra>")
+    # a log axis over decades: SI ticks with the unit on each ("10µs", "1ms"), not 1e-05
+    fig.update_layout(xaxis={"type": "log", "title": "duration", "exponentformat": "SI",
+                             "ticksuffix": "s"}, yaxis_title="calls")
     return _layout(fig, f"Durations of {plot_text(function) if function else '…'}")
 
 

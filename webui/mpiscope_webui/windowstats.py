@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from dash import dash_table, dcc, html
 
+from mpiscope import numbers
 from mpiscope.analysis.window import Window
 from mpiscope_webui import inputs
 from mpiscope_webui.analysis import Panels
@@ -19,8 +21,9 @@ from mpiscope_webui.timeline import View
 WINDOW, RUN = "window", "run"
 MAX_RANK_CHOICES = 4096  # rank set entries the page may send back
 # every table's CSV export (this module's tables, compare's, the critical path's): all
-# rows, the values as computed (seconds, bytes), the column ids as headers
-EXPORT = {"export_format": "csv", "export_headers": "ids",
+# rows, as the table shows them: its headers (each numeric column's unit) over the values
+# in that unit
+EXPORT = {"export_format": "csv", "export_headers": "names",
           "css": [{"selector": ".export", "rule": "font-size: 12px; margin: 2px 0;"}]}
 
 
@@ -82,10 +85,7 @@ class Scope:
 
 
 def _dur(s: float) -> str:
-    for unit, f in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(s) >= f:
-            return f"{s / f:.4g} {unit}"
-    return f"{s * 1e9:.4g} ns"
+    return numbers.seconds(s, digits=4)
 
 
 def window_of(model: TraceModel, scope: Scope) -> Window:
@@ -123,59 +123,154 @@ def panels(model: TraceModel, scope: Scope) -> Panels:
                       [f"window statistics: {type(err).__name__}: {err}".splitlines()[0]])
 
 
-# column id -> (header, kind): "s" seconds (SI prefixes, one unit per column), "n" count,
-# "B" bytes, "t" text, "%" percent
+SHY = "\u00ad"  # a soft hyphen: where a word may break, hyphenated (invisible otherwise)
+# column id -> (label, kind). Kinds: "s" seconds and "MB/s" bandwidth (one unit per
+# column, numbers.Column: its prefix chosen from the values and named in the header, the
+# cells scaled to it), "n" count, "id" rank/tag numbers, "B" bytes, "%" percent, "r" a
+# plain number, "t" text
 COLUMNS: dict[str, tuple[str, str]] = {
     "name": ("function", "t"), "function": ("function", "t"), "callsite": ("call site", "t"),
-    "comm": ("communicator", "t"), "tag": ("tag", "n"), "rank": ("rank", "n"),
-    "thread": ("thread", "n"), "host": ("host", "t"), "calls": ("calls", "n"),
-    "messages": ("messages", "n"), "time_s": ("time (s)", "s"), "share_%": ("% of MPI", "%"),
-    "mean_s": ("mean (s)", "s"), "min_s": ("min (s)", "s"), "median_s": ("median (s)", "s"),
-    "max_s": ("max (s)", "s"), "wait_s": ("waiting (s)", "s"), "bytes": ("bytes", "B"),
-    "inclusive_s": ("inclusive (s)", "s"), "exclusive_s": ("exclusive (s)", "s"),
-    "total_s": ("total (s)", "s"), "compute_s": ("compute (s)", "s"),
-    "communication_s": ("communication (s)", "s"), "synchronization_s":
-    ("synchronization (s)", "s"), "io_s": ("I/O (s)", "s"),
-    "median_transfer_s": ("median transfer (s)", "s"),
-    "p90_transfer_s": ("p90 transfer (s)", "s"), "bandwidth_MBps": ("bandwidth (MB/s)", "n"),
+    "comm": ("communicator", "t"), "tag": ("tag", "id"), "rank": ("rank", "id"),
+    "thread": ("thread", "id"), "host": ("host", "t"), "calls": ("calls", "n"),
+    "messages": ("messages", "n"), "time_s": ("time", "s"), "share_%": ("% of MPI", "%"),
+    "mean_s": ("mean", "s"), "min_s": ("min", "s"), "median_s": ("median", "s"),
+    "max_s": ("max", "s"), "wait_s": ("waiting", "s"), "bytes": ("data (B)", "B"),
+    "inclusive_s": ("inclusive", "s"), "exclusive_s": ("exclusive", "s"),
+    "total_s": ("total", "s"), "compute_s": ("compute", "s"),
+    # soft hyphens: in a half-page table (compare mode at 1024 px) the long words break,
+    # hyphenated, where they must (the CSV's headers have them too)
+    "communication_s": (f"com{SHY}mu{SHY}ni{SHY}ca{SHY}tion", "s"),
+    "synchronization_s": (f"syn{SHY}chro{SHY}ni{SHY}za{SHY}tion", "s"), "io_s": ("I/O", "s"),
+    "descheduled_s": (f"de{SHY}sched{SHY}uled", "s"),
+    "transfer_s": ("in flight", "s"),
+    "median_transfer_s": ("median transfer", "s"), "p90_transfer_s": ("p90 transfer", "s"),
+    "bandwidth_MBps": ("bandwidth", "MB/s"),
     "bucket_lo": ("size from (B)", "B"), "bucket_hi": ("size to (B)", "B"),
-    "send_rank": ("sender", "n"), "recv_rank": ("receiver", "n"),
-    "late_sender": ("late sender (s)", "s"), "late_receiver": ("late receiver (s)", "s"),
-    "wait_at_barrier": ("wait at barrier (s)", "s"), "wait_at_nxn": ("wait at N×N (s)", "s"),
-    "late_broadcast": ("late broadcast (s)", "s"), "early_reduce": ("early reduce (s)", "s"),
-    "wait_at_fence": ("wait at fence (s)", "s"), "late_post": ("late post (s)", "s"),
-    "early_wait": ("early wait (s)", "s"), "lock_contention": ("lock contention (s)", "s"),
+    "send_rank": ("sender", "id"), "recv_rank": ("receiver", "id"),
+    "late_sender": ("late sender", "s"), "late_receiver": ("late receiver", "s"),
+    "wait_at_barrier": ("wait at barrier", "s"), "wait_at_nxn": ("wait at N×N", "s"),
+    "late_broadcast": ("late broadcast", "s"), "early_reduce": ("early reduce", "s"),
+    "wait_at_fence": ("wait at fence", "s"), "late_post": ("late post", "s"),
+    "early_wait": ("early wait", "s"), "lock_contention": ("lock contention", "s"),
+    "mpi_s": ("MPI", "s"),
     # compare mode's findings predicted vs measured (compare.findings_frame; short: ten
     # columns fit at 1024 px)
-    "kind": ("kind", "t"), "predicted_s": ("predicted (s)", "s"),
-    "measured_s": ("measured (s)", "s"), "site_a_s": ("site, A (s)", "s"),
-    "site_b_s": ("site, B (s)", "s"), "path_a_s": ("path, A (s)", "s"),
-    "path_b_s": ("path, B (s)", "s"), "outcome": ("outcome", "t"),
+    "kind": ("kind", "t"), "predicted_s": ("predicted", "s"),
+    "measured_s": ("measured", "s"), "site_a_s": ("site, A", "s"),
+    "site_b_s": ("site, B", "s"), "path_a_s": ("path, A", "s"),
+    "path_b_s": ("path, B", "s"), "outcome": ("outcome", "t"),
 }
-FORMATS = {"s": {"specifier": ".4~s"}, "n": {"specifier": ",~r"}, "B": {"specifier": ","},
-           "%": {"specifier": ".1f"}}
+FORMATS = {"n": {"specifier": ",d"}, "id": {"specifier": "d"}, "B": {"specifier": ",d"},
+           "%": {"specifier": ".1f"}, "r": {"specifier": ".4~r"}}  # r: decimal, no exponent
+SCALED = {"s": ("s", 1.0), "MB/s": ("B/s", 1e6)}  # kind -> (unit, factor to it)
+# columns that share one unit where a table has several of them: parts of one total,
+# statistics of the same calls, the two sides of a comparison
+UNIT_GROUPS: tuple[frozenset[str], ...] = tuple(map(frozenset, (
+    ("total_s", "compute_s", "communication_s", "synchronization_s", "io_s",
+     "descheduled_s"),
+    ("time_s", "wait_s"), ("mean_s", "min_s", "median_s", "max_s"),
+    ("inclusive_s", "exclusive_s"), ("median_transfer_s", "p90_transfer_s"),
+    ("late_sender", "late_receiver", "wait_at_barrier", "wait_at_nxn", "late_broadcast",
+     "early_reduce", "wait_at_fence", "late_post", "early_wait", "lock_contention"),
+    ("predicted_s", "measured_s", "site_a_s", "site_b_s", "path_a_s", "path_b_s"))))
+Labels = dict[str, tuple[str, str]]
+
+
+def _unit_group(key: str, keys: Sequence[str], extra: Sequence[frozenset[str]]) -> list[str]:
+    """The columns of `keys` that share `key`'s unit: those of the first group holding it
+    and another of `keys` (itself alone if none)."""
+    for group in (*extra, *UNIT_GROUPS):
+        members = [k for k in keys if k in group]
+        if key in group and len(members) > 1:
+            return members
+    return [key]
+
+
+def _floats(values: pd.Series) -> np.ndarray:
+    return pd.to_numeric(values, errors="coerce").to_numpy(np.float64)
+
+
+def units(df: pd.DataFrame, kinds: Labels,
+          shared: Sequence[frozenset[str]] = ()) -> dict[str, numbers.Column]:
+    """Each scaled column's unit (numbers.Column), one per group of columns sharing it."""
+    out: dict[str, numbers.Column] = {}
+    keys = [k for k in df.columns if kinds.get(k, ("", "t"))[1] in SCALED]
+    for key in keys:
+        if key not in out:
+            group = _unit_group(key, keys, shared)
+            unit, factor = SCALED[kinds[key][1]]
+            values = np.concatenate([_floats(df[k]) for k in group]) * factor
+            col = numbers.Column.of(values, unit, lowest=0 if unit != "s" else -3)
+            out.update(dict.fromkeys(group, col))
+    return out
+
+
+def _guess(key: str, values: pd.Series) -> tuple[str, str]:
+    """The kind of a column COLUMNS does not name: `*_s` seconds, other numbers counts
+    (or plain numbers), the rest text."""
+    if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return key, "t"
+    if key.endswith("_s"):
+        return key[:-2].replace("_", " "), "s"
+    return key.replace("_", " "), "n" if pd.api.types.is_integer_dtype(values) else "r"
+
+
+def shown(df: pd.DataFrame, labels: Labels | None = None,
+          shared: Sequence[frozenset[str]] = ()) -> tuple[list[dict], list[dict]]:
+    """A DataTable's rows and columns for `df` (column ids kept): numbers stay numbers (the
+    table sorts by value), seconds and rates scaled to one unit per column that the header
+    names (`time (ms)`), written with fixed decimals (numbers.Column), never "399µ" nor
+    1e-05; `labels` add or override COLUMNS, `shared` adds UNIT_GROUPS. No + on positive
+    differences: d3 would write +0.000 and −0.000 where the terminal writes 0.000."""
+    kinds = {**COLUMNS, **(labels or {})}
+    kinds.update({k: _guess(k, df[k]) for k in df.columns if k not in kinds})
+    out = df.copy()
+    cols = units(df, kinds, shared)
+    columns = []
+    for key in df.columns:
+        label, kind = kinds[key]
+        if kind != "t" and df[key].isna().all() and len(df):
+            continue  # nothing measured (descheduled time without the tracer's data)
+        c: dict = {"id": key, "name": label}
+        if key in cols:
+            col = cols[key]
+            factor = SCALED[kind][1]
+            out[key] = _floats(df[key]) * factor / col.scale
+            c.update(name=col.header(label), type="numeric", format={"specifier": col.d3()})
+        elif kind != "t":
+            c.update(type="numeric", format=FORMATS[kind])
+        columns.append(c)
+    return out.to_dict("records"), columns
+
+
+def text_left(columns: list[dict]) -> list[dict]:
+    """Text columns read from the left (numbers line up on the right); a host name breaks
+    anywhere rather than widen a half-page table."""
+    return [{"if": {"column_id": c["id"]}, "textAlign": "left",
+             **({"whiteSpace": "normal", "overflowWrap": "anywhere"} if c["id"] == "host"
+                else {})}
+            for c in columns if c.get("type") != "numeric"]
+
+
+# headers wrap between words, a little smaller than the cells (a half-page table in
+# compare mode fits its half at 1024 px); cells stay one line
+HEADER_STYLE = {"fontWeight": "bold", "whiteSpace": "normal", "height": "auto",
+                "textAlign": "center", "fontSize": 11, "padding": "2px 3px"}
+CELL_STYLE = {"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 4px"}
 
 
 def table(df: pd.DataFrame, ident: dict | str, *, selectable: bool = False,
           page_size: int = 15) -> dash_table.DataTable:
-    """A table of `df` with a CSV export of every row (the values as computed: seconds,
-    bytes; the column ids as headers)."""
-    columns = []
-    for key in df.columns:
-        header, kind = COLUMNS.get(key, (key, "t"))
-        c: dict = {"id": key, "name": header}
-        if kind != "t":
-            c.update(type="numeric", format=FORMATS[kind])
-        columns.append(c)
+    """A table of `df` with a CSV export of every row: the values as the table holds them
+    (in the unit its header names), the headers as shown."""
+    data, columns = shown(df)
     extra = {"row_selectable": "single", "selected_rows": [0] if len(df) else []} \
         if selectable else {}
     return dash_table.DataTable(
-        id=ident, data=df.to_dict("records"), columns=columns, sort_action="native",
+        id=ident, data=data, columns=columns, sort_action="native",
         page_size=page_size, **EXPORT,
-        style_cell={"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 8px"},
-        style_cell_conditional=[{"if": {"column_id": k}, "textAlign": "left"}
-                                for k in df.columns if COLUMNS.get(k, ("", "t"))[1] == "t"],
-        style_header={"fontWeight": "bold"},
+        style_cell=CELL_STYLE, style_cell_conditional=text_left(columns),
+        style_header=HEADER_STYLE,
         style_table={"overflowX": "auto"},  # a wide table scrolls inside, not the page
         **extra)
 

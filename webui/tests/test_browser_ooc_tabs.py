@@ -18,13 +18,21 @@ from selenium.webdriver.common.by import By
 from mpiscope.analysis import stats
 from mpiscope.archive import reader
 from mpiscope_testing.lanetrace import WORKER_REGION, WORKER_SEND, build
-from mpiscope_testing.webui_page import GD, SIZES, layout_problems, open_tab, shot, wait_until
+from mpiscope_testing.webui_page import (
+    GD,
+    SIZES,
+    cell_resolution,
+    cell_value,
+    layout_problems,
+    open_tab,
+    shot,
+    tables_shown,
+    wait_until,
+)
 from mpiscope_webui import ooctabs, pyramid, windowstats
 
 pytestmark = pytest.mark.browser
 ANALYSIS_S = 600  # the Dask analysis runs in the background on a loaded machine
-SI = {"y": 1e-24, "z": 1e-21, "a": 1e-18, "f": 1e-15, "p": 1e-12, "n": 1e-9, "µ": 1e-6,
-      "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +85,15 @@ def url(serve, trace_dir, analysis):
 
 
 def value(text: str) -> float:
-    """A number as the table shows it: thousands separators, an SI prefix (d3's `~s`)."""
-    t = text.replace(",", "").replace("−", "-").strip()
-    return float(t[:-1]) * SI[t[-1]] if t and t[-1] in SI else float(t)
+    """A count or bytes as the table shows them: thousands separators."""
+    return float(text.replace(",", "").replace("−", "-").strip())
+
+
+def headers(driver, name: str) -> dict[str, str]:
+    """The headers of the tab's table `name` ({column id: header})."""
+    dom_id = json.dumps({"name": name, "type": "otable"}, sort_keys=True,
+                        separators=(",", ":"))
+    return next(t["headers"] for t in tables_shown(driver) if t["id"] == dom_id)
 
 
 def rows(driver, name: str) -> list[dict]:
@@ -94,9 +108,11 @@ def rows(driver, name: str) -> list[dict]:
     return wait_until(driver, script, timeout=ANALYSIS_S, what=f"table {name} shown")
 
 
-def close(shown: str, expected: float) -> bool:
-    """4 significant digits, as the table formats seconds; counts and bytes exactly."""
-    return abs(value(shown) - expected) <= 5e-4 * abs(expected) + 1e-15
+def close(shown: list[dict], col: str, header: str, row: dict, expected: float) -> bool:
+    """A time as the table writes it (in the unit its header names, the column's
+    decimals) within half its last place of `expected` (s)."""
+    step = cell_resolution([r[col] for r in shown], header)
+    return abs(cell_value(row[col], header) - expected) <= 1.001 * step + 1e-15
 
 
 def open_page(driver, url: str, size: tuple[int, int]) -> None:
@@ -117,11 +133,12 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, 
     shown = rows(browser, "breakdown")
     expected = {r["rank"]: r for r in analysis["ranks"]}
     assert sorted(int(r["rank"]) for r in shown) == sorted(expected)
+    head = headers(browser, "breakdown")
     for r in shown:
         e = expected[int(r["rank"])]
         assert r["host"] == e["host"]
         for col in ("total_s", "compute_s", "communication_s", "synchronization_s"):
-            assert close(r[col], e[col]), (col, r, e)
+            assert close(shown, col, head[col], r, e[col]), (col, r, e)
     scope = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .scope-text").text
     assert "whole run, all ranks" in scope and "Dask engine" in scope
 
@@ -129,10 +146,11 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, 
     shown = rows(browser, "functions")
     expected = {f["name"]: f for f in analysis["functions"]}
     assert {r["name"] for r in shown} == set(expected)
+    head = headers(browser, "functions")
     for r in shown:
         e = expected[r["name"]]
         assert value(r["calls"]) == e["calls"] and value(r["bytes"]) == e["bytes"]
-        assert close(r["time_s"], e["time_s"]), (r, e)
+        assert close(shown, "time_s", head["time_s"], r, e["time_s"]), (r, e)
     table = browser.find_element(By.CSS_SELECTOR, "#ooc-tab .dash-spreadsheet")
     assert table.is_displayed() and table.rect["x"] + table.rect["width"] <= size[0]
     shot(browser, f"ooc-functions-{size[0]}")
@@ -149,10 +167,12 @@ def test_out_of_core_tabs_show_the_dask_analysis(browser, url, analysis, calls, 
     shown = rows(browser, "per-callsite")
     expected = {(c["function"], c["callsite"]): c for c in analysis["callsites"]}
     assert {(r["function"], r["callsite"]) for r in shown} == set(expected)
+    head = headers(browser, "per-callsite")
     for r in shown:
         e = expected[r["function"], r["callsite"]]
         assert value(r["calls"]) == e["calls"]
-        assert close(r["time_s"], e["time_s"]) and close(r["wait_s"], e["wait_s"]), (r, e)
+        for col in ("time_s", "wait_s"):
+            assert close(shown, col, head[col], r, e[col]), (col, r, e)
     threads = rows(browser, "threads")
     assert {(int(r["rank"]), int(r["thread"])) for r in threads} == {
         (t["rank"], t["thread"]) for t in analysis["threads"]}

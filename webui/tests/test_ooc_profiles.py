@@ -184,10 +184,11 @@ def test_the_profiles_tab_follows_the_window_below_the_bound(mem, results, monke
     assert "Statistics of the window" in text(shown[0])
     tables = {n.id["name"]: n for n in shown if hasattr(n, "data")}
     w = mem.window(t0, t1)
+    # as the in-memory tables show the window's frames (windowstats.shown: their units)
     for _title, name, by in windowstats.PROFILES:  # per thread too: two threads call MPI
-        assert tables[name].data == w.profile(by).to_dict("records"), name
-    assert tables["regions"].data == w.regions().to_dict("records")
-    assert tables["waits"].data == w.wait_states().to_dict("records")
+        assert tables[name].data == windowstats.shown(w.profile(by))[0], name
+    assert tables["regions"].data == windowstats.shown(w.regions())[0]
+    assert tables["waits"].data == windowstats.shown(w.wait_states())[0]
     assert ooctabs.tab_key("profiles", scope) == scope.key()  # redrawn with the window
     tree = ooctabs.tab(results, "calltree", scope)
     assert "ct-tree" in str(tree) and "solver.c:40" in str(tree)
@@ -243,8 +244,8 @@ def test_the_whole_run_s_user_regions_come_from_the_rows(mem, results, monkeypat
     shown = ooctabs.tab(results, "profiles")
     tables = {n.id["name"]: n for n in shown if hasattr(n, "data")}
     whole = mem.window_index.whole()
-    assert tables["regions"].data == whole.regions().to_dict("records")
-    assert tables["regions-per-rank"].data == whole.regions(by_rank=True).to_dict("records")
+    assert tables["regions"].data == windowstats.shown(whole.regions())[0]
+    assert tables["regions-per-rank"].data == windowstats.shown(whole.regions(by_rank=True))[0]
     assert not [n for n in shown if "ooc-note" in (getattr(n, "className", "") or "")]
     monkeypatch.setenv(oocprofiles.ENV, "1000")
     shown = ooctabs.tab(results, "profiles")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from mpiscope import numbers
 from mpiscope.analysis.simulate import Replay
 from mpiscope.render.term import name
 
@@ -18,7 +19,11 @@ def _item(key: str, value: object) -> str:
         return key
     if isinstance(value, list):
         return f"{key} {', '.join(map(str, value))}"
-    return f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+    if isinstance(value, float):  # latencies in seconds, bandwidths in B/s, factors
+        text = (numbers.seconds(value) if key.endswith("_s") else numbers.rate(value)
+                if key.endswith("_Bps") else numbers.number(value, 4))
+        return f"{key} {text}"
+    return f"{key} {value}"
 
 
 def print_summary(r: Replay, console: Console) -> None:

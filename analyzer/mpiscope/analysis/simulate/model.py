@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mpiscope import numbers
 from mpiscope.analysis import stats
 from mpiscope.archive.trace import Trace
 from mpiscope.errors import UserError
@@ -94,26 +95,14 @@ class Machine:
 
 
 def format_time(s: float) -> str:
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    if s >= 1e-6 or s == 0:
-        return f"{s * 1e6:.3g} us"
-    return f"{s * 1e9:.3g} ns"
+    """A latency or time as the one number formatter writes seconds: 1.5 -> '1.5 s',
+    8.23e-05 -> '82.3 µs', 0.00117 -> '1.17 ms'."""
+    return numbers.seconds(s)
 
 
 def format_rate(bytes_per_s: float) -> str:
     """Bytes per second as HPC people write it, with the bit rate: `12.5 MB/s (100 Mbit/s)`."""
-    bits = bytes_per_s * 8
-    for unit, f in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if bytes_per_s >= f:
-            byte_text = f"{bytes_per_s / f:.3g} {unit}B/s"
-            break
-    else:
-        byte_text = f"{bytes_per_s:.3g} B/s"
-    for unit, f in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if bits >= f:
-            return f"{byte_text} ({bits / f:.3g} {unit}bit/s)"
-    return f"{byte_text} ({bits:.3g} bit/s)"
+    return f"{numbers.rate(bytes_per_s)} ({numbers.si(bytes_per_s * 8, 'bit/s', lowest=0)})"
 
 
 def _fit_path(nbytes: np.ndarray, t_s: np.ndarray, default: tuple[float, float, int],
