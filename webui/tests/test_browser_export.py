@@ -2,8 +2,9 @@
 mode on runs built by construction (mpiscope_testing.comparetraces.halo_pair): the
 Differences tab's tables and each run's critical-path table download as CSV holding
 exactly the rows the server computed them from (compare.breakdown_delta,
-functions_delta; the session's critical path profile), and the differences keep their
-colours on the page."""
+functions_delta; the session's critical path profile), under the headers the page shows
+and in the units they name (windowstats.shown), and the differences keep their colours on
+the page."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 from mpiscope.archive import reader
 from mpiscope_testing import comparetraces
 from mpiscope_testing.webui_page import layout_problems, open_app, open_tab, shot, wait_until
-from mpiscope_webui import compare, critical
+from mpiscope_webui import compare, critical, windowstats
 from mpiscope_webui.model import TraceModel
 
 pytestmark = pytest.mark.browser
@@ -69,15 +70,18 @@ def exported(driver, ident: str | dict, where: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def same_rows(got: list[dict], ref: pd.DataFrame) -> None:
-    """The CSV holds `ref`: its columns (ids as headers), its rows in order, text as text
-    and numbers as computed (an empty cell: none, NaN), to the 11 characters Dash's
-    exporter (SheetJS's General format) writes a number in: 6 significant digits at
-    least."""
-    assert got and list(got[0]) == list(ref.columns)
-    assert len(got) == len(ref)
-    for row, want in zip(got, ref.to_dict("records"), strict=True):
-        for key, value in want.items():
+def same_rows(got: list[dict], ref: pd.DataFrame, labels: windowstats.Labels | None = None,
+              shared: tuple = ()) -> None:
+    """The CSV holds `ref` as its table shows it (windowstats.shown): the headers shown
+    (each numeric column's unit), its rows in order, text as text and numbers in the
+    header's unit (an empty cell: none, NaN), to the 11 characters Dash's exporter
+    (SheetJS's General format) writes a number in: 6 significant digits at least."""
+    data, columns = windowstats.shown(ref, labels, shared)
+    assert got and list(got[0]) == [c["name"] for c in columns]
+    assert len(got) == len(data)
+    for row, want in zip(got, data, strict=True):
+        for c in columns:
+            key, value = c["name"], want[c["id"]]
             if isinstance(value, str):
                 assert row[key] == value, key
             else:
@@ -113,10 +117,11 @@ def test_differences_and_critical_path_tables_export_csv(browser, url, models, t
     wait_until(browser, "return document.getElementById('diff-functions')",
                what="the Differences tab")
     a, b = models
+    diff = (compare.DIFF_LABELS, compare.DIFF_UNITS)
     same_rows(exported(browser, "diff-breakdown", tmp_path / "breakdown"),
-              compare.breakdown_delta(a, b))
+              compare.breakdown_delta(a, b), *diff)
     same_rows(exported(browser, "diff-functions", tmp_path / "functions"),
-              compare.functions_delta(a, b))
+              compare.functions_delta(a, b), *diff)
     # on the page the differences keep their colours: B faster green, slower red
     deltas = compare.functions_delta(a, b)["delta_s"].to_numpy()
     assert (deltas < 0).any() and (deltas > 0).any()
@@ -130,6 +135,7 @@ def test_differences_and_critical_path_tables_export_csv(browser, url, models, t
     open_tab(browser, "Critical path")
     for p, model in enumerate(models):
         ident = {"type": "cp-table", "panel": p}
-        same_rows(exported(browser, ident, tmp_path / f"path-{p}"), path_frame(model))
+        same_rows(exported(browser, ident, tmp_path / f"path-{p}"), path_frame(model),
+                  critical.PROFILE_LABELS)
         assert layout_problems(browser, p, root="[id*='tab-critical']") == []
     shot(browser, f"export-critical-{size[0]}")
