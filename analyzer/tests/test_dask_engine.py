@@ -31,6 +31,7 @@ from mpiscope.engines import cluster, convert, dask_engine, fused, ranktasks
 from mpiscope.engines.daskcache import open_cache
 from mpiscope.errors import UserError
 from mpiscope_testing.enginetraces import engine_traces, synth
+from mpiscope_testing.oversubscribed import imbalanced
 
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
@@ -108,6 +109,18 @@ def test_dask_engine_json_equals_pandas_engine(name: str, traces: dict[str, Path
     dask_json = mpiscope.analyze(d, engine="dask", client=client).to_dict()
     assert differences(pandas_json, dask_json) == []
     assert dask_json["ranks"] and dask_json["functions"]
+
+
+def test_dask_engine_json_equals_pandas_engine_with_run_delay(tmp_path: Path,
+                                                              client) -> None:
+    """Run-queue delay measured (the `descheduled` finding): 4 ranks on 2 CPUs, by
+    construction (mpiscope_testing.oversubscribed)."""
+    d = imbalanced(["node0"] * 4, "2", run_delay_us=[(0, 300)] * 3 + [(200, 0)]
+                   ).write(tmp_path / "t")
+    pandas_json = mpiscope.analyze(mpiscope.load(d, use_cache=False)).to_dict()
+    dask_json = mpiscope.analyze(d, engine="dask", client=client).to_dict()
+    assert differences(pandas_json, dask_json) == []
+    assert "descheduled" in {f["kind"] for f in dask_json["findings"]}
 
 
 def test_dask_engine_json_is_made_without_the_whole_trace_in_the_client(

@@ -83,7 +83,8 @@ def build(sc: Scenario) -> Trace:
     for i, c in enumerate(sc.calls):
         fn = c["function"]
         rows.append({
-            "call": i, "rank": c["rank"], "function": fn, "kind": c.get("kind", _kind(fn)),
+            "call": i, "rank": c["rank"], "thread": c.get("thread", 0), "function": fn,
+            "kind": c.get("kind", _kind(fn)),
             "start": c["start"], "end": c["end"], "depth": c.get("depth", 0),
             "callsite": c.get("callsite", ""), "comm": c.get("comm", 0 if _kind(fn) in (
                 "collective", "barrier", "p2p_send", "p2p_recv") else -1),
@@ -100,7 +101,8 @@ def build(sc: Scenario) -> Trace:
         delays = np.array([c.get("run_delay", (-1, -1)) for c in sc.calls], dtype=np.int64)
         calls["run_delay_enter"], calls["run_delay_leave"] = delays[:, 0], delays[:, 1]
     calls = calls.astype({
-        "call": np.int64, "rank": np.int32, "start": np.int64, "end": np.int64,
+        "call": np.int64, "rank": np.int32, "thread": np.int16, "start": np.int64,
+        "end": np.int64,
         "depth": np.int8, "comm": np.int32, "peer": np.int32, "tag": np.int32,
         "bytes_sent": np.int64, "bytes_recv": np.int64, "root": np.int32,
         "coll_seq": np.int64, "coll_op": np.int16, "in_hash": np.uint64,

@@ -9,6 +9,7 @@ from dash import html
 
 from mpiscope import numbers
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
+from mpiscope.analysis.findings import RUN_WIDE
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
 from mpiscope_webui.analysis import FindingView, Panels, RunNotes, Totals
@@ -229,7 +230,8 @@ def findings_list(a: Panels, panel: int) -> html.Div:
 
 def _finding_item(f: FindingView, panel: int, i: int) -> html.Li:
     return html.Li([
-        html.Button(f"{f.kind}: {f.function} at {f.callsite or '?'}",
+        html.Button(f"{f.kind}: {f.function} at {f.callsite or '?'}" if f.function
+                    else f"{f.kind}: {RUN_WIDE}",
                     className="finding", title="zoom the timeline to its occurrences",
                     **{"data-panel": panel, "data-idx": i}),  # see assets/findings.js
         *oversubscribed_mark(f.oversubscribed_note),

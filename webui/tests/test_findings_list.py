@@ -122,3 +122,17 @@ def test_only_an_oversubscribed_runs_findings_are_marked(tmp_path):
     assert doc[0]["oversubscribed"] and doc[0]["message"].endswith(" " + f.oversubscribed_note)
     plain = TraceModel.build(imbalanced(tmp_path)).analysis()
     assert _marks(findings_list(plain, 0)) == [[]]
+
+
+def test_a_finding_of_the_whole_run_names_no_call_site(tmp_path):
+    """The run-queue delay the tracer measured (built: 4 ranks on 2 CPUs): `descheduled`
+    is about all ranks, not a call site; marked, with its own note."""
+    trace = oversubscribed.imbalanced(["node0"] * 4, "2", run_delay_us=[(0, 300)] * 3
+                                      + [(200, 0)]).write(tmp_path / "turns")
+    panels = TraceModel.build(reader.load(trace)).analysis()
+    (ol,) = _lists(findings_list(panels, 0), "findings")
+    [item] = [li for li in ol.children
+              if li.children[0].children == "descheduled: all ranks, the whole run"]
+    assert item.children[1].children == "oversubscribed"
+    [f] = [f for f in panels.findings if f.kind == "descheduled"]
+    assert f.oversubscribed_note.endswith("the ranks took turns on them.")

@@ -8,7 +8,8 @@ once with the finding fixed (the scenario `mpiscope whatif` takes). The message 
 Savings (`Saving`): the difference of the two replays is in replayed time; the saving
 shown is that difference scaled to the measured run (× run / base replay), never below
 0 and never above what the fix can take off: the time the finding's calls take (summed
-over ranks; for hot_spot the hot rank's computation but its 1/n share;
+over ranks; for hot_spot the hot rank's computation but its 1/n share; descheduled:
+the run-queue delay measured, summed over ranks;
 bandwidth/latency-bound change every message on the path: the run only) and the run. A
 base replay slower than the run no longer shows a saving beyond the run; where scaled or
 bounded the message says so, the evidence keeps the replayed difference, the scale, the
@@ -57,6 +58,12 @@ set-up time (a slow MPI_Init) neither dilutes a share nor raises the floor.
 - polling: a call site of polling calls (simulate.program.POLLING, merged visits as
   their calls) at a notable share of rank time; saving: the calls there that complete
   nothing taken out, the computation between them kept (Scenario.blocking_at).
+- descheduled: ranks runnable but waiting for a CPU (the run-queue delay the tracer
+  measured, desched.py: the breakdown's descheduled_s, summed over ranks), only where it
+  was measured; a finding of the whole run (no function, no call site). Saving: the run
+  on cores of their own (Scenario(run_delay=False): each compute burst and each call's
+  own part within the measured interval without the delay measured in it), bounded by
+  the delay itself.
 
 Noise floor (`noise_floor`, `split`): a finding whose saving is below the larger of
 RUN_SHARE_FLOOR of the run and the run's measured iteration-to-iteration spread is not
@@ -119,6 +126,7 @@ FREE_BANDWIDTH_BPS = 1e18  # a path whose transfers cost nothing: no latency, th
 REPLAYED = ("replayed: the trace's ranks with their messages and collectives on the "
             "machine fitted from its own timings")
 MODEL = "simulate (fitted machine)"
+RUN_WIDE = "all ranks, the whole run"  # where a finding of no one call site is
 WHY_NONE = ("cannot be replayed (the replay deadlocks with this change), so no saving is "
             "stated")
 
@@ -310,7 +318,10 @@ def _plural(n: int, word: str) -> str:
 
 
 def where(function: str, callsite: str) -> str:
-    """`MPI_Allreduce at x.c:5`, or a plain statement that the trace has no call site."""
+    """`MPI_Allreduce at x.c:5`, or a plain statement that the trace has no call site;
+    a finding of the whole run (`descheduled`) has neither."""
+    if not function and not callsite:
+        return RUN_WIDE
     return f"{function} at {callsite}" if callsite else f"{function} (no call site recorded)"
 
 
@@ -1169,6 +1180,47 @@ def polling(parts: pd.DataFrame | None, total_rank_ns: float,
     return found
 
 
+# the scenario of `descheduled`, as `mpiscope whatif` takes it and the evidence states it
+ON_OWN_CORES = Scenario(run_delay=False)
+DESCHEDULED_MODEL = (
+    "run-queue delay: the tracer samples each thread's cumulative time runnable but "
+    "waiting for a CPU (mpiscope:run_delay_ns) on its calls' Enter/Leave, spread in "
+    "proportion to wall time between samples; replayed on cores of their own "
+    "(`whatif --run-delay drop`): between MPI_Init and MPI_Finalize every compute burst "
+    "and every call's own part (after its partners were ready, as traced) without the "
+    "delay measured in it; waiting for partners is replayed, not taken from the trace")
+
+
+def descheduled(breakdown: pd.DataFrame, replays: Replays) -> list[Finding]:
+    """What descheduling cost (module doc): only where the tracer measured run-queue
+    delay (breakdown's descheduled_s), never inferred from gaps or host CPU counts."""
+    if "descheduled_s" not in breakdown.columns:
+        return []
+    d = breakdown.set_index("rank")["descheduled_s"].astype(float).dropna()
+    total_s = float(d.sum())
+    if not len(d) or total_s <= 0:
+        return []
+    # what removing it can take off at most: the delay itself, summed over ranks
+    sv = _saving(replays.saving(ON_OWN_CORES), replays, total_s)
+    run = breakdown.set_index("rank")["total_s"].astype(float).reindex(d.index)
+    share = (d / run.where(run > 0)).fillna(0.0)
+    lo, hi = (round(100 * float(x)) for x in (share.min(), share.max()))
+    span = f"{lo}%" if lo == hi else f"{lo}–{hi}%"
+    top = d.sort_values(ascending=False, kind="stable").head(3)
+    return [Finding(
+        "descheduled", "", "", 0, total_s, sv.s,
+        f"ranks waited {seconds(total_s)} for a CPU (run-queue delay measured by the "
+        f"tracer, summed over ranks: {_ranks(top)}{' …' if len(d) > 3 else ''}; {span} "
+        "of a rank's run). On cores of their own (each compute burst and each call's own "
+        "part without the delay measured in it, waiting for partners replayed) the run "
+        f"{_saved(sv, replays)}.",
+        {"run_queue_delay_s": total_s,
+         "delay_by_rank_s": {int(r): float(v) for r, v in d.items()},
+         "delay_share_of_rank": {int(r): float(v) for r, v in share.items()},
+         "scenario": "whatif --run-delay drop", **sv.evidence(),
+         "model": replays.model, "delay_model": DESCHEDULED_MODEL})]
+
+
 def _not_compute(late: int | None, caused: pd.Series, by_rank: pd.Series,
                  compute: pd.Series) -> str | None:
     """Why the waiting is not a load imbalance (None: it is): the late rank must compute
@@ -1311,7 +1363,8 @@ def detect(run: Run, offsets_ns: dict[int, int], breakdown: pd.DataFrame,
                               total_rank_ns, replays, transfer_sites)
              + (hot_spot(p3, num_ranks, hot[0], hot[1], path, replays,
                          _compute_s(breakdown, hot[0]))
-                if hot is not None and path is not None else []))
+                if hot is not None and path is not None else [])
+             + descheduled(breakdown, replays))
     return sorted(found, key=lambda f: f.estimated_savings_s, reverse=True)
 
 

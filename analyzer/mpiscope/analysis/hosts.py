@@ -87,3 +87,10 @@ def note(over: list[HostLoad]) -> str:
     c = sum(h.cpus for h in over)
     return (f" Measured oversubscribed ({n} ranks on {c} CPUs): part of this time may be "
             "ranks waiting for a CPU, not for each other.")
+
+
+def turns_note(over: list[HostLoad]) -> str:
+    """What the `descheduled` finding's message adds: the hosts' count behind it."""
+    n = sum(len(h.ranks) for h in over)
+    c = sum(h.cpus for h in over)
+    return f" Measured oversubscribed ({n} ranks on {c} CPUs): the ranks took turns on them."

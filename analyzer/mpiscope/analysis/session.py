@@ -234,22 +234,34 @@ class Analysis:
         finding but a redundancy proof's rests on timing, which descheduling distorts; one
         place decides, for the JSON's `oversubscribed` and the web UI's mark."""
         over = self.oversubscribed
-        return hosts.note(over) if over and f.kind != "redundant_collective" else ""
+        if not over or f.kind == "redundant_collective":
+            return ""
+        # descheduling's own finding: the turns it costs, not a doubt about them
+        return hosts.turns_note(over) if f.kind == "descheduled" else hosts.note(over)
+
+    def path_fields(self, f: findings.Finding) -> dict[str, Any]:
+        """Where a finding stands to the critical path (critical_path.finding_fields):
+        a hot spot's rank holds its share of it; a finding of the whole run
+        (`descheduled`) has no calls to find on it: null (None)."""
+        if f.kind == "hot_spot":  # a rank, not a call site, holds the path there
+            share = float(f.evidence["critical_path_share"])
+            return {"on_critical_path": True, "critical_path_s":
+                    share * self.critical_path.length_ns / 1e9, "critical_path_share": share}
+        if f.kind == "descheduled":
+            return {"on_critical_path": None, "critical_path_s": None,
+                    "critical_path_share": None}
+        return critical_path.finding_fields(self.critical_path, f.kind, f.function,
+                                            f.group or f.callsite)
 
     def _finding(self, f: findings.Finding) -> dict[str, Any]:
         """A finding's JSON, with where it stands to the critical path (off it, the
         message says that fixing it cannot shorten the run) and, on an oversubscribed
         run, marked where timing drives it (all but a redundancy proof's verdict)."""
-        d = {**f.to_dict(), **critical_path.finding_fields(
-            self.critical_path, f.kind, f.function, f.group or f.callsite)}
+        d = {**f.to_dict(), **self.path_fields(f)}
         note = self.oversubscribed_note(f)
         d["oversubscribed"] = bool(note)
         d["message"] += note
-        if f.kind == "hot_spot":  # a rank, not a call site, holds the path there
-            share = float(f.evidence["critical_path_share"])
-            d.update(on_critical_path=True, critical_path_share=share,
-                     critical_path_s=share * self.critical_path.length_ns / 1e9)
-        elif not d["on_critical_path"]:
+        if d["on_critical_path"] is False:
             d["message"] += (" It is not on the critical path: fixing it cannot shorten "
                              "the run.")
         return d

@@ -45,6 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "overhead: descheduling on the traced host): keep or drop it "
                    "(default: kept on the traced hosts, dropped with --nodes or a "
                    "machine with nodes)")
+    p.add_argument("--run-delay", choices=("keep", "drop"), default="keep",
+                   help="the run-queue delay the tracer measured (time runnable but "
+                   "waiting for a CPU): drop it to replay the ranks on cores of their "
+                   "own, each compute burst and each call's own part without it "
+                   "(default: keep)")
     p.add_argument("--machine", metavar="NAME|FILE",
                    help="machine model: a shipped name (beowulf-2008) or a TOML file")
     p.add_argument("--out", type=Path, metavar="PRED_DIR",
@@ -90,6 +95,7 @@ def scenario_of(args: argparse.Namespace):
                        else None),
         inter_latency_s=inter_lat, inter_bandwidth_Bps=inter_bw,
         noise=None if args.noise is None else args.noise == "keep",
+        run_delay=args.run_delay == "keep",
         cpu_factor=cpu, machine=args.machine)
 
 

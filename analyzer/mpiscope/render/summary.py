@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mpiscope import numbers
-from mpiscope.analysis import callpaths, critical_path, findings, hosts, stats, threads
+from mpiscope.analysis import callpaths, critical_path, findings, stats, threads
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.session import Analysis, SpawnedJob
@@ -111,9 +111,7 @@ def _critical_path(analysis: Analysis, console: Console, top: int) -> None:
         what = f"compute before {r.before}" if r.name == critical_path.COMPUTE else r.name
         ct.add_row(name(what), name(r.callsite), col.cell(r.time_s), f"{100 * r.share:.1f}%")
     console.print(ct)
-    off = [f for f in analysis.findings
-           if not critical_path.finding_fields(path, f.kind, f.function,
-                                               f.group or f.callsite)["on_critical_path"]]
+    off = [f for f in analysis.findings if analysis.path_fields(f)["on_critical_path"] is False]
     for f in off:
         console.print(f"[dim]• {f.kind} {name(findings.where(f.function, f.callsite))}: not on "
                       "the critical path: fixing it cannot shorten the run[/dim]")
@@ -279,11 +277,12 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10,
                        fc.cell(f.time_s), fc.cell(f.estimated_savings_s),
                        f"{f.estimated_savings_s / run_s:.1%}" if run_s > 0 else "-")
         console.print(fd)
-        over = hosts.note(analysis.oversubscribed) if analysis.oversubscribed else ""
         for f in analysis.findings[:top]:
-            mark = over if f.kind != "redundant_collective" else ""
-            console.print(f"[dim]• {f.kind} {name(site_text(f.callsite, f.callpath))}: "
-                          f"{name(f.message + mark)}[/dim]", highlight=False)
+            site = (site_text(f.callsite, f.callpath) if f.function or f.callsite
+                    else findings.RUN_WIDE)
+            console.print(f"[dim]• {f.kind} {name(site)}: "
+                          f"{name(f.message + analysis.oversubscribed_note(f))}[/dim]",
+                          highlight=False)
     else:
         console.print("No findings.")
     if analysis.minor_findings:

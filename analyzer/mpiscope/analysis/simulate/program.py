@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from mpiscope.analysis import desched
+from mpiscope.analysis import breakdown, desched
 from mpiscope.analysis.order import by_rank_then_start
 from mpiscope.analysis.simulate.model import INTER, INTRA, Machine, Placement
 from mpiscope.analysis.simulate.scenario import Scenario
@@ -425,6 +425,53 @@ def _low_quantile(vals: np.ndarray) -> float:
     return part[k] + (part[k + 1] - part[k]) * frac
 
 
+@dataclass(frozen=True)
+class _DelayCut:
+    """The measured run-queue delay (ns) a replay leaves out."""
+
+    gap: np.ndarray  # per op: of the computation before it
+    trailing: np.ndarray  # per rank: of its computation after its last op
+    own: np.ndarray | None  # per op: of its own part (None: kept)
+
+
+def _delay_cut(trace: Trace, pre: Prepared, base: _Basis, scenario: Scenario,
+               kept: bool) -> _DelayCut | None:
+    """What measured run-queue delay the replay leaves out (None: none). Where the noise
+    is dropped, the computation's (keeps_noise; the calls lose all their noise). With
+    `Scenario.run_delay` False, the run's: of each compute burst and each call's own part
+    (Basis.own_run_delay) within its rank's measured interval (breakdown.intervals: the
+    end of MPI_Init to the start of MPI_Finalize, where the savings and the breakdown's
+    descheduled_s are measured); start-up and tear-down keep theirs."""
+    if not kept:
+        return _DelayCut(pre.gap_desched, pre.trailing_desched, None)
+    if scenario.run_delay:
+        return None
+    gap_in, trailing_in, op_in = _in_run(trace, pre)
+    return _DelayCut(np.where(gap_in, pre.gap_desched, 0.0),
+                     np.where(trailing_in, pre.trailing_desched, 0.0),
+                     np.where(op_in, base.own_run_delay(trace, pre), 0.0))
+
+
+def _in_run(trace: Trace, pre: Prepared) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(per op: its gap, per rank: its trailing time, per op: the op) lies within its
+    rank's measured interval."""
+    nr = len(pre.op_lo) - 1
+    iv = breakdown.intervals(trace)
+    begin, end = np.full(nr, np.inf), np.full(nr, -np.inf)  # a rank without one: none
+    r = iv["rank"].to_numpy().astype(np.int64)
+    ok = (r >= 0) & (r < nr)
+    begin[r[ok]] = iv["begin"].to_numpy()[ok]
+    end[r[ok]] = iv["end"].to_numpy()[ok]
+    b, e = begin[pre.rank], end[pre.rank]
+    op_in = (pre.start >= b) & (pre.end <= e)
+    gap_in = (pre.start - pre.gap >= b) & (pre.start <= e)
+    has = pre.op_lo[1:] > pre.op_lo[:-1]
+    last_end = np.full(nr, np.inf)
+    last_end[has] = pre.end[pre.op_lo[1:][has] - 1]
+    trailing_in = has & (last_end >= begin) & (last_end + pre.trailing <= end)
+    return gap_in, trailing_in, op_in
+
+
 def keeps_noise(scenario: Scenario, target: Machine) -> bool:
     """Whether the replay keeps each call's noise (own time above its function's
     overhead): on the traced hosts yes (a scenario changes the program or the network,
@@ -775,6 +822,22 @@ class _Basis:
     # where eager on the fitted machine, else `progress`): the post_recv CSR of a
     # scenario whose messages keep theirs, with no sort
     by_recv_start: np.ndarray
+    # per op, the run-queue delay measured in its own part (own_run_delay), on first use
+    _own_delay: np.ndarray | None = field(default=None, repr=False)
+
+    def own_run_delay(self, trace: Trace, pre: Prepared) -> np.ndarray:
+        """Per op, the run-queue delay (ns) the tracer measured in its own part: after
+        its dependencies were met as traced (`ready`) to its end, on its thread; zeros
+        where nothing was measured. Its waiting before that is replayed, not taken from
+        the trace, so the delay measured there is no part of its cost."""
+        if self._own_delay is None:
+            d = None
+            if desched.sampled(trace.calls):
+                thread = trace.calls["thread"].to_numpy()[pre.op_call].astype(np.int64)
+                d = desched.between(trace.calls, pre.rank, thread,
+                                    np.maximum(pre.start, self.ready), pre.end)
+            self._own_delay = np.zeros(len(pre.op_call)) if d is None else d
+        return self._own_delay
 
     def recv_start(self, pre: Prepared, rows: np.ndarray) -> np.ndarray:
         """Per message of `rows`, the op `by_recv_start` orders it by."""
@@ -826,9 +889,10 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
     cpu = scenario.cpu_factor if scenario.cpu_factor is not None else target.cpu_factor
     kept = keeps_noise(scenario, target)
     # ranks no longer sharing the traced host's cores: computation at its own time
-    gap = (pre.gap if kept else pre.gap - pre.gap_desched) * cpu
+    cut = _delay_cut(trace, pre, base, scenario, kept)
+    gap = (pre.gap if cut is None else pre.gap - cut.gap) * cpu
     gap = _balanced(trace, scenario, gap, rank, op_call, op_lo, nr)
-    trailing = (pre.trailing if kept else pre.trailing - pre.trailing_desched) * cpu
+    trailing = (pre.trailing if cut is None else pre.trailing - cut.trailing) * cpu
 
     placed = Placement.of(trace, target)
 
@@ -894,6 +958,11 @@ def build(trace: Trace, fitted: Machine, target: Machine, scenario: Scenario,
         overhead = np.minimum(low[pre.fn], own)
     else:
         overhead = _overhead(pre.fn, own)
+    if cut is not None and cut.own is not None:
+        # the run-queue delay measured in the own part comes out of it, the overhead too
+        # where that holds delay (estimated from calls all descheduled alike)
+        own = np.maximum(own - cut.own, 0.0)
+        overhead = np.minimum(overhead, own)
     noise = own - overhead
     del own
     cost = overhead + noise if kept else overhead.copy()

@@ -76,6 +76,11 @@ class Scenario:
     # keep each call's noise (own time above its function's overhead)? None: on the
     # traced hosts yes, on other nodes no (program.keeps_noise)
     noise: bool | None = None
+    # keep the run-queue delay the tracer measured (desched.py)? False: each rank on
+    # cores of its own, every compute burst and every call's own part between MPI_Init
+    # and MPI_Finalize without it; the rest of the noise as `noise` says
+    # (program._delay_cut)
+    run_delay: bool = True
     # for the findings (Python only): single calls (rows of trace.calls) taken out, the
     # balance only for the phases that end at these call sites, one rank's computation
     # shared out equally among all ranks
@@ -110,4 +115,5 @@ class Scenario:
                    if self.intra_latency_s is not None or self.intra_bandwidth_Bps is not None
                    else {}),
                 **({"blocking_at": [str(s) for s in self.blocking_at]}
-                   if self.blocking_at else {})}
+                   if self.blocking_at else {}),
+                **({"run_delay": "drop"} if not self.run_delay else {})}
