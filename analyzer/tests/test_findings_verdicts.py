@@ -253,9 +253,11 @@ def test_polling_on_a_late_message_saves_nothing():
 
 def test_polling_on_a_real_late_message(tmp_path):
     """A real MPI job (programs/pollwait.c): rank 0 polls with MPI_Test for a message rank
-    1 sends only after sleeping 300 ms. The polling finding (listed or minor, as this
-    run's timing puts its saving) names the MPI_Test line and counts exactly the calls
-    the program made (the interposer merged them into few visits)."""
+    1 sends only once rank 0 has made 1000 polls (it says so in a message of its own) and
+    300 ms after that, so at least 1000 polls complete nothing whatever the scheduling.
+    The polling finding (listed or minor, as this run's timing puts its saving) names the
+    MPI_Test line and counts exactly the calls the program made (the interposer merged
+    them into fewer visits)."""
     exe = compile_program("pollwait", tmp_path)
     out = tmp_path / "trace"
     lib = subprocess.run(["mpiscope", "lib"], check=True, capture_output=True,
