@@ -34,6 +34,7 @@ from mpiscope_webui.timeline import View
 ASSETS = Path(__file__).parent / "assets"
 LANE_HEIGHTS = (("auto", 0), ("S", 12), ("M", 24), ("L", 40))  # px a lane
 DEFAULT_WIDTH = 1400
+DIFFERENCES_PENDING = "analyzing…"  # the Differences tab until it is first opened
 # showTips off: Plotly's "double-click on legend" notice covered the critical-path checkbox
 GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
                 "showTips": False,
@@ -232,7 +233,8 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
             critical.tab(n)]
     if n == 2:
         tabs.append(dcc.Tab(label="Differences", value="differences",
-                            children=html.Div(id="differences", children="analyzing…")))
+                            children=html.Div(id="differences",
+                                              children=DIFFERENCES_PENDING)))
     return html.Div([
         html.Div(head + controls, className="header"),
         dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
@@ -569,8 +571,13 @@ def compare_callbacks(app: Dash, ctl: Controller) -> None:
     measured, computed once for every page) and one y-scale for both runs' breakdowns."""
     explained = compare.Explained(*ctl.models)
 
-    @app.callback(Output("differences", "children"), Input("boot", "data"))
-    def differences(_):
+    # filled when the tab is first opened, not at page load: the predicted vs measured
+    # replays both runs, which the timeline's first callbacks should not wait behind
+    @app.callback(Output("differences", "children"), Input("tabs", "value"),
+                  State("differences", "children"))
+    def differences(tab, shown):
+        if tab != "differences" or shown != DIFFERENCES_PENDING:
+            raise PreventUpdate
         return compare.differences(ctl.models[0], ctl.models[1], explained.get())
 
     # each panel's Breakdown tab follows its own window (a callback each): its tallest
