@@ -133,7 +133,14 @@ class RunNotes:
         try:
             warnings = shown(session.warnings, session.overview.meta.truncated_ranks)
         except Exception:  # noqa: BLE001 - the analysis tabs list the error
-            warnings = []
+            # an analysis behind the warnings failed (e.g. the wait states): the reader's
+            # own warnings and the ranks cut short still stand, when trust is least
+            try:
+                meta = session.overview.meta
+                warnings = ([Shown(str(w), False) for w in meta.warnings]
+                            + shown(None, meta.truncated_ranks))
+            except Exception:  # noqa: BLE001 - as above
+                warnings = []
         try:
             totals = Totals.of(session)
         except Exception:  # noqa: BLE001 - as above

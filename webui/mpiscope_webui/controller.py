@@ -30,10 +30,11 @@ def _equals(column: pd.Series, value: str) -> np.ndarray:
 
 
 def _most_used(values: np.ndarray, n: int) -> list[int]:
-    """The n values seen most often, in ascending order (the dropdown lists tags so)."""
-    keys, counts = np.unique(values, return_counts=True)
+    """The n values seen most often, in ascending order (the dropdown lists tags so);
+    negative ones (none recorded) never take a place."""
+    keys, counts = np.unique(values[values >= 0], return_counts=True)
     top = keys[np.argsort(-counts, kind="stable")[:n]]
-    return sorted(int(k) for k in top if k >= 0)
+    return sorted(int(k) for k in top)
 
 
 def search_noun(what: object) -> str:

@@ -41,6 +41,7 @@ from typing import Any
 import pandas as pd
 from dash import dcc, html
 
+from mpiscope.analysis.findings import where
 from mpiscope.analysis.window import WindowIndex
 from mpiscope.errors import UserError
 from mpiscope_webui import inputs, oocprofiles, oocwindow, views, windowstats
@@ -365,8 +366,8 @@ def tab(results: Results, name: str, scope: Scope | None = None, p: Pyramid | No
     elif name == "findings":
         found = j["findings"]
         out += views.run_notes(RunNotes.of_json(j))  # the page's header has no analysis
-        out += [html.Ol([html.Li([html.B(f"{f['kind']}: {f['function']} at "
-                                         f"{f['callsite'] or '?'}"),
+        out += [html.Ol([html.Li([html.B(f"{f['kind']}: "
+                                         f"{where(f['function'], f['callsite'])}"),
                                   *views.oversubscribed_mark(f.get("oversubscribed")),
                                   html.Div(f["message"], className="finding-msg")])
                          for f in found], className="findings")

@@ -41,8 +41,9 @@ def test_a_failed_analysis_is_one_line_naming_the_command(tmp_path):
 
 
 def test_findings_out_of_core_carry_the_warnings_and_the_mark(tmp_path):
-    """The JSON the Dask engine writes, for 4 ranks on 2 CPUs (built): its warnings above
-    the findings, word for word, the totals line, and the imbalance marked."""
+    """The analysis JSON the out-of-core tab reads (here the pandas engine's, which the
+    Dask engine's equals: test_dask_engine), for 4 ranks on 2 CPUs (built): its warnings
+    above the findings, word for word, the totals line, and the imbalance marked."""
     trace = imbalanced(["node0"] * 4, "2").write(tmp_path / "trace")
     doc = Analysis(reader.load(trace)).to_dict()
     r = ooctabs.Results(trace, start=False)

@@ -133,6 +133,10 @@ def build(a: RunSummary, b: RunSummary) -> Comparison:
     in_b = {_finding_key(f): f for f in b.report["findings"]}
     outcomes = []
     for f in a.report["findings"]:
+        if not f.get("function") and not f.get("callsite"):
+            # a finding of the whole run (descheduled) is the machine's, not the code's:
+            # a change does not resolve it and its saving is no gain to expect of one
+            continue
         twin = in_b.get(_finding_key(f))
         # still present in B but at a small fraction of its cost counts as resolved too
         resolved = twin is None or twin["time_s"] < 0.2 * f["time_s"]

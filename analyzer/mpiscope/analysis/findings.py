@@ -276,7 +276,9 @@ def _saving(saving: float | None, replays: Replays,
     return Saving(saving, replays.scale(), bound_s, replays.run_s)
 
 
-def _saved(sv: Saving, replays: Replays) -> str:
+def _saved(sv: Saving, replays: Replays, bound: str = "these calls take") -> str:
+    """How much the fix saves and how that was obtained; `bound` says what `sv`'s bound
+    is the time of, when it caps the saving."""
     if sv.replayed_s is None:
         return replays.why_none
     s = sv.s
@@ -287,7 +289,7 @@ def _saved(sv: Saving, replays: Replays) -> str:
                 f"by the measured over the replayed run, x{sv.scale:.3g}")
     if sv.bounded:
         how += (f"; bounded by the {seconds(sv.cap_s)} "
-                + ("of the run" if sv.cap_s >= sv.run_s else "these calls take"))
+                + ("of the run" if sv.cap_s >= sv.run_s else bound))
     return f"saves ~{seconds(s)}{share} ({how})"
 
 
@@ -1213,7 +1215,7 @@ def descheduled(breakdown: pd.DataFrame, replays: Replays) -> list[Finding]:
         f"tracer, summed over ranks: {_ranks(top)}{' …' if len(d) > 3 else ''}; {span} "
         "of a rank's run). On cores of their own (each compute burst and each call's own "
         "part without the delay measured in it, waiting for partners replayed) the run "
-        f"{_saved(sv, replays)}.",
+        f"{_saved(sv, replays, 'run-queue delay measured')}.",
         {"run_queue_delay_s": total_s,
          "delay_by_rank_s": {int(r): float(v) for r, v in d.items()},
          "delay_share_of_rank": {int(r): float(v) for r, v in share.items()},
