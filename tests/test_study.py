@@ -113,7 +113,10 @@ def test_report_numbers_are_the_analyzers(study, tmp_path):
     # (which of them a run has is partly up to its timing: a busy machine's Himeno run may
     # spend too little of its time in the Allreduce for a frequent collective; the
     # barrier after the loop runs once: never claimed redundant, it saves nothing to act on)
-    found = analyzer_json(study / "himeno-4-unpatched", tmp_path)["findings"]
+    # (a finding of the whole run, descheduled, is the machine's: no change resolves it,
+    # so the comparison leaves it out)
+    found = [f for f in analyzer_json(study / "himeno-4-unpatched", tmp_path)["findings"]
+             if f["function"] or f["callsite"]]
     for f in found:
         assert re.search(rf"{f['kind']}.*?{re.escape(f['callsite'])}", page, re.S), f
     if not found:
