@@ -4,6 +4,8 @@ zoom): breakdown, functions, messages and profiles, read from the trace's sessio
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -201,8 +203,22 @@ def units(df: pd.DataFrame, kinds: Labels,
             unit, factor = SCALED[kinds[key][1]]
             values = np.concatenate([_floats(df[k]) for k in group]) * factor
             col = numbers.Column.of(values, unit, lowest=0 if unit != "s" else -3)
-            out.update(dict.fromkeys(group, col))
+            out.update(dict.fromkeys(group, _smallest_shown(col, values)))
     return out
+
+
+MORE_DECIMALS = 3  # at most, beyond the largest value's
+
+
+def _smallest_shown(col: numbers.Column, values: np.ndarray) -> numbers.Column:
+    """`col` with enough decimals that its smallest non-zero value does not read 0 (a
+    300 µs part beside a 1.3 s total: 0.0003, not 0.000), a few more at most."""
+    small = np.abs(values[np.isfinite(values) & (values != 0)])
+    if not len(small):
+        return col
+    need = -math.floor(math.log10(float(small.min()) / col.scale))
+    return dataclasses.replace(col, decimals=min(max(col.decimals, need),
+                                                 col.decimals + MORE_DECIMALS))
 
 
 def _guess(key: str, values: pd.Series) -> tuple[str, str]:

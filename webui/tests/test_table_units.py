@@ -42,6 +42,9 @@ def test_breakdown_parts_share_a_unit_and_unmeasured_columns_go():
     assert {col[k]["name"].rsplit(" ", 1)[1] for k in ("total_s", "compute_s",
                                                       "communication_s")} == {"(s)"}
     assert "descheduled_s" not in col  # nothing measured: no column of blanks
+    # the 300 µs part does not read 0.000 beside the 1.3 s total: one more decimal
+    assert col["communication_s"]["format"] == {"specifier": ".4f"}
+    assert f"{data[0]['communication_s']:.4f}" == "0.0003"
     assert col["rank"]["format"] == {"specifier": "d"}
 
 
