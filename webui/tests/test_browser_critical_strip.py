@@ -8,6 +8,7 @@ and the analyzer's own loop detection on the same trace.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -156,18 +157,26 @@ def test_the_strip_has_a_bar_per_iteration_and_a_click_zooms_to_it(browser, app_
     assert legend[0] >= title[2] or legend[3] <= title[1] or title[3] <= legend[1], \
         (legend, title)
     assert layout_problems(browser) == []
-    # click the tallest bar (an iteration with a slow exchange) with the mouse
-    totals = [sum(r[k] for k in r if k.endswith("_s")) for r in analyzed["iterations"]]
-    k = max(range(len(totals)), key=totals.__getitem__)
-    # the middle of bar k: its hover point, at half the bar's height
-    off = browser.execute_script(f"""
+    # click a bar with the mouse: the one farthest from its neighbours' hover points (the
+    # click goes to the closest point; where a run's ranks drifted apart, iterations'
+    # spans overlap and their centres can fall within a pixel of each other)
+    pts = browser.execute_script(f"""
         const g={STRIP.format(p=0)};
         const t=g._fullData.find(t => t.name === {strip.BARS!r});
         const xa=g._fullLayout.xaxis, ya=g._fullLayout.yaxis, r=g.getBoundingClientRect();
-        return [xa._offset + xa.d2p(t.x[{k}]) - r.width / 2,
-                ya._offset + ya.d2p(t.y[{k}]) - r.height / 2];""")
+        return Array.from(t.x, (x, i) => [xa._offset + xa.d2p(x) - r.width / 2,
+                                          ya._offset + ya.d2p(t.y[i]) - r.height / 2]);""")
+    assert len(pts) == len(analyzed["iterations"])
+
+    def room(i: int) -> float:
+        return min((math.dist(pts[i], q) for j, q in enumerate(pts) if j != i),
+                   default=math.inf)
+
+    k = max(range(len(pts)), key=room)
+    assert room(k) >= 4, "no bar stands apart from the others by a few pixels"
+    off = [round(v) for v in pts[k]]
     el = browser.execute_script(f"return {STRIP.format(p=0)}")
-    ActionChains(browser).move_to_element_with_offset(el, int(off[0]), int(off[1])).click() \
+    ActionChains(browser).move_to_element_with_offset(el, off[0], off[1]).click() \
         .perform()
     # the iteration's span over all ranks, from the analyzer's loop detection
     loop = mpiscope.analyze(reader.load(trace_dir)).loop
