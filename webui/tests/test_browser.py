@@ -317,7 +317,10 @@ def test_clicking_a_finding_zooms_to_its_occurrences(browser, app_url, unpatched
     button = wait_until(browser, "return Array.from(document.querySelectorAll("
                         "'button.finding')).find(b => b.textContent.includes(' at '))",
                         what="findings listed")
-    kind_fn, site = button.text.rsplit(" at ", 1)
+    # it may be below the noise floor on this run (the folded list): unfold it
+    browser.execute_script("const d = arguments[0].closest('details'); if (d) d.open = true;",
+                           button)
+    kind_fn, site = button.get_attribute("textContent").rsplit(" at ", 1)
     function = kind_fn.split(": ")[1]
     full = x_range(browser)
     button.click()
