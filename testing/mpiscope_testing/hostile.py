@@ -45,7 +45,7 @@ HOSTILE = Names(
     program=f"/tmp/{SCRIPT}{TITLE}",
     comm=f"comm{MARKUP}{SCRIPT}{TITLE}")
 PLAIN = Names(hosts=("node0", "node1", "node2"), user_function="compute",
-              mpi_function="MPI_Pcontrol", callsite_file="app.c", program="/tmp/app",
+              mpi_function="MPI_Unknown", callsite_file="app.c", program="/tmp/app",
               comm="comm")
 
 
