@@ -9,7 +9,7 @@ from dash import html
 
 from mpiscope import numbers
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
-from mpiscope.analysis.findings import where
+from mpiscope.analysis.findings import run_wide, where
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
 from mpiscope_webui.analysis import FindingView, Panels, RunNotes, Totals
@@ -230,17 +230,17 @@ def findings_list(a: Panels, panel: int) -> html.Div:
 
 def _finding_item(f: FindingView, panel: int, i: int) -> html.Li:
     # a finding of the whole run (descheduled) has no calls to zoom to or count
-    run_wide = not f.function and not f.callsite
+    whole = run_wide(f.function, f.callsite)
     title = f"{f.kind}: {where(f.function, f.callsite)}"
     return html.Li([
-        html.B(title, className="finding-run") if run_wide else
+        html.B(title, className="finding-run") if whole else
         html.Button(title, className="finding", title="zoom the timeline to its occurrences",
                     **{"data-panel": panel, "data-idx": i}),  # see assets/findings.js
         *oversubscribed_mark(f.oversubscribed_note),
         html.Span((f" saves ≈ {numbers.seconds(f.estimated_savings_s)} of "
                    if f.saving_stated else " no saving stated · ")
                   + numbers.seconds(f.time_s)
-                  + ("" if run_wide else f" · {numbers.count(len(f.calls), 'call')}"),
+                  + ("" if whole else f" · {numbers.count(len(f.calls), 'call')}"),
                   className="muted"),
         *([html.Div("via " + " <- ".join(f.callpath), className="muted callpath")]
           if len(f.callpath) > 1 else []),

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mpiscope.analysis.findings import run_wide
 from mpiscope.analysis.session import Analysis
 from mpiscope.archive import fom, reader
 
@@ -133,7 +134,7 @@ def build(a: RunSummary, b: RunSummary) -> Comparison:
     in_b = {_finding_key(f): f for f in b.report["findings"]}
     outcomes = []
     for f in a.report["findings"]:
-        if not f.get("function") and not f.get("callsite"):
+        if run_wide(f.get("function"), f.get("callsite")):
             # a finding of the whole run (descheduled) is the machine's, not the code's:
             # a change does not resolve it and its saving is no gain to expect of one
             continue

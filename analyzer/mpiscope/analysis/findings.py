@@ -319,10 +319,15 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def run_wide(function: str | None, callsite: str | None) -> bool:
+    """A finding of the whole run (`descheduled`): no function and no call site."""
+    return not function and not callsite
+
+
 def where(function: str, callsite: str) -> str:
     """`MPI_Allreduce at x.c:5`, or a plain statement that the trace has no call site;
     a finding of the whole run (`descheduled`) has neither."""
-    if not function and not callsite:
+    if run_wide(function, callsite):
         return RUN_WIDE
     return f"{function} at {callsite}" if callsite else f"{function} (no call site recorded)"
 

@@ -278,8 +278,8 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10,
                        f"{f.estimated_savings_s / run_s:.1%}" if run_s > 0 else "-")
         console.print(fd)
         for f in analysis.findings[:top]:
-            site = (site_text(f.callsite, f.callpath) if f.function or f.callsite
-                    else findings.RUN_WIDE)
+            site = (findings.RUN_WIDE if findings.run_wide(f.function, f.callsite)
+                    else site_text(f.callsite, f.callpath))
             console.print(f"[dim]• {f.kind} {name(site)}: "
                           f"{name(f.message + analysis.oversubscribed_note(f))}[/dim]",
                           highlight=False)
