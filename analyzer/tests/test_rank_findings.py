@@ -30,7 +30,7 @@ import pytest
 from test_dask_engine import differences
 
 import mpiscope
-from mpiscope.analysis import findings
+from mpiscope.analysis import findings, replaywindow
 from mpiscope.analysis.session import Analysis
 from mpiscope.analysis.simulate.scenario import CallSite, CollectiveEvery, Scenario
 from mpiscope.archive import cache
@@ -206,3 +206,39 @@ def test_instances_resolved_in_chunks_give_the_same_findings(
         a = analyses[name]
         got = [f.to_dict() for f in per_rank_findings(a, in_process(a))]
         assert differences(pandas_findings(a), got) == [], name
+
+
+@pytest.mark.parametrize("window", ["iterations", "time"])
+def test_above_the_budget_both_engines_replay_the_same_window(
+        window: str, analyses: dict[str, Analysis]) -> None:
+    # the pandas engine counts and cuts its tables in memory, the Dask engine per rank
+    # slice: the same window, the same window trace, the same findings
+    a = analyses["synth"]
+    run = in_process(a)
+    loop = a.loop if window == "iterations" else None
+    events = sum(c.events for c in run(lambda s: rankfindings._count(s, None)))
+    budget = events // 3
+    dask = [f.to_dict() for f in rankfindings.find(run, a.wait_states, a.ranks, loop,
+                                                   a.critical_path, budget_events=budget)]
+    pandas = [f.to_dict() for f in replaywindow.find(a.trace, a.wait_states, a.ranks, loop,
+                                                     a.critical_path, budget_events=budget)]
+    assert differences(pandas, dask) == []
+    replayed = [f for f in pandas if f["estimated_savings_s"] > 0]
+    assert replayed and all(" within the budget of " in f["message"] for f in replayed)
+    whole = replaywindow.WholeTrace(a.trace, loop, budget)
+    per_rank = rankfindings.BoundedReplays(run, loop, budget)
+    assert whole.base.events == per_rank.base.events <= budget
+    assert whole.window is not None and per_rank.window is not None
+    assert (whole.window.what, whole.window.scale) == (per_rank.window.what,
+                                                       per_rank.window.scale)
+
+
+def test_the_analysis_replays_a_window_above_the_default_budget(
+        traces: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # what `mpiscope analyze` does with a trace larger than the budget (here made small)
+    a = Analysis(mpiscope.load(traces["synth"]))
+    events = sum(c.events for c in in_process(a)(lambda s: rankfindings._count(s, None)))
+    monkeypatch.setattr(replaywindow, "DEFAULT_BUDGET_EVENTS", events // 2)
+    [freq] = [f for f in a.findings + a.minor_findings if f.kind == "frequent_collective"]
+    assert f"of {a.loop.iterations} of the main loop (" in freq.message
+    assert f"within the budget of {events // 2})" in freq.message

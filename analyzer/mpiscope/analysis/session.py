@@ -23,6 +23,7 @@ from mpiscope.analysis import (
     findings,
     hosts,
     iterations,
+    replaywindow,
     stats,
     waitstates,
     window,
@@ -213,10 +214,11 @@ class Analysis:
         return self._split_findings[1]
 
     def _find(self) -> list[findings.Finding]:
-        """The findings before their call paths are named (the Dask engine's runs per
-        rank: engines.rankfindings)."""
-        return findings.find(self.trace, self.wait_states, self.ranks, self.loop,
-                             self.critical_path)
+        """The findings before their call paths are named, their savings replayed within
+        the event budget (analysis.replaywindow; the Dask engine's run per rank:
+        engines.rankfindings)."""
+        return replaywindow.find(self.trace, self.wait_states, self.ranks, self.loop,
+                                 self.critical_path)
 
     @result
     def critical_path(self) -> critical_path.CriticalPath:

@@ -37,7 +37,7 @@ ENGINES = ("pandas", "dask", "auto")
 DASK_WORKER_BASE_BYTES = 200 * 2**20  # 180 MiB: a worker with a tiny trace's rank
 DASK_WORKER_BYTES_PER_EVENT = 300  # over its largest rank: 237 B at 2 x 10^6, 273 at 5 x 10^6
 DASK_CLIENT_BASE_BYTES = 200 * 2**20  # 174 MiB with a tiny trace
-# the client gathers the replay of at most rankfindings.DEFAULT_BUDGET_EVENTS events
+# the client gathers the replay of at most replaywindow.DEFAULT_BUDGET_EVENTS events
 # (1.98 GB over the base at 10^7 events, 0.95 GB at 4 x 10^6) and a few bytes per event of
 # per-rank results besides (0.6 GB at 3 x 10^8: docs/dask.md)
 DASK_CLIENT_REPLAY_BYTES_PER_EVENT = 500
@@ -172,7 +172,7 @@ def engine_for(trace_dir: Path | str, engine: str, *, memory_limit: str = "2GB",
             raise UserError(None, line)
     if engine != "auto":
         return Choice(engine)
-    from mpiscope.engines.rankfindings import DEFAULT_BUDGET_EVENTS
+    from mpiscope.analysis.replaywindow import DEFAULT_BUDGET_EVENTS
 
     try:
         claimed = counts(trace_dir)
