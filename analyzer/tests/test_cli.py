@@ -155,5 +155,5 @@ def test_truncated_trace_warns_and_still_analyzes(trace, tmp_path):
     assert len(doc["ranks"]) == 4
     # and the JSON says so among its warnings
     assert [w for w in doc["warnings"] if w.startswith("ranks cut short")] == [
-        "ranks cut short (no MPI_Finalize or truncated events), analyzed as far as their "
-        "events go: 2"]
+        "ranks cut short (no MPI_Finalize or truncated events): 2; analyzed as far as their "
+        "events go"]

@@ -8,8 +8,10 @@ reader has gone, FIFOs made with os.mkfifo.
 
 from __future__ import annotations
 
+import html as htmllib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -21,7 +23,7 @@ import pytest
 
 TIMEOUT = 120  # a reader that blocks on a FIFO fails the test instead of hanging it
 CUT_SHORT = ("ranks cut short (no MPI_Finalize or truncated events): 2; "
-             "analyzing as far as the trace goes")
+             "analyzed as far as their events go")
 
 
 def mpiscope(*args: object, stdout: int | None = subprocess.PIPE, cwd: Path | None = None,
@@ -227,8 +229,12 @@ def test_a_character_device_given_as_the_trace_is_refused() -> None:
 
 def test_compare_warns_about_ranks_cut_short_like_analyze(trace: Path, cut: Path,
                                                            tmp_path: Path) -> None:
-    analyzed = mpiscope("analyze", cut, "--no-cache")
+    """One sentence wherever the trace cut short is shown: the JSON's warning, analyze's
+    and compare's stderr, the HTML and the Markdown report."""
+    analyzed = mpiscope("analyze", cut, "--no-cache", "--json", tmp_path / "cut.json")
     assert analyzed.returncode == 0, analyzed.stderr
+    doc = json.loads((tmp_path / "cut.json").read_text())
+    assert [w for w in doc["warnings"] if "cut short" in w] == [CUT_SHORT]
     warning = f"mpiscope: warning: {cut}: {CUT_SHORT}"
     assert warning in analyzed.stderr.splitlines()
 
@@ -239,8 +245,10 @@ def test_compare_warns_about_ranks_cut_short_like_analyze(trace: Path, cut: Path
     assert warning in lines
     assert not any(str(trace) + ":" in line for line in lines)  # the complete run: no warning
     report = html.read_text()
-    assert 'class="warning cut-short"' in report and CUT_SHORT in report
     assert report.count('class="warning cut-short"') == 1
+    shown = re.search(r'<p class="warning cut-short">(.*?)</p>', report, re.S)[1]
+    assert htmllib.unescape(re.sub(r"<[^>]+>", "", shown)) == (
+        f"warning: cut ({cut}): {CUT_SHORT}")  # as a reader sees the paragraph
     assert f"> **warning:** cut (`{cut}`): {CUT_SHORT}" in md.read_text().splitlines()
 
 

@@ -125,8 +125,8 @@ def test_aborted_job_is_analyzed_as_one_trace(aborted: Job, tmp_path: Path) -> N
     assert not (job.out / "traces.otf2").exists()
 
     proc, rep = analyze(job.out, tmp_path)
-    assert ("ranks cut short (no MPI_Finalize or truncated events): 0, 1, 2; analyzing as "
-            "far as the trace goes") in proc.stderr
+    assert ("ranks cut short (no MPI_Finalize or truncated events): 0, 1, 2; analyzed as "
+            "far as their events go") in proc.stderr
     assert rep["meta"]["num_ranks"] == 3 and rep["meta"]["truncated_ranks"] == [0, 1, 2]
     assert [(r["rank"], r["host"]) for r in rep["ranks"]] == [(0, HOST), (1, HOST), (2, HOST)]
     assert all(r["total_s"] > 0 for r in rep["ranks"])

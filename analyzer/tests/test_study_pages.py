@@ -54,8 +54,23 @@ def test_every_run_is_plotted_and_the_trend_is_the_median():
                                                                       strict=True)])
 
 
-def test_scaling_page_in_a_browser(page, browser):
-    browser.set_window_size(1400, 900)
+# a desktop window and the smallest laptop's (issue 32): the same page at both
+WINDOWS = [(1400, 900), (1024, 768)]
+
+# what of the page lies beyond the window's right edge: the document's overflow, and each
+# chart's drawing (its svg) where it starts left of the window or ends right of it
+OVERFLOW_JS = """
+const de = document.documentElement;
+const charts = Array.from(document.querySelectorAll('.js-plotly-plot')).map(g => {
+  const r = g.querySelector('svg.main-svg').getBoundingClientRect();
+  return [r.left, r.right];});
+return {scroll: de.scrollWidth, client: de.clientWidth,
+        wide: charts.filter(([l, r]) => l < 0 || r > de.clientWidth)};"""
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: f"{w[0]}x{w[1]}")
+def test_scaling_page_in_a_browser(page, browser, window):
+    browser.set_window_size(*window)
     browser.get(page.as_uri())
     ticks = browser.execute_script(
         "return Array.from(document.querySelectorAll('.js-plotly-plot')).map(g => "
@@ -67,5 +82,9 @@ def test_scaling_page_in_a_browser(page, browser):
     assert "Speed-up" in titles and "Parallel efficiency" in titles
     font = browser.execute_script("return getComputedStyle(document.body).fontFamily")
     assert "system-ui" in font  # the reports' style, not the browser's default
+    # nothing to scroll sideways for: neither the page nor a chart is wider than the window
+    fit = browser.execute_script(OVERFLOW_JS)
+    assert fit["scroll"] <= fit["client"], fit
+    assert len(ticks) == 4 and fit["wide"] == [], fit
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []

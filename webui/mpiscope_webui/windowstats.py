@@ -24,7 +24,8 @@ WINDOW, RUN = "window", "run"
 MAX_RANK_CHOICES = 4096  # rank set entries the page may send back
 # every table's CSV export (this module's tables, compare's, the critical path's): all
 # rows, as the table shows them: its headers (each numeric column's unit) over the values
-# in that unit
+# in that unit; the header line as plain text, without the soft hyphens the page breaks
+# long words at (assets/export.js: the DataTable exports the headers as they are named)
 EXPORT = {"export_format": "csv", "export_headers": "names",
           "css": [{"selector": ".export", "rule": "font-size: 12px; margin: 2px 0;"}]}
 
@@ -140,7 +141,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "inclusive_s": ("inclusive", "s"), "exclusive_s": ("exclusive", "s"),
     "total_s": ("total", "s"), "compute_s": ("compute", "s"),
     # soft hyphens: in a half-page table (compare mode at 1024 px) the long words break,
-    # hyphenated, where they must (the CSV's headers have them too)
+    # hyphenated, where they must (the CSV's headers drop them: assets/export.js)
     "communication_s": (f"com{SHY}mu{SHY}ni{SHY}ca{SHY}tion", "s"),
     "synchronization_s": (f"syn{SHY}chro{SHY}ni{SHY}za{SHY}tion", "s"), "io_s": ("I/O", "s"),
     "descheduled_s": (f"de{SHY}sched{SHY}uled", "s"),

@@ -4,7 +4,9 @@ Differences tab's tables and each run's critical-path table download as CSV hold
 exactly the rows the server computed them from (compare.breakdown_delta,
 functions_delta; the session's critical path profile), under the headers the page shows
 and in the units they name (windowstats.shown), and the differences keep their colours on
-the page."""
+the page. Every table the page offers to export writes a header line of plain text: the
+headers as shown, without the soft hyphens that let a long word break on the page
+(assets/export.js)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,14 @@ import pytest
 
 from mpiscope.archive import reader
 from mpiscope_testing import comparetraces
-from mpiscope_testing.webui_page import layout_problems, open_app, open_tab, shot, wait_until
+from mpiscope_testing.webui_page import (
+    layout_problems,
+    open_app,
+    open_tab,
+    shot,
+    wait_settled,
+    wait_until,
+)
 from mpiscope_webui import compare, critical, windowstats
 from mpiscope_webui.model import TraceModel
 
@@ -50,14 +59,14 @@ def dom_id(ident: str | dict) -> str:
                                                            separators=(",", ":"))
 
 
-def exported(driver, ident: str | dict, where: Path) -> list[dict]:
-    """Click a table's Export button as a user does; the downloaded CSV's rows."""
+def downloaded(driver, dom: str, where: Path) -> Path:
+    """Click the Export button of the table with DOM id `dom` as a user does; the CSV."""
     where.mkdir(parents=True)
     driver.execute_cdp_cmd("Browser.setDownloadBehavior",
                            {"behavior": "allow", "downloadPath": str(where)})
-    button = wait_until(driver, f"const t=document.getElementById({json.dumps(dom_id(ident))});"
+    button = wait_until(driver, f"const t=document.getElementById({json.dumps(dom)});"
                         " return t && t.closest('.dash-table-container')"
-                        ".querySelector('button.export')", what=f"{ident}'s export button")
+                        ".querySelector('button.export')", what=f"{dom}'s export button")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
     button.click()
     got: list[Path] = []
@@ -65,9 +74,20 @@ def exported(driver, ident: str | dict, where: Path) -> list[dict]:
     while time.monotonic() < deadline and not got:
         got = list(where.glob("*.csv"))  # Chromium renames its .crdownload when done
         time.sleep(0.2)
-    assert got, f"no CSV of {ident} downloaded"
-    with got[0].open(encoding="utf-8-sig") as f:  # Excel's BOM first
-        return list(csv.DictReader(f))
+    assert got, f"no CSV of {dom} downloaded"
+    return got[0]
+
+
+def exported(driver, ident: str | dict, where: Path) -> list[dict]:
+    """Export a table as a user does; the downloaded CSV's rows."""
+    with downloaded(driver, dom_id(ident), where).open(encoding="utf-8-sig") as f:
+        return list(csv.DictReader(f))  # Excel's BOM first
+
+
+def plain(header: str) -> str:
+    """A header as a reader reads it on the page: without its soft hyphens (where the
+    word may break in a narrow table)."""
+    return header.replace("\u00ad", "")
 
 
 def same_rows(got: list[dict], ref: pd.DataFrame, labels: windowstats.Labels | None = None,
@@ -77,11 +97,11 @@ def same_rows(got: list[dict], ref: pd.DataFrame, labels: windowstats.Labels | N
     header's unit (an empty cell: none, NaN), to the 11 characters Dash's exporter
     (SheetJS's General format) writes a number in: 6 significant digits at least."""
     data, columns = windowstats.shown(ref, labels, shared)
-    assert got and list(got[0]) == [c["name"] for c in columns]
+    assert got and list(got[0]) == [plain(c["name"]) for c in columns]
     assert len(got) == len(data)
     for row, want in zip(got, data, strict=True):
         for c in columns:
-            key, value = c["name"], want[c["id"]]
+            key, value = plain(c["name"]), want[c["id"]]
             if isinstance(value, str):
                 assert row[key] == value, key
             else:
@@ -139,3 +159,52 @@ def test_differences_and_critical_path_tables_export_csv(browser, url, models, t
                   critical.PROFILE_LABELS)
         assert layout_problems(browser, p, root="[id*='tab-critical']") == []
     shot(browser, f"export-critical-{size[0]}")
+
+
+# the tabs with tables, each one per panel (Differences: of both runs); Findings and Call
+# tree have none
+TABLE_TABS = ("Breakdown", "Functions", "Messages", "Profiles", "Critical path",
+              "Differences")
+# the tables the open tab shows: DOM id and headers as on the page, in order
+TABLES_JS = """
+return Array.from(document.querySelectorAll('.dash-table-container'))
+  .filter(t => t.offsetParent && t.querySelector('button.export'))
+  .map(t => ({id: t.id, headers: Array.from(t.querySelectorAll('th[data-dash-column]'))
+                .map(h => h.textContent.trim())}));"""
+
+
+def header_line(path: Path) -> str:
+    """The CSV's first line as written, after the byte-order mark Excel reads it by."""
+    return path.read_text(encoding="utf-8").removeprefix("\ufeff").split("\n", 1)[0]
+
+
+def test_every_tables_csv_header_is_plain_text(browser, url, tmp_path):
+    browser.set_window_size(1400, 900)
+    open_app(browser, url, panels=2)
+    seen_shy = []
+    for tab in TABLE_TABS:
+        open_tab(browser, tab)
+        # both panels' tables there (Differences: the runs' differences), nothing loading
+        want = (["diff-breakdown", "diff-functions"] if tab == "Differences" else
+                ['"panel":0', '"panel":1'])
+        wait_until(browser, "const ids = Array.from(document.querySelectorAll("
+                   "'.dash-table-container')).filter(t => t.offsetParent && "
+                   "t.querySelector('button.export')).map(t => t.id); return "
+                   f"{json.dumps(want)}.every(w => ids.some(i => i.includes(w)))",
+                   what=f"the {tab} tab's tables")
+        wait_settled(browser, "return document.querySelectorAll("
+                     "'[data-dash-is-loading=\"true\"]').length === 0",
+                     what=f"the {tab} tab")
+        tables = browser.execute_script(TABLES_JS)
+        assert len(tables) >= 2, (tab, tables)
+        assert all(t["id"] for t in tables), tables  # an id to find its Export button by
+        for i, t in enumerate(tables):
+            line = header_line(downloaded(browser, t["id"], tmp_path / f"{tab}-{i}"))
+            bad = sorted({f"U+{ord(c):04X}" for c in line if not c.isprintable()})
+            assert bad == [], (tab, t["id"], line)
+            # the headers a reader sees on the page, in the same order
+            assert next(csv.reader([line])) == [plain(h) for h in t["headers"]], t["id"]
+            seen_shy += [h for h in t["headers"] if "\u00ad" in h]
+    # the breakdown's long words are soft-hyphenated on the page, not in the CSV
+    assert {plain(h).split(" (")[0] for h in seen_shy} >= {"communication",
+                                                             "synchronization"}

@@ -280,7 +280,7 @@ def test_ranks_cut_short_warned_as_analyze_does(tmp_path, himeno_traces):
                               capture_output=True, text=True, timeout=300)
     want = [x for x in analyzed.stderr.splitlines() if "ranks cut short" in x]
     assert want == [f"mpiscope: warning: {cut}: ranks cut short (no MPI_Finalize or "
-                    f"truncated events): 1; analyzing as far as the trace goes"], \
+                    f"truncated events): 1; analyzed as far as their events go"], \
         analyzed.stderr
     srv = Server(str(cut))
     try:

@@ -28,6 +28,7 @@ from mpiscope.analysis import (
     waitstates,
     window,
 )
+from mpiscope.analysis.cutshort import cut_short_text
 from mpiscope.analysis.threads import per_thread
 from mpiscope.archive import spawned as spawned_dirs
 from mpiscope.archive.trace import Trace, TraceMeta
@@ -92,11 +93,6 @@ class SpawnedJob:
 # the parts of a spawned job's own analysis its `spawned` entry carries (the contract's)
 SPAWNED_KEYS = ("ranks", "functions", "wait_states", "findings", "critical_path", "messages",
                 "warnings")
-
-
-# how the warning about ranks cut short begins (the reports write it in the one wording
-# of render.cutshort, recognising it in a saved JSON's `warnings` by this)
-CUT_SHORT = "ranks cut short"
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -322,10 +318,9 @@ class Analysis:
         meta = self.overview.meta  # both engines' (the Dask engine has no raw trace)
         out = list(meta.warnings)
         out += self._spawned_warnings()
-        if meta.truncated_ranks:
-            ranks = meta.truncated_ranks
-            out.append(f"{CUT_SHORT} (no MPI_Finalize or truncated events), analyzed as "
-                       f"far as their events go: {_ranks_text(ranks)}")
+        cut = cut_short_text(meta.truncated_ranks)
+        if cut:
+            out.append(cut)  # word for word what stderr, the reports and the web UI say
         remaining = self.wait_states.skew.remaining
         if remaining:
             out.append(f"{remaining} clock violation(s) left after the skew correction "
@@ -450,6 +445,3 @@ class Analysis:
         return json.dumps(self.to_dict(), indent=indent)
 
 
-def _ranks_text(ranks: list[int], most: int = 8) -> str:
-    shown = ", ".join(str(r) for r in ranks[:most])
-    return shown + (f" and {len(ranks) - most} more" if len(ranks) > most else "")

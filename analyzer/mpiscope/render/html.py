@@ -26,9 +26,14 @@ from mpiscope.render.palette import PART_COLOURS
 from mpiscope.render.plottext import plot_text
 from mpiscope.render.runwarnings import RunWarning, report_warnings
 
+# html: a scrollbar from the start, so the page is as wide when Plotly sizes a chart (once,
+# to its container) as after the charts below it made the page taller than the window.
+# body's padding keeps text off the window's edges below max-width; the findings' messages
+# take the table's spare width, so the table fits a 1024-px window
 CSS = """
+html{overflow-y:scroll}
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
-max-width:1200px;color:#222;line-height:1.4}
+padding:0 1rem;max-width:1200px;color:#222;line-height:1.4}
 h1{font-size:1.6rem;margin-bottom:.2rem} h2{font-size:1.2rem;border-bottom:1px solid #ddd;
 padding-bottom:.2rem;margin-top:2rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
@@ -37,7 +42,8 @@ th{background:#f4f4f4} td:first-child,th:first-child{text-align:left}
 .good{color:#1a7f37;font-weight:600} .bad{color:#b42318;font-weight:600}
 .muted{color:#666} .kpi{display:inline-block;margin-right:2rem}
 .kpi b{font-size:1.5rem;display:block} code{background:#f4f4f4;padding:0 .2rem}
-table.findings td:last-child{text-align:left;min-width:24rem}
+table.findings{width:100%} table.findings td:last-child{text-align:left;min-width:16rem}
+table.findings th:last-child{text-align:left}
 .warning{background:#fff4e5;border-left:4px solid #b54708;padding:.5rem .8rem;margin:1rem 0}
 """
 

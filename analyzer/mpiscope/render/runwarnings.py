@@ -1,7 +1,8 @@
 """The warnings shown with a run's figures (comparison reports, web UI): the analysis
 session's `warnings` (what `analyze` prints and its JSON carries), so a reader is told what
 the analysis dropped, clamped or distrusts. The one about ranks cut short is written in
-render.cutshort's wording, as the CLI's stderr line has it.
+analysis.cutshort's wording (the JSON's and the CLI's stderr line's), also where a JSON
+saved by an older mpiscope words it otherwise.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mpiscope.analysis.comparison import Comparison, RunSummary
-from mpiscope.analysis.session import CUT_SHORT
-from mpiscope.render.cutshort import cut_short_text
+from mpiscope.analysis.cutshort import CUT_SHORT, cut_short_text
 
 
 @dataclass(frozen=True)
