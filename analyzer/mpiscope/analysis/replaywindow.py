@@ -33,6 +33,7 @@ import pandas as pd
 
 from mpiscope.analysis import findings, iterations, simulate
 from mpiscope.analysis.critical_path import CriticalPath
+from mpiscope.analysis.order import by_rank_then_start
 from mpiscope.analysis.simulate.scenario import Scenario
 from mpiscope.analysis.waitstates import WaitStates
 from mpiscope.archive.trace import Trace
@@ -348,12 +349,9 @@ class WholeTrace(WindowedReplays):
         if edges is None:  # the total alone
             return Count(int(top.sum()) + 2 * len(send), None, span)
         # each rank's depth-0 starts and sending calls' starts, sorted within the rank
-        top_rank, top_start = rank[top], start[top]
-        o = np.lexsort((top_start, top_rank))
-        top_rank, top_start = top_rank[o], top_start[o]
-        sent_rank, sent_start = rank[send], start[send]
-        o = np.lexsort((sent_start, sent_rank))
-        sent_rank, sent_start = sent_rank[o], sent_start[o]
+        # (in order already when the calls are, as a trace read back has them)
+        top_rank, top_start = _by_rank_then_start(rank[top], start[top])
+        sent_rank, sent_start = _by_rank_then_start(rank[send], start[send])
         counts = []
         for r in (int(r) for r in ranks["rank"]):
             a, b = np.searchsorted(top_rank, [r, r + 1])
@@ -380,6 +378,11 @@ class WholeTrace(WindowedReplays):
         coll = coll.iloc[np.argsort(coll["rank"].to_numpy(), kind="stable")]
         return window_trace(template(t), calls.reset_index(drop=True),
                             m.reset_index(drop=True), coll.reset_index(drop=True), w)
+
+
+def _by_rank_then_start(rank: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    o = by_rank_then_start(rank, start)
+    return (rank, start) if o is None else (rank[o], start[o])
 
 
 def find(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
