@@ -157,6 +157,40 @@ def lane_bar(lanes: Lanes, count: np.ndarray, p: int) -> html.Div:
     return html.Div(parts, className="search lanes")
 
 
+def export_buttons(p: int) -> html.Span:
+    """Save panel `p`'s timeline as drawn, as SVG or PNG (assets/navigation.js finds the
+    graph under #panel-p .timeline): the page in memory and out of core (ooc.py) alike."""
+    return html.Span([html.Button(f"save {f.upper()}", className="export-image",
+                                  title=f"the timeline as shown, as {f.upper()}",
+                                  **{"data-format": f, "data-panel": p})
+                      for f in ("svg", "png")], className="exports")
+
+
+def lane_height_choice(p: int) -> list:
+    """The lane height of panel `p` (px a lane, 0: from the number of lanes); the view's
+    lane_px, set by each page's callback."""
+    return [html.Span("lane height", className="muted lane-label"),
+            dcc.RadioItems(id={"type": "lane-px", "panel": p}, value=0, inline=True,
+                           className="lane-px", options=[{"label": f" {t}", "value": v}
+                                                         for t, v in LANE_HEIGHTS])]
+
+
+def history_buttons() -> html.Span:
+    """◀ ▶: the browser's back and forward through the views in the URL (navigation.js)."""
+    return html.Span([html.Button("◀", className="hist-back", title="previous view ( [ )"),
+                      html.Button("▶", className="hist-forward", title="next view ( ] )")],
+                     className="history")
+
+
+def lane_px_of(view: View, px: object) -> View | None:
+    """`view` with the lane height the radio sends (None: not one it offers)."""
+    chosen = inputs.integer(px, 0, inputs.MAX_LANE_PX + 1)
+    if chosen is None or (chosen and chosen < inputs.MIN_LANE_PX):
+        return None
+    view.lane_px = chosen or None
+    return view
+
+
 def _panel(ctl: Controller, p: int, width: int) -> html.Div:
     m = ctl.models[p]
     view = ctl.initial_view(p)
@@ -165,10 +199,7 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
     info = _info(m)
     return html.Div([
         html.Div([html.H3(m.label, className="trace-label"), html.Span(info, className="muted"),
-                  html.Span([html.Button(f"save {f.upper()}", className="export-image",
-                                         title=f"the timeline as shown, as {f.upper()}",
-                                         **{"data-format": f, "data-panel": p})
-                             for f in ("svg", "png")], className="exports"),
+                  export_buttons(p),
                   critical.toggle(p)], className="panel-head"),
         # the run's warnings and totals, once the analysis has them (run_notes below)
         html.Div(id={"type": "notes", "panel": p}, className="run-notes"),
@@ -192,10 +223,7 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
             html.Button("next ▶", id={"type": "search", "panel": p, "dir": 1}, n_clicks=0,
                         className="search-next", title="next match (n)"),
             html.Span(id={"type": "search-note", "panel": p}, className="muted"),
-            html.Span("lane height", className="muted lane-label"),
-            dcc.RadioItems(id={"type": "lane-px", "panel": p}, value=0, inline=True,
-                           className="lane-px", options=[{"label": f" {t}", "value": v}
-                                                         for t, v in LANE_HEIGHTS]),
+            *lane_height_choice(p),
         ], className="search"),
         _lane_bar(m, p),
         html.Div([
@@ -212,9 +240,7 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
     n = len(ctl.models)
     head = [html.H1("mpiscope"),
             html.Span("compare: A above, B below" if n == 2 else "", className="muted"),
-            html.Span([html.Button("◀", className="hist-back", title="previous view ( [ )"),
-                       html.Button("▶", className="hist-forward", title="next view ( ] )")],
-                      className="history"),
+            history_buttons(),
             keys_help(n)]
     controls = []
     if n == 2:
@@ -489,10 +515,9 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
     def lane_height(px, view):
         p = inputs.output_panel(ctx.outputs_list, n)
         v = None if p is None else ctl.view(p, view)
-        chosen = inputs.integer(px, 0, inputs.MAX_LANE_PX + 1)
-        if v is None or chosen is None or (chosen and chosen < inputs.MIN_LANE_PX):
+        v = None if v is None else lane_px_of(v, px)
+        if v is None:
             raise PreventUpdate
-        v.lane_px = chosen or None
         return v.to_dict()
 
     # a partner jump selects the partner: its details replace those of the call left

@@ -55,7 +55,14 @@ from mpiscope_webui import (
     timeline,
     windowstats,
 )
-from mpiscope_webui.app import lane_bar, url_callbacks
+from mpiscope_webui.app import (
+    export_buttons,
+    history_buttons,
+    lane_bar,
+    lane_height_choice,
+    lane_px_of,
+    url_callbacks,
+)
 from mpiscope_webui.geometry import rects, typed
 from mpiscope_webui.model import Lanes, LaneSpec
 from mpiscope_webui.timeline import View
@@ -238,15 +245,17 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
         width = firstview.page_width(DEFAULT_WIDTH)
         fig, status = first(width)
         return html.Div([
-            html.Div([html.H1("mpiscope"), html.Span(Path(trace_dir).name,
-                                                     className="muted")], className="header"),
+            html.Div([html.H1("mpiscope"), html.Span(Path(trace_dir).name, className="muted"),
+                      history_buttons()], className="header"),
             dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
             dcc.Store(id="url-pop"), dcc.Store(id="url-sync"),
             html.Div(html.Div([
                 html.Div([html.H3(Path(trace_dir).name, className="trace-label"),
-                          html.Span(info, className="muted")], className="panel-head"),
+                          html.Span(info, className="muted"), export_buttons(0)],
+                         className="panel-head"),
                 dcc.Store(id={"type": "view", "panel": 0}, data=View(*full).to_dict()),
                 html.Div(status, id="ooc-status", className="status"),
+                html.Div(lane_height_choice(0), className="search"),
                 lane_bar(lanes.default, lanes.count, 0),
                 html.Div(dcc.Graph(id="ooc-timeline", className="timeline", figure=fig,
                                    config=GRAPH_CONFIG), className="timeline-wrap"),
@@ -295,7 +304,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
                 raise PreventUpdate
             window = current(view)  # a new width or lanes: the same window
         a, b = window
-        fig, status = figure(p, a, b, width, lanes.lanes(v.lanes))
+        fig, status = figure(p, a, b, width, lanes.lanes(v.lanes), v.lane_px)
         if [a, b] == view:
             return fig, status, no_update
         v.t0, v.t1 = a, b
@@ -353,6 +362,17 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
             raise PreventUpdate
         return new.to_dict()
 
+    # the lane height: into the view, whose change redraws the window (render above)
+    @app.callback(Output(view_id, "data", allow_duplicate=True),
+                  Input({"type": "lane-px", "panel": 0}, "value"),
+                  State(view_id, "data"), prevent_initial_call=True)
+    def lane_height(px, stored):
+        v = checked(stored)
+        v = None if v is None else lane_px_of(v, px)
+        if v is None:
+            raise PreventUpdate
+        return v.to_dict()
+
     def navigate(rd, view) -> list[float] | None:
         """The window a relayout asks for (None: it asks for none, or the same one)."""
         r = inputs.relayout(rd)
@@ -385,8 +405,9 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
 
 
 def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int,
-           lanes: Lanes) -> tuple[dict, str]:
-    """The timeline of [a, b] (s) as a Plotly figure with `lanes`, and its status line."""
+           lanes: Lanes, lane_px: int | None = None) -> tuple[dict, str]:
+    """The timeline of [a, b] (s) as a Plotly figure with `lanes`, `lane_px` pixels a lane
+    (None: from the number of lanes, as in memory), and its status line."""
     plot_px = max(width_px - timeline.MARGIN_L - timeline.MARGIN_R, 50)
     out = pyramid.query(p, int(round(a * 1e9)) - p.origin, int(round(b * 1e9)) - p.origin,
                         plot_px, shown=lanes.lane_of_stream >= 0)
@@ -423,7 +444,7 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int,
                        "fill": "toself", "fillcolor": cs[name], "mode": "none",
                        "hoverinfo": "skip"})
     n = len(lanes.ranks)
-    lane_px = int(np.clip(560 / max(n, 1), 8, 28))
+    lane_px = lane_px or int(np.clip(560 / max(n, 1), 8, 28))
     boundaries = [i - 0.5 for i in range(1, n) if lanes.hosts[i] != lanes.hosts[i - 1]]
     top = timeline.top_margin(list(names), width_px)
     layout = {

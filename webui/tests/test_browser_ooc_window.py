@@ -3,15 +3,29 @@ and the rank set, in headless Chromium at 1400×900 and 1024×768: the same trac
 construction (mpiscope_testing.windowtrace: what each window holds is known) served out of
 core (MPISCOPE_TIMELINE_OOC=1) and in memory, zoomed to the same windows; the out-of-core
 tables show the window's functions (calls, times), breakdown, messages (matrix, sizes)
-and profiles, as the in-memory page does."""
+and profiles, as the in-memory page does. On the same out-of-core page, the timeline's
+controls the in-memory page has (app.py's components, assets/navigation.js): the timeline
+saved as SVG and PNG, the lane height, the ◀ ▶ history of views."""
 
 from __future__ import annotations
 
+import time
+import xml.etree.ElementTree as ET
+
 import pytest
 from selenium.webdriver.common.by import By
+from test_browser_navigation import range_becomes
 from test_browser_window import PHASE_A, PHASE_B_S, _pick_rank, rows_when, table_js
 
-from mpiscope_testing.webui_page import open_app, open_tab, shot, wait_until, zoom_to
+from mpiscope_testing.webui_page import (
+    GD,
+    layout_problems,
+    open_app,
+    open_tab,
+    shot,
+    wait_until,
+    zoom_to,
+)
 from mpiscope_testing.windowtrace import ALLREDUCES, SENDS, US, build
 from mpiscope_webui import pyramid
 
@@ -170,3 +184,100 @@ def test_out_of_core_messages_follow_the_zoom_as_in_memory(browser, urls, size):
     mem = messages_of(browser, {"type": "wtable", "panel": 0}, SOME_SENDS,
                       "the in-memory page's window")
     assert mem == ooc_w
+
+
+# -- the timeline's controls out of core (the in-memory page's, test_browser_navigation) ----
+TIMELINE_LABELS = ("rank 0", "rank 1", "rank 2", "MPI_Send", "MPI_Recv", "time (s)")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("fmt", ["svg", "png"])
+def test_out_of_core_timeline_saved_as_image(browser, urls, tmp_path, fmt, size):
+    browser.set_window_size(*size)
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior",
+                            {"behavior": "allow", "downloadPath": str(tmp_path)})
+    open_ooc(browser, urls["ooc"])
+    zoom_to(browser, *PHASE_A)
+    browser.find_element(By.CSS_SELECTOR, f"#panel-0 button.export-image[data-format='{fmt}']"
+                         ).click()
+    path = tmp_path / f"mpiscope-timeline-0.{fmt}"
+    # the file is whole once Chromium renames it from its .crdownload: no time asserted,
+    # the deadline only bounds a failure
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (path.is_file() and path.stat().st_size > 0):
+        time.sleep(0.2)
+    assert path.is_file(), list(tmp_path.iterdir())
+    data = path.read_bytes()
+    shown = browser.execute_script(f"const l={GD.format(p=0)}._fullLayout; "
+                                   "return [l.width, l.height]")
+    if fmt == "png":
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        assert [w, h] == shown
+    else:
+        root = ET.fromstring(data)  # a whole SVG document, at the size shown
+        assert root.tag.endswith("svg")
+        assert [round(float(root.get("width"))), round(float(root.get("height")))] == shown
+        text = data.decode()
+        # what the user saw: the lanes' labels, the legend and the time axis
+        for label in TIMELINE_LABELS:
+            assert label in text, label
+
+
+def lane_spacing(driver) -> float:
+    return driver.execute_script(f"const y={GD.format(p=0)}._fullLayout.yaxis; "
+                                 "return Math.abs(y.l2p(1) - y.l2p(0))")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_out_of_core_lane_height_can_be_chosen(browser, urls, size):
+    browser.set_window_size(*size)
+    open_ooc(browser, urls["ooc"])
+    zoom_to(browser, *PHASE_A)
+    ticks = browser.execute_script(f"return {GD.format(p=0)}.layout.yaxis.ticktext")
+    seen = {}
+    for label, px in (("S", 12), ("L", 40)):
+        browser.find_element(By.XPATH, "//div[@id='panel-0']//div[contains(@class,'lane-px')]"
+                                       f"//label[normalize-space(.)='{label}']").click()
+        # a lane is that tall, give or take the plot's 20 px of padding shared by 3 lanes
+        seen[label] = wait_until(browser, f"const y={GD.format(p=0)}._fullLayout.yaxis; "
+                                 "const s=Math.abs(y.l2p(1) - y.l2p(0)); "
+                                 f"return s >= {px} - 0.5 && s <= {px} + 7.5 && s",
+                                 what=f"{px}-pixel lanes")
+        # the same window and lanes, taller or thinner
+        assert browser.execute_script(f"return {GD.format(p=0)}.layout.yaxis.ticktext") \
+            == ticks
+        assert browser.find_element(By.CSS_SELECTOR, "#panel-0 .status").text.startswith(
+            f"{PHASE_A[0]:.6f} – {PHASE_A[1]:.6f} s")
+    assert seen["L"] > 3 * seen["S"] / 2
+    assert layout_problems(browser) == []  # the tall lanes: nothing over the legend
+    shot(browser, f"ooc-lane-height-{size[0]}")
+    # "auto": the lanes' height from their number again
+    browser.find_element(By.XPATH, "//div[@id='panel-0']//div[contains(@class,'lane-px')]"
+                                   "//label[normalize-space(.)='auto']").click()
+    wait_until(browser, f"const y={GD.format(p=0)}._fullLayout.yaxis; "
+               f"return Math.abs(Math.abs(y.l2p(1) - y.l2p(0)) - {seen['L']}) > 1",
+               what="the lanes' own height")
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_out_of_core_zoom_history(browser, urls, size):
+    browser.set_window_size(*size)
+    open_ooc(browser, urls["ooc"])
+    zoom_to(browser, *PHASE_A)
+    zoom_to(browser, *PHASE_B_S)
+    wait_until(browser, "return location.hash.startsWith('#view=')", what="the view in the URL")
+    back = browser.find_element(By.CSS_SELECTOR, "button.hist-back")
+    assert back.is_displayed()
+    back.click()
+    range_becomes(browser, *PHASE_A, "back to the previous view")
+    wait_until(browser, "return document.querySelector('#panel-0 .status').textContent"
+               f".startsWith('{PHASE_A[0]:.6f} – {PHASE_A[1]:.6f} s')",
+               what="the previous window drawn by the server")
+    browser.find_element(By.CSS_SELECTOR, "button.hist-forward").click()
+    range_becomes(browser, *PHASE_B_S, "forward again")
+    wait_until(browser, "return document.querySelector('#panel-0 .status').textContent"
+               f".startsWith('{PHASE_B_S[0]:.6f} – {PHASE_B_S[1]:.6f} s')",
+               what="the next window drawn by the server")
+    assert layout_problems(browser) == []
+    shot(browser, f"ooc-history-{size[0]}")

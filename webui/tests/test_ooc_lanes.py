@@ -112,3 +112,18 @@ def test_lane_choices_checked_as_in_memory(ooc_app):
     assert got is not None and got.ranks == [1, 3] and got.expanded == [1] and not got.grouped
     assert inputs.lane_choice(v, [], "sideways", None, None, 4, lanes.host_of(),
                               lanes.count) is None
+
+
+@pytest.mark.parametrize("px", [12, 40])
+def test_out_of_core_lane_height_is_the_in_memory_one(ooc_app, mem, px):
+    """A lane height chosen (the page's lane-px, the view's lane_px) draws the lanes as
+    tall as in memory: the figure's height for the same lanes."""
+    p = ooc_app.pyramid
+    full = (p.origin / 1e9, (p.origin + p.span - 2) / 1e9)
+    fig, _status = ooc.figure(p, *full, 1200, ooc_app.lanes.default, px)
+    auto, _status = ooc.figure(p, *full, 1200, ooc_app.lanes.default)
+    n = len(ooc_app.lanes.default.ranks)
+    assert fig["layout"]["height"] - auto["layout"]["height"] == n * px - n * int(
+        np.clip(560 / n, 8, 28))
+    rendered = timeline.render(mem, timeline.View(*full, lane_px=px), 1200)
+    assert fig["layout"]["height"] == rendered.figure["layout"]["height"]
