@@ -13,7 +13,7 @@ from rich.console import Console
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.explanation import Explanation, per_iteration
-from mpiscope.numbers import fmt_s
+from mpiscope.numbers import fmt_s, seconds
 from mpiscope.render import term
 from mpiscope.render.mdtext import md
 from mpiscope.render.palette import PART_COLOURS
@@ -76,9 +76,12 @@ def iteration_figure(cmp: Comparison) -> go.Figure | None:
                                         for run, it in runs])
     for row, (_, it) in enumerate(runs, start=1):
         for part in PARTS:
-            fig.add_bar(name=PART_LABELS[part], x=it["iteration"], y=it.get(f"{part}_s"),
+            y = it.get(f"{part}_s")
+            # hover text from the project's formatter: Plotly's %{y:.3g} prints 1e-05 s
+            text = None if y is None else [seconds(v) for v in y]
+            fig.add_bar(name=PART_LABELS[part], x=it["iteration"], y=y, customdata=text,
                         marker_color=PART_COLOURS[part], legendgroup=part, showlegend=row == 1,
-                        hovertemplate=f"iteration %{{x}}: {PART_LABELS[part]} %{{y:.3g}} s"
+                        hovertemplate=f"iteration %{{x}}: {PART_LABELS[part]} %{{customdata}}"
                         "<extra></extra>", row=row, col=1)
         fig.update_yaxes(title_text="s per rank", row=row, col=1)
     fig.update_layout(barmode="stack", bargap=0, height=460, legend_orientation="h",
