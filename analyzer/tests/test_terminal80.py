@@ -1,6 +1,7 @@
-"""What `mpiscope analyze` and `mpiscope scaling` print in an 80-column terminal, on traces
-built by construction: no header cut short, no word wrapped inside, one unit per column,
-no scientific notation, and beyond 16 ranks a per-rank summary (`--ranks all`: every row)."""
+"""What `mpiscope analyze`, `scaling` and `compare` print in an 80-column terminal, on
+traces built by construction: no header cut short, no word wrapped inside, one unit per
+column, no scientific notation, and beyond 16 ranks a per-rank summary (`--ranks all`:
+every row)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mpiscope import numbers
+from mpiscope_testing.comparetraces import halo_pair
 from mpiscope_testing.tracegen import TraceBuilder
 
 US = 1000
@@ -119,6 +121,25 @@ def test_scaling_at_80_columns(traces):
                    "64 ranks", "wall (ms)"):
         assert header in text
     assert f"  64 ranks: {traces[64]}" in text
+
+
+def test_compare_at_80_columns_wraps_between_words(tmp_path):
+    text = run80("compare", *halo_pair(tmp_path))
+    assert_readable(text)
+    for header in ("before", "after", "wall time (ms)", "synchronization share"):
+        assert header in text
+    # the explanation's long sentences come whole, broken only between words
+    lines = text[text.index("speed-up "):].splitlines()
+    assert not [line for line in lines if line.endswith(" ")]
+    prose = " ".join(lines)
+    for sentence in (
+            "the 16 ms of MPI_Allreduce at app.c:60 moved to waiting in MPI_Waitall at "
+            "app.c:50 (+13.5 ms): ranks now wait for a late sender (MPI_Isend at app.c:41)",
+            "run-to-run noise ±3 ms = 2·√(σa²·Na + σb²·Nb): σ the standard deviation of a "
+            "run's iteration time (mean over ranks), N its iterations; iterations taken as "
+            "independent (before: 9 iterations, σ 0 s; after: 9 iterations, σ 500 µs)"):
+        assert sentence in prose
+        assert "\n" in text[text.index(sentence[:40]):][:len(sentence)]  # wrapped
 
 
 @pytest.mark.parametrize("x, text", [

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from rich.console import Console
+from rich.text import Text
 
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
@@ -173,9 +174,12 @@ def md_lines(cmp: Comparison, ex: Explanation, md_table) -> list[str]:
 
 def print_explanation(ex: Explanation, console: Console | None = None) -> None:
     console = console or term.console()
-    for s in ex.sentences:
-        console.print(s, highlight=False, markup=False, soft_wrap=True)
-    console.print(noise_text(ex), highlight=False, markup=False, soft_wrap=True)
+    # wrapped between words at the console's width (soft_wrap would leave a 200-character
+    # sentence to the terminal, which cuts it mid-word), no space left at a line's end
+    for s in [*ex.sentences, noise_text(ex)]:
+        for line in Text(s).wrap(console, console.width):
+            line.rstrip()
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 def to_dict(cmp: Comparison, ex: Explanation) -> dict:
