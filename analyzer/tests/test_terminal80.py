@@ -114,6 +114,36 @@ def test_many_ranks_are_summarised_and_all_lists_them(traces):
     assert [r[0] for r in every] == [str(r) for r in range(64)]
 
 
+def threaded(n: int, path: Path) -> Path:
+    """n ranks of two threads: each main thread in a 50 µs Barrier, each second thread 100
+    µs in an MPI_Send, except rank 7's: 900 µs."""
+    tb = TraceBuilder(ranks=n, threads=2)
+    for r in range(n):
+        tb.call(r, 0, 10 * US, "MPI_Init")
+        tb.collective(r, 100 * US, 150 * US, "MPI_Barrier")
+        tb.call((r, 1), 200 * US, (1100 if r == 7 else 300) * US, "MPI_Send")
+        tb.call(r, 2000 * US, 2010 * US, "MPI_Finalize")
+    return tb.write(path)
+
+
+def test_many_threads_are_summarised_and_all_lists_them(tmp_path):
+    trace = threaded(20, tmp_path / "threads")
+    text = run80("analyze", trace)
+    assert_readable(text)
+    rows = table(text, "MPI time per thread")
+    # per thread number min, median and max (of calls, then time), then the one thread
+    # far outside its number's quartiles: rank 7's second
+    assert [r[:2] for r in rows] == [["min", "0"], ["median", "0"], ["max", "0"],
+                                     ["min", "1"], ["median", "1"], ["max", "1"], ["7", "1"]]
+    assert [r[3:] for r in rows[3:6]] == [["1", "100.0"], ["1", "100.0"], ["1", "900.0"]]
+    assert rows[6][2:] == ["rank 7 thread 1", "1", "900.0"]
+    assert "20 ranks: min, median and max of each thread number's column, then the 1 " \
+        "thread outside" in " ".join(text.split())
+    every = table(run80("analyze", trace, "--ranks", "all"), "MPI time per thread")
+    assert [(r[0], r[1]) for r in every] == [(str(r), str(t)) for r in range(20)
+                                             for t in (0, 1)]
+
+
 def test_scaling_at_80_columns(traces):
     text = run80("scaling", traces[4], traces[64])
     assert_readable(text)
