@@ -8,6 +8,7 @@ Two pairs: written traces where the time provably moved from an Allreduce to a W
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -118,6 +119,34 @@ def test_per_iteration_rows_of_both_runs(halo_compared):
     assert "MPI_Waitall at app.c:50" in page
     # viewable offline: plotly.js inlined, no script or style fetched from anywhere
     assert len(page) > 1_000_000 and not re.search(r"<(script|link)[^>]+(src|href)=", page)
+
+
+# a number in scientific notation (1e-05, 3.2E+04, 2 e-3): the reports write 10 µs instead
+EXPONENT = re.compile(r"\b\d+(?:\.\d+)?\s?[eE][+-]?\d+\b")
+
+
+def visible_text(page: str) -> str:
+    """What the HTML page shows: its text outside scripts and styles, and the figures'
+    hover texts (their templates and the strings they fill in)."""
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", page, flags=re.S | re.I)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", body))
+    hovers = re.findall(r'"hovertemplate":\s*"((?:[^"\\]|\\.)*)"', page)
+    filled = re.findall(r'"customdata":\s*(\[[^\]]*\])', page)
+    return "\n".join([text, *hovers, *filled])
+
+
+def test_the_reports_print_no_exponents(halo_compared):
+    stdout, _, tmp_path = halo_compared
+    page = (tmp_path / "c.html").read_text()
+    shown = visible_text(page)
+    assert "MPI_Waitall at app.c:50" in shown and "iteration %{x}" in shown
+    # a hover template with Plotly's g or e number format (%{y:.3g}) prints 1e-05 s
+    assert not re.search(r"%\{\w+:[^}]*[eEgG]\}", shown)
+    # ...the hover shows the project's own: the before run's 1.5 ms of synchronization
+    assert "iteration %{x}: synchronization %{customdata}" in shown and '"1.5 ms"' in shown
+    for name, text in (("HTML", shown), ("Markdown", (tmp_path / "c.md").read_text()),
+                       ("terminal", stdout)):
+        assert not EXPONENT.search(text), (name, EXPONENT.findall(text))
 
 
 # ------------------------------------------------------------------ a real Himeno pair

@@ -1,4 +1,4 @@
-"""The one palette: the colours a user tells apart, also with the common colour-vision
+"""The one palette: the colours a user tells apart, also with the colour-vision
 deficiencies (simulated as Machado et al. 2009 do, severity 1), and never one colour for
 two things shown together."""
 
@@ -17,6 +17,8 @@ CVD = {
                      (-0.011820, 0.042940, 0.968881)),
     "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216),
                    (-0.003882, -0.048116, 1.051998)),
+    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602),
+                   (0.004733, 0.691367, 0.303900)),
 }
 
 
@@ -43,8 +45,9 @@ def delta_e(a: str, b: str, vision: str = "normal") -> float:
     return math.dist(lab(a, vision), lab(b, vision))
 
 
+# everything a function, a part or the critical path is drawn in
 EVERY = [*palette.PART_COLOURS.values(), *palette.FIXED.values(), *palette.POOL,
-         palette.COMPUTE]
+         palette.COMPUTE, palette.CRITICAL]
 
 
 def test_every_colour_is_its_own():
@@ -54,10 +57,19 @@ def test_every_colour_is_its_own():
 
 
 @pytest.mark.parametrize("vision", sorted(CVD))
-def test_parts_and_common_functions_stay_apart_for_colour_blind_eyes(vision):
-    shown = [*palette.PART_COLOURS.values(), *palette.FIXED.values(), palette.COMPUTE]
-    worst = min(itertools.combinations(shown, 2), key=lambda p: delta_e(*p, vision))
+def test_every_colour_stays_apart_for_colour_blind_eyes(vision):
+    # pool functions are shown beside fixed ones and the parts, the critical path over all
+    worst = min(itertools.combinations(EVERY, 2), key=lambda p: delta_e(*p, vision))
     assert delta_e(*worst, vision) >= 10, worst
+
+
+def test_neutral_series_are_no_function_or_part():
+    # a study's variants and the bandwidth line must not read as a function or a part
+    assert len(set(palette.NEUTRALS)) == len(palette.NEUTRALS)
+    for neutral in palette.NEUTRALS:
+        assert neutral not in EVERY
+        nearest = min(EVERY, key=lambda c: delta_e(neutral, c))
+        assert delta_e(neutral, nearest) >= 12, (neutral, nearest)
 
 
 def test_functions_shown_together_never_share_a_colour():

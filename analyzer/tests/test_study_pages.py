@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from mpiscope.analysis import scaling
-from mpiscope.render import study
+from mpiscope.render import palette, study
 
 RANKS = (1, 2, 4)
 # MFLOPS of three runs per configuration; the 1-rank unpatched best (kept) run is lucky
@@ -52,6 +52,18 @@ def test_every_run_is_plotted_and_the_trend_is_the_median():
     eff = next(t for t in both.data if t.name == "patched: median" and t.xaxis == "x2")
     assert list(eff.y) == pytest.approx([100 * s / n for s, n in zip(speed.y, RANKS,
                                                                       strict=True)])
+
+
+def test_variants_take_neutral_colours_no_function_takes():
+    # unpatched/patched once were MPI_Send's blue and MPI_Allreduce's red
+    mflops, both = study.scaling_figures(summary())
+    median = {t.name: t.line.color for t in mflops.data if t.name.endswith(": median")}
+    assert median == {"unpatched: median": palette.NEUTRALS[0],
+                      "patched: median": palette.NEUTRALS[1]}
+    taken = {*palette.PALETTE, *palette.PART_COLOURS.values()}
+    for fig in (mflops, both):
+        for t in fig.data:
+            assert t.marker.color not in taken and t.line.color not in taken, t.name
 
 
 # a desktop window and the smallest laptop's (issue 32): the same page at both

@@ -1,6 +1,7 @@
-"""What `mpiscope analyze` and `mpiscope scaling` print in an 80-column terminal, on traces
-built by construction: no header cut short, no word wrapped inside, one unit per column,
-no scientific notation, and beyond 16 ranks a per-rank summary (`--ranks all`: every row)."""
+"""What `mpiscope analyze`, `scaling` and `compare` print in an 80-column terminal, on
+traces built by construction: no header cut short, no word wrapped inside, one unit per
+column, no scientific notation, and beyond 16 ranks a per-rank summary (`--ranks all`:
+every row)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mpiscope import numbers
+from mpiscope_testing.comparetraces import halo_pair
 from mpiscope_testing.tracegen import TraceBuilder
 
 US = 1000
@@ -112,6 +114,36 @@ def test_many_ranks_are_summarised_and_all_lists_them(traces):
     assert [r[0] for r in every] == [str(r) for r in range(64)]
 
 
+def threaded(n: int, path: Path) -> Path:
+    """n ranks of two threads: each main thread in a 50 µs Barrier, each second thread 100
+    µs in an MPI_Send, except rank 7's: 900 µs."""
+    tb = TraceBuilder(ranks=n, threads=2)
+    for r in range(n):
+        tb.call(r, 0, 10 * US, "MPI_Init")
+        tb.collective(r, 100 * US, 150 * US, "MPI_Barrier")
+        tb.call((r, 1), 200 * US, (1100 if r == 7 else 300) * US, "MPI_Send")
+        tb.call(r, 2000 * US, 2010 * US, "MPI_Finalize")
+    return tb.write(path)
+
+
+def test_many_threads_are_summarised_and_all_lists_them(tmp_path):
+    trace = threaded(20, tmp_path / "threads")
+    text = run80("analyze", trace)
+    assert_readable(text)
+    rows = table(text, "MPI time per thread")
+    # per thread number min, median and max (of calls, then time), then the one thread
+    # far outside its number's quartiles: rank 7's second
+    assert [r[:2] for r in rows] == [["min", "0"], ["median", "0"], ["max", "0"],
+                                     ["min", "1"], ["median", "1"], ["max", "1"], ["7", "1"]]
+    assert [r[3:] for r in rows[3:6]] == [["1", "100.0"], ["1", "100.0"], ["1", "900.0"]]
+    assert rows[6][2:] == ["rank 7 thread 1", "1", "900.0"]
+    assert "20 ranks: min, median and max of each thread number's column, then the 1 " \
+        "thread outside" in " ".join(text.split())
+    every = table(run80("analyze", trace, "--ranks", "all"), "MPI time per thread")
+    assert [(r[0], r[1]) for r in every] == [(str(r), str(t)) for r in range(20)
+                                             for t in (0, 1)]
+
+
 def test_scaling_at_80_columns(traces):
     text = run80("scaling", traces[4], traces[64])
     assert_readable(text)
@@ -119,6 +151,25 @@ def test_scaling_at_80_columns(traces):
                    "64 ranks", "wall (ms)"):
         assert header in text
     assert f"  64 ranks: {traces[64]}" in text
+
+
+def test_compare_at_80_columns_wraps_between_words(tmp_path):
+    text = run80("compare", *halo_pair(tmp_path))
+    assert_readable(text)
+    for header in ("before", "after", "wall time (ms)", "synchronization share"):
+        assert header in text
+    # the explanation's long sentences come whole, broken only between words
+    lines = text[text.index("speed-up "):].splitlines()
+    assert not [line for line in lines if line.endswith(" ")]
+    prose = " ".join(lines)
+    for sentence in (
+            "the 16 ms of MPI_Allreduce at app.c:60 moved to waiting in MPI_Waitall at "
+            "app.c:50 (+13.5 ms): ranks now wait for a late sender (MPI_Isend at app.c:41)",
+            "run-to-run noise ±3 ms = 2·√(σa²·Na + σb²·Nb): σ the standard deviation of a "
+            "run's iteration time (mean over ranks), N its iterations; iterations taken as "
+            "independent (before: 9 iterations, σ 0 s; after: 9 iterations, σ 500 µs)"):
+        assert sentence in prose
+        assert "\n" in text[text.index(sentence[:40]):][:len(sentence)]  # wrapped
 
 
 @pytest.mark.parametrize("x, text", [

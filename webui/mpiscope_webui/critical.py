@@ -29,7 +29,7 @@ from mpiscope_webui.geometry import rects, typed
 from mpiscope_webui.model import TraceModel
 
 PATH, EDGES = "critical path", "critical path edges"  # names of the overlay's curves
-COLOUR = "#e0007a"
+COLOUR = palette.CRITICAL  # apart from every function colour it is drawn over
 BAND = 0.09  # half the height of the highlight, in lanes (states are 0.42)
 PROFILE_ROWS = 200  # the tab lists the path's largest entries, up to this many
 TOGGLE = "cp-toggle"

@@ -180,7 +180,7 @@ def message_size_figure(a: Panels) -> go.Figure:
                     marker_color=palette.PART_COLOURS["communication"],
                     hovertemplate="%{x}: %{y} messages<extra></extra>")
         fig.add_scatter(x=label, y=ms["bandwidth_MBps"], name="bandwidth (MB/s)", yaxis="y2",
-                        mode="lines+markers", line={"color": palette.FIXED["MPI_Allreduce"]},
+                        mode="lines+markers", line={"color": palette.NEUTRALS[0]},
                         customdata=[numbers.rate(v * 1e6) for v in ms["bandwidth_MBps"]],
                         hovertemplate="%{x}: %{customdata}<extra></extra>")
         buckets = list(ms["bucket_lo"])

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from mpiscope.analysis import stats
+from mpiscope.render import palette
 from mpiscope_webui.analysis import Panels
 from mpiscope_webui.views import message_size_figure
 
@@ -34,3 +35,12 @@ def test_the_switch_is_a_dashed_line_between_eager_and_rendezvous_sizes():
 def test_no_switch_no_line():
     fig = message_size_figure(panels([]))
     assert not fig.layout.shapes and not fig.layout.annotations
+
+
+def test_the_bandwidth_line_is_no_functions_colour():
+    # it once took MPI_Allreduce's colour: a line of "MPI_Allreduce" in a figure of sizes
+    fig = message_size_figure(panels([]))
+    [bandwidth] = [t for t in fig.data if t.name == "bandwidth (MB/s)"]
+    assert bandwidth.line.color in palette.NEUTRALS
+    assert bandwidth.line.color not in {*palette.PALETTE, *palette.PART_COLOURS.values(),
+                                        palette.CRITICAL}

@@ -9,11 +9,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from rich.console import Console
+from rich.text import Text
 
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.comparison import Comparison
 from mpiscope.analysis.explanation import Explanation, per_iteration
-from mpiscope.numbers import fmt_s
+from mpiscope.numbers import fmt_s, seconds
 from mpiscope.render import term
 from mpiscope.render.mdtext import md
 from mpiscope.render.palette import PART_COLOURS
@@ -76,9 +77,12 @@ def iteration_figure(cmp: Comparison) -> go.Figure | None:
                                         for run, it in runs])
     for row, (_, it) in enumerate(runs, start=1):
         for part in PARTS:
-            fig.add_bar(name=PART_LABELS[part], x=it["iteration"], y=it.get(f"{part}_s"),
+            y = it.get(f"{part}_s")
+            # hover text from the project's formatter: Plotly's %{y:.3g} prints 1e-05 s
+            text = None if y is None else [seconds(v) for v in y]
+            fig.add_bar(name=PART_LABELS[part], x=it["iteration"], y=y, customdata=text,
                         marker_color=PART_COLOURS[part], legendgroup=part, showlegend=row == 1,
-                        hovertemplate=f"iteration %{{x}}: {PART_LABELS[part]} %{{y:.3g}} s"
+                        hovertemplate=f"iteration %{{x}}: {PART_LABELS[part]} %{{customdata}}"
                         "<extra></extra>", row=row, col=1)
         fig.update_yaxes(title_text="s per rank", row=row, col=1)
     fig.update_layout(barmode="stack", bargap=0, height=460, legend_orientation="h",
@@ -170,9 +174,12 @@ def md_lines(cmp: Comparison, ex: Explanation, md_table) -> list[str]:
 
 def print_explanation(ex: Explanation, console: Console | None = None) -> None:
     console = console or term.console()
-    for s in ex.sentences:
-        console.print(s, highlight=False, markup=False, soft_wrap=True)
-    console.print(noise_text(ex), highlight=False, markup=False, soft_wrap=True)
+    # wrapped between words at the console's width (soft_wrap would leave a 200-character
+    # sentence to the terminal, which cuts it mid-word), no space left at a line's end
+    for s in [*ex.sentences, noise_text(ex)]:
+        for line in Text(s).wrap(console, console.width):
+            line.rstrip()
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 def to_dict(cmp: Comparison, ex: Explanation) -> dict:

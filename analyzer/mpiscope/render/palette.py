@@ -7,9 +7,10 @@ import functools
 import zlib
 from collections.abc import Iterable
 
-# Colour-blind safe (after Okabe & Ito and Paul Tol): the parts' and the fixed functions'
-# colours stay >= 10 CIELAB ΔE apart also as deuteranopes and protanopes see them, all of
-# them >= 12 ΔE apart for normal vision, and none is the lanes' compute grey. The
+# Colour-blind safe (after Okabe & Ito and Paul Tol): every colour here (parts, fixed and
+# pool functions, the critical path) stays >= 10 CIELAB ΔE from every other also as
+# protanopes, deuteranopes and tritanopes see them, >= 12 ΔE for normal vision, and none
+# is the lanes' compute grey (tests/test_palette.py measures it). The
 # parts of the time breakdown take four colours no function takes, so a strip or bar
 # of "synchronization" never reads as MPI_Allreduce.
 COMPUTE = "#ececec"  # lane background: time outside MPI
@@ -20,14 +21,21 @@ FIXED = {
     "MPI_Allreduce": "#ee6677", "MPI_Send": "#0077bb", "MPI_Recv": "#117733",
     "MPI_Wait": "#f0e442", "MPI_Waitall": "#ccbb44", "MPI_Isend": "#6699cc",
     "MPI_Irecv": "#99ddff", "MPI_Barrier": "#7f3c8d", "MPI_Sendrecv": "#cc79a7",
-    "MPI_Bcast": "#33bbee", "MPI_Reduce": "#ee8866", "MPI_Init": "#eedd88",
+    "MPI_Bcast": "#33bbee", "MPI_Reduce": "#ee8866", "MPI_Init": "#ffcc77",
     "MPI_Finalize": "#aa3377",
 }
 # Every other function: a colour picked by its name from these (then the next free one,
 # so that no two functions shown together share one).
-POOL = ("#d55e00", "#009e73", "#994455", "#cc3311", "#aaaa00", "#bbcc33", "#aa4499",
-        "#ee3377", "#8c564b", "#009988", "#ee99aa", "#004488")
+# (Picked near the earlier pool's colours, each one apart from all the colours above.)
+POOL = ("#d55e00", "#009e73", "#bb3333", "#bb2200", "#99cc00", "#99dd99", "#886699",
+        "#dd2255", "#882211", "#0055aa", "#9977dd", "#6655dd")
 PALETTE = (*FIXED.values(), *POOL)
+# The critical path drawn over the timeline's function colours: apart from all of them.
+CRITICAL = "#8822ff"
+# Series that are neither a function nor a part (a study's variants, the bandwidth line of
+# the message sizes) take greys no function or part takes, so that no line reads as
+# MPI_Allreduce or MPI_Send; the first two are the most different.
+NEUTRALS = ("#000000", "#888888", "#555555")
 
 
 def _preferred(function: str) -> int:

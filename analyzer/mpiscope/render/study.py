@@ -24,7 +24,7 @@ from mpiscope import output
 from mpiscope.analysis import scaling
 from mpiscope.analysis.comparison import compare_traces
 from mpiscope.render import html as html_report
-from mpiscope.render import markdown
+from mpiscope.render import markdown, palette
 from mpiscope.render import scaling as scaling_figure
 
 
@@ -140,8 +140,8 @@ def scaling_figures(summary: list[dict]) -> list[go.Figure]:
         return []
     fewest = min(n for n, _, _ in points[base_variant])
     base = statistics.median(m for n, m, _ in points[base_variant] if n == fewest)
-    colours = {v: c for v, c in zip(points, ("#0077bb", "#ee6677", "#117733", "#7f3c8d"),
-                                    strict=False)}
+    # neutral greys: a variant is no function (MPI_Send's blue would read as MPI_Send)
+    colours = {v: c for v, c in zip(points, palette.NEUTRALS, strict=False)}
     axis = {"tickmode": "array", "tickvals": ranks, "ticktext": [str(n) for n in ranks],
             "title": "ranks"}
     mflops = go.Figure()
@@ -149,7 +149,7 @@ def scaling_figures(summary: list[dict]) -> list[go.Figure]:
     both.add_scatter(x=ranks, y=[n / fewest for n in ranks], name="ideal", mode="lines",
                      line={"dash": "dash", "color": "#999"}, row=1, col=1)
     for v, pts in points.items():
-        c = colours.get(v, "#555")
+        c = colours.get(v, palette.NEUTRALS[-1])
         xs, med = _medians(pts)
         kept = [p for p in pts if p[2]]
         for fig, scale, col in ((mflops, None, None), (both, "speedup", 1),

@@ -142,9 +142,10 @@ def _callsites(analysis: Analysis, console: Console, top: int) -> None:
     console.print(ct)
 
 
-def _threads(analysis: Analysis, console: Console) -> None:
+def _threads(analysis: Analysis, console: Console, every: bool = False) -> None:
     """Ranks with several threads calling MPI: the table above is each rank's main thread;
-    the other threads' MPI time is stated beside it, thread by thread."""
+    the other threads' MPI time is stated beside it, thread by thread (beyond RANKS_LISTED
+    ranks summarised per thread number as the per-rank table is, `every`: every row)."""
     th = analysis.threads
     if not threads.multi_threaded(th):
         return
@@ -154,9 +155,39 @@ def _threads(analysis: Analysis, console: Console) -> None:
     tt = _table("MPI time per thread", [
         ("rank", "right"), ("thread", "right"), ("location", "name"), ("MPI calls", "right"),
         (col.header("time in MPI"), "right")])
-    for r in th.itertuples():
+    n_ranks = th["rank"].nunique()
+    if every or n_ranks <= RANKS_LISTED:
+        for r in th.itertuples():
+            tt.add_row(str(r.rank), str(r.thread), name(r.name), str(r.calls),
+                       col.cell(r.mpi_s))
+        console.print(tt)
+        return
+    stat = {"min": np.min, "median": np.median, "max": np.max}
+    numbers_of = sorted(th["thread"].unique())
+    outside: list[int] = []
+    for t in numbers_of:
+        g = th[th["thread"] == t]
+        for label, f in stat.items():
+            tt.add_row(label, str(t), "", _calls(float(f(g["calls"]))),
+                       col.cell(float(f(g["mpi_s"]))), style="bold",
+                       end_section=label == "max" and t == numbers_of[-1])
+        # a thread whose MPI time lies outside its thread number's quartiles ± 1.5 IQR
+        # (as rank_rows picks ranks by their times)
+        outside += [int(g.index[i]) for i in _outlying(g[["mpi_s"]].to_numpy(float))]
+    far = outside[:RANKS_LISTED]  # each thread number's farthest first
+    for r in th.loc[sorted(far)].itertuples():
         tt.add_row(str(r.rank), str(r.thread), name(r.name), str(r.calls), col.cell(r.mpi_s))
     console.print(tt)
+    console.print(f"{numbers.count(n_ranks, 'rank')}: min, median and max of each thread "
+                  "number's column" + (f", then the {numbers.count(len(far), 'thread')} "
+                  "outside the quartiles ± 1.5 IQR" if far else "; no thread lies outside "
+                  "the quartiles ± 1.5 IQR") + " (--ranks all lists every thread)",
+                  highlight=False)
+
+
+def _calls(x: float) -> str:
+    # a median of counts may fall halfway; never an exponent
+    return str(int(x)) if x == int(x) else f"{x:.1f}"
 
 
 RANKS_LISTED = 16  # more ranks than this: the per-rank table is summarised (--ranks all)
@@ -173,15 +204,20 @@ def rank_rows(ranks: pd.DataFrame, every: bool = False,
     if every or n <= RANKS_LISTED:
         return [(label(int(r)), i) for i, r in enumerate(ranks["rank"])]
     cols = ["total_s", *(f"{p}_s" for p in PARTS if f"{p}_s" in ranks)]
-    v = ranks[cols].to_numpy(float)
-    q1, q3 = np.nanpercentile(v, 25, axis=0), np.nanpercentile(v, 75, axis=0)
-    fence = 1.5 * (q3 - q1)
-    # how far outside its column's fences each rank lies, relative to the run's length
-    beyond = np.maximum(np.maximum(q1 - fence - v, v - q3 - fence), 0).max(axis=1)
-    order = np.argsort(-beyond, kind="stable")
-    out = [i for i in order[:RANKS_LISTED] if beyond[i] > 0]
+    out = _outlying(ranks[cols].to_numpy(float))
     return [("min", None), ("median", None), ("max", None),
             *((label(int(ranks["rank"].iloc[i])), int(i)) for i in sorted(out))]
+
+
+def _outlying(v: np.ndarray) -> list[int]:
+    """The rows of v outside the quartiles ± 1.5 IQR of a column, at most RANKS_LISTED,
+    the farthest first."""
+    q1, q3 = np.nanpercentile(v, 25, axis=0), np.nanpercentile(v, 75, axis=0)
+    fence = 1.5 * (q3 - q1)
+    # how far outside its column's fences each row lies
+    beyond = np.maximum(np.maximum(q1 - fence - v, v - q3 - fence), 0).max(axis=1)
+    order = np.argsort(-beyond, kind="stable")
+    return [int(i) for i in order[:RANKS_LISTED] if beyond[i] > 0]
 
 
 def _per_rank(analysis: Analysis, console: Console, every: bool,
@@ -228,7 +264,7 @@ def print_summary(analysis: Analysis, console: Console, top: int = 10,
                   f"{numbers.count(t.calls, 'MPI call')}  [dim]{name(t.meta.creator)} "
                   f"{name(t.meta.mpi_library)}[/dim]")
     _per_rank(analysis, console, every_rank)
-    _threads(analysis, console)
+    _threads(analysis, console, every_rank)
     fs = analysis.functions.head(top)
     tc, mc = numbers.Column.of(fs["time_s"]), numbers.Column.of([*fs["mean_s"], *fs["max_s"]])
     ft = _table(f"Top {top} MPI functions", [
