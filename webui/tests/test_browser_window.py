@@ -29,6 +29,7 @@ pytestmark = pytest.mark.browser
 SIZES = [(1400, 900), (1024, 768)]
 PHASE_A = (50 * US / 1e9, (PHASE_B - 10 * US) / 1e9)  # the sends, no allreduce
 PHASE_B_S = ((PHASE_B - 10 * US) / 1e9, (END - 30 * US) / 1e9)  # the allreduces only
+FIRST_SENDS = (50 * US / 1e9, 320 * US / 1e9)  # the first five sends (3 .. 7 µs long)
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +71,26 @@ def names(rows: list[dict]) -> set[str]:
     return {r["name"] for r in rows}
 
 
+# JS: the duration histogram's function and its bars (calls per bin), as Plotly drew them
+HISTOGRAM = ("const g = document.querySelector('[id*=fhist] .js-plotly-plot'); "
+             "if (!g || !g._fullData || !g._fullData.length) return null; "
+             "const t = g._fullData[0]; return {name: t.name, x: Array.from(t.x), "
+             "y: Array.from(t.y)};")
+
+
+def histogram_when(driver, name: str, calls: int, what: str) -> dict:
+    """The histogram once it shows `name` with bars adding up to `calls`."""
+    return wait_until(driver, f"const h = (() => {{ {HISTOGRAM} }})(); return h && "
+                      f"h.name === {json.dumps(name)} && h.y.reduce((a, b) => a + b, 0) "
+                      f"=== {calls} && h", what=what)
+
+
+def select_function(driver, name: str) -> None:
+    """Tick a function's row in the functions table, as a user does."""
+    driver.find_element(By.XPATH, "//tr[td[@data-dash-column='name'][normalize-space(.)="
+                        f"'{name}']]//input").click()
+
+
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_functions_follow_the_zoom(browser, url, size):
     browser.set_window_size(*size)
@@ -84,11 +105,25 @@ def test_functions_follow_the_zoom(browser, url, size):
     assert send["calls"] == str(len(SENDS))
     scope = browser.find_element(By.CSS_SELECTOR, "#tabs-content .scope-text, .scope-text")
     assert f"{PHASE_A[0]:.6f} – {PHASE_A[1]:.6f} s" in scope.text
+    # the histogram of the row chosen counts the window's calls, as the table does
+    select_function(browser, "MPI_Send")
+    bars = histogram_when(browser, "MPI_Send", len(SENDS), "phase A's ten sends")
+    longest = max(x for x, y in zip(bars["x"], bars["y"], strict=True) if y)
+    assert 11e-6 < longest < 12.1e-6  # the last send lasts 12 µs
     shot(browser, f"window-phase-a-{size[0]}")
+    # a narrower window: the same function still chosen, its histogram of that window
+    zoom_to(browser, *FIRST_SENDS)
+    rows_when(browser, FUNCTIONS, lambda r: {x["name"]: x["calls"] for x in r}.get(
+        "MPI_Send") == "5", "the first five sends")
+    bars = histogram_when(browser, "MPI_Send", 5, "the first five sends' histogram")
+    longest = max(x for x, y in zip(bars["x"], bars["y"], strict=True) if y)
+    assert 6e-6 < longest < 7.1e-6  # the fifth send lasts 7 µs
     zoom_to(browser, *PHASE_B_S)
     rows = rows_when(browser, FUNCTIONS, lambda r: names(r) == {"MPI_Allreduce"},
                      "phase B: the allreduces only")
     assert rows[0]["calls"] == str(3 * ALLREDUCES)
+    # the chosen function has no call here: the histogram is of the table's first row
+    histogram_when(browser, "MPI_Allreduce", 3 * ALLREDUCES, "phase B's allreduces")
     # the histogram and the table stay on screen, not under another element
     table = browser.find_element(By.CSS_SELECTOR, ".dash-spreadsheet")
     assert table.is_displayed() and table.size["width"] <= size[0]
