@@ -267,6 +267,8 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
         dcc.Store(id="url-pop"), dcc.Store(id="url-sync"),
         *[dcc.Store(id=f"finding-click-{p}") for p in range(n)],
         *[dcc.Store(id={"type": "tabs-filled", "panel": p}, data={}) for p in range(n)],
+        # the function chosen in the Functions tab: still chosen in the next window's table
+        *[dcc.Store(id={"type": "fsel", "panel": p}) for p in range(n)],
         html.Div([_panel(ctl, p, width) for p in range(n)], id="timelines"),
         windowstats.scope_bar(max(m.trace.num_ranks for m in ctl.models)),
         dcc.Tabs(id="tabs", value="findings", children=tabs, className="tabs"),
@@ -547,8 +549,9 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   Output({"type": "tabs-filled", "panel": MATCH}, "data"),
                   Input("tabs", "value"), Input({"type": "view", "panel": MATCH}, "data"),
                   Input("scope", "value"), Input("rankset", "value"),
-                  State({"type": "tabs-filled", "panel": MATCH}, "data"))
-    def analysis_tabs(tab, view, scope, ranks, filled):
+                  State({"type": "tabs-filled", "panel": MATCH}, "data"),
+                  State({"type": "fsel", "panel": MATCH}, "data"))
+    def analysis_tabs(tab, view, scope, ranks, filled, chosen):
         p = inputs.output_panel(ctx.outputs_list, n)
         filled = filled if isinstance(filled, dict) else {}
         if p is None or tab not in TABS:
@@ -561,18 +564,26 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         if filled.get(tab) == key:
             raise PreventUpdate
         out: list = [no_update] * len(TABS)
-        out[TABS.index(tab)] = analysis_panel(ctl, p, tab, sc)
+        out[TABS.index(tab)] = analysis_panel(ctl, p, tab, sc, chosen)
         return *out, {**filled, tab: key}
 
+    # the histogram of the function chosen, of the table's window and rank set: a new
+    # window's table (analysis_tabs) comes with a new selection, which calls this again
     @app.callback(Output({"type": "fhist", "panel": MATCH}, "figure"),
+                  Output({"type": "fsel", "panel": MATCH}, "data"),
                   Input({"type": "ftable", "panel": MATCH}, "selected_rows"),
-                  State({"type": "ftable", "panel": MATCH}, "data"))
-    def histogram(rows, data):
+                  State({"type": "ftable", "panel": MATCH}, "data"),
+                  State({"type": "view", "panel": MATCH}, "data"),
+                  State("scope", "value"), State("rankset", "value"))
+    def histogram(rows, data, view, scope, ranks):
         p = inputs.output_panel(ctx.outputs_list, n)
-        if p is None:
+        v = None if p is None else ctl.view(p, view)
+        if v is None:
             raise PreventUpdate
-        name = inputs.selected_name(rows, data, ctl.models[p].index.functions)
-        return views.duration_histogram(ctl.models[p], name)
+        m = ctl.models[p]
+        name = inputs.selected_name(rows, data, m.index.functions)
+        w = windowstats.window_of(m, windowstats.Scope.of(m, v, scope, ranks))
+        return views.duration_histogram(m, name, w), name
 
     # filled at page load, from the background analysis (waited for: the timeline is not)
     @app.callback(Output({"type": "notes", "panel": MATCH}, "children"),
@@ -700,9 +711,10 @@ WINDOW_TABS = ("breakdown", "functions", "messages", "profiles", "calltree")  # 
 
 
 def analysis_panel(ctl: Controller, p: int, tab: str,
-                   scope: windowstats.Scope | None = None) -> list:
+                   scope: windowstats.Scope | None = None, chosen: object = None) -> list:
     """The contents of one analysis tab (one of TABS) for panel p; the window's tabs
-    for `scope` (default: the whole run, all ranks)."""
+    for `scope` (default: the whole run, all ranks); `chosen`: the function to select
+    in the functions table if it has a row (else the first row)."""
     m = ctl.models[p]
     label = m.label if len(ctl.models) > 1 else ""
     title = [html.H4(label)] if label else []
@@ -725,8 +737,11 @@ def analysis_panel(ctl: Controller, p: int, tab: str,
         return title + _breakdown_chart(a, p, len(ctl.models) == 2) + [
             tbl(a.breakdown, "breakdown")]
     if tab == "functions":
+        rows = list(a.functions["name"]) if "name" in a.functions.columns else []
+        at = rows.index(chosen) if isinstance(chosen, str) and chosen in rows else 0
         return title + [windowstats.table(windowstats.functions_frame(a.functions),
-                                          {"type": "ftable", "panel": p}, selectable=True),
+                                          {"type": "ftable", "panel": p}, selectable=True,
+                                          selected=at),
                         dcc.Graph(id={"type": "fhist", "panel": p})]
     return title + [dcc.Graph(figure=views.comm_matrix_figure(a, m.trace.num_ranks)),
                     tbl(a.comm_matrix, "matrix"),

@@ -10,6 +10,7 @@ from dash import html
 from mpiscope import numbers
 from mpiscope.analysis.breakdown import PART_LABELS, PARTS
 from mpiscope.analysis.findings import run_wide, where
+from mpiscope.analysis.window import Window
 from mpiscope.render import palette
 from mpiscope.render.plottext import plot_text
 from mpiscope_webui.analysis import FindingView, Panels, RunNotes, Totals
@@ -70,18 +71,23 @@ def breakdown_figure(a: Panels, label: str = "", top: float | None = None) -> go
     return _layout(fig, f"Time per rank {plot_text(label)}".strip())
 
 
-def duration_histogram(model: TraceModel, function: str | None) -> go.Figure:
-    """Jumpshot's statistics window: how long the calls of one function take."""
+def duration_histogram(model: TraceModel, function: str | None,
+                       window: Window | None = None) -> go.Figure:
+    """Jumpshot's statistics window: how long the calls of one function take, those of
+    `window` (default: the whole run, all ranks) counted as its functions table counts
+    them, so the bars add up to the table's `calls`."""
     fig = go.Figure()
-    c = model.trace.calls
     if function:
-        d = (c["end"] - c["start"])[c["function"].astype(str) == function].to_numpy()
+        w = window or model.session.window_index.whole()
+        d, n = w.durations(function)
         d = np.maximum(d, 1)
         if len(d):
             edges = np.logspace(np.log10(d.min()), np.log10(d.max() * 1.0001), 41)
-            counts, edges = np.histogram(d, bins=edges)
+            # the ends exactly: 10**log10(x) may round above x and drop the shortest call
+            edges[0], edges[-1] = d.min(), d.max() * 1.0001
+            counts, edges = np.histogram(d, bins=edges, weights=n)
             centres = np.sqrt(edges[:-1] * edges[1:]) / 1e9
-            fig.add_bar(x=centres, y=counts, width=np.diff(edges) / 1e9,
+            fig.add_bar(x=centres, y=counts.astype(np.int64), width=np.diff(edges) / 1e9,
                         marker_color=palette.colours(model.index.functions).get(
                             function, palette.colour(function)), name=plot_text(function),
                         customdata=[numbers.seconds(c) for c in centres],

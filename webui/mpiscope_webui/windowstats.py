@@ -277,11 +277,13 @@ CELL_STYLE = {"fontFamily": "sans-serif", "fontSize": 12, "padding": "2px 4px"}
 
 
 def table(df: pd.DataFrame, ident: dict | str, *, selectable: bool = False,
-          page_size: int = 15) -> dash_table.DataTable:
+          selected: int = 0, page_size: int = 15) -> dash_table.DataTable:
     """A table of `df` with a CSV export of every row: the values as the table holds them
-    (in the unit its header names), the headers as shown."""
+    (in the unit its header names), the headers as shown; `selectable`: one row can be
+    chosen, row `selected` at first."""
     data, columns = shown(df)
-    extra = {"row_selectable": "single", "selected_rows": [0] if len(df) else []} \
+    extra = {"row_selectable": "single",
+             "selected_rows": [selected] if 0 <= selected < len(df) else []} \
         if selectable else {}
     return dash_table.DataTable(
         id=ident, data=data, columns=columns, sort_action="native",

@@ -116,6 +116,9 @@ def test_lanes_legend_and_arrows_render(browser, app_url, unpatched):
             assert browser.execute_script(
                 "return Array.from(document.querySelectorAll('#panel-0 .timeline .legend "
                 ".traces .legendtext')).map(e => e.textContent)") == legend
+            # still the whole run: the messages as a density, at this width too
+            assert f"{len(unpatched.messages)} messages as a density per sender" in \
+                status(browser), size
             assert layout_problems(browser) == []
             shot(browser, f"01-whole-run-{size[0]}")
     finally:
@@ -443,22 +446,32 @@ def test_compare_mode_runs_of_different_lengths(browser, serve, tmp_path_factory
 def test_compare_aligned_by_iteration(browser, serve, himeno_traces):
     """With "align by iteration", a zoom of the first run to its iterations i..j shows
     iterations i..j of the second run, at its own times (each run's main loop, as the
-    analysis finds it: the mean start over its ranks)."""
+    analysis finds it: the mean start over its ranks). At 1400x900 and 1024x768, both
+    panels clear of overlaps and cut-offs."""
     starts = []
     for v in ("unpatched", "patched"):
         loop = Analysis(reader.load(himeno_traces[v])).loop
         starts.append(loop.starts.astype(float).mean(axis=0) / 1e9)
     url = serve(himeno_traces["unpatched"], himeno_traces["patched"])
-    open_app(browser, url, panels=2)
-    browser.find_element(By.XPATH, "//label[normalize-space(.)='align by iteration']").click()
     a, b = ([float(x) for x in s] for s in starts)
     i, j = 1, min(len(a), len(b)) - 2
-    browser.execute_script(f"Plotly.relayout({GD.format(p=0)}, {{'xaxis.range[0]': "
-                           f"{a[i]!r}, 'xaxis.range[1]': {a[j]!r}}})")
-    got = wait_until(browser, f"const r={GD.format(p=1)}._fullLayout.xaxis.range; "
-                     f"return Math.abs(r[0] - {b[i]!r}) < 1e-9 && r", what="B follows A")
-    assert got == pytest.approx([b[i], b[j]], abs=1e-9)
-    shot(browser, "08-compare-iterations")
+    try:
+        for size in SIZES:
+            browser.set_window_size(*size)
+            open_app(browser, url, panels=2)  # a fresh page: the box unticked
+            browser.find_element(By.XPATH,
+                                 "//label[normalize-space(.)='align by iteration']").click()
+            browser.execute_script(f"Plotly.relayout({GD.format(p=0)}, {{'xaxis.range[0]': "
+                                   f"{a[i]!r}, 'xaxis.range[1]': {a[j]!r}}})")
+            got = wait_until(browser, f"const r={GD.format(p=1)}._fullLayout.xaxis.range; "
+                             f"return Math.abs(r[0] - {b[i]!r}) < 1e-9 && r",
+                             what=f"B follows A at {size[0]}x{size[1]}")
+            assert got == pytest.approx([b[i], b[j]], abs=1e-9), size
+            for p in (0, 1):
+                assert layout_problems(browser, p) == [], (size, p)
+            shot(browser, f"08-compare-iterations-{size[0]}")
+    finally:
+        browser.set_window_size(*WINDOW)
 
 
 DIFF_BARS = ["#diff-bars-a .js-plotly-plot", "#diff-bars-b .js-plotly-plot"]

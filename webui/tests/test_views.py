@@ -44,3 +44,23 @@ def test_the_bandwidth_line_is_no_functions_colour():
     assert bandwidth.line.color in palette.NEUTRALS
     assert bandwidth.line.color not in {*palette.PALETTE, *palette.PART_COLOURS.values(),
                                         palette.CRITICAL}
+
+
+def test_duration_histogram_counts_the_windows_calls(tmp_path):
+    """The Functions tab's histogram counts the calls of the window and rank set, as its
+    table does: the bars add up to the table's calls, the shortest call included."""
+    from mpiscope.archive import reader
+    from mpiscope_testing.windowtrace import ALLREDUCES, PHASE_B, SENDS, US, build
+    from mpiscope_webui.model import TraceModel
+    from mpiscope_webui.views import duration_histogram
+
+    m = TraceModel.build(reader.load(build(tmp_path / "t")))
+    whole = duration_histogram(m, "MPI_Send")
+    assert sum(whole.data[0].y) == len(SENDS)
+    half = m.session.window(50 * US, 320 * US)  # the first five sends (3 .. 7 µs)
+    bars = duration_histogram(m, "MPI_Send", half).data[0]
+    assert sum(bars.y) == 5 == int(half.functions().set_index("name").loc["MPI_Send", "calls"])
+    assert max(x for x, y in zip(bars.x, bars.y, strict=True) if y) < 7.1e-6
+    late = m.session.window(PHASE_B, PHASE_B + 10**6, ranks=(2,))
+    assert sum(duration_histogram(m, "MPI_Allreduce", late).data[0].y) == ALLREDUCES
+    assert not duration_histogram(m, "MPI_Send", late).data  # none in that window

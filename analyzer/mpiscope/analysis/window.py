@@ -693,6 +693,18 @@ class Window:
         """The functions table of the window (profile by function)."""
         return self.profile(("function",))
 
+    def durations(self, function: str) -> tuple[np.ndarray, np.ndarray]:
+        """(ns per MPI call, MPI calls) of each of the window's calls of `function`, as
+        the profiles count them: whole calls, a merged polling visit once at its mean per
+        call, weighing its `polls` (the weights sum to the functions table's `calls`)."""
+        ix = self.index
+        try:
+            code = ix.functions.index(function)
+        except ValueError:  # not a function of this trace
+            return np.empty(0), np.empty(0, np.int64)
+        sel = self.pos[ix.fcode[self.pos] == code]
+        return ix.per_call[sel].astype(np.float64), ix.n[sel].astype(np.int64)
+
     def _wait_inside(self) -> np.ndarray:
         """Each call's waiting (at its start) inside the window; kept: every table reads it."""
         return self._kept("wait_inside", self._wait_in)
