@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -223,3 +225,38 @@ def cell_resolution(texts: list[str], header: str, base: str = "s") -> float:
     shown cell may be from its value."""
     decimals = max((len(t.split(".")[1]) if "." in t else 0) for t in texts)
     return 0.5 * 10.0 ** -decimals * cell_value("1", header, base)
+
+
+def saved_timeline(driver, folder: Path, fmt: str, p: int = 0) -> tuple[bytes, list[int]]:
+    """Panel p's "save SVG"/"save PNG" clicked: the downloaded file and the timeline's size
+    on screen. The file is whole once Chromium renames it from its .crdownload: no time
+    asserted, the deadline only bounds a failure."""
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior",
+                           {"behavior": "allow", "downloadPath": str(folder)})
+    driver.find_element(By.CSS_SELECTOR,
+                        f"#panel-{p} button.export-image[data-format='{fmt}']").click()
+    path = folder / f"mpiscope-timeline-{p}.{fmt}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (path.is_file() and path.stat().st_size > 0):
+        time.sleep(0.2)
+    assert path.is_file(), list(folder.iterdir())
+    shown = driver.execute_script(f"const l={GD.format(p=p)}._fullLayout; "
+                                  "return [l.width, l.height]")
+    return path.read_bytes(), shown
+
+
+def check_timeline_image(data: bytes, fmt: str, shown: list[int], labels: tuple[str, ...]
+                         ) -> None:
+    """A PNG of the size shown, or a whole SVG document of that size holding what the user
+    saw (`labels`: lanes, legend, time axis)."""
+    if fmt == "png":
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        assert [w, h] == shown
+        return
+    root = ET.fromstring(data)
+    assert root.tag.endswith("svg")
+    assert [round(float(root.get("width"))), round(float(root.get("height")))] == shown
+    text = data.decode()
+    for label in labels:
+        assert label in text, label

@@ -6,8 +6,6 @@ clicked."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -17,9 +15,11 @@ from mpiscope.archive import reader
 from mpiscope_testing import tagtrace
 from mpiscope_testing.webui_page import (
     GD,
+    check_timeline_image,
     choose,
     layout_problems,
     open_app,
+    saved_timeline,
     wait_until,
     zoom_to,
 )
@@ -141,29 +141,12 @@ def test_view_in_the_url_and_zoom_history(browser, url, size):
 @pytest.mark.parametrize("fmt", ["svg", "png"])
 def test_timeline_saved_as_image(browser, url, tmp_path, fmt, size):
     browser.set_window_size(*size)
-    browser.execute_cdp_cmd("Browser.setDownloadBehavior",
-                            {"behavior": "allow", "downloadPath": str(tmp_path)})
     open_app(browser, url)
     zoom_to(browser, 100e-6, 400e-6)
-    browser.find_element(By.CSS_SELECTOR, f"#panel-0 button.export-image[data-format='{fmt}']"
-                         ).click()
-    path = tmp_path / f"mpiscope-timeline-0.{fmt}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (path.is_file() and path.stat().st_size > 0):
-        time.sleep(0.2)
-    assert path.is_file(), list(tmp_path.iterdir())
-    data = path.read_bytes()
-    if fmt == "png":
-        assert data[:8] == b"\x89PNG\r\n\x1a\n"
-        w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        size = browser.execute_script(f"const l={GD.format(p=0)}._fullLayout; "
-                                      "return [l.width, l.height]")
-        assert [w, h] == size
-    else:
-        text = data.decode()
-        # what the user saw: the lanes' labels, the legend and the zoomed time axis
-        for label in ("rank 0", "rank 1", "rank 2", "MPI_Send", "MPI_Recv", "time (s)"):
-            assert label in text, label
+    data, shown = saved_timeline(browser, tmp_path, fmt)
+    # what the user saw: the lanes' labels, the legend and the zoomed time axis
+    check_timeline_image(data, fmt, shown,
+                         ("rank 0", "rank 1", "rank 2", "MPI_Send", "MPI_Recv", "time (s)"))
 
 
 def marked(driver) -> list[float]:

@@ -9,9 +9,6 @@ saved as SVG and PNG, the lane height, the ◀ ▶ history of views."""
 
 from __future__ import annotations
 
-import time
-import xml.etree.ElementTree as ET
-
 import pytest
 from selenium.webdriver.common.by import By
 from test_browser_navigation import range_becomes
@@ -19,9 +16,11 @@ from test_browser_window import PHASE_A, PHASE_B_S, _pick_rank, rows_when, table
 
 from mpiscope_testing.webui_page import (
     GD,
+    check_timeline_image,
     layout_problems,
     open_app,
     open_tab,
+    saved_timeline,
     shot,
     wait_until,
     zoom_to,
@@ -194,34 +193,10 @@ TIMELINE_LABELS = ("rank 0", "rank 1", "rank 2", "MPI_Send", "MPI_Recv", "time (
 @pytest.mark.parametrize("fmt", ["svg", "png"])
 def test_out_of_core_timeline_saved_as_image(browser, urls, tmp_path, fmt, size):
     browser.set_window_size(*size)
-    browser.execute_cdp_cmd("Browser.setDownloadBehavior",
-                            {"behavior": "allow", "downloadPath": str(tmp_path)})
     open_ooc(browser, urls["ooc"])
     zoom_to(browser, *PHASE_A)
-    browser.find_element(By.CSS_SELECTOR, f"#panel-0 button.export-image[data-format='{fmt}']"
-                         ).click()
-    path = tmp_path / f"mpiscope-timeline-0.{fmt}"
-    # the file is whole once Chromium renames it from its .crdownload: no time asserted,
-    # the deadline only bounds a failure
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (path.is_file() and path.stat().st_size > 0):
-        time.sleep(0.2)
-    assert path.is_file(), list(tmp_path.iterdir())
-    data = path.read_bytes()
-    shown = browser.execute_script(f"const l={GD.format(p=0)}._fullLayout; "
-                                   "return [l.width, l.height]")
-    if fmt == "png":
-        assert data[:8] == b"\x89PNG\r\n\x1a\n"
-        w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        assert [w, h] == shown
-    else:
-        root = ET.fromstring(data)  # a whole SVG document, at the size shown
-        assert root.tag.endswith("svg")
-        assert [round(float(root.get("width"))), round(float(root.get("height")))] == shown
-        text = data.decode()
-        # what the user saw: the lanes' labels, the legend and the time axis
-        for label in TIMELINE_LABELS:
-            assert label in text, label
+    data, shown = saved_timeline(browser, tmp_path, fmt)
+    check_timeline_image(data, fmt, shown, TIMELINE_LABELS)
 
 
 def lane_spacing(driver) -> float:
