@@ -23,8 +23,10 @@ from mpiscope_testing.webui_server import ARTIFACTS
 GD = "document.querySelector('#panel-{p} .timeline .js-plotly-plot')"  # panel p's timeline
 
 
-def wait_until(driver, script: str, timeout: float = 30, what: str = ""):
-    """Poll a JS expression until it is truthy; returns its value."""
+def wait_until(driver, script: str, timeout: float = 90, what: str = ""):
+    """Poll a JS expression until it is truthy; returns its value. The timeout only
+    bounds a failure: with four busy loops beside a test run the partner jump's redraw
+    once took longer than 30 s to reach the page."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
