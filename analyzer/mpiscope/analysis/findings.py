@@ -1440,11 +1440,12 @@ def split(found: list[Finding], floor: NoiseFloor,
 
 
 def find(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
-         loop: iterations.Loop | None, path: CriticalPath | None = None) -> list[Finding]:
+         loop: iterations.Loop | None, path: CriticalPath | None = None,
+         replays: Replays | None = None) -> list[Finding]:
     """All findings, ranked by estimated savings (largest first), from the trace's wait
     states, per-rank breakdown, main loop and critical path (an analysis session
     computes each once; without the path, no hot spot): `detect` on the whole trace as
-    one part, replayed whole."""
+    one part, its savings from `replays` (default: the whole trace replayed)."""
     part = whole(trace, ws)
     return detect(lambda fn: [fn(part)], ws.skew.offsets_ns, breakdown, loop, path,
-                  Replays(trace))
+                  Replays(trace) if replays is None else replays)

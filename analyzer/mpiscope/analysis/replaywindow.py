@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -158,7 +157,9 @@ def window_trace(small: Trace, calls: pd.DataFrame, messages: pd.DataFrame,
         ok = (col >= 0) & (ids[pos] == col) if len(ids) else np.zeros(len(col), bool)
         return np.where(ok, pos, -1)
 
-    calls = calls.drop(columns=[c for c in UNREAD_CALL_COLUMNS if c in calls.columns])
+    unread = [c for c in UNREAD_CALL_COLUMNS if c in calls.columns]
+    if unread:  # WholeTrace.cut took only the read ones: no second copy of the window
+        calls = calls.drop(columns=unread)
     t0 = min(w.lo.values())
     m = messages
     for col in MESSAGE_CALLS:
@@ -388,9 +389,7 @@ def _by_rank_then_start(rank: np.ndarray, start: np.ndarray) -> tuple[np.ndarray
 def find(trace: Trace, ws: WaitStates, breakdown: pd.DataFrame,
          loop: iterations.Loop | None, path: CriticalPath | None = None, *,
          budget_events: int | None = None) -> list[findings.Finding]:
-    """The pandas engine's findings: `findings.detect` on the whole trace as one part,
-    savings replayed within `budget_events` (default DEFAULT_BUDGET_EVENTS; module doc)."""
-    part: Any = findings.whole(trace, ws)
+    """The pandas engine's findings: `findings.find`, its savings replayed within
+    `budget_events` (default DEFAULT_BUDGET_EVENTS; module doc)."""
     budget = DEFAULT_BUDGET_EVENTS if budget_events is None else budget_events
-    return findings.detect(lambda fn: [fn(part)], ws.skew.offsets_ns, breakdown, loop,
-                           path, WholeTrace(trace, loop, budget))
+    return findings.find(trace, ws, breakdown, loop, path, WholeTrace(trace, loop, budget))
