@@ -438,25 +438,57 @@ def _rank_segments(rt: RankTimeline, s_from: np.ndarray, s_to: np.ndarray,
     ok = end > start
     piece, start, end, which = piece[ok], start[ok], end[ok], which[ok]
     k, rw = kind[piece], row[piece]
-    # labels: for a burst the call ending it; MPI_Init and MPI_Finalize at the rank's ends
+    # labels: for a burst the call ending it; MPI_Init and MPI_Finalize at the rank's ends.
+    # As codes into the rank's names and four more (strings for millions of segments
+    # cost seconds): its init and finalize names, the start-up label, none
     rows = rt.rows
     assert rows is not None
-    at = rows[np.maximum(rw, 0)] if len(rows) else np.zeros(len(rw), dtype=ROW)
-    call = np.where(rw >= 0, at["call"], -1)
+    # the three fields read, not whole records gathered (56 bytes each, per segment)
+    at_row = np.maximum(rw, 0) if len(rows) else None
+
+    def field(name: str) -> np.ndarray:
+        return rows[name][at_row] if at_row is not None else np.zeros(len(rw), ROW[name])
+
+    call = np.where(rw >= 0, field("call"), -1)
     init_call, init_fn, init_cs = rt.init
     final_call, final_fn, final_cs = rt.final
     end_call = np.where(rw == -1, init_call, final_call)
-    has_end = end_call >= 0
-    fn = np.where(rw >= 0, rt.fn_names[at["fn"]] if len(rt.fn_names) else "",
-                  np.where(rw == -1, init_fn, final_fn))
-    cs = np.where(rw >= 0, rt.cs_names[at["cs"]] if len(rt.cs_names) else "",
-                  np.where(rw == -1, init_cs, final_cs))
-    function = np.where((rw >= 0) | has_end, fn, np.where(rw == -1, STARTUP, ""))
-    callsite = np.where((rw >= 0) | has_end, cs, "")
+    labelled = (rw >= 0) | (end_call >= 0)
+
+    def label(codes: np.ndarray, names: np.ndarray, init: object, final: object,
+              startup: str) -> tuple[np.ndarray, np.ndarray]:
+        n = len(names)
+        end = np.where(rw == -1, n, n + 1)
+        code = np.where(labelled, np.where(rw >= 0, codes, end),
+                        np.where(rw == -1, n + 2, n + 3))
+        table = np.empty(n + 4, dtype=object)
+        table[:n] = names
+        table[n:] = [init, final, startup, ""]
+        return code.astype(np.int64), table
+
+    fn, fn_table = label(field("fn"), rt.fn_names, init_fn, final_fn, STARTUP)
+    cs, cs_table = label(field("cs"), rt.cs_names, init_cs, final_cs, "")
     return {"rank": np.full(len(start), rt.rank, dtype=np.int32), "start": start,
-            "end": end, "kind": k, "function": function, "callsite": callsite,
+            "end": end, "kind": k, "function": fn, "callsite": cs,
             "call": np.where(k == KINDS.index("mpi"), call, -1), "stretch": which,
-            "piece": piece}
+            "piece": piece, "function_names": fn_table, "callsite_names": cs_table}
+
+
+def _labels(parts: list[dict[str, np.ndarray]], col: str, order: np.ndarray
+            ) -> pd.Categorical:
+    """The parts' `col` codes (each into its own name table) in `order`, as one
+    categorical of the names used, sorted (as pd.Categorical of the strings gives)."""
+    if not parts:
+        return pd.Categorical(np.empty(0, object))
+    tables = [p[f"{col}_names"] for p in parts]
+    shift = np.cumsum([0] + [len(t) for t in tables[:-1]])
+    codes = np.concatenate([p[col] + o for p, o in zip(parts, shift, strict=True)])[order]
+    names = np.concatenate(tables).astype(str)
+    used = np.unique(codes)
+    cats, inv = np.unique(names[used], return_inverse=True)
+    lookup = np.zeros(len(names), np.int64)
+    lookup[used] = inv
+    return pd.Categorical.from_codes(lookup[codes], categories=pd.Index(cats.astype(object)))
 
 
 def assemble(timeline: Callable[[int], RankTimeline], begin: np.ndarray,
@@ -477,8 +509,7 @@ def assemble(timeline: Callable[[int], RankTimeline], begin: np.ndarray,
         seg = _rank_segments(timeline(r), st[sel, 1], st[sel, 2], run_begin)
         seg["stretch"] = sel[seg["stretch"]]
         parts.append(seg)
-    cols = ["rank", "start", "end", "kind", "function", "callsite", "call", "stretch",
-            "piece"]
+    cols = ["rank", "start", "end", "kind", "call", "stretch", "piece"]
     s = {c: (np.concatenate([p[c] for p in parts]) if parts else np.empty(0, np.int64))
          for c in cols}
     order = np.lexsort((s["piece"], s["stretch"], s["start"]))  # time order
@@ -488,8 +519,8 @@ def assemble(timeline: Callable[[int], RankTimeline], begin: np.ndarray,
         "kind": pd.Categorical.from_codes(s["kind"][order].astype(np.int8),
                                           categories=list(KINDS)),
         # categorical: millions of segments name a few hundred functions and call sites
-        "function": pd.Categorical(s["function"][order].astype(object)),
-        "callsite": pd.Categorical(s["callsite"][order].astype(object)),
+        "function": _labels(parts, "function", order),
+        "callsite": _labels(parts, "callsite", order),
         "call": s["call"][order]})
     return CriticalPath(run_begin, run_end, segments, nranks)
 

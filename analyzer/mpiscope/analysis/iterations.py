@@ -136,6 +136,38 @@ def _hollow(its: np.ndarray, busy: tuple[np.ndarray, np.ndarray]) -> bool:
     return bool(mean > 0 and np.quantile(compute, 0.25) < HOLLOW * mean)
 
 
+class _Sequence:
+    """One rank's token sequence with what the stretch searches derive from it, made
+    once per rank, not once per anchor and grouping tried (each is a pass over every
+    call): each call's token count, an anchor's positions, the running sum of the calls'
+    random words."""
+
+    def __init__(self, tok: np.ndarray, counts: np.ndarray, anchorable: np.ndarray) -> None:
+        self.tok, self.counts, self.anchorable = tok, counts, anchorable
+        self._of_count = counts[tok]
+        self._at: dict[int, np.ndarray] = {}
+        self._cum: np.ndarray | None = None
+
+    def kept(self, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, tokens) of the calls whose token occurs more than `threshold`
+        times."""
+        pos = np.flatnonzero(self._of_count > threshold)  # not kept: one per grouping
+        return pos, self.tok[pos]
+
+    def at(self, anchor: int) -> np.ndarray:
+        if anchor not in self._at:
+            self._at[anchor] = np.flatnonzero(self.tok == anchor)
+        return self._at[anchor]
+
+    def cum(self) -> np.ndarray:
+        """The calls of a stretch as a multiset: the sum of a random word per call."""
+        if self._cum is None:
+            word = np.random.default_rng(0).integers(0, 2**63, len(self.counts),
+                                                     dtype=np.uint64)
+            self._cum = np.r_[np.uint64(0), np.cumsum(word[self.tok], dtype=np.uint64)]
+        return self._cum
+
+
 def _periods(tok: np.ndarray, start: np.ndarray, end: np.ndarray,
              busy: tuple[np.ndarray, np.ndarray], min_iterations: int,
              anchorable: np.ndarray) -> list[_Period]:
@@ -151,6 +183,7 @@ def _periods(tok: np.ndarray, start: np.ndarray, end: np.ndarray,
     levels = np.unique(counts_a[counts_a > min_iterations])[::-1][:COUNT_LEVELS]
     whole = int(end[-1] - start[0]) if len(tok) else 0
     found: list[_Period] = []
+    seq = _Sequence(tok, counts, anchorable)
     # calls that repeat exactly, then calls that repeat with variations: a time step
     # whose calls change every k-th step repeats exactly only every k steps
     for stretch in (_exact, _regular):
@@ -159,8 +192,7 @@ def _periods(tok: np.ndarray, start: np.ndarray, end: np.ndarray,
             at_level = counts_a == level
             anchor = int(np.flatnonzero(at_level)[np.argmin(first[at_level])])
             for m in range(1, min(MAX_GROUP, int(level) // (min_iterations + 1)) + 1):
-                starts, stop = stretch(tok, counts, anchor, level, m, min_iterations,
-                                       anchorable)
+                starts, stop = stretch(seq, anchor, level, m, min_iterations)
                 if starts is None:
                     continue
                 p = _Period(len(starts), int(end[stop - 1] - start[starts[0]]),
@@ -178,16 +210,14 @@ def _periods(tok: np.ndarray, start: np.ndarray, end: np.ndarray,
 Stretch = tuple[np.ndarray, int] | tuple[None, None]
 
 
-def _exact(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: int,
-           min_iterations: int, anchorable: np.ndarray) -> Stretch:
+def _exact(seq: _Sequence, anchor: int, level: int, m: int, min_iterations: int
+           ) -> Stretch:
     """The longest stretch in which the calls repeat exactly, every m-th `anchor` call
     starting an iteration: (positions of each iteration's first call, position after
     the loop's last call), or (None, None). Iterations open at the stretch's first
     `anchorable` (communicating) token."""
     # calls in at most about half of the iterations run every k-th: set aside
-    keep = counts[tok] > max(level / m / 2 + 1, 1)
-    pos = np.flatnonzero(keep)
-    f = tok[pos]
+    pos, f = seq.kept(max(level / m / 2 + 1, 1))
     at = np.flatnonzero(f == anchor)
     if len(at) <= m:
         return None, None
@@ -200,11 +230,12 @@ def _exact(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: int,
         return None, None
     # local calls opening the stretch close each iteration instead (the last may lack
     # them): the iterations keep their number, shifted past those calls
-    first = _first_communicating(f, anchorable, a, period)
+    first = _first_communicating(f, seq.anchorable, a, period)
     # the loop ends before the next repeating call after it (occasional calls that close
     # the last iteration, e.g. a final reduction, still belong to it)
     nxt = min(first + period * n, b + period)
-    return pos[first + period * np.arange(n)], int(pos[nxt]) if nxt < len(pos) else len(tok)
+    return (pos[first + period * np.arange(n)],
+            int(pos[nxt]) if nxt < len(pos) else len(seq.tok))
 
 
 def _first_communicating(f: np.ndarray, anchorable: np.ndarray, a: int, period: int) -> int:
@@ -213,8 +244,8 @@ def _first_communicating(f: np.ndarray, anchorable: np.ndarray, a: int, period: 
     return a + int(hit[0]) if len(hit) else a
 
 
-def _regular(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: int,
-             min_iterations: int, anchorable: np.ndarray) -> Stretch:
+def _regular(seq: _Sequence, anchor: int, level: int, m: int, min_iterations: int
+             ) -> Stretch:
     """The longest stretch in which every m-th `anchor` call opens an iteration that
     mostly holds the same calls as the one before, though not always: LAMMPS exchanges
     atoms and rebuilds its ghosts instead of sending ghost positions every 20th step, so
@@ -223,7 +254,7 @@ def _regular(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: in
     same calls as the one before (so an inner loop whose repetitions differ in turn, one
     Himeno halo exchange per dimension, is not taken for the loop). Its iterations open
     at the anchor itself, which is `anchorable`."""
-    at = np.flatnonzero(tok == anchor)
+    at = seq.at(anchor)
     if len(at) < m * (min_iterations + 1):
         return None, None
     # which of the anchor's calls opens a group of m: the one after the widest gaps
@@ -237,15 +268,13 @@ def _regular(tok: np.ndarray, counts: np.ndarray, anchor: int, level: int, m: in
     a, b = _runs((gaps * 2 >= mode) & (gaps <= 2 * mode))
     if b - a < min_iterations:
         return None, None
-    # the calls of an iteration as a multiset: the sum of a random word per call
-    word = np.random.default_rng(0).integers(0, 2**63, len(counts), dtype=np.uint64)
-    cum = np.r_[np.uint64(0), np.cumsum(word[tok], dtype=np.uint64)]
+    cum = seq.cum()  # the calls of an iteration as a multiset
     calls = cum[opens[a + 1:b + 1]] - cum[opens[a:b]]
     same = (calls[1:] == calls[:-1]) & (gaps[a + 1:b] == gaps[a:b - 1])
     if len(same) and same.mean() < REGULAR:
         return None, None
     # b - a gaps between b - a + 1 openings; the last iteration is as long as the common one
-    return opens[a:b + 1], min(int(opens[b]) + mode, len(tok))
+    return opens[a:b + 1], min(int(opens[b]) + mode, len(seq.tok))
 
 
 @dataclass

@@ -70,21 +70,22 @@ def relax(pairs: pd.DataFrame, n: int) -> np.ndarray:
 
 
 def shift_calls(df: pd.DataFrame, off: np.ndarray) -> pd.DataFrame:
-    """calls or collectives with start/end on the corrected clock of their rank."""
-    df = df.copy()
+    """calls or collectives with start/end on the corrected clock of their rank (the
+    other columns shared, not copied: copy-on-write keeps the two tables apart)."""
     shift = off[df["rank"].to_numpy()]
-    df["start"] += shift
-    df["end"] += shift
+    df = df.copy(deep=False)
+    df["start"] = df["start"].to_numpy() + shift
+    df["end"] = df["end"].to_numpy() + shift
     return df
 
 
 def shift_messages(m: pd.DataFrame, off: np.ndarray) -> pd.DataFrame:
-    m = m.copy()
     so, ro = off[m["send_rank"].to_numpy()], off[m["recv_rank"].to_numpy()]
+    m = m.copy(deep=False)
     for col in ("send_time", "send_enter"):
-        m[col] += so
+        m[col] = m[col].to_numpy() + so
     for col in ("recv_time", "recv_enter", "recv_leave"):
-        m[col] += ro
+        m[col] = m[col].to_numpy() + ro
     return m
 
 

@@ -19,18 +19,23 @@ def polls(c: pd.DataFrame) -> np.ndarray:
             else np.ones(len(c), np.int64))
 
 
-def _outer(trace: Trace) -> pd.DataFrame:
+def _outer(trace: Trace, *keys: str) -> pd.DataFrame:
+    """The calls' `keys` columns with dur, bytes, n (calls a row stands for) and
+    per_call: a narrow frame of what the sums read, not the whole calls table copied."""
     c = trace.calls
-    dur = c["end"] - c["start"]
+    start = c["start"].to_numpy()
+    dur = c["end"].to_numpy() - start
     n = polls(c)
     # a merged visit's calls each took its mean: their longest is not known
-    return c.assign(dur=dur, bytes=c["bytes_sent"] + c["bytes_recv"], n=n, per_call=dur / n)
+    return pd.DataFrame({**{k: c[k] for k in keys}, "dur": dur,
+                         "bytes": c["bytes_sent"].to_numpy() + c["bytes_recv"].to_numpy(),
+                         "n": n, "per_call": dur / n}, index=c.index, copy=False)
 
 
 def functions(trace: Trace) -> pd.DataFrame:
     """name, calls, time_s, mean_s, max_s, bytes — sorted by time. `calls` counts every
     MPI call, those a merged polling visit stands for included."""
-    g = _outer(trace).groupby("function", observed=True)
+    g = _outer(trace, "function").groupby("function", observed=True)
     calls = g["n"].sum()
     df = pd.DataFrame({"calls": calls, "time_s": g["dur"].sum() / 1e9,
                        "mean_s": g["dur"].sum() / calls / 1e9,
@@ -44,20 +49,25 @@ def uninterpreted(trace: Trace) -> pd.DataFrame:
     only as time (kind `other`: no wait states, matching or findings look inside it),
     sorted by time. Nested calls are listed too: they are present, and uninterpreted."""
     c = trace.calls
-    o = c[(c["kind"] == "other").to_numpy()]
-    names = o["function"].astype(str).to_numpy()
-    g = (o["end"] - o["start"]).groupby(names)
-    df = pd.DataFrame({"calls": pd.Series(polls(o)).groupby(names).sum(),
-                       "time_s": g.sum() / 1e9})
-    return (df.rename_axis("name").reset_index()
-            .sort_values(["time_s", "name"], ascending=[False, True], ignore_index=True)
-            [["name", "calls", "time_s"]])
+    other = (c["kind"] == "other").to_numpy()
+    # sums per function code (a trace of datatype bookkeeping has millions of such rows)
+    codes, names = pd.factorize(c["function"], use_na_sentinel=False)
+    codes = codes[other]
+    present = np.bincount(codes, minlength=len(names)) > 0
+    dur = (c["end"].to_numpy() - c["start"].to_numpy())[other]
+    ns = np.zeros(len(names), np.int64)
+    np.add.at(ns, codes, dur)
+    calls = np.zeros(len(names), np.int64)
+    np.add.at(calls, codes, polls(c)[other])
+    df = pd.DataFrame({"name": np.asarray(names.astype(str), dtype=object)[present],
+                       "calls": calls[present], "time_s": ns[present] / 1e9})
+    return df.sort_values(["time_s", "name"], ascending=[False, True], ignore_index=True)
 
 
 def callsite_sums(trace: Trace, wait_ns: np.ndarray | None = None) -> pd.DataFrame:
     """function, callsite (categorical), calls, dur, max, bytes, wait (ns): the sums
     `callsites` reads, of a whole trace or one rank's slice (`wait_ns` row for row)."""
-    c = _outer(trace)
+    c = _outer(trace, "function", "callsite")
     c["wait"] = wait_ns if wait_ns is not None else 0
     g = c.groupby(["function", "callsite"], observed=True)
     return pd.DataFrame({"calls": g["n"].sum(), "dur": g["dur"].sum(),

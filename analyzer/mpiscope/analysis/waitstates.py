@@ -459,6 +459,40 @@ def _gats_waits(calls: pd.DataFrame, sync: pd.DataFrame, rma: pd.DataFrame,
              KIND["early_wait"])
 
 
+def _last_conflicting_release(held: pd.DataFrame) -> np.ndarray:
+    """Per lock held (`held`: rank, win, remote, lock_type, t_acq, t_rel), the last
+    release at or before its acquisition of a conflicting lock (exclusive on either
+    side: lock_type 0) another rank held on the same window and target; NaN where none.
+    A release follows its acquisition, so it is the largest such t_rel: per (window,
+    target) and other rank, one sorted search (not each lock against every other)."""
+    n = len(held)
+    best = np.full(n, -np.inf)
+    rank = held["rank"].to_numpy()
+    excl = held["lock_type"].to_numpy() == 0
+    t_acq = held["t_acq"].to_numpy(np.float64)
+    t_rel = held["t_rel"].to_numpy(np.float64)
+    remote = held["remote"].to_numpy()
+    for rows in held.groupby(["win", "remote"], sort=False).indices.values():
+        if remote[rows[0]] < 0:
+            continue
+        for r in np.unique(rank[rows]):
+            mine = rows[rank[rows] == r]
+            mine = mine[~np.isnan(t_rel[mine])]
+            others = rows[rank[rows] != r]
+            if not len(mine) or not len(others):
+                continue
+            # an exclusive lock conflicts with any of r's, a shared one with r's exclusive
+            for of, to in ((mine, others[excl[others]]),
+                           (mine[excl[mine]], others[~excl[others]])):
+                if not len(of) or not len(to):
+                    continue
+                rel = np.sort(t_rel[of])
+                pos = np.searchsorted(rel, t_acq[to], side="right") - 1
+                got = pos >= 0
+                best[to[got]] = np.maximum(best[to[got]], rel[pos[got]])
+    return np.where(np.isinf(best), np.nan, best)
+
+
 def _lock_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
                 kind: np.ndarray) -> None:
     """Lock contention, where the trace shows it (request and acquisition recorded): a
@@ -483,26 +517,15 @@ def _lock_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
                          by=key, direction="forward")
     start = calls["start"].to_numpy()
     end = calls["end"].to_numpy()
-    out_c, out_w = [], []
-    for (_win, target), h in held.groupby(["win", "remote"]):
-        if target < 0:
-            continue
-        h = h.reset_index(drop=True)
-        for i in range(len(h)):
-            tr, ta = h.at[i, "t_req"], h.at[i, "t_acq"]
-            if tr != tr or h.at[i, "call"] < 0:  # no request recorded
-                continue
-            other = (h["rank"] != h.at[i, "rank"]) & ((h["lock_type"] == 0) |
-                                                      (h.at[i, "lock_type"] == 0))
-            rels = h.loc[other & (h["t_acq"] <= ta) & (h["t_rel"] > tr) & (h["t_rel"] <= ta),
-                         "t_rel"]
-            if rels.empty:
-                continue
-            call = int(h.at[i, "call"])
-            released = int(rels.max())
-            out_c.append(call)
-            out_w.append(min(max(released - max(int(tr), start[call]), 0),
-                             end[call] - start[call]))
+    released = _last_conflicting_release(held)
+    t_req = held["t_req"].to_numpy(np.float64)
+    call = held["call"].to_numpy(np.int64)
+    # waited: a conflicting lock was released after the request, before the acquisition
+    hit = np.flatnonzero((call >= 0) & (released > t_req))  # NaN compares False
+    out_c = call[hit]
+    first = np.maximum(t_req[hit].astype(np.int64), start[out_c])
+    out_w = np.minimum(np.maximum(released[hit].astype(np.int64) - first, 0),
+                       end[out_c] - start[out_c])
     _set(wait, kind, np.asarray(out_c, np.int64), np.asarray(out_w, np.int64),
          KIND["lock_contention"])
 
