@@ -2,6 +2,8 @@
 MPI program with injected late senders and imbalance (call by call, as its own
 timestamps show them)."""
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from mpiscope.analysis import waitstates
@@ -150,3 +152,34 @@ def test_injected_imbalance_is_waiting_at_the_allreduce(imbalance4):
         "start"].idxmax(), "call"]
     assert (pc["wait_ns"].to_numpy()[last.to_numpy()] == 0).all()
     assert ws.skew.remaining == 0
+
+
+def _release_by_definition(held: pd.DataFrame) -> np.ndarray:
+    """Lock contention's release, lock by lock: the last release at or before the
+    acquisition of a conflicting lock another rank held on the same window and target."""
+    out = np.full(len(held), np.nan)
+    for i, me in held.iterrows():
+        if me["remote"] < 0:
+            continue
+        other = held[(held["win"] == me["win"]) & (held["remote"] == me["remote"])
+                     & (held["rank"] != me["rank"])
+                     & ((held["lock_type"] == 0) | (me["lock_type"] == 0))
+                     & (held["t_acq"] <= me["t_acq"]) & (held["t_rel"] <= me["t_acq"])]
+        if len(other):
+            out[i] = other["t_rel"].max()
+    return out
+
+
+def test_lock_contention_release_is_the_last_conflicting_one_before_acquisition():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        n = int(rng.integers(1, 40))
+        t_acq = rng.integers(0, 1000, n).astype(float)
+        t_rel = t_acq + rng.integers(0, 200, n)
+        t_rel[rng.random(n) < 0.1] = np.nan  # never released in the trace
+        held = pd.DataFrame({"rank": rng.integers(0, 4, n), "win": rng.integers(0, 2, n),
+                             "remote": rng.integers(-1, 3, n),
+                             "lock_type": rng.integers(0, 2, n), "t_acq": t_acq,
+                             "t_rel": t_rel})
+        np.testing.assert_array_equal(waitstates._last_conflicting_release(held),
+                                      _release_by_definition(held))
