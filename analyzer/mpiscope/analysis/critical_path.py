@@ -464,7 +464,7 @@ def _rank_segments(rt: RankTimeline, s_from: np.ndarray, s_to: np.ndarray,
         table = np.empty(n + 4, dtype=object)
         table[:n] = names
         table[n:] = [init, final, startup, ""]
-        return code.astype(np.int64), table
+        return code.astype(np.int32), table
 
     fn, fn_table = label(field("fn"), rt.fn_names, init_fn, final_fn, STARTUP)
     cs, cs_table = label(field("cs"), rt.cs_names, init_cs, final_cs, "")
@@ -482,11 +482,12 @@ def _labels(parts: list[dict[str, np.ndarray]], col: str, order: np.ndarray
         return pd.Categorical(np.empty(0, object))
     tables = [p[f"{col}_names"] for p in parts]
     shift = np.cumsum([0] + [len(t) for t in tables[:-1]])
-    codes = np.concatenate([p[col] + o for p, o in zip(parts, shift, strict=True)])[order]
+    codes = np.concatenate([p.pop(col) + np.int32(o)
+                            for p, o in zip(parts, shift, strict=True)])[order]
     names = np.concatenate(tables).astype(str)
-    used = np.unique(codes)
+    used = np.flatnonzero(np.bincount(codes, minlength=len(names)))
     cats, inv = np.unique(names[used], return_inverse=True)
-    lookup = np.zeros(len(names), np.int64)
+    lookup = np.zeros(len(names), np.int32)
     lookup[used] = inv
     return pd.Categorical.from_codes(lookup[codes], categories=pd.Index(cats.astype(object)))
 
@@ -509,19 +510,25 @@ def assemble(timeline: Callable[[int], RankTimeline], begin: np.ndarray,
         seg = _rank_segments(timeline(r), st[sel, 1], st[sel, 2], run_begin)
         seg["stretch"] = sel[seg["stretch"]]
         parts.append(seg)
-    cols = ["rank", "start", "end", "kind", "call", "stretch", "piece"]
-    s = {c: (np.concatenate([p[c] for p in parts]) if parts else np.empty(0, np.int64))
-         for c in cols}
-    order = np.lexsort((s["piece"], s["stretch"], s["start"]))  # time order
+    # each column joined, then put in time order, one at a time: the parts' arrays are
+    # let go as they are joined (the path of a long run has millions of segments)
+
+    def joined(col: str) -> np.ndarray:
+        return (np.concatenate([p.pop(col) for p in parts]) if parts
+                else np.empty(0, np.int64))
+
+    start = joined("start")
+    order = np.lexsort((joined("piece"), joined("stretch"), start))  # time order
+    start = start[order]
     segments = pd.DataFrame({
-        "rank": s["rank"][order].astype(np.int32), "start": s["start"][order],
-        "end": s["end"][order],
-        "kind": pd.Categorical.from_codes(s["kind"][order].astype(np.int8),
+        "rank": joined("rank")[order].astype(np.int32), "start": start,
+        "end": joined("end")[order],
+        "kind": pd.Categorical.from_codes(joined("kind")[order].astype(np.int8),
                                           categories=list(KINDS)),
         # categorical: millions of segments name a few hundred functions and call sites
         "function": _labels(parts, "function", order),
         "callsite": _labels(parts, "callsite", order),
-        "call": s["call"][order]})
+        "call": joined("call")[order]}, copy=False)
     return CriticalPath(run_begin, run_end, segments, nranks)
 
 

@@ -578,7 +578,8 @@ def combine_sums(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
 def per_iteration(trace: Trace, loop: Loop, ws) -> pd.DataFrame:
     """Seconds of compute / communication / synchronization / I/O per iteration (all ranks)."""
     c = trace.calls
-    c = c[(c["depth"] == 0)]
+    # the outermost calls' columns read, not every column of the calls copied
+    c = c[["call", "rank", "start", "end", "function", "kind"]][(c["depth"] == 0).to_numpy()]
     wait = ws.per_call["wait_ns"].to_numpy()[c["call"].to_numpy()]
     frame = call_frame(c, wait, io_completing(trace))
     # each rank's rows in their order: one stable sort by rank (none when read back in
