@@ -248,7 +248,13 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
             {"label": " one time scale for both", "value": "shared"},
             {"label": " align by iteration", "value": "iteration",
              "title": "each run shows the same iterations of its main loop (times of its own)"}],
-            value=[], className="shared")]
+            value=[], className="shared"),
+            # the runs' first calls of a function or call site at one x (Controller.follow);
+            # chosen, it decides how the panels follow each other over the boxes above
+            html.Span([html.Span("align on the first call of", className="muted"),
+                       dcc.Dropdown(id="align-event", options=ctl.event_options(),
+                                    placeholder="a function or call site (both runs')",
+                                    className="align-event")], className="align-by")]
     tabs = [dcc.Tab(label="Breakdown", value="breakdown",
                     children=_columns(n, "tab-breakdown")),
             dcc.Tab(label="Functions", value="functions", children=_columns(n, "tab-functions")),
@@ -380,7 +386,7 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   *[Input(f"finding-click-{p}", "data") for p in range(n)],
                   Input({"type": "jump", "panel": ALL, "call": ALL, "also": ALL}, "n_clicks")]
     if n == 2:
-        nav_inputs.append(Input("shared", "value"))
+        nav_inputs += [Input("shared", "value"), Input("align-event", "value")]
 
     @app.callback(Output({"type": "view", "panel": ALL}, "data"), *nav_inputs,
                   State({"type": "view", "panel": ALL}, "data"), prevent_initial_call=True)
@@ -393,7 +399,10 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         if None in views_now:
             raise PreventUpdate
         chosen = (inputs.strings(args[4 + n]) or []) if n == 2 else []
-        shared = "iteration" if "iteration" in chosen else "time" if "shared" in chosen else ""
+        event = args[5 + n] if n == 2 else None
+        shared = ("event" if n == 2 and ctl.event_shift(0, 1, event) is not None else
+                  "iteration" if "iteration" in chosen else "time" if "shared" in chosen
+                  else "")
         changed = False
         # several inputs can fire at once (e.g. a zoom while the findings list appears)
         for trig in ctx.triggered:
@@ -401,7 +410,7 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             if parsed is None:
                 continue
             ident, prop = parsed
-            new = navigation(ctl, ident, prop, trig.get("value"), views_now, shared)
+            new = navigation(ctl, ident, prop, trig.get("value"), views_now, shared, event)
             if new is not None:
                 views_now, changed = new, True
         return [v.to_dict() for v in views_now] if changed else [no_update] * n
@@ -636,19 +645,22 @@ def compare_callbacks(app: Dash, ctl: Controller) -> None:
 
 
 def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: list[View],
-               shared: str = "") -> list[View] | None:
+               shared: str = "", event: object = None) -> list[View] | None:
     """The views after one user action, or None if the action changes nothing (or is
     not one the page can send: every value is checked by mpiscope_webui.inputs).
     `shared`: how two panels follow each other ("time": one time scale, "iteration":
-    the same iterations of each run's main loop, "": not at all)."""
+    the same iterations of each run's main loop, "event": `event`, the first call of a
+    function or call site, at one x; "": not at all)."""
     n = len(views_now)
+    if ident == "align-event":
+        # choosing it brings both runs' event into view, lined up; clearing it leaves
+        # the views, the boxes then decide
+        return ctl.align_on_event(views_now, value) if prop == "value" and n == 2 else None
     if ident == "shared":
         if not shared or prop != "value":
             return None
         # the second run follows the first: ticking keeps what panel 0 shows
-        w = views_now[0].t0, views_now[0].t1
-        if shared == "iteration":  # the same iterations of its own loop
-            w = ctl.aligned_window(0, 1, *w)
+        w = ctl.follow(0, 1, views_now[0].t0, views_now[0].t1, shared, event)
         return [views_now[0], _with_window(views_now[1], *w)]
     if isinstance(ident, str) and ident.startswith("finding-click-"):
         p = next((q for q in range(n) if ident == f"finding-click-{q}"), None)
@@ -692,9 +704,9 @@ def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: 
     out = list(views_now)
     out[p] = new
     if shared and kind != "jump" and prop != "restyleData":
-        out = [new if q == p else _with_window(views_now[q], *(
-            (new.t0, new.t1) if shared == "time" else ctl.aligned_window(p, q, new.t0, new.t1)))
-            for q in range(n)]
+        out = [new if q == p else
+               _with_window(views_now[q], *ctl.follow(p, q, new.t0, new.t1, shared, event))
+               for q in range(n)]
     return out
 
 

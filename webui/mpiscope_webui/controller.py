@@ -77,6 +77,8 @@ class Controller:
         self._first = functools.lru_cache(maxsize=16)(self._draw_first)
         # the search's choices, once per trace (every page load lists them)
         self.search_options = functools.cache(self._search_options)
+        # every zoom in compare mode asks where the event is: found once per choice
+        self._first_calls = functools.lru_cache(maxsize=64)(self._first_call)
 
     def first_view(self, panel: int, width: int) -> tuple[dict, str, dict]:
         """Panel's first view (timeline figure, status, overview figure) for `width`:
@@ -129,6 +131,74 @@ class Controller:
 
         u0, u1 = one(t0), one(t1)
         return (u0, u1) if u1 > u0 else (u0, u0 + (t1 - t0))
+
+    # -- alignment by an event (compare mode) ----------------------------------------------
+    def event_options(self) -> list[dict]:
+        """The events two runs can be aligned by: the functions and call sites the search
+        offers (not tags or communicators: a message is no point in time of its own) that
+        both runs have, in the first run's order."""
+        both = [[o for o in self.search_options(p) if o["value"][:2] in ("f:", "s:")]
+                for p in range(len(self.models))]
+        common = set.intersection(*({o["value"] for o in opts} for opts in both))
+        return [o for o in both[0] if o["value"] in common]
+
+    def first_call(self, panel: int, what: object) -> int | None:
+        """The run's first call (earliest start, on any rank) of a function ("f:NAME") or
+        call site ("s:NAME\tSITE"); None if there is none or `what` is not such a value."""
+        if not isinstance(what, str) or what[:2] not in ("f:", "s:") \
+                or len(what) > 2 * inputs.MAX_NAME:
+            return None
+        return self._first_calls(panel, what)
+
+    def _first_call(self, panel: int, what: str) -> int | None:
+        rows = self.search_calls(panel, what)
+        if rows is None or not len(rows):
+            return None
+        start = self.models[panel].trace.calls["start"].to_numpy(np.int64)[rows]
+        return int(rows[np.argmin(start)])  # the lowest row of equal starts: stable
+
+    def event_shift(self, p: int, q: int, what: object) -> float | None:
+        """How much later (s) the event starts in panel q's run than in panel p's: panel
+        q shows p's window moved by this. None if either run lacks it."""
+        a, b = self.first_call(p, what), self.first_call(q, what)
+        if a is None or b is None:
+            return None
+        start = [m.trace.calls["start"] for m in (self.models[p], self.models[q])]
+        return (int(start[1].iloc[b]) - int(start[0].iloc[a])) / 1e9
+
+    def align_on_event(self, views: list[View], what: object) -> list[View] | None:
+        """Both panels at the event (`first_call`), which lines up: panel 0 keeps its
+        window if the event starts in it, else is centred on it at its width; panel 1
+        shows that window moved by the event's shift; in each the event is selected and
+        marked. None if either run lacks it."""
+        calls = [self.first_call(p, what) for p in range(len(views))]
+        d = self.event_shift(0, 1, what) if len(views) == 2 else None
+        if d is None or None in calls:
+            return None
+        out = []
+        for p, (v, call) in enumerate(zip(views, calls, strict=True)):
+            new = View.from_dict(v.to_dict())
+            t = int(self.models[p].trace.calls["start"].iloc[call]) / 1e9
+            if p == 0 and not v.t0 <= t <= v.t1:
+                half = (v.t1 - v.t0) / 2
+                new.t0, new.t1 = t - half, t + half
+            elif p > 0:
+                new.t0, new.t1 = out[0].t0 + d, out[0].t1 + d
+            new.selected, new.focus = [call], call
+            out.append(new)
+        return out
+
+    def follow(self, p: int, q: int, t0: float, t1: float, mode: str,
+               event: object = None) -> tuple[float, float]:
+        """Panel p's window [t0, t1] as panel q shows it: "time" the same, "iteration" the
+        same iterations of each run's loop, "event" moved so that `event` lines up (the
+        same times where a run lacks it)."""
+        if mode == "iteration":
+            return self.aligned_window(p, q, t0, t1)
+        if mode == "event":
+            d = self.event_shift(p, q, event) or 0.0
+            return t0 + d, t1 + d
+        return t0, t1
 
     def initial_view(self, panel: int) -> View:
         return View(*self.full_window(panel))
