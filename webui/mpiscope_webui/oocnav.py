@@ -155,14 +155,16 @@ class OocCalls:
         else:
             if navsearch.function_of(what) not in self.functions:
                 return None
-            chosen = ranks or range(len(self.first) - 1)
-            frames = [self._calls_of(int(r), ["call", "function", "callsite", "start"])
-                      for r in chosen if 0 <= int(r) < len(self.first) - 1]
-            ids = np.concatenate([navsearch.call_matches(f, what) for f in frames]
-                                 or [np.empty(0, np.int64)])
-            starts = (np.concatenate([f["start"].to_numpy(np.int64)[
-                np.isin(f["call"].to_numpy(), ids)] for f in frames]) if frames
-                else np.empty(0, np.int64))
+            chosen = [int(r) for r in (ranks or range(len(self.first) - 1))
+                      if 0 <= int(r) < len(self.first) - 1]
+            ids_of, starts_of = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+            for r in chosen:
+                f = self._calls_of(r, ["call", "function", "callsite", "start"])
+                hit = navsearch.call_matches(f, what)
+                ids_of.append(hit)
+                # a rank's file holds its calls in id order from first[r]: row = id - first
+                starts_of.append(f["start"].to_numpy(np.int64)[hit - self.first[r]])
+            ids, starts = np.concatenate(ids_of), np.concatenate(starts_of)
         got = (ids, starts)
         with self._lock:
             self._found[key] = got

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 from selenium.webdriver.common.by import By
-from test_browser_navigation import call_at, click_call, marked_at
+from selenium.webdriver.common.keys import Keys
+from test_browser_navigation import call_at, click_call, marked_at, shown_window
 
 from mpiscope.archive import reader
 from mpiscope_testing import tagtrace
@@ -203,3 +204,35 @@ def test_ooc_search_receives_by_tag_with_keys(browser, tag_url, tag_dir, size):
     for call in recvs[-2::-1]:
         body.send_keys("p")
         marked_at(browser, call)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_ooc_zoom_and_pan_keys(browser, tag_url, size):
+    """The keys the help lists move the out-of-core timeline as in memory: + halves the
+    window around its middle, - doubles it, → and ← move it a quarter of its width."""
+    browser.set_window_size(*size)
+    open_ooc(browser, tag_url)
+    a, b = 200e-6, 360e-6  # middle 280 µs, a quarter 40 µs
+    zoom_to(browser, a, b)
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys("+")
+    shown_window(browser, 240e-6, 320e-6)
+    body.send_keys("-")
+    shown_window(browser, a, b)
+    body.send_keys(Keys.ARROW_RIGHT)
+    shown_window(browser, 240e-6, 400e-6)
+    body.send_keys(Keys.ARROW_LEFT)
+    shown_window(browser, a, b)
+    assert layout_problems(browser) == []
+    # zoomed out as far as the whole run: the whole run, and no further
+    run = wait_until(browser, "const w = document.querySelector('#panel-0 [data-run]');"
+                     " return w && JSON.parse(w.dataset.run)", what="the run's extent")
+    for _ in range(3):
+        body.send_keys("-")
+    shown_window(browser, *run)
+    body.send_keys("-")
+    body.send_keys(Keys.ARROW_RIGHT)  # at the run's end: moves nothing
+    body.send_keys("+")
+    m, q = (run[0] + run[1]) / 2, (run[1] - run[0]) / 4
+    shown_window(browser, m - q, m + q)
+
