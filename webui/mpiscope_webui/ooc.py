@@ -80,7 +80,9 @@ MEMORY_SHARE = 0.5  # the rest is for the analyses, the views and everyone else
 DEFAULT_WIDTH = 1400
 MIN_WINDOW_NS = 100
 CURVES = ["summary"]  # a view's hidden curves: none can be hidden out of core
-MAX_MARKED = 500  # selected calls outlined, as in memory
+# selected calls outlined: the page selects two at most (a jump's pair); each is a read
+# of its row, so a crafted view's hundreds are not all read
+MAX_MARKED = 8
 # showTips off: Plotly's "double-click on legend" notice covered the page's top right
 GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
                 "showTips": False}

@@ -8,8 +8,8 @@ of the trace's Parquet cache, read one rank's partition at a time, never the who
 - a search: each rank's calls (function, call site, start) or each sender's messages
   (tag, communicator, the calls), a column set at a time; the matches (ids and starts)
   are kept for the last few searches, so n / p after the first are binary searches;
-- a call's messages: every sender's partition filtered on the call's id (Parquet
-  predicate push-down: the row groups whose id statistics cannot hold it are skipped).
+- a call's messages: every sender's four id columns scanned for the call's id (the cache
+  writes no statistics to skip row groups by), the senders' rows that hold it read.
 """
 
 from __future__ import annotations
@@ -58,8 +58,11 @@ class OocCalls:
         return int(np.searchsorted(self.first, call, side="right")) - 1
 
     def _file(self, table: str, value: int) -> pq.ParquetFile:
+        """One rank's file of a table, its pages' checksums verified as the cache's own
+        reads do (a cache is never trusted)."""
         key = cache.PARTITION_BY[table]
-        return pq.ParquetFile(cache.partition_path(self.tables.dir, table, key, value))
+        return pq.ParquetFile(cache.partition_path(self.tables.dir, table, key, value),
+                              page_checksum_verification=True)
 
     def row(self, call: int) -> pd.Series:
         """Call `call`'s row (CALL_COLUMNS and its rank)."""
@@ -97,11 +100,9 @@ class OocCalls:
         df["rank"] = rank
         return df
 
-    def _messages_of(self, sender: int, filters: list | None = None) -> pd.DataFrame:
+    def _messages_of(self, sender: int) -> pd.DataFrame:
         cols = [c for c in navsearch.MESSAGE_COLUMNS if c != "send_rank"]
-        path = cache.partition_path(self.tables.dir, "messages", "send_rank", sender)
-        t = pq.read_table(path, columns=cols, filters=filters, use_threads=False)
-        df = t.to_pandas()
+        df = self._file("messages", sender).read(columns=cols, use_threads=False).to_pandas()
         df["send_rank"] = np.full(len(df), sender, np.int64)
         return df
 
@@ -122,8 +123,8 @@ class OocCalls:
                 else pd.Series(dtype=np.int64))
         tags, comms = pd.Series(dtype=np.int64), pd.Series(dtype=np.int64)
         for s in self.senders:
-            m = pq.read_table(cache.partition_path(self.tables.dir, "messages", "send_rank",
-                                                   s), columns=["tag", "comm"]).to_pandas()
+            m = self._file("messages", s).read(columns=["tag", "comm"],
+                                               use_threads=False).to_pandas()
             tags = tags.add(m["tag"].value_counts(), fill_value=0)
             comms = comms.add(m["comm"].value_counts(), fill_value=0)
         used = set(site.index.get_level_values(0).astype(str)) if len(site) else set()
@@ -186,12 +187,18 @@ class OocCalls:
     # -- details ---------------------------------------------------------------------------
     def partners(self, call: int) -> pd.DataFrame:
         """The messages this call sent or received, posting or completing them (as the
-        in-memory page's navsearch.partner_messages), from every sender's partition."""
-        either = [[(c, "=", int(call))] for c in ("send_call", "recv_call",
-                                                  "send_complete_call",
-                                                  "recv_complete_call")]
-        parts = [self._messages_of(s, either) for s in self.senders]
-        parts = [p for p in parts if len(p)]
+        in-memory page's navsearch.partner_messages): every sender's four id columns
+        scanned for it (the cache keeps no statistics to skip by), the rows of those
+        senders that have it read whole."""
+        ids = ["send_call", "recv_call", "send_complete_call", "recv_complete_call"]
+        parts = []
+        for s in self.senders:
+            t = self._file("messages", s).read(columns=ids, use_threads=False)
+            hit = np.zeros(t.num_rows, bool)
+            for c in ids:
+                hit |= t[c].to_numpy() == call
+            if hit.any():
+                parts.append(self._messages_of(s)[hit])
         if not parts:
             return pd.DataFrame({c: pd.Series(dtype=np.int64)
                                  for c in navsearch.MESSAGE_COLUMNS})
