@@ -28,7 +28,7 @@ from mpiscope_webui import (
     windowstats,
 )
 from mpiscope_webui.analysis import Panels, RunNotes
-from mpiscope_webui.controller import Controller, parse_relayout, search_noun
+from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import Lanes, TraceModel
 from mpiscope_webui.timeline import View
 
@@ -533,8 +533,7 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         rs = windowstats.Scope.of(ctl.models[p], v, windowstats.WINDOW, ranks).ranks
         found = ctl.search(v, p, what, step > 0, list(rs) if rs else None)
         if found is None:
-            return (no_update, no_update,
-                    f"no {'later' if step > 0 else 'earlier'} {search_noun(what)}")
+            return no_update, no_update, navsearch.none_found(what, step > 0)
         new, call = found
         return new.to_dict(), ctl.call_details(p, call), ""
 

@@ -269,18 +269,13 @@ class Controller:
         ranks given, after (before) the call found last, else the window's start (end):
         the view centred on it, the call selected and marked; None if there is none."""
         rows = self.search_calls(panel, what, ranks)
-        if rows is None or not len(rows):
-            return None
         c = self.models[panel].trace.calls
         start = c["start"].to_numpy(np.int64)
         focus = view.focus if view.focus is not None and 0 <= view.focus < len(c) else None
-        ref = navsearch.reference(view, forward, None if focus is None else
-                                  int(start[focus]), len(c))
-        call = navsearch.next_match(rows, start[rows], ref, forward)
-        if call is None:
-            return None
-        return navsearch.centred(view, call, int(start[call]), int(c["end"].iloc[call]),
-                                 self.full_window(panel)), call
+        return navsearch.found_next(
+            view, None if rows is None else (rows, start[rows]), forward,
+            None if focus is None else int(start[focus]), len(c),
+            lambda k: (int(start[k]), int(c["end"].iloc[k])), self.full_window(panel))
 
     def focus_finding(self, view: View, panel: int, i: int) -> View:
         findings = self.models[panel].analysis().findings

@@ -179,6 +179,26 @@ def centred(view: View, call: int, s: int, e: int, full: tuple[float, float]) ->
     return v
 
 
+def found_next(view: View, found: tuple[np.ndarray, np.ndarray] | None, forward: bool,
+               focus_start: int | None, calls: int,
+               span: Callable[[int], tuple[int, int]], full: tuple[float, float]
+               ) -> tuple[View, int] | None:
+    """A search step on either page: of the matches `found` (ids, starts), the next (or
+    previous) after the call found last (`focus_start`: its start) or the window's edge,
+    and the view centred on it (`span`: a call's start and end, ns); None if none."""
+    if found is None or not len(found[0]):
+        return None
+    call = next_match(*found, reference(view, forward, focus_start, calls), forward)
+    if call is None:
+        return None
+    return centred(view, call, *span(call), full), call
+
+
+def none_found(what: object, forward: bool) -> str:
+    """The search's note when there is no further match."""
+    return f"no {'later' if forward else 'earlier'} {search_noun(what)}"
+
+
 def focused(view: View, call: int, span: tuple[int, int], also: int | None = None,
             also_span: tuple[int, int] | None = None) -> View:
     """The window centred on a call (e.g. a message's partner, its (start, end) ns) and

@@ -364,16 +364,13 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
         if isinstance(step, str):
             return no_update, no_update, step
         rs = ooctabs.scope_of(p, v, windowstats.WINDOW, ranks).ranks
-        found = calls.matches(what, list(rs) if rs else None)
-        call = None
-        if found is not None and len(found[0]):
-            focus = None if v.focus is None else calls.span(v.focus)[0]
-            ref = navsearch.reference(v, step > 0, focus, calls.total)
-            call = navsearch.next_match(*found, ref, step > 0)
-        if call is None:
-            return (no_update, no_update, f"no {'later' if step > 0 else 'earlier'} "
-                    f"{navsearch.search_noun(what)}")
-        new = navsearch.centred(v, call, *calls.span(call), (full[0], full[1]))
+        got = navsearch.found_next(v, calls.matches(what, list(rs) if rs else None),
+                                   step > 0, None if v.focus is None else
+                                   calls.span(v.focus)[0], calls.total, calls.span,
+                                   (full[0], full[1]))
+        if got is None:
+            return no_update, no_update, navsearch.none_found(what, step > 0)
+        new, call = got
         return new.to_dict(), calls.details(0, call), ""
 
     @app.callback(Output(details_id, "children"), Input("ooc-timeline", "clickData"))
