@@ -79,6 +79,9 @@ def test_compare_aligned_by_an_event(browser, url, runs, size):
             assert layout_problems(browser, p) == [], (size, p)
         assert layout_problems(browser, 0, root=".header") == [], size
         shot(browser, f"compare-event-{size[0]}")
+        browser.execute_script("document.getElementById('panel-1').scrollIntoView()")
+        shot(browser, f"compare-event-b-{size[0]}")  # the second run's mark, to look at
+        browser.execute_script("window.scrollTo(0, 0)")
         # a zoom of the second run around its event: the first follows, still lined up
         a, b = want[1] - 2e-4, want[1] + 6e-4
         browser.execute_script(f"Plotly.relayout({GD.format(p=1)}, {{'xaxis.range[0]': "
