@@ -19,6 +19,7 @@ from mpiscope_webui import (
     critical,
     firstview,
     inputs,
+    navsearch,
     safety_net,
     security,
     strip,
@@ -27,7 +28,7 @@ from mpiscope_webui import (
     windowstats,
 )
 from mpiscope_webui.analysis import Panels, RunNotes
-from mpiscope_webui.controller import Controller, parse_relayout, search_noun
+from mpiscope_webui.controller import Controller, parse_relayout
 from mpiscope_webui.model import Lanes, TraceModel
 from mpiscope_webui.timeline import View
 
@@ -182,6 +183,54 @@ def history_buttons() -> html.Span:
                      className="history")
 
 
+def search_bar(p: int, options: list[dict]) -> html.Div:
+    """Panel p's search (navsearch's values in `options`; ◀ ▶, or n / p in
+    navigation.js) and lane height: the page in memory and out of core (ooc.py) alike."""
+    return html.Div([
+        dcc.Dropdown(id={"type": "search-what", "panel": p}, className="search-what",
+                     options=options, placeholder="find a function, call "
+                     "site, tag or communicator (on the chosen ranks)"),
+        html.Button("◀ previous", id={"type": "search", "panel": p, "dir": -1},
+                    n_clicks=0, className="search-prev", title="previous match (p)"),
+        html.Button("next ▶", id={"type": "search", "panel": p, "dir": 1}, n_clicks=0,
+                    className="search-next", title="next match (n)"),
+        html.Span(id={"type": "search-note", "panel": p}, className="muted"),
+        *lane_height_choice(p),
+    ], className="search")
+
+
+def details_box(p: int) -> html.Div:
+    """Where panel p shows the call clicked, found or jumped to (both pages)."""
+    return html.Div(id={"type": "details", "panel": p}, className="details")
+
+
+def search_step(triggered: list, what: object) -> int | str | None:
+    """What a press of a search button asks (the callback's ctx.triggered): the step, -1
+    or 1, or a note to show instead (nothing chosen to find); None: no press of one."""
+    trig = triggered[0] if len(triggered) == 1 and isinstance(triggered[0], dict) else {}
+    parsed = inputs.trigger(trig.get("prop_id"))
+    if parsed is None or not inputs.clicks(trig.get("value")):
+        return None
+    if not isinstance(what, str) or len(what) > 2 * inputs.MAX_NAME:
+        return "choose what to find first"
+    tid = parsed[0] if isinstance(parsed[0], dict) else {}
+    step = inputs.integer(tid.get("dir"), -1, 2)
+    return step if step in (-1, 1) else None
+
+
+def jump_pressed(triggered: list, calls: int, panels: int) -> tuple[int, int | None] | None:
+    """The (call, call left or None) of the partner-jump button pressed (the callback's
+    ctx.triggered), checked against the panel's `calls`; None if none was pressed."""
+    trig = triggered[0] if len(triggered) == 1 and isinstance(triggered[0], dict) else {}
+    parsed = inputs.trigger(trig.get("prop_id"))
+    if parsed is None or not inputs.clicks(trig.get("value")):
+        return None
+    tid = parsed[0] if isinstance(parsed[0], dict) else {}
+    if inputs.panel(tid, panels) is None:
+        return None
+    return navsearch.jump_target(tid, calls)
+
+
 def lane_px_of(view: View, px: object) -> View | None:
     """`view` with the lane height the radio sends (None: not one it offers)."""
     chosen = inputs.integer(px, 0, inputs.MAX_LANE_PX + 1)
@@ -214,24 +263,14 @@ def _panel(ctl: Controller, p: int, width: int) -> html.Div:
                   className="overview"),
         strip.graph(p),
         html.Div(status, id={"type": "status", "panel": p}, className="status"),
-        html.Div([
-            dcc.Dropdown(id={"type": "search-what", "panel": p}, className="search-what",
-                         options=ctl.search_options(p), placeholder="find a function, call "
-                         "site, tag or communicator (on the chosen ranks)"),
-            html.Button("◀ previous", id={"type": "search", "panel": p, "dir": -1},
-                        n_clicks=0, className="search-prev", title="previous match (p)"),
-            html.Button("next ▶", id={"type": "search", "panel": p, "dir": 1}, n_clicks=0,
-                        className="search-next", title="next match (n)"),
-            html.Span(id={"type": "search-note", "panel": p}, className="muted"),
-            *lane_height_choice(p),
-        ], className="search"),
+        search_bar(p, ctl.search_options(p)),
         _lane_bar(m, p),
         html.Div([
             dcc.Graph(id={"type": "timeline", "panel": p}, figure=fig, config=GRAPH_CONFIG,
                       clear_on_unhover=True, className="timeline"),
             dcc.Tooltip(id={"type": "tip", "panel": p}, direction="bottom"),
         ], className="timeline-wrap"),
-        html.Div(id={"type": "details", "panel": p}, className="details"),
+        details_box(p),
     ], className="panel key-focus" if p == 0 and len(ctl.models) > 1 else "panel",
         id=f"panel-{p}")  # keys act on panel A until another is clicked (navigation.js)
 
@@ -248,7 +287,13 @@ def _layout(ctl: Controller, width: int = DEFAULT_WIDTH) -> html.Div:
             {"label": " one time scale for both", "value": "shared"},
             {"label": " align by iteration", "value": "iteration",
              "title": "each run shows the same iterations of its main loop (times of its own)"}],
-            value=[], className="shared")]
+            value=[], className="shared"),
+            # the runs' first calls of a function or call site at one x (Controller.follow);
+            # chosen, it decides how the panels follow each other over the boxes above
+            html.Span([html.Span("align on the first call of", className="muted"),
+                       dcc.Dropdown(id="align-event", options=ctl.event_options(),
+                                    placeholder="a function or call site (both runs')",
+                                    className="align-event")], className="align-by")]
     tabs = [dcc.Tab(label="Breakdown", value="breakdown",
                     children=_columns(n, "tab-breakdown")),
             dcc.Tab(label="Functions", value="functions", children=_columns(n, "tab-functions")),
@@ -380,7 +425,7 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   *[Input(f"finding-click-{p}", "data") for p in range(n)],
                   Input({"type": "jump", "panel": ALL, "call": ALL, "also": ALL}, "n_clicks")]
     if n == 2:
-        nav_inputs.append(Input("shared", "value"))
+        nav_inputs += [Input("shared", "value"), Input("align-event", "value")]
 
     @app.callback(Output({"type": "view", "panel": ALL}, "data"), *nav_inputs,
                   State({"type": "view", "panel": ALL}, "data"), prevent_initial_call=True)
@@ -393,7 +438,10 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
         if None in views_now:
             raise PreventUpdate
         chosen = (inputs.strings(args[4 + n]) or []) if n == 2 else []
-        shared = "iteration" if "iteration" in chosen else "time" if "shared" in chosen else ""
+        event = args[5 + n] if n == 2 else None
+        shared = ("event" if n == 2 and ctl.event_shift(0, 1, event) is not None else
+                  "iteration" if "iteration" in chosen else "time" if "shared" in chosen
+                  else "")
         changed = False
         # several inputs can fire at once (e.g. a zoom while the findings list appears)
         for trig in ctx.triggered:
@@ -401,7 +449,7 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
             if parsed is None:
                 continue
             ident, prop = parsed
-            new = navigation(ctl, ident, prop, trig.get("value"), views_now, shared)
+            new = navigation(ctl, ident, prop, trig.get("value"), views_now, shared, event)
             if new is not None:
                 views_now, changed = new, True
         return [v.to_dict() for v in views_now] if changed else [no_update] * n
@@ -476,22 +524,16 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                   prevent_initial_call=True)
     def search(_clicks, what, ranks, view):
         p = inputs.output_panel(ctx.outputs_list, n)
-        trig = ctx.triggered[0] if len(ctx.triggered) == 1 else {}
-        parsed = inputs.trigger(trig.get("prop_id"))
         v = None if p is None else ctl.view(p, view)
-        if v is None or parsed is None or not inputs.clicks(trig.get("value")):
+        step = search_step(ctx.triggered, what)
+        if v is None or step is None:
             raise PreventUpdate
-        if not isinstance(what, str) or len(what) > 2 * inputs.MAX_NAME:
-            return no_update, no_update, "choose what to find first"
-        tid = parsed[0] if isinstance(parsed[0], dict) else {}
-        step = inputs.integer(tid.get("dir"), -1, 2)
-        if step not in (-1, 1):
-            raise PreventUpdate
+        if isinstance(step, str):
+            return no_update, no_update, step
         rs = windowstats.Scope.of(ctl.models[p], v, windowstats.WINDOW, ranks).ranks
         found = ctl.search(v, p, what, step > 0, list(rs) if rs else None)
         if found is None:
-            return (no_update, no_update,
-                    f"no {'later' if step > 0 else 'earlier'} {search_noun(what)}")
+            return no_update, no_update, navsearch.none_found(what, step > 0)
         new, call = found
         return new.to_dict(), ctl.call_details(p, call), ""
 
@@ -529,17 +571,11 @@ def _callbacks(app: Dash, ctl: Controller) -> None:
                         "n_clicks"), prevent_initial_call=True)
     def partner_details(_clicks):
         p = inputs.output_panel(ctx.outputs_list, n)
-        trig = ctx.triggered[0] if len(ctx.triggered) == 1 else {}
-        parsed = inputs.trigger(trig.get("prop_id"))
-        if p is None or parsed is None or not inputs.clicks(trig.get("value")):
+        got = None if p is None else jump_pressed(ctx.triggered,
+                                                  len(ctl.models[p].trace.calls), n)
+        if got is None:
             raise PreventUpdate
-        calls = len(ctl.models[p].trace.calls)
-        tid = parsed[0] if isinstance(parsed[0], dict) else {}
-        call = inputs.integer(tid.get("call"), 0, calls)
-        also = inputs.integer(tid.get("also"), -1, calls)
-        if call is None or also is None or inputs.panel(tid, n) != p:
-            raise PreventUpdate
-        return ctl.call_details(p, call, came_from=None if also < 0 else also)
+        return ctl.call_details(p, got[0], came_from=got[1])
 
     # a tab is filled when first opened (the findings at page load): its figures and
     # tables are work the server and the page would otherwise do while the timeline draws.
@@ -636,19 +672,22 @@ def compare_callbacks(app: Dash, ctl: Controller) -> None:
 
 
 def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: list[View],
-               shared: str = "") -> list[View] | None:
+               shared: str = "", event: object = None) -> list[View] | None:
     """The views after one user action, or None if the action changes nothing (or is
     not one the page can send: every value is checked by mpiscope_webui.inputs).
     `shared`: how two panels follow each other ("time": one time scale, "iteration":
-    the same iterations of each run's main loop, "": not at all)."""
+    the same iterations of each run's main loop, "event": `event`, the first call of a
+    function or call site, at one x; "": not at all)."""
     n = len(views_now)
+    if ident == "align-event":
+        # choosing it brings both runs' event into view, lined up; clearing it leaves
+        # the views, the boxes then decide
+        return ctl.align_on_event(views_now, value) if prop == "value" and n == 2 else None
     if ident == "shared":
         if not shared or prop != "value":
             return None
         # the second run follows the first: ticking keeps what panel 0 shows
-        w = views_now[0].t0, views_now[0].t1
-        if shared == "iteration":  # the same iterations of its own loop
-            w = ctl.aligned_window(0, 1, *w)
+        w = ctl.follow(0, 1, views_now[0].t0, views_now[0].t1, shared, event)
         return [views_now[0], _with_window(views_now[1], *w)]
     if isinstance(ident, str) and ident.startswith("finding-click-"):
         p = next((q for q in range(n) if ident == f"finding-click-{q}"), None)
@@ -681,20 +720,18 @@ def navigation(ctl: Controller, ident: str | dict, prop: str, value, views_now: 
     elif kind == "timeline" and prop == "restyleData":
         new = ctl.toggle(v, p, value)
     elif kind == "jump" and prop == "n_clicks" and inputs.clicks(value):
-        calls = len(ctl.models[p].trace.calls)
-        call = inputs.integer(tid.get("call"), 0, calls)
-        also = inputs.integer(tid.get("also"), -1, calls)
-        if call is None or also is None:
+        got = navsearch.jump_target(tid, len(ctl.models[p].trace.calls))
+        if got is None:
             return None
-        new = ctl.focus_call(v, p, call, None if also < 0 else also)
+        new = ctl.focus_call(v, p, *got)
     else:
         return None
     out = list(views_now)
     out[p] = new
     if shared and kind != "jump" and prop != "restyleData":
-        out = [new if q == p else _with_window(views_now[q], *(
-            (new.t0, new.t1) if shared == "time" else ctl.aligned_window(p, q, new.t0, new.t1)))
-            for q in range(n)]
+        out = [new if q == p else
+               _with_window(views_now[q], *ctl.follow(p, q, new.t0, new.t1, shared, event))
+               for q in range(n)]
     return out
 
 

@@ -8,44 +8,19 @@ import numpy as np
 import pandas as pd
 from dash import html
 
-from mpiscope import numbers
-from mpiscope_webui import inputs, timeline
+from mpiscope_webui import inputs, navsearch, timeline
 from mpiscope_webui.model import TraceModel
 from mpiscope_webui.timeline import View
 
 MIN_WINDOW_S = 1e-7
-DETAIL_MESSAGES = 8
-SEARCH_SITES = 300  # call sites offered to the search
-SEARCH_KEYS = 100  # tags, and communicators, offered to the search
-# a message search's sides: what the user calls it, the rank column the rank set filters
-SIDES = {"recv": ("receive", "recv_rank"), "send": ("send", "send_rank")}
+DETAIL_MESSAGES = navsearch.DETAIL_MESSAGES
+SEARCH_SITES = navsearch.SEARCH_SITES
+SEARCH_KEYS = navsearch.SEARCH_KEYS
+SIDES = navsearch.SIDES
+search_noun = navsearch.search_noun
+bytes_lines = navsearch.bytes_lines
 
-
-def _equals(column: pd.Series, value: str) -> np.ndarray:
-    """column == value, on a categorical's codes where it is one (fast on millions)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        hit = np.flatnonzero(column.cat.categories.astype(str) == value)
-        return np.isin(column.cat.codes.to_numpy(), hit)
-    return column.astype(str).to_numpy() == value
-
-
-def _most_used(values: np.ndarray, n: int) -> list[int]:
-    """The n values seen most often, in ascending order (the dropdown lists tags so);
-    negative ones (none recorded) never take a place."""
-    keys, counts = np.unique(values[values >= 0], return_counts=True)
-    top = keys[np.argsort(-counts, kind="stable")[:n]]
-    return sorted(int(k) for k in top)
-
-
-def search_noun(what: object) -> str:
-    """What a search value finds, in the words of its notes ("no later receive")."""
-    if isinstance(what, str) and what[:2] in ("t:", "c:"):
-        return SIDES.get(what[2:].partition("\t")[0], ("message", ""))[0]
-    return "call"
-
-
-def _fmt_s(s: float) -> str:
-    return numbers.seconds(s, digits=4)
+_fmt_s = navsearch.fmt_s
 
 
 def run_window(model: TraceModel) -> tuple[float, float]:
@@ -77,6 +52,8 @@ class Controller:
         self._first = functools.lru_cache(maxsize=16)(self._draw_first)
         # the search's choices, once per trace (every page load lists them)
         self.search_options = functools.cache(self._search_options)
+        # every zoom in compare mode asks where the event is: found once per choice
+        self._first_calls = functools.lru_cache(maxsize=64)(self._first_call)
 
     def first_view(self, panel: int, width: int) -> tuple[dict, str, dict]:
         """Panel's first view (timeline figure, status, overview figure) for `width`:
@@ -129,6 +106,74 @@ class Controller:
 
         u0, u1 = one(t0), one(t1)
         return (u0, u1) if u1 > u0 else (u0, u0 + (t1 - t0))
+
+    # -- alignment by an event (compare mode) ----------------------------------------------
+    def event_options(self) -> list[dict]:
+        """The events two runs can be aligned by: the functions and call sites the search
+        offers (not tags or communicators: a message is no point in time of its own) that
+        both runs have, in the first run's order."""
+        both = [[o for o in self.search_options(p) if o["value"][:2] in ("f:", "s:")]
+                for p in range(len(self.models))]
+        common = set.intersection(*({o["value"] for o in opts} for opts in both))
+        return [o for o in both[0] if o["value"] in common]
+
+    def first_call(self, panel: int, what: object) -> int | None:
+        """The run's first call (earliest start, on any rank) of a function ("f:NAME") or
+        call site ("s:NAME\tSITE"); None if there is none or `what` is not such a value."""
+        if not isinstance(what, str) or what[:2] not in ("f:", "s:") \
+                or len(what) > 2 * inputs.MAX_NAME:
+            return None
+        return self._first_calls(panel, what)
+
+    def _first_call(self, panel: int, what: str) -> int | None:
+        rows = self.search_calls(panel, what)
+        if rows is None or not len(rows):
+            return None
+        start = self.models[panel].trace.calls["start"].to_numpy(np.int64)[rows]
+        return int(rows[np.argmin(start)])  # the lowest row of equal starts: stable
+
+    def event_shift(self, p: int, q: int, what: object) -> float | None:
+        """How much later (s) the event starts in panel q's run than in panel p's: panel
+        q shows p's window moved by this. None if either run lacks it."""
+        a, b = self.first_call(p, what), self.first_call(q, what)
+        if a is None or b is None:
+            return None
+        start = [m.trace.calls["start"] for m in (self.models[p], self.models[q])]
+        return (int(start[1].iloc[b]) - int(start[0].iloc[a])) / 1e9
+
+    def align_on_event(self, views: list[View], what: object) -> list[View] | None:
+        """Both panels at the event (`first_call`), which lines up: panel 0 keeps its
+        window if the event starts in it, else is centred on it at its width; panel 1
+        shows that window moved by the event's shift; in each the event is selected and
+        marked. None if either run lacks it."""
+        calls = [self.first_call(p, what) for p in range(len(views))]
+        d = self.event_shift(0, 1, what) if len(views) == 2 else None
+        if d is None or None in calls:
+            return None
+        out = []
+        for p, (v, call) in enumerate(zip(views, calls, strict=True)):
+            new = View.from_dict(v.to_dict())
+            t = int(self.models[p].trace.calls["start"].iloc[call]) / 1e9
+            if p == 0 and not v.t0 <= t <= v.t1:
+                half = (v.t1 - v.t0) / 2
+                new.t0, new.t1 = t - half, t + half
+            elif p > 0:
+                new.t0, new.t1 = out[0].t0 + d, out[0].t1 + d
+            new.selected, new.focus = [call], call
+            out.append(new)
+        return out
+
+    def follow(self, p: int, q: int, t0: float, t1: float, mode: str,
+               event: object = None) -> tuple[float, float]:
+        """Panel p's window [t0, t1] as panel q shows it: "time" the same, "iteration" the
+        same iterations of each run's loop, "event" moved so that `event` lines up (the
+        same times where a run lacks it)."""
+        if mode == "iteration":
+            return self.aligned_window(p, q, t0, t1)
+        if mode == "event":
+            d = self.event_shift(p, q, event) or 0.0
+            return t0 + d, t1 + d
+        return t0, t1
 
     def initial_view(self, panel: int) -> View:
         return View(*self.full_window(panel))
@@ -190,89 +235,33 @@ class Controller:
             return view
         if also is not None and inputs.integer(also, 0, len(c)) is None:
             also = None
-        s, e = int(c["start"].iloc[call]), int(c["end"].iloc[call])
-        lo, hi = s, e
-        if also is not None:
-            lo, hi = min(lo, int(c["start"].iloc[also])), max(hi, int(c["end"].iloc[also]))
-        pad = max((hi - lo) * 4, 20_000)
-        v = View.from_dict(view.to_dict())
-        v.t0, v.t1 = (lo - pad) / 1e9, (hi + pad) / 1e9
-        v.selected = [call] + ([also] if also is not None else [])
-        v.focus = int(call)
-        v.y_range = None
-        return v
 
-    # -- search ------------------------------------------------------------------------
-    # What the search finds, as the dropdown's values: "f:FUNCTION" (its calls),
-    # "s:FUNCTION\tSITE" (those at a call site), "t:SIDE\tTAG" and "c:SIDE\tCOMM" (the
-    # receives or sends of messages with a tag, on a communicator; SIDE "recv" or "send")
+        def span(k: int) -> tuple[int, int]:
+            return int(c["start"].iloc[k]), int(c["end"].iloc[k])
+
+        return navsearch.focused(view, call, span(call), also,
+                                 None if also is None else span(also))
+
+    # -- search (navsearch: the values, what they find, where the view goes) -------------
     def _search_options(self, panel: int) -> list[dict]:
-        """What the search can look for: every function, then its call sites (most
-        called first, SEARCH_SITES at most), then receives and sends by tag and by
-        communicator (SEARCH_KEYS of each at most, the most used), as {"label", "value"}."""
-        c = self.models[panel].trace.calls
-        out = [{"label": f, "value": f"f:{f}"} for f in self.models[panel].index.functions]
-        sites = (c.groupby(["function", "callsite"], observed=True).size()
-                 .sort_values(ascending=False).head(SEARCH_SITES))
-        out += [{"label": f"{f} at {cs}", "value": f"s:{f}\t{cs}"}
-                for (f, cs), _ in sites.items() if str(cs)]
-        return out + self._message_options(panel)
-
-    def _message_options(self, panel: int) -> list[dict]:
+        """What the search can look for (navsearch.search_options), of the whole trace."""
         model = self.models[panel]
         m = model.trace.messages
-        out = [{"label": f"{noun} with tag {t}", "value": f"t:{side}\t{t}"}
-               for t in _most_used(m["tag"].to_numpy(), SEARCH_KEYS)
-               for side, (noun, _) in SIDES.items()]
-        comms = _most_used(m["comm"].to_numpy(), SEARCH_KEYS)
-        names = [model.comm_name(k) for k in comms]
-        for k, name in zip(comms, names, strict=True):
-            if names.count(name) > 1:  # two communicators of one name: told apart
-                name = f"{name} (ref {k})"
-            out += [{"label": f"{noun} on communicator {name}", "value": f"c:{side}\t{k}"}
-                    for side, (noun, _) in SIDES.items()]
-        return out
+        return navsearch.search_options(
+            model.index.functions, navsearch.site_counts(model.trace.calls),
+            m["tag"].value_counts(), m["comm"].value_counts(), model.comm_name)
 
     def search_calls(self, panel: int, what: str, ranks: list[int] | None = None
                      ) -> np.ndarray | None:
         """The calls a search value stands for (row ids, ascending) on the ranks given
         (all: None); None if it is not a value the search offers."""
         model = self.models[panel]
-        c = model.trace.calls
-        kind, _, key = what.partition(":")
-        if kind in ("t", "c"):
-            return self._message_calls(panel, kind, key, ranks)
-        function, _, site = key.partition("\t")
-        if kind not in ("f", "s") or function not in model.index.functions:
+        if navsearch.is_message_search(what):
+            found = navsearch.message_matches(model.trace.messages, what, ranks)
+            return None if found is None else np.unique(found)
+        if navsearch.function_of(what) not in model.index.functions:
             return None
-        sel = _equals(c["function"], function)
-        if kind == "s":
-            sel &= _equals(c["callsite"], site)
-        if ranks:
-            sel &= np.isin(c["rank"].to_numpy(), ranks)
-        return np.flatnonzero(sel)
-
-    def _message_calls(self, panel: int, kind: str, key: str, ranks: list[int] | None
-                       ) -> np.ndarray | None:
-        """The receives (or sends) of the messages with a tag or on a communicator: a
-        receive is the call that completed it (the partner jump's), a send the one that
-        posted it."""
-        side, _, value = key.partition("\t")
-        # ASCII digits only: str.isdigit takes "²", which int() refuses
-        ok = value.isascii() and value.isdigit() and len(value) < 12
-        k = inputs.integer(int(value), 0, 2**31) if ok else None
-        if side not in SIDES or k is None:
-            return None
-        m = self.models[panel].trace.messages
-        sel = m["tag" if kind == "t" else "comm"].to_numpy() == k
-        if ranks:
-            sel &= np.isin(m[SIDES[side][1]].to_numpy(), ranks)
-        if side == "recv":
-            done, posted = m["recv_complete_call"].to_numpy(), m["recv_call"].to_numpy()
-            calls = np.where(done >= 0, done, posted)[sel]
-        else:
-            calls = m["send_call"].to_numpy()[sel]
-        return np.unique(calls[calls >= 0]).astype(np.int64)
+        return navsearch.call_matches(model.trace.calls, what, ranks)
 
     def search(self, view: View, panel: int, what: str, forward: bool,
                ranks: list[int] | None = None) -> tuple[View, int] | None:
@@ -280,47 +269,13 @@ class Controller:
         ranks given, after (before) the call found last, else the window's start (end):
         the view centred on it, the call selected and marked; None if there is none."""
         rows = self.search_calls(panel, what, ranks)
-        if rows is None or not len(rows):
-            return None
         c = self.models[panel].trace.calls
-        start = c["start"].to_numpy(np.int64)[rows]
-        order = np.lexsort((rows, start))
-        rows, start = rows[order], start[order]
-        if view.focus is not None and 0 <= view.focus < len(c):
-            ref = (int(c["start"].iloc[view.focus]), int(view.focus))
-        else:
-            ref = (int(round((view.t0 if forward else view.t1) * 1e9)), -1 if forward
-                   else len(c))
-        # (start, row) after / before ref, in that order
-        if forward:
-            i = np.searchsorted(start, ref[0], side="left")
-            while i < len(rows) and (start[i], rows[i]) <= ref:
-                i += 1
-            if i >= len(rows):
-                return None
-        else:
-            i = np.searchsorted(start, ref[0], side="right") - 1
-            while i >= 0 and (start[i], rows[i]) >= ref:
-                i -= 1
-            if i < 0:
-                return None
-        call = int(rows[i])
-        return self._centred(view, panel, call), call
-
-    def _centred(self, view: View, panel: int, call: int) -> View:
-        """The view centred on a call found, at its width (from the whole run: close
-        enough to see the call), the call selected and marked."""
-        c = self.models[panel].trace.calls
-        s, e = int(c["start"].iloc[call]), int(c["end"].iloc[call])
-        width = view.t1 - view.t0
-        full = self.full_window(panel)
-        if width >= 0.9 * (full[1] - full[0]):
-            width = max(40 * (e - s), 100_000) / 1e9
-        mid = (s + e) / 2e9
-        v = View.from_dict(view.to_dict())
-        v.t0, v.t1 = mid - width / 2, mid + width / 2
-        v.selected, v.focus = [call], call
-        return v
+        start = c["start"].to_numpy(np.int64)
+        focus = view.focus if view.focus is not None and 0 <= view.focus < len(c) else None
+        return navsearch.found_next(
+            view, None if rows is None else (rows, start[rows]), forward,
+            None if focus is None else int(start[focus]), len(c),
+            lambda k: (int(start[k]), int(c["end"].iloc[k])), self.full_window(panel))
 
     def focus_finding(self, view: View, panel: int, i: int) -> View:
         findings = self.models[panel].analysis().findings
@@ -360,30 +315,12 @@ class Controller:
     def call_lines(self, panel: int, call: int) -> list[tuple[str, str]]:
         model = self.models[panel]
         c = model.call_row(call)
-        dur = (int(c["end"]) - int(c["start"])) / 1e9
-        rows = [("function", str(c["function"])), ("rank", str(int(c["rank"]))),
-                ("start", _fmt_s(int(c["start"]) / 1e9)), ("duration", _fmt_s(dur))]
-        rows += bytes_lines(str(c["function"]), str(c["kind"]), int(c["bytes_sent"]),
-                            int(c["bytes_recv"]))
-        if int(c["peer"]) >= 0:
-            rows.append(("peer", f"rank {int(c['peer'])}"))
-        if int(c["tag"]) >= 0:
-            rows.append(("tag", str(int(c["tag"]))))
-        if int(c["comm"]) >= 0:
-            rows.append(("communicator", model.comm_name(int(c["comm"]))))
         pid = self.callpath_id(panel, call)
         paths = model.session.paths
         frames = paths.path(pid)
-        rows.append(("call site", (paths.frame(pid) if frames else str(c["callsite"]))
-                      or "unknown"))
-        if len(frames) > 1:
-            rows.append(("call path", " <- ".join(frames)))
-        if model.wait_ns is not None:
-            w = int(model.wait_ns[call])
-            if w > 0:
-                share = 100 * w / 1e9 / max(dur, 1e-12)
-                rows.append(("waiting", f"{_fmt_s(w / 1e9)} ({share:.0f}%)"))
-        return rows
+        site = paths.frame(pid) if frames else str(c["callsite"])
+        wait = None if model.wait_ns is None else int(model.wait_ns[call])
+        return navsearch.call_lines(c, model.comm_name, site, frames, wait)
 
     def callpath_id(self, panel: int, call: int) -> int:
         """The call path id of a call, -1 if none was recorded."""
@@ -482,36 +419,20 @@ class Controller:
             lines = self.bin_lines(panel, view, width_px, pt.x, int(round(pt.y)))
         else:
             return False, None, []
-        return True, pt.bbox, [_table(lines)]
+        return True, pt.bbox, [navsearch.table(lines)]
 
     def partners(self, panel: int, call: int) -> pd.DataFrame:
         """Messages this call sent or received (posting or completing them)."""
-        m = self.models[panel].trace.messages
-        hit = ((m["send_call"] == call) | (m["recv_call"] == call)
-               | (m["send_complete_call"] == call) | (m["recv_complete_call"] == call))
-        return m[hit].head(DETAIL_MESSAGES)
+        return navsearch.partner_messages(self.models[panel].trace.messages, call)
 
     def call_details(self, panel: int, call: int, came_from: int | None = None) -> list:
-        """A call's details, its path and a jump to the partner of each of its messages,
-        saying which way the message went. `came_from`: the call a partner jump left (the
-        details then say the jump's result: this call is selected and marked)."""
-        head = "Call"
-        if came_from is not None:
-            c = self.models[panel].trace.calls
-            head = (f"Partner selected: rank {int(c['rank'].iloc[call])}, "
-                    f"{c['function'].iloc[call]} (marked in the timeline)")
-        out = [html.H4(head, className="partner-head" if came_from is not None else ""),
-               _table(self.call_lines(panel, call)), *self.callpath_list(panel, call)]
-        for _, m in self.partners(panel, call).iterrows():
-            sender = call in (int(m["send_call"]), int(m["send_complete_call"]))
-            other = int(m["recv_complete_call"] if sender else m["send_call"])
-            what = (f"sent {int(m['bytes']):,} B to rank {int(m['recv_rank'])}" if sender else
-                    f"received {int(m['bytes']):,} B from rank {int(m['send_rank'])}")
-            if other >= 0:
-                out.append(_jump(panel, other, call,
-                                 f"{what} (tag {int(m['tag'])}) → jump to the "
-                                 f"{'receive' if sender else 'send'}"))
-        return out
+        """A call's details, its path and a jump to the partner of each of its messages
+        (navsearch.call_details). `came_from`: the call a partner jump left."""
+        c = self.models[panel].trace.calls
+        who = int(c["rank"].iloc[call]), str(c["function"].iloc[call])
+        return navsearch.call_details(panel, call, who, self.call_lines(panel, call),
+                                      self.callpath_list(panel, call),
+                                      self.partners(panel, call), came_from)
 
     def details(self, panel: int, click: dict | None) -> list:
         hit = self._point(panel, click)
@@ -523,63 +444,17 @@ class Controller:
         if name == "messages" and pt.customdata is not None:
             row = pt.customdata
             m = self.models[panel].trace.messages.iloc[row]
-            out = [html.H4("Message"), _table(self.message_lines(panel, row))]
+            out = [html.H4("Message"), navsearch.table(self.message_lines(panel, row))]
             send, recv = int(m["send_call"]), int(m["recv_complete_call"])
             if send >= 0:
-                out.append(_jump(panel, send, recv if recv >= 0 else None, "→ the send"))
+                out.append(navsearch.jump(panel, send, recv if recv >= 0 else None,
+                                          "→ the send"))
             if recv >= 0:
-                out.append(_jump(panel, recv, send if send >= 0 else None, "→ the receive"))
+                out.append(navsearch.jump(panel, recv, send if send >= 0 else None,
+                                          "→ the receive"))
             return out
         if name == timeline.REGION_HOVER and pt.customdata is not None:
-            return [html.H4("User region"), _table(self.region_lines(panel, pt.customdata))]
+            return [html.H4("User region"),
+                    navsearch.table(self.region_lines(panel, pt.customdata))]
         return [html.Div("Zoom in to see the single calls of a summary block.",
                          className="muted")]
-
-
-# what an RMA or MPI-IO call's bytes are (docs/data-model.md: bytes_sent holds the bytes
-# put, written or sent to an atomic; bytes_recv those got, read or fetched)
-RMA_PUT = ("MPI_Put", "MPI_Rput")
-RMA_GET = ("MPI_Get", "MPI_Rget")
-RMA_ATOMIC = ("MPI_Accumulate", "MPI_Raccumulate", "MPI_Get_accumulate", "MPI_Rget_accumulate",
-              "MPI_Fetch_and_op", "MPI_Compare_and_swap")
-
-
-def _bytes(n: int) -> str:
-    """Exact bytes, and in KiB/MiB/GiB beside them where that reads easier."""
-    return f"{n:,} B" if n < 1024 else f"{n:,} B ({numbers.size(n)})"
-
-
-def bytes_lines(function: str, kind: str, sent: int, received: int) -> list[tuple[str, str]]:
-    """The bytes a call moved, said as what they are for its kind of call."""
-    if not sent and not received:
-        return []
-    if function in RMA_PUT:
-        return [("bytes put", f"{_bytes(sent)} into the target's window")]
-    if function in RMA_GET:
-        return [("bytes got", f"{_bytes(received)} from the target's window")]
-    if function in RMA_ATOMIC:
-        out = [("bytes to target", f"{_bytes(sent)} (origin data of the atomic update)")]
-        if received:
-            out.append(("bytes fetched", f"{_bytes(received)} (the target's former data)"))
-        return out
-    if function.startswith("MPI_File_") or kind == "io":
-        out = []
-        if sent:
-            out.append(("bytes written", _bytes(sent)))
-        if received:
-            out.append(("bytes read", _bytes(received)))
-        return out
-    if kind in ("rma", "rma_sync"):
-        return [("bytes", f"{_bytes(sent)} to the target, {_bytes(received)} from it")]
-    return [("bytes", f"{sent:,} sent, {received:,} received")]
-
-
-def _table(rows: list[tuple[str, str]]) -> html.Table:
-    return html.Table([html.Tr([html.Th(k), html.Td(v)]) for k, v in rows],
-                      className="kv")
-
-
-def _jump(panel: int, call: int, also: int | None, text: str) -> html.Button:
-    return html.Button(text, id={"type": "jump", "panel": panel, "call": int(call),
-                                 "also": -1 if also is None else int(also)},
-                       n_clicks=0, className="jump")

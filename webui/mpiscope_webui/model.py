@@ -313,6 +313,11 @@ class TraceModel:
         return self.trace.calls.iloc[int(call)]
 
     def comm_name(self, comm: int) -> str:
-        c = self.trace.comms
-        hit = c[c["comm"] == comm]
-        return str(hit["name"].iloc[0]) if len(hit) else ("-" if comm < 0 else f"comm {comm}")
+        return comm_label(self.trace.comms, comm)
+
+
+def comm_label(comms: pd.DataFrame, comm: int) -> str:
+    """A communicator's name from a trace's comms table (in memory, or the cache's out
+    of core)."""
+    hit = comms[comms["comm"] == comm]
+    return str(hit["name"].iloc[0]) if len(hit) else ("-" if comm < 0 else f"comm {comm}")

@@ -15,9 +15,10 @@ Messages, Profiles and Call tree tabs follow the zoom and the rank set
 (mpiscope_webui.oocwindow: the functions from the pyramid and its detail, the breakdown
 and the messages from each rank's measured calls and sent messages that the profiles'
 pass writes; mpiscope_webui.oocprofiles: the profiles and the call tree from each rank's
-calls and user regions written by the same pass, for scopes of at most its bound). What
-needs the whole trace in memory (details of a call, compare mode) is not offered in this
-mode, and its tab says so in one line.
+calls and user regions written by the same pass, for scopes of at most its bound). The
+search (n / p), a click's call details and the partner jump are the in-memory page's
+(navsearch, on the cache's rows read a rank at a time: mpiscope_webui.oocnav), as is the
+keys' help. Compare mode needs both traces in memory and is not offered in this mode.
 
 `serve` uses it when MPISCOPE_TIMELINE_OOC=1, or, unless MPISCOPE_TIMELINE_OOC=0, when
 the trace's cache says its tables would not fit: rows x BYTES_PER_ROW above the memory
@@ -30,11 +31,12 @@ import functools
 import json
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import flask
 import numpy as np
-from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from mpiscope import numbers
@@ -46,6 +48,8 @@ from mpiscope_webui import (
     bundle,
     firstview,
     inputs,
+    navsearch,
+    oocnav,
     oocprofiles,
     ooctabs,
     oocwindow,
@@ -56,11 +60,15 @@ from mpiscope_webui import (
     windowstats,
 )
 from mpiscope_webui.app import (
+    details_box,
     export_buttons,
     history_buttons,
+    jump_pressed,
+    keys_help,
     lane_bar,
-    lane_height_choice,
     lane_px_of,
+    search_bar,
+    search_step,
     url_callbacks,
 )
 from mpiscope_webui.geometry import rects, typed
@@ -72,6 +80,9 @@ MEMORY_SHARE = 0.5  # the rest is for the analyses, the views and everyone else
 DEFAULT_WIDTH = 1400
 MIN_WINDOW_NS = 100
 CURVES = ["summary"]  # a view's hidden curves: none can be hidden out of core
+# selected calls outlined: the page selects two at most (a jump's pair); each is a read
+# of its row, so a crafted view's hundreds are not all read
+MAX_MARKED = 8
 # showTips off: Plotly's "double-click on legend" notice covered the page's top right
 GRAPH_CONFIG = {"scrollZoom": True, "displaylogo": False, "responsive": False,
                 "showTips": False}
@@ -225,6 +236,10 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
     bundle.install_compile_hints(server, lambda: app.compile_hints)
     full = [p.origin / 1e9, (p.origin + p.span - 2) / 1e9]
     lanes = LaneSource(trace_dir, p)
+    calls = oocnav.OocCalls(lanes.tables)
+    # the search's call sites and tags are counted rank by rank: not on the first
+    # view's way (the dropdown lists the functions until then, search-poll below)
+    threading.Thread(target=calls.search_options, daemon=True).start()
     info = (f"{numbers.count(p.num_ranks, 'rank')} · {numbers.seconds((p.span - 2) / 1e9, 4)} · "
             f"{sum(man['calls']):,} MPI "
             f"calls · out-of-core timeline (the tabs: the Dask engine's analysis of the whole run; "
@@ -246,7 +261,7 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
         fig, status = first(width)
         return html.Div([
             html.Div([html.H1("mpiscope"), html.Span(Path(trace_dir).name, className="muted"),
-                      history_buttons()], className="header"),
+                      history_buttons(), keys_help(1)], className="header"),
             dcc.Store(id="boot", data=0), dcc.Store(id="viewport", data=width),
             dcc.Store(id="url-pop"), dcc.Store(id="url-sync"),
             html.Div(html.Div([
@@ -255,10 +270,15 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
                          className="panel-head"),
                 dcc.Store(id={"type": "view", "panel": 0}, data=View(*full).to_dict()),
                 html.Div(status, id="ooc-status", className="status"),
-                html.Div(lane_height_choice(0), className="search"),
+                search_bar(0, search_options()),
+                dcc.Interval(id="search-poll", interval=1000,
+                             disabled=calls.options_ready()),
                 lane_bar(lanes.default, lanes.count, 0),
+                # the run's extent: the keys zoom out no further (navigation.js)
                 html.Div(dcc.Graph(id="ooc-timeline", className="timeline", figure=fig,
-                                   config=GRAPH_CONFIG), className="timeline-wrap"),
+                                   config=GRAPH_CONFIG), className="timeline-wrap",
+                         **{"data-run": json.dumps(full)}),
+                details_box(0),
             ], className="panel", id="panel-0"), id="timelines"),
             windowstats.scope_bar(p.num_ranks),
             dcc.Store(id="ooc-filled"),
@@ -269,6 +289,12 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
             dcc.Interval(id="ooc-poll", interval=1000, disabled=False),
         ], className="page")
 
+    def search_options() -> list[dict]:
+        """The search's choices: all of them once counted, the functions until then."""
+        if calls.options_ready():
+            return calls.search_options()
+        return [{"label": f, "value": f"f:{f}"} for f in p.functions]
+
     app.layout = layout
     app.first_view = still
     app.clientside_callback(firstview.MEASURE_WIDTH, Output("viewport", "data"),
@@ -277,8 +303,8 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
     view_id = {"type": "view", "panel": 0}
 
     def checked(data: object) -> View | None:
-        return inputs.view(data, (full[0], full[1]), MIN_WINDOW_NS / 1e9, 0, CURVES,
-                           p.num_streams, p.num_ranks)
+        return inputs.view(data, (full[0], full[1]), MIN_WINDOW_NS / 1e9, calls.total,
+                           CURVES, p.num_streams, p.num_ranks)
 
     # one callback from the zoom to its figure: a separate one for the window (relayout →
     # view store → figure) cost the page a second round trip per zoom. Not at page load:
@@ -304,11 +330,71 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
                 raise PreventUpdate
             window = current(view)  # a new width or lanes: the same window
         a, b = window
-        fig, status = figure(p, a, b, width, lanes.lanes(v.lanes), v.lane_px)
+        shown = lanes.lanes(v.lanes)
+        fig, status = figure(p, a, b, width, shown, v.lane_px, marks_of(calls, p, v, shown))
         if [a, b] == view:
             return fig, status, no_update
         v.t0, v.t1 = a, b
         return fig, status, v.to_dict()
+
+    # search, a click's details and the partner jump: the in-memory page's (navsearch),
+    # on the cache's rows (oocnav)
+    details_id = {"type": "details", "panel": 0}
+
+    @app.callback(Output({"type": "search-what", "panel": 0}, "options"),
+                  Output("search-poll", "disabled"), Input("search-poll", "n_intervals"),
+                  prevent_initial_call=True)
+    def search_choices(_tick):
+        if not calls.options_ready():
+            raise PreventUpdate
+        return calls.search_options(), True
+
+    @app.callback(Output(view_id, "data", allow_duplicate=True),
+                  Output(details_id, "children", allow_duplicate=True),
+                  Output({"type": "search-note", "panel": 0}, "children"),
+                  Input({"type": "search", "panel": 0, "dir": ALL}, "n_clicks"),
+                  State({"type": "search-what", "panel": 0}, "value"),
+                  State("rankset", "value"), State(view_id, "data"),
+                  prevent_initial_call=True)
+    def search(_clicks, what, ranks, stored):
+        v = checked(stored)
+        step = search_step(ctx.triggered, what)
+        if v is None or step is None:
+            raise PreventUpdate
+        if isinstance(step, str):
+            return no_update, no_update, step
+        rs = ooctabs.scope_of(p, v, windowstats.WINDOW, ranks).ranks
+        got = navsearch.found_next(v, calls.matches(what, list(rs) if rs else None),
+                                   step > 0, None if v.focus is None else
+                                   calls.span(v.focus)[0], calls.total, calls.span,
+                                   (full[0], full[1]))
+        if got is None:
+            return no_update, no_update, navsearch.none_found(what, step > 0)
+        new, call = got
+        return new.to_dict(), calls.details(0, call), ""
+
+    @app.callback(Output(details_id, "children"), Input("ooc-timeline", "clickData"))
+    def details(click):
+        pt = inputs.point(click, 2)
+        if pt is None or pt.curve != HOVER_CURVE or pt.customdata is None \
+                or pt.customdata >= calls.total:
+            return [html.Div("Zoom in until single calls are drawn, then click one for "
+                             "its details.", className="muted")]
+        return calls.details(0, pt.customdata)
+
+    @app.callback(Output(view_id, "data", allow_duplicate=True),
+                  Output(details_id, "children", allow_duplicate=True),
+                  Input({"type": "jump", "panel": 0, "call": ALL, "also": ALL}, "n_clicks"),
+                  State(view_id, "data"), prevent_initial_call=True)
+    def partner(_clicks, stored):
+        v = checked(stored)
+        got = None if v is None else jump_pressed(ctx.triggered, calls.total, 1)
+        if got is None:
+            raise PreventUpdate
+        call, also = got
+        new = navsearch.focused(v, call, calls.span(call), also,
+                                None if also is None else calls.span(also))
+        return new.to_dict(), calls.details(0, call, came_from=also)
 
     results: list[ooctabs.Results] = []  # started by the first page that shows a tab
     started = threading.Lock()
@@ -400,14 +486,41 @@ def create_app(trace_dir: Path | str, *, guard: security.Guard | None = None,
     bundle.warm(server, guard.token)  # Dash set up before any browser asks
     app.pyramid = p  # for tests and benchmarks
     app.lanes = lanes
+    app.calls = calls
     app.results = results
     return app
 
 
+HOVER_CURVE = 1  # the curve of the states' click targets (figure)
+
+
+@dataclass
+class Marks:
+    """The calls a view selects (outlined) and the one it marks, as (start, end, lane)
+    (s, s, lane) of those in a lane shown."""
+
+    selected: list[tuple[float, float, int]]
+    focus: tuple[float, float, int] | None
+
+
+def marks_of(calls: oocnav.OocCalls, p: pyramid.Pyramid, v: View, lanes: Lanes) -> Marks:
+    """The view's selected calls and its marked one, from the cache's rows."""
+    def one(call: int) -> tuple[float, float, int] | None:
+        c = calls.row(call)
+        stream = p.streams.find(np.array([int(c["rank"])]), np.array([int(c["thread"])]))
+        lane = int(lanes.lane_of_stream[stream[0]]) if stream[0] >= 0 else -1
+        return (int(c["start"]) / 1e9, int(c["end"]) / 1e9, lane) if lane >= 0 else None
+
+    sel = [m for m in (one(c) for c in v.selected[:MAX_MARKED]) if m is not None]
+    return Marks(sel, None if v.focus is None else one(v.focus))
+
+
 def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int,
-           lanes: Lanes, lane_px: int | None = None) -> tuple[dict, str]:
+           lanes: Lanes, lane_px: int | None = None, marks: Marks | None = None
+           ) -> tuple[dict, str]:
     """The timeline of [a, b] (s) as a Plotly figure with `lanes`, `lane_px` pixels a lane
-    (None: from the number of lanes, as in memory), and its status line."""
+    (None: from the number of lanes, as in memory), `marks` drawn as on the in-memory
+    page, and its status line."""
     plot_px = max(width_px - timeline.MARGIN_L - timeline.MARGIN_R, 50)
     out = pyramid.query(p, int(round(a * 1e9)) - p.origin, int(round(b * 1e9)) - p.origin,
                         plot_px, shown=lanes.lane_of_stream >= 0)
@@ -434,6 +547,12 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int,
     depth = out.index.depth[v.states] if out.index is not None else np.empty(0, np.int64)
     half = np.maximum(timeline.HALF - timeline.NEST * depth, 0.08)
     xs0, xs1 = to_s(v.state_start), to_s(v.state_end)
+    # the states' centres, not drawn: what a click reaches (its call id), as in memory
+    calls = out.index.call[v.states] if out.index is not None else np.empty(0, np.int64)
+    traces.append({"type": "scatter", "name": "hover", "x": typed((xs0 + xs1) / 2),
+                   "y": typed(rank, "f4"), "mode": "none", "hoveron": "points",
+                   "showlegend": False, "customdata": [int(c) for c in calls],
+                   "hoverinfo": "none"})
     cs = palette.colours(names)
     for code, name in enumerate(names):
         sel = fcode == code
@@ -445,6 +564,10 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int,
                        "hoverinfo": "skip"})
     n = len(lanes.ranks)
     lane_px = lane_px or int(np.clip(560 / max(n, 1), 8, 28))
+    marks = marks or Marks([], None)
+    s_per_px = (b - a) / plot_px
+    sel = np.array(marks.selected, np.float64).reshape(-1, 3)
+    traces.append(timeline.selected_curve(sel[:, 0], sel[:, 1], sel[:, 2], s_per_px, lane_px))
     boundaries = [i - 0.5 for i in range(1, n) if lanes.hosts[i] != lanes.hosts[i - 1]]
     top = timeline.top_margin(list(names), width_px)
     layout = {
@@ -462,7 +585,8 @@ def figure(p: pyramid.Pyramid, a: float, b: float, width_px: int,
                   "tickfont": {"size": max(6, min(11, lane_px - 1))}},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
                     "line": {"color": "#555555", "width": 1, "dash": "dot"}}
-                   for y in boundaries]}
+                   for y in boundaries]
+        + ([timeline.focus_rect(*marks.focus)] if marks.focus else [])}
     status = (f"{a:.6f} – {b:.6f} s · from the {out.source} · {len(v.states)} states drawn, "
               f"{v.summary_cells()} summary cells · {out.calls_read:,} calls read")
     return {"data": traces, "layout": layout}, status

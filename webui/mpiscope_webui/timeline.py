@@ -376,13 +376,11 @@ def render(model: TraceModel, view: View, width_px: int, *, max_exact: int = lod
         c = model.trace.calls
         ss = c["start"].to_numpy(np.int64)[sel_calls] - origin
         se = c["end"].to_numpy(np.int64)[sel_calls] - origin
-        sl = call_lane[sel_calls]
-        x, y = frames(to_s(ss), to_s(se), sl - 0.48, sl + 0.48, 2.5 * s_per_px,
-                       2.5 / lane_px)
+        traces.append(selected_curve(to_s(ss), to_s(se), call_lane[sel_calls], s_per_px,
+                                     lane_px))
     else:
-        x, y = np.empty(0), np.empty(0, np.float32)
-    traces.append(_scatter("selected", x, y, mode="none", fill="toself", hoverinfo="skip",
-                           fillcolor="#000000", showlegend=False))
+        traces.append(selected_curve(np.empty(0), np.empty(0), np.empty(0), s_per_px,
+                                     lane_px))
 
     if (view.focus is not None and 0 <= view.focus < len(model.trace.calls)
             and call_lane[view.focus] >= 0):
@@ -476,10 +474,29 @@ def focus_shape(model: TraceModel, call: int, to_s, origin: int,
     s = int(c["start"].iloc[call]) - origin
     e = int(c["end"].iloc[call]) - origin
     lanes = lanes or model.lanes
-    lane = float(lanes.lane_of_stream[model.streams.of_call[call]])
+    return focus_rect(float(to_s(s)), float(to_s(e)),
+                      float(lanes.lane_of_stream[model.streams.of_call[call]]))
+
+
+def focus_rect(x0: float, x1: float, lane: float) -> dict:
+    """The mark of the call a partner jump or search went to, from x0 to x1 (s) in a
+    lane: both pages draw it so (the out-of-core one from the cache's row)."""
     return {"type": "rect", "name": "partner", "xref": "x", "yref": "y", "layer": "above",
-            "x0": float(to_s(s)), "x1": float(to_s(e)), "y0": lane - 0.5, "y1": lane + 0.5,
+            "x0": x0, "x1": x1, "y0": lane - 0.5, "y1": lane + 0.5,
             "fillcolor": FOCUS_FILL, "line": {"color": FOCUS_LINE, "width": 2}}
+
+
+def selected_curve(x0: np.ndarray, x1: np.ndarray, lane: np.ndarray, s_per_px: float,
+                   lane_px: float) -> dict:
+    """The outlines of the selected calls (from x0 to x1, s, in their lanes), a frame
+    2.5 px wide around each: the "selected" curve of both pages."""
+    if len(x0):
+        lane = np.asarray(lane, np.float64)
+        x, y = frames(x0, x1, lane - 0.48, lane + 0.48, 2.5 * s_per_px, 2.5 / lane_px)
+    else:
+        x, y = np.empty(0), np.empty(0, np.float32)
+    return _scatter("selected", x, y, mode="none", fill="toself", hoverinfo="skip",
+                    fillcolor="#000000", showlegend=False)
 
 
 REGION_LEGEND = "#d9cbb0"  # the legend swatch of user regions (each name has its colour)

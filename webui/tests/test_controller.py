@@ -257,3 +257,54 @@ def test_search_by_tag_and_communicator(tags):
 def test_search_values_not_offered_find_nothing(tags, what):
     assert tags.search_calls(0, what) is None
     assert tags.search(tags.initial_view(0), 0, what, True) is None
+
+
+@pytest.fixture(scope="module")
+def halo(tmp_path_factory):
+    """The halo program with and without its Allreduce (comparetraces.halo_pair): rank 0
+    reaches MPI_Finalize at 54.0 ms in the first run, at 50.0 ms in the second."""
+    before, after = comparetraces.halo_pair(tmp_path_factory.mktemp("halo-event"))
+    return Controller([TraceModel.build(reader.load(d)) for d in (before, after)])
+
+
+def first_start(ctl: Controller, p: int, function: str) -> float:
+    c = ctl.models[p].trace.calls
+    return float(c.loc[c["function"] == function, "start"].min()) / 1e9
+
+
+def test_align_by_event_lines_up_the_first_call(halo):
+    """Choosing an event shows each run's first call of it at the same place of its
+    panel's window, selected and marked, and a zoom of either panel keeps it so; an event
+    one run lacks (the fix removed the Allreduce) is not offered and changes nothing."""
+    ctl = halo
+    values = [o["value"] for o in ctl.event_options()]
+    assert "s:MPI_Finalize\tapp.c:80" in values and "f:MPI_Waitall" in values
+    assert not any("MPI_Allreduce" in v for v in values)  # only in the first run
+    ta, tb = first_start(ctl, 0, "MPI_Finalize"), first_start(ctl, 1, "MPI_Finalize")
+    assert tb - ta == pytest.approx(-4e-3)
+    v = [ctl.initial_view(0), ctl.initial_view(1)]
+    what = "s:MPI_Finalize\tapp.c:80"
+    both = navigation(ctl, "align-event", "value", what, v, "event", what)
+    assert (both[0].t0, both[0].t1) == (v[0].t0, v[0].t1)  # in A's window: A stays
+    assert ta - both[0].t0 == pytest.approx(tb - both[1].t0, abs=1e-12)
+    assert both[1].t1 - both[1].t0 == pytest.approx(both[0].t1 - both[0].t0)
+    for p, t in enumerate((ta, tb)):
+        call = both[p].focus
+        assert both[p].selected == [call]
+        assert ctl.models[p].trace.calls["start"].iloc[call] / 1e9 == t
+    # a zoom of B: A follows, the event still at one offset into both windows
+    tl1 = json.dumps({"panel": 1, "type": "timeline"}, separators=(",", ":"))
+    z = navigation(ctl, tl1, "relayoutData", {"xaxis.range[0]": tb - 1e-4,
+                                              "xaxis.range[1]": tb + 3e-4}, both, "event", what)
+    assert (z[1].t0, z[1].t1) == pytest.approx((tb - 1e-4, tb + 3e-4))
+    assert (z[0].t0, z[0].t1) == pytest.approx((ta - 1e-4, ta + 3e-4))
+    # A zoomed away from it (to its start): choosing it again centres A on it
+    away = navigation(ctl, TL, "relayoutData", {"xaxis.range[0]": 0.0,
+                                                "xaxis.range[1]": 1e-3}, z, "")
+    again = navigation(ctl, "align-event", "value", "f:MPI_Finalize", away, "event",
+                       "f:MPI_Finalize")
+    assert (again[0].t0, again[0].t1) == pytest.approx((ta - 5e-4, ta + 5e-4))
+    assert (again[1].t0, again[1].t1) == pytest.approx((tb - 5e-4, tb + 5e-4))
+    assert navigation(ctl, "align-event", "value", "f:MPI_Allreduce", v, "event") is None
+    assert navigation(ctl, "align-event", "value", None, v, "") is None
+    assert ctl.follow(0, 1, 0.1, 0.2, "event", "f:MPI_Allreduce") == (0.1, 0.2)

@@ -43,13 +43,22 @@
 
   const graph = (sel) => document.querySelector(`#timelines #panel-${keyPanel} ${sel} .js-plotly-plot`);
   // the window [a, b] → f(a, b, run start, run end), as a zoom of the timeline (the
-  // server gets it as it gets a mouse zoom); the run's extent is the overview's range
+  // server gets it as it gets a mouse zoom); the run's extent is the overview's range,
+  // or (the out-of-core page has no overview) the one its timeline's box carries
+  function runExtent() {
+    const ov = graph(".overview");
+    if (ov && ov._fullLayout) return ov._fullLayout.xaxis.range.map(Number);
+    const box = document.querySelector(`#timelines #panel-${keyPanel} [data-run]`);
+    try {
+      const r = box ? JSON.parse(box.dataset.run).map(Number) : null;
+      if (r && r.length === 2 && r.every(Number.isFinite)) return r;
+    } catch (e) { /* no extent: unbounded */ }
+    return [-Infinity, Infinity];
+  }
   function moveWindow(f) {
     const gd = graph(".timeline");
     if (!gd || !gd._fullLayout || !window.Plotly) return false;
-    const ov = graph(".overview");
-    const run = ov && ov._fullLayout ? ov._fullLayout.xaxis.range.map(Number)
-                                     : [-Infinity, Infinity];
+    const run = runExtent();
     const [a, b] = gd._fullLayout.xaxis.range.map(Number);
     const [u, v] = f(a, b, run[0], run[1]);
     if (u === a && v === b) return true;
