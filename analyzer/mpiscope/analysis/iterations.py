@@ -368,6 +368,8 @@ def _rank_calls(c: _Calls) -> RankCalls:
     # back-to-back polling calls from one place count once
     polling = np.array([f.startswith(POLLING) for f in c.functions], dtype=bool)[c.function]
     same = np.r_[False, polling[1:] & (site[1:] == site[:-1])]
+    if not same.any():  # nothing merges: the rank's arrays as they are, not copied
+        return RankCalls(int(c.rank[0]), c, site, busy)
     return RankCalls(int(c.rank[0]), c.take(~same), site[~same], busy)
 
 
@@ -518,6 +520,7 @@ def detect(trace: Trace, min_iterations: int = 3) -> Loop | None:
     c = _outermost(trace.calls)
     ranks = ([_rank_calls(c.take(slice(lo, hi))) for lo, hi in pairwise(_cuts(c.rank))]
              if len(c.rank) else [])
+    del c  # what the ranks did not keep (their merged polling calls are copies)
     found: dict[bool, list[list[_Period]]] = {}
 
     def found_of(with_peer: bool) -> tuple[list[list[Candidate] | None], int]:
