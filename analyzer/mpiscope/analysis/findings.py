@@ -407,11 +407,13 @@ def _site_calls(coll: pd.DataFrame) -> pd.DataFrame:
             .agg(calls=("comm", "size"), comms=("comm", "nunique")).reset_index())
 
 
-def _outermost_in_order(calls: pd.DataFrame) -> pd.DataFrame:
-    """The outermost calls (depth 0) by rank, then start: as `sort_values` (stable) gives
-    them, with no sort when they are in that order already (a trace read back is, but for
-    a rank's several threads)."""
-    outer = calls[calls["depth"].to_numpy() == 0]
+def _outermost_in_order(calls: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """`columns` of the outermost calls (depth 0) by rank, then start: as `sort_values`
+    (stable) gives them, with no sort when they are in that order already (a trace read
+    back is, but for a rank's several threads). Only the columns read are cut (a copy of
+    every column of millions of calls costs seconds)."""
+    cols = list(dict.fromkeys(["rank", "start", *columns]))
+    outer = calls[cols][calls["depth"].to_numpy() == 0]
     by = by_rank_then_start(outer["rank"].to_numpy(), outer["start"].to_numpy())
     return outer if by is None else outer.iloc[by]
 
@@ -429,7 +431,7 @@ def _in(col: pd.Series, names: Collection[str]) -> np.ndarray:
 def _barriers_after(s: Any, coll: pd.DataFrame) -> pd.DataFrame:
     """Collective rows of barriers right after a synchronizing collective on the same
     communicator with no MPI call between (`prev`: that collective)."""
-    calls = _outermost_in_order(s.trace.calls)
+    calls = _outermost_in_order(s.trace.calls, ["call", "function", "comm"])
     fn = calls["function"]
     prev_fn = fn.groupby(calls["rank"].to_numpy(), observed=True).shift(1)
     prev_comm = calls["comm"].groupby(calls["rank"].to_numpy()).shift(1)
@@ -462,7 +464,7 @@ def _aggregation_part(s: Any) -> pd.DataFrame | None:
         return None
     calls = s.trace.calls
     # ordinal of each call among its rank's outermost calls: back-to-back = consecutive
-    outer = _outermost_in_order(calls)
+    outer = _outermost_in_order(calls, ["call"])
     ordinal = np.full(len(calls), -1, dtype=np.int64)
     ordinal[s.local(outer["call"].to_numpy())] = outer.groupby("rank").cumcount().to_numpy()
     sc = s.local(m["send_call"].to_numpy())
