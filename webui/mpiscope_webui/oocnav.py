@@ -8,8 +8,12 @@ of the trace's Parquet cache, read one rank's partition at a time, never the who
 - a search: each rank's calls (function, call site, start) or each sender's messages
   (tag, communicator, the calls), a column set at a time; the matches (ids and starts)
   are kept for the last few searches, so n / p after the first are binary searches;
-- a call's messages: every sender's four id columns scanned for the call's id (the cache
-  writes no statistics to skip row groups by), the senders' rows that hold it read.
+- a call's messages: only the files of the ranks that can have sent them, found in the
+  call's own rank's point-to-point events (its sends: that rank; its receives: the
+  source of each receive it completes, or of the completions of the requests it
+  posted); each of those files' four id columns scanned for the call's id (the cache
+  writes no statistics to skip row groups by). Where an event does not name its source,
+  every sender's file is scanned.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from mpiscope_webui import navsearch
 from mpiscope_webui.model import comm_label
 
 ROWS_KEPT = 64  # call rows kept (a selection's calls are redrawn on every zoom)
+P2P_KEPT = 2  # ranks whose point-to-point events are kept (a click, then its partner's)
+RECEIVED = ("recv", "irecv")  # p2p events of a completed receive: `peer` is its source
 SEARCHES_KEPT = 4  # searches whose matches are kept
 CALL_COLUMNS = ["call", "function", "callsite", "start", "end", "thread", "kind", "peer",
                 "tag", "comm", "bytes_sent", "bytes_recv"]
@@ -49,6 +55,7 @@ class OocCalls:
         self._lock = threading.Lock()
         self._rows: OrderedDict[int, pd.Series] = OrderedDict()
         self._found: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._p2p: OrderedDict[int, pd.DataFrame] = OrderedDict()
         self._options: list[dict] | None = None
         self.functions = [str(f) for f in tables.manifest["tables"]["calls"]["categories"]
                           ["function"]]
@@ -185,14 +192,47 @@ class OocCalls:
         return out
 
     # -- details ---------------------------------------------------------------------------
+    def _p2p_of(self, rank: int) -> pd.DataFrame:
+        """A rank's point-to-point events (event, call, peer, request), kept for the last
+        P2P_KEPT ranks."""
+        with self._lock:
+            got = self._p2p.get(rank)
+            if got is not None:
+                self._p2p.move_to_end(rank)
+                return got
+        cols = ["event", "call", "peer", "request"]
+        got = (self._file("p2p", rank).read(columns=cols, use_threads=False).to_pandas()
+               if rank in self.tables.ranks_of("p2p") else pd.DataFrame(columns=cols))
+        with self._lock:
+            self._p2p[rank] = got
+            while len(self._p2p) > P2P_KEPT:
+                self._p2p.popitem(last=False)
+        return got
+
+    def senders_of(self, call: int) -> list[int]:
+        """The ranks whose messages can name `call` (module doc): its own rank, and the
+        sources of the receives it completes or whose requests it posted; every sender
+        where an event of it does not name its source."""
+        rank = self.rank_of(call)
+        p = self._p2p_of(rank)
+        ev = p["event"].astype(str).to_numpy()
+        mine = p["call"].to_numpy() == call
+        posted = p["request"].to_numpy()[mine & (ev == "irecv_request")]
+        got = np.isin(ev, RECEIVED) & (mine | (np.isin(p["request"].to_numpy(), posted)
+                                                & (p["request"].to_numpy() >= 0)))
+        peers = p["peer"].to_numpy()[got]
+        if (peers < 0).any():
+            return list(self.senders)
+        known = set(int(s) for s in self.senders)
+        return sorted({rank, *(int(x) for x in peers)} & known)
+
     def partners(self, call: int) -> pd.DataFrame:
         """The messages this call sent or received, posting or completing them (as the
-        in-memory page's navsearch.partner_messages): every sender's four id columns
-        scanned for it (the cache keeps no statistics to skip by), the rows of those
-        senders that have it read whole."""
+        in-memory page's navsearch.partner_messages): the four id columns of the files of
+        `senders_of(call)` scanned for it, the rows that have it read whole."""
         ids = ["send_call", "recv_call", "send_complete_call", "recv_complete_call"]
         parts = []
-        for s in self.senders:
+        for s in self.senders_of(call):
             t = self._file("messages", s).read(columns=ids, use_threads=False)
             hit = np.zeros(t.num_rows, bool)
             for c in ids:

@@ -62,3 +62,17 @@ def test_rows_partners_and_jumps_are_the_in_memory_ones(pages):
         assert jumps(oc.details(0, call)) == jumps(ctl.call_details(0, call)), call
     assert np.array_equal(oc.first, np.concatenate(
         [[0], np.cumsum(np.bincount(calls["rank"], minlength=len(oc.first) - 1))]))
+
+
+def test_a_calls_messages_are_read_from_its_partners_files_only(pages):
+    """A click reads the files of the ranks that sent the call's messages (and its own),
+    not every sender's: found from its own rank's point-to-point events."""
+    ctl, oc = pages
+    calls = ctl.models[0].trace.calls
+    narrowed = 0
+    for call in range(len(calls)):
+        rank = int(calls["rank"].iloc[call])
+        senders = set(ctl.partners(0, call)["send_rank"].astype(int))
+        assert set(oc.senders_of(call)) <= {rank} | senders, call
+        narrowed += len(oc.senders_of(call)) < len(oc.senders)
+    assert narrowed  # the traces have more senders than any call's partners
