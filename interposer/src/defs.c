@@ -352,15 +352,11 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
     OTF2_StringRef empty = mps_gstr(gw, "");
     OTF2_GlobalDefWriter_WriteParadigm(gw, OTF2_PARADIGM_MPI, mps_gstr(gw, "MPI"),
                                        OTF2_PARADIGM_CLASS_PROCESS);
-    /* attributes: same refs on every rank */
+    /* attributes: same refs on every rank, written in ref order (otf2-print warns of
+       definitions out of order) */
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CALLSITE, mps_gstr(gw, "mpiscope:callsite"),
                                         mps_gstr(gw, "call site of the MPI call"),
                                         OTF2_TYPE_SOURCE_CODE_LOCATION);
-    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_PRIOR_HASH,
-                                        mps_gstr(gw, "mpiscope:prior_hash"),
-                                        mps_gstr(gw, "FNV-1a 64 of the collective's receive "
-                                                     "buffer at entry"),
-                                        OTF2_TYPE_UINT64);
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_IN_HASH, mps_gstr(gw, "mpiscope:in_hash"),
                                         mps_gstr(gw, "FNV-1a 64 of the collective's input"),
                                         OTF2_TYPE_UINT64);
@@ -373,6 +369,11 @@ int mps_write_global_defs(OTF2_GlobalDefWriter *gw, uint64_t gmin, uint64_t gmax
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CALLS, mps_gstr(gw, "mpiscope:calls"),
                                         mps_gstr(gw, "consecutive polling calls that "
                                                      "completed nothing, in this one visit"),
+                                        OTF2_TYPE_UINT64);
+    OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_PRIOR_HASH,
+                                        mps_gstr(gw, "mpiscope:prior_hash"),
+                                        mps_gstr(gw, "FNV-1a 64 of the collective's receive "
+                                                     "buffer at entry"),
                                         OTF2_TYPE_UINT64);
     OTF2_GlobalDefWriter_WriteAttribute(gw, MPS_ATTR_CPU, mps_gstr(gw, "mpiscope:cpu_ns"),
                                         mps_gstr(gw, "the thread's on-CPU time so far (ns, "
