@@ -1,10 +1,17 @@
 """Timeline navigation in headless Chromium at 1400×900 and 1024×768, on traces built by
-construction (mpiscope_testing.windowtrace, tagtrace): a partner jump selects and marks the
-partner and says which way the message went; search by function, call site, tag and
-communicator with n / p; zoom and pan keys; in compare mode the keys move the panel last
-clicked."""
+construction (mpiscope_testing.windowtrace, tagtrace): a click shows a call's details, a
+partner jump selects and marks the partner and says which way the message went; search by
+function, call site, tag and communicator with n / p; zoom and pan keys. These run on both
+pages (the `page` fixture): in memory and out of core (MPISCOPE_TIMELINE_OOC=1), whose
+navigation is the in-memory page's code (navsearch, app.search_bar, assets/navigation.js)
+on the cache's rows (oocnav). In memory only: the view in the URL and the zoom history,
+the timeline saved as an image, the lane height, and in compare mode the keys moving the
+panel last clicked (test_browser_ooc_navigation: the out-of-core page's keys' help)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
@@ -20,11 +27,13 @@ from mpiscope_testing.webui_page import (
     layout_problems,
     open_app,
     saved_timeline,
+    shot,
     wait_until,
     zoom_to,
 )
 from mpiscope_testing.webui_server import ARTIFACTS
 from mpiscope_testing.windowtrace import SENDS, build
+from mpiscope_webui import pyramid
 
 pytestmark = pytest.mark.browser
 SIZES = [(1400, 900), (1024, 768)]
@@ -43,6 +52,78 @@ def trace(trace_dir):
 @pytest.fixture(scope="module")
 def url(serve, trace_dir):
     return serve(trace_dir)
+
+
+# -- the two pages the shared tests run on ----------------------------------------------
+def serve_ooc(serve, trace_dir) -> str:
+    """The trace served on the out-of-core page."""
+    with pytest.MonkeyPatch.context() as mp:  # the server's environment, not ours
+        mp.setenv(pyramid.ENV, "1")
+        return serve(trace_dir)
+
+
+def open_ooc(driver, url: str) -> None:
+    """The out-of-core page, its timeline drawn and its search bar (dcc's dropdown comes
+    in a chunk of its own, after the timeline; search-poll, a dcc.Interval, draws no
+    element). The call sites and tags come a moment after the page (oocnav counts them in
+    the background): `choose` waits for the option it picks."""
+    driver.get(url)
+    wait_until(driver, f"const g = {GD.format(p=0)}; return g && g._fullData && "
+               "g._fullData.length > 1", what="timeline drawn")
+    wait_until(driver, "return document.querySelector('#panel-0 .search-what') !== null",
+               what="the search bar")
+    assert "out-of-core timeline" in driver.find_element(By.CSS_SELECTOR,
+                                                         "#panel-0 .panel-head").text
+
+
+def memory_run(driver) -> list[float]:
+    """The run's extent in memory: the overview's range."""
+    return driver.execute_script("return document.querySelector('#panel-0 .overview "
+                                 ".js-plotly-plot')._fullLayout.xaxis.range")
+
+
+def ooc_run(driver) -> list[float]:
+    """The run's extent out of core: the timeline's data-run (the keys' limit)."""
+    return wait_until(driver, "const w = document.querySelector('#panel-0 [data-run]');"
+                      " return w && JSON.parse(w.dataset.run)", what="the run's extent")
+
+
+@dataclass(frozen=True)
+class Page:
+    """A timeline page: how to open it, its screenshots' prefix, where it keeps the run's
+    extent, and the fixtures serving the two traces to it."""
+    name: str
+    open: Callable[..., None]
+    shots: str
+    run: Callable[..., list[float]]
+    url: str  # the fixture serving windowtrace
+    tag_url: str  # the fixture serving tagtrace
+
+
+PAGES = [Page("memory", open_app, "nav", memory_run, "url", "tag_url"),
+         Page("ooc", open_ooc, "ooc-nav", ooc_run, "ooc_url", "ooc_tag_url")]
+
+
+@pytest.fixture(scope="module", params=PAGES, ids=lambda p: p.name)
+def page(request) -> Page:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def ooc_url(serve, trace_dir):
+    return serve_ooc(serve, trace_dir)
+
+
+@pytest.fixture(scope="module")
+def page_url(request, page) -> str:
+    """windowtrace served on `page`."""
+    return request.getfixturevalue(page.url)
+
+
+@pytest.fixture(scope="module")
+def page_tag_url(request, page) -> str:
+    """tagtrace served on `page`."""
+    return request.getfixturevalue(page.tag_url)
 
 
 def click_call(driver, call: int) -> None:
@@ -65,20 +146,21 @@ def click_call(driver, call: int) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_partner_jump_selects_and_marks_the_partner(browser, url, trace, size):
+def test_partner_jump_selects_and_marks_the_partner(browser, page, page_url, trace, size):
     browser.set_window_size(*size)
-    open_app(browser, url)
+    page.open(browser, page_url)
     c, m = trace.calls, trace.messages
-    k = 4
-    s, d = SENDS[k]
+    s, d = SENDS[4]
     recv = c[(c["function"] == "MPI_Recv") & (c["start"] == s - 2000)].iloc[0]
     send = c[(c["function"] == "MPI_Send") & (c["start"] == s)].iloc[0]
     nbytes = int(m[m["recv_call"] == recv["call"]]["bytes"].iloc[0])
-    zoom_to(browser, (s - 5000) / 1e9, (s + d + 5000) / 1e9)
+    zoom_to(browser, (s - 5000) / 1e9, (s + d + 5000) / 1e9)  # single calls: the detail
     click_call(browser, int(recv["call"]))
     jump = wait_until(browser, "return document.querySelector('#panel-0 .details button.jump')",
                       what="the partner button")
-    assert jump.text == (f"received {nbytes:,} B from rank 0 (tag 5) → jump to the send")
+    assert jump.text == f"received {nbytes:,} B from rank 0 (tag 5) → jump to the send"
+    details = browser.find_element(By.CSS_SELECTOR, "#panel-0 .details").text
+    assert "MPI_Recv" in details and "a.c:20" in details and "rank 0" in details
     jump.click()
     head = wait_until(browser, "const h=document.querySelector('#panel-0 .details "
                       ".partner-head'); return h && h.textContent", what="partner selected")
@@ -98,9 +180,12 @@ def test_partner_jump_selects_and_marks_the_partner(browser, url, trace, size):
     # the partner is inside the window shown
     lo, hi = browser.execute_script(f"return {GD.format(p=0)}._fullLayout.xaxis.range")
     assert lo <= send["start"] / 1e9 and send["end"] / 1e9 <= hi
+    # both calls outlined (the selection), the partner drawn as a state where it is marked
+    outlined = browser.execute_script(f"const t={GD.format(p=0)}._fullData.find(t => "
+                                      "t.name === 'selected'); return t ? t.x.length : 0")
+    assert outlined > 0
     assert layout_problems(browser) == []
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(ARTIFACTS / f"nav-partner-{size[0]}.png"))
+    shot(browser, f"{page.shots}-partner-{size[0]}")
 
 
 def x_range(driver) -> list[float]:
@@ -155,9 +240,9 @@ def marked(driver) -> list[float]:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_search_next_and_previous_call_with_keys(browser, url, trace, size):
+def test_search_next_and_previous_call_with_keys(browser, page, page_url, trace, size):
     browser.set_window_size(*size)
-    open_app(browser, url)
+    page.open(browser, page_url)
     c = trace.calls
     recvs = c[c["function"] == "MPI_Recv"].sort_values("start")
     choose(browser, "#panel-0 .search-what", "MPI_Recv at a.c:20")
@@ -182,8 +267,8 @@ def test_search_next_and_previous_call_with_keys(browser, url, trace, size):
     found(2)
     body.send_keys("p")
     found(1)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(ARTIFACTS / f"nav-search-{size[0]}.png"))
+    assert layout_problems(browser) == []
+    shot(browser, f"{page.shots}-search-{size[0]}")
     # before the first there is none: said, and the view stays
     body.send_keys("p")
     found(0)
@@ -233,6 +318,11 @@ def tag_url(serve, tag_dir):
     return serve(tag_dir)
 
 
+@pytest.fixture(scope="module")
+def ooc_tag_url(serve, tag_dir):
+    return serve_ooc(serve, tag_dir)
+
+
 def call_at(calls, function: str, start: int):
     """The call of `function` starting at `start` (ns): one, by construction."""
     hit = calls[(calls["function"] == function) & (calls["start"] == start)]
@@ -258,12 +348,12 @@ def marked_at(driver, call, p: int = 0, tag: int = 5) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_search_receives_by_tag_with_keys(browser, tag_url, tag_calls, size):
+def test_search_receives_by_tag_with_keys(browser, page, page_tag_url, tag_calls, size):
     """n / p step through rank 1's receives of tag 5, exactly: the blocking MPI_Recv of
     rank 0's messages and the MPI_Wait completing each Irecv of "pair", in time order,
     none of tag 7 or of another rank."""
     browser.set_window_size(*size)
-    open_app(browser, tag_url)
+    page.open(browser, page_tag_url)
     recvs = sorted([call_at(tag_calls, "MPI_Recv", t - 2 * US)
                     for t, tag in tagtrace.WORLD_SENDS if tag == 5]
                    + [call_at(tag_calls, "MPI_Wait", t - 5 * US) for t in tagtrace.PAIR_SENDS],
@@ -278,8 +368,7 @@ def test_search_receives_by_tag_with_keys(browser, tag_url, tag_calls, size):
             body.send_keys("n")
         marked_at(browser, call)
     assert layout_problems(browser) == []
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(ARTIFACTS / f"nav-search-tag-{size[0]}.png"))
+    shot(browser, f"{page.shots}-search-tag-{size[0]}")
     body.send_keys("n")  # after the last: said, and the view stays
     wait_until(browser, "return document.querySelector('#panel-0 .search').textContent"
                ".includes('no later receive')", what="nothing later")
@@ -307,11 +396,11 @@ def shown_window(driver, a: float, b: float, p: int = 0) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_zoom_and_pan_keys(browser, tag_url, size):
+def test_zoom_and_pan_keys(browser, page, page_tag_url, size):
     """+ halves the window around its middle, - doubles it (never past the whole run),
     → and ← move it a quarter of its width; typed into a text field they do nothing."""
     browser.set_window_size(*size)
-    open_app(browser, tag_url)
+    page.open(browser, page_tag_url)
     a, b = 200e-6, 360e-6  # middle 280 µs, a quarter 40 µs
     zoom_to(browser, a, b)
     body = browser.find_element(By.TAG_NAME, "body")
@@ -333,10 +422,10 @@ def test_zoom_and_pan_keys(browser, tag_url, size):
     shown_window(browser, 120e-6, 440e-6)
     assert layout_problems(browser) == []
     # zoomed out as far as the whole run: the whole run, and no further
-    run = browser.execute_script("return document.querySelector('#panel-0 .overview "
-                                 ".js-plotly-plot')._fullLayout.xaxis.range")
+    run = page.run(browser)
     body.send_keys("-")
     shown_window(browser, *run)
+    body.send_keys("-")  # past the whole run: nothing
     # at the run's end → moves nothing: the "+" after it halves the whole run
     body.send_keys(Keys.ARROW_RIGHT)
     body.send_keys("+")
