@@ -77,11 +77,21 @@ def http_view(url: str, app, view: dict) -> tuple[float, int, int]:
                if k.startswith('..{"panel":["MATCH"],"type":"timeline"}'))
     ids = [{"id": {"panel": 0, "type": t}, "property": p}
            for t, p in (("timeline", "figure"), ("status", "children"), ("overview", "figure"))]
+    # the callback's inputs as the app declares them (a bench with its own list breaks
+    # when the page gains one), each with what the browser sends on a zoom
+    values = {"view": view, "viewport": WIDTH, "waits": True, "cp-toggle": []}
+    inputs = []
+    for inp in app.callback_map[key]["inputs"]:
+        ident = json.loads(inp["id"]) if inp["id"].startswith("{") else inp["id"]
+        name = ident["type"] if isinstance(ident, dict) else ident
+        if name not in values:
+            raise SystemExit(f"bench/webui: the render callback has an input {name!r} the "
+                             "bench does not know a value for")
+        if isinstance(ident, dict):
+            ident = {**ident, "panel": 0}
+        inputs.append({"id": ident, "property": inp["property"], "value": values[name]})
     body = json.dumps({
-        "output": key, "outputs": ids,
-        "inputs": [{"id": {"panel": 0, "type": "view"}, "property": "data", "value": view},
-                   {"id": "viewport", "property": "data", "value": WIDTH},
-                   {"id": {"panel": 0, "type": "waits"}, "property": "data", "value": True}],
+        "output": key, "outputs": ids, "inputs": inputs,
         "changedPropIds": ['{"panel":0,"type":"view"}.data'], "state": []}).encode()
     req = urllib.request.Request(f"{url}/_dash-update-component", data=body,
                                  headers={"Content-Type": "application/json",
