@@ -5,23 +5,19 @@ would only show there."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from mpiscope_testing import scriptload
 
 MEASURE = Path(__file__).resolve().parents[1] / "bench" / "whatif" / "measure.py"
 
 
 @pytest.fixture(scope="module")
 def measure():
-    spec = importlib.util.spec_from_file_location("bench_whatif_measure", MEASURE)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return scriptload.load(MEASURE, "bench_whatif_measure")
 
 
 def test_laplace_input_has_the_solution_one_to_n(measure) -> None:

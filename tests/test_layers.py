@@ -4,7 +4,6 @@ tree written here, and passes on the real tree."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from mpiscope_testing import REPO
+from mpiscope_testing import REPO, scriptload
 
 SCRIPT = REPO / "scripts" / "check_layers.py"
 
@@ -28,11 +27,7 @@ ALLOWED: list[tuple[str, str, str]] = []
 @pytest.fixture(scope="module")
 def layers() -> ModuleType:
     """The script, loaded from its file (scripts/ is no package)."""
-    spec = importlib.util.spec_from_file_location("check_layers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return scriptload.load(SCRIPT, "check_layers")
 
 
 def allowed(v) -> bool:

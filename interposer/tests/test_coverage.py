@@ -5,7 +5,6 @@ and on real runs of calls no spec entry describes (RMA, Comm_split_type), in C a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -17,7 +16,7 @@ from types import ModuleType
 import pytest
 
 import mpiscope
-from mpiscope_testing import REPO, mpijobs
+from mpiscope_testing import REPO, mpijobs, scriptload
 from mpiscope_testing import tracechecks as tc
 from mpiscope_testing.traceread import otf2_print
 
@@ -29,11 +28,7 @@ MPICH_RUN = dict(launcher=mpijobs.MPIEXEC_MPICH, mpi="mpich")
 
 @pytest.fixture(scope="module")
 def wrapgen() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("wrapgen_cov", GEN / "wrapgen.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return scriptload.load(GEN / "wrapgen.py", "wrapgen_cov")
 
 
 def declared(mpi: str, tmp: Path) -> set[str]:

@@ -6,7 +6,6 @@ wrapper forwards to PMPI. Assertions name what matters, never whole files (nor i
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import re
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from mpiscope_testing import REPO, mpijobs
+from mpiscope_testing import REPO, mpijobs, scriptload
 
 GEN = REPO / "interposer" / "gen"
 ROLES = {"FUNCTION", "POINT2POINT", "BARRIER", "COLL_ONE2ALL", "COLL_ALL2ONE", "COLL_ALL2ALL",
@@ -54,11 +53,7 @@ MPI_Comm_set_name FUNCTION
 @pytest.fixture(scope="module")
 def wrapgen() -> ModuleType:
     """gen/wrapgen.py is a build script, not a package: loaded from its file."""
-    spec = importlib.util.spec_from_file_location("wrapgen", GEN / "wrapgen.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return scriptload.load(GEN / "wrapgen.py", "wrapgen")
 
 
 @pytest.fixture(scope="module")

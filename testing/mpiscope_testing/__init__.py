@@ -14,6 +14,7 @@ what several of them share lives here, one module per job:
 - `calls_synth`: synthetic `calls` tables for the level-of-detail tests and benchmarks.
 - `browser`: the headless Chromium (Selenium) every browser test and benchmark drives.
 - `oversubscribed`: a run of 4 ranks on a host with 2 CPUs (MPISCOPE::HOST_CPUS), built.
+- `scriptload`: load a script that is no package (a generator, a bench) as a module.
 
 pyproject.toml's `[tool.pytest.ini_options] pythonpath` puts testing/ on sys.path for
 pytest; scripts outside pytest (bench/*/run) set PYTHONPATH.
