@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -39,6 +40,41 @@ CALL_COLUMNS = ["call", "function", "callsite", "start", "end", "thread", "kind"
                 "tag", "comm", "bytes_sent", "bytes_recv"]
 
 
+class Kept:
+    """The last `size` values computed, by key (least recently used dropped first), for
+    the page's callback threads."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict = OrderedDict()
+
+    def get(self, key):
+        with self._lock:
+            got = self._items.get(key)
+            if got is not None:
+                self._items.move_to_end(key)
+            return got
+
+    def put(self, key, value):
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+
+@dataclass(frozen=True)
+class RankP2p:
+    """What a call's partner lookup reads of its rank's point-to-point events."""
+
+    call: np.ndarray
+    peer: np.ndarray
+    request: np.ndarray
+    received: np.ndarray  # a completed receive: `peer` is its source
+    posted: np.ndarray  # an Irecv's request posted (its source is named at completion)
+
+
 class OocCalls:
     """The calls and messages of a cached trace, as the timeline's search and details
     need them, read from the cache's per-rank files on demand."""
@@ -53,9 +89,9 @@ class OocCalls:
         self.senders = tables.ranks_of("messages")
         self._comms = tables.small("comms")
         self._lock = threading.Lock()
-        self._rows: OrderedDict[int, pd.Series] = OrderedDict()
-        self._found: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._p2p: OrderedDict[int, pd.DataFrame] = OrderedDict()
+        self._rows = Kept(ROWS_KEPT)
+        self._found = Kept(SEARCHES_KEPT)
+        self._p2p = Kept(P2P_KEPT)
         self._options: list[dict] | None = None
         self.functions = [str(f) for f in tables.manifest["tables"]["calls"]["categories"]
                           ["function"]]
@@ -73,11 +109,9 @@ class OocCalls:
 
     def row(self, call: int) -> pd.Series:
         """Call `call`'s row (CALL_COLUMNS and its rank)."""
-        with self._lock:
-            got = self._rows.get(call)
-            if got is not None:
-                self._rows.move_to_end(call)
-                return got
+        got = self._rows.get(call)
+        if got is not None:
+            return got
         r = self.rank_of(call)
         f = self._file("calls", r)
         at = call - int(self.first[r])
@@ -87,11 +121,7 @@ class OocCalls:
         t = f.read_row_group(g, columns=CALL_COLUMNS, use_threads=False)
         got = t.slice(at - int(sizes[:g].sum()), 1).to_pandas().iloc[0]
         got["rank"] = r
-        with self._lock:
-            self._rows[call] = got
-            while len(self._rows) > ROWS_KEPT:
-                self._rows.popitem(last=False)
-        return got
+        return self._rows.put(call, got)
 
     def span(self, call: int) -> tuple[int, int]:
         """A call's (start, end), ns."""
@@ -147,11 +177,9 @@ class OocCalls:
         None), the same calls as the in-memory page's search; None if the value is not
         one the search offers."""
         key = (what, tuple(sorted(ranks)) if ranks else None)
-        with self._lock:
-            got = self._found.get(key)
-            if got is not None:
-                self._found.move_to_end(key)
-                return got
+        got = self._found.get(key)
+        if got is not None:
+            return got
         if navsearch.is_message_search(what):
             if navsearch.message_key(what) is None:
                 return None
@@ -173,12 +201,7 @@ class OocCalls:
                 # a rank's file holds its calls in id order from first[r]: row = id - first
                 starts_of.append(f["start"].to_numpy(np.int64)[hit - self.first[r]])
             ids, starts = np.concatenate(ids_of), np.concatenate(starts_of)
-        got = (ids, starts)
-        with self._lock:
-            self._found[key] = got
-            while len(self._found) > SEARCHES_KEPT:
-                self._found.popitem(last=False)
-        return got
+        return self._found.put(key, (ids, starts))
 
     def _starts(self, ids: np.ndarray) -> np.ndarray:
         """The starts of calls `ids` (ascending), each rank's start column read once."""
@@ -192,22 +215,20 @@ class OocCalls:
         return out
 
     # -- details ---------------------------------------------------------------------------
-    def _p2p_of(self, rank: int) -> pd.DataFrame:
-        """A rank's point-to-point events (event, call, peer, request), kept for the last
-        P2P_KEPT ranks."""
-        with self._lock:
-            got = self._p2p.get(rank)
-            if got is not None:
-                self._p2p.move_to_end(rank)
-                return got
+    def _p2p_of(self, rank: int) -> RankP2p:
+        """A rank's point-to-point events as the partner lookup reads them, kept for the
+        last P2P_KEPT ranks."""
+        got = self._p2p.get(rank)
+        if got is not None:
+            return got
         cols = ["event", "call", "peer", "request"]
-        got = (self._file("p2p", rank).read(columns=cols, use_threads=False).to_pandas()
-               if rank in self.tables.ranks_of("p2p") else pd.DataFrame(columns=cols))
-        with self._lock:
-            self._p2p[rank] = got
-            while len(self._p2p) > P2P_KEPT:
-                self._p2p.popitem(last=False)
-        return got
+        p = (self._file("p2p", rank).read(columns=cols, use_threads=False).to_pandas()
+             if rank in self.tables.ranks_of("p2p") else pd.DataFrame(columns=cols))
+        ev = p["event"].astype(str).to_numpy()
+        return self._p2p.put(rank, RankP2p(
+            p["call"].to_numpy(np.int64), p["peer"].to_numpy(np.int64),
+            p["request"].to_numpy(np.int64), np.isin(ev, RECEIVED),
+            ev == "irecv_request"))
 
     def senders_of(self, call: int) -> list[int]:
         """The ranks whose messages can name `call` (module doc): its own rank, and the
@@ -215,12 +236,10 @@ class OocCalls:
         where an event of it does not name its source."""
         rank = self.rank_of(call)
         p = self._p2p_of(rank)
-        ev = p["event"].astype(str).to_numpy()
-        mine = p["call"].to_numpy() == call
-        posted = p["request"].to_numpy()[mine & (ev == "irecv_request")]
-        got = np.isin(ev, RECEIVED) & (mine | (np.isin(p["request"].to_numpy(), posted)
-                                                & (p["request"].to_numpy() >= 0)))
-        peers = p["peer"].to_numpy()[got]
+        mine = p.call == call
+        posted = p.request[mine & p.posted]
+        got = p.received & (mine | (np.isin(p.request, posted) & (p.request >= 0)))
+        peers = p.peer[got]
         if (peers < 0).any():
             return list(self.senders)
         known = set(int(s) for s in self.senders)
