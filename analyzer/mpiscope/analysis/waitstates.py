@@ -526,8 +526,7 @@ def _lock_waits(calls: pd.DataFrame, sync: pd.DataFrame, wait: np.ndarray,
     first = np.maximum(t_req[hit].astype(np.int64), start[out_c])
     out_w = np.minimum(np.maximum(released[hit].astype(np.int64) - first, 0),
                        end[out_c] - start[out_c])
-    _set(wait, kind, np.asarray(out_c, np.int64), np.asarray(out_w, np.int64),
-         KIND["lock_contention"])
+    _set(wait, kind, out_c, out_w.astype(np.int64), KIND["lock_contention"])
 
 
 def _sync_corrected(trace: Trace, calls: pd.DataFrame) -> pd.DataFrame:
